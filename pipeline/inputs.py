@@ -1,0 +1,291 @@
+"""Generic record input: split a JSONL or Parquet file into slices, read one slice as records.
+
+A record is one JSON object per line (JSONL) or one row (Parquet) with an ``id`` and a payload
+field.  Nothing here knows what the payload means: readable payloads are handed over as plain
+Python values, and every record that cannot be read is still accounted for with a plain reason.
+
+    >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
+    >>> records = read_slice(specs[0], "grid")                                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import InputError
+
+__all__ = ["RecordSlice", "plan_slices", "read_slice", "InputError"]
+
+_PARQUET_MAGIC = b"PAR1"
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
+_SCAN_BLOCK = 1 << 24  # bytes read at a time when counting lines on the driver
+_ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
+
+
+@dataclass
+class RecordSlice:
+    """The records of one slice, in file order; the four lists have one entry per record.
+
+    positions:      1-based line number (JSONL) or row number (Parquet) of each record.
+    ids:            the record's id as a string (integer ids converted), None if missing/invalid.
+    values:         the payload field as plain Python, None when the record is unreadable.
+    errors:         None when the record is readable, else a plain reason naming its position.
+    position_label: "line" or "row".
+    """
+
+    positions: list[int] = dataclass_field(default_factory=list)
+    ids: list[str | None] = dataclass_field(default_factory=list)
+    values: list[Any] = dataclass_field(default_factory=list)
+    errors: list[str | None] = dataclass_field(default_factory=list)
+    position_label: str = "line"
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def _add(self, position: int, id_: str | None, value: Any, error: str | None) -> None:
+        self.positions.append(position)
+        self.ids.append(id_)
+        self.values.append(value)
+        self.errors.append(error)
+
+
+# ---------------------------------------------------------------------------------------- planning
+
+
+def plan_slices(path: str, field: str, records_per_slice: int) -> list[dict]:
+    """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
+
+    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes).
+    field:             the payload field every record should carry (checked up front for Parquet).
+    records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
+
+    JSONL slices are byte ranges cut just after a newline, each with the number of its first line;
+    the driver only counts newlines, it never parses.  Parquet slices are row ranges.  The specs
+    cover the whole file exactly once; an empty file has none.  Raises InputError for a missing or
+    unreadable file or one whose format cannot be told.
+    """
+    if not isinstance(records_per_slice, int) or records_per_slice < 1:
+        raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
+    path = os.path.abspath(path)
+    stat = _stat_input(path)
+    base = {"path": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if _detect_format(path) == "parquet":
+        return [{**base, **rows} for rows in _plan_parquet(path, field, records_per_slice)]
+    return [{**base, **cut} for cut in _plan_jsonl(path, records_per_slice)]
+
+
+def _stat_input(path: str) -> os.stat_result:
+    """The file's stat, or an InputError saying why the input cannot be used."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"input file {path} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot read input file {path}: {exc.strerror}") from None
+    if not os.path.isfile(path):
+        raise InputError(f"input {path} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"cannot read input file {path}: permission denied")
+    return stat
+
+
+def _detect_format(path: str) -> str:
+    """"parquet" or "jsonl", from the suffix, else from the first bytes."""
+    lower = path.lower()
+    if lower.endswith(".parquet"):
+        return "parquet"
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if head == _PARQUET_MAGIC:
+        return "parquet"
+    if lower.endswith(_JSONL_SUFFIXES) or head.lstrip()[:1] in (b"{", b""):
+        return "jsonl"
+    raise InputError(
+        f"cannot tell the format of {path}: name it .jsonl (one JSON object per line) "
+        "or .parquet"
+    )
+
+
+def _plan_jsonl(path: str, lines_per_slice: int) -> list[dict]:
+    """Byte ranges of ``lines_per_slice`` lines each, found by counting newlines in blocks."""
+    cuts = [0]
+    lines_seen = 0
+    offset = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_SCAN_BLOCK):
+            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
+            # Cut after every newline that ends a multiple of lines_per_slice lines.
+            first = (lines_per_slice - 1 - lines_seen) % lines_per_slice
+            cuts.extend(int(offset + pos + 1) for pos in newlines[first::lines_per_slice])
+            lines_seen += len(newlines)
+            offset += len(block)
+    if cuts[-1] != offset:
+        cuts.append(offset)  # the tail, possibly a last line without a newline
+    return [
+        {"format": "jsonl", "start": start, "end": end, "first_line": 1 + k * lines_per_slice}
+        for k, (start, end) in enumerate(zip(cuts, cuts[1:]))
+    ]
+
+
+def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
+    """Row ranges of ``rows_per_slice`` rows each; checks that the payload column exists."""
+    parquet_file = _open_parquet(path)
+    names = parquet_file.schema_arrow.names
+    if field not in names:
+        raise InputError(f"Parquet input {path} has no column {field!r} (its columns: {', '.join(names)})")
+    total = parquet_file.metadata.num_rows
+    return [
+        {"format": "parquet", "start_row": start, "end_row": min(start + rows_per_slice, total)}
+        for start in range(0, total, rows_per_slice)
+    ]
+
+
+def _open_parquet(path: str):
+    """A pyarrow ParquetFile, or an InputError if the file is not readable Parquet."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
+        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
+
+
+# ----------------------------------------------------------------------------------------- reading
+
+
+def read_slice(spec: dict, field: str, fast_type=None) -> RecordSlice:
+    """Read the records of one slice planned by ``plan_slices``.
+
+    spec:      one slice spec.
+    field:     the payload field.
+    fast_type: for JSONL, the pyarrow type the payload has when a record is well formed (for
+               example ``pa.list_(pa.string())``).  When given, the slice is first read with
+               pyarrow.json against the schema {id: string, field: fast_type}; on any doubt (a
+               parse or type error, blank lines, a missing or null id or payload) the slice is
+               read again line by line with ``json.loads`` so that every line is accounted for and
+               payloads keep their JSON types.  None reads line by line directly.
+
+    Every non-blank line becomes exactly one record; blank lines are skipped.  Raises InputError
+    if the file changed size since it was planned.
+    """
+    path = spec["path"]
+    if _stat_input(path).st_size != spec["size"]:
+        raise InputError(f"input file {path} changed since the batch was planned; run it again")
+    if spec["format"] == "parquet":
+        return _read_parquet_slice(spec, field)
+    with open(path, "rb") as handle:
+        handle.seek(spec["start"])
+        data = handle.read(spec["end"] - spec["start"])
+    if fast_type is not None:
+        fast = _read_jsonl_fast(data, spec["first_line"], field, fast_type)
+        if fast is not None:
+            return fast
+    return _read_jsonl_lines(data, spec["first_line"], field)
+
+
+def _read_jsonl_fast(data: bytes, first_line: int, field: str, fast_type) -> RecordSlice | None:
+    """The slice via pyarrow.json, or None when the result could differ from ``json.loads``."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    schema = pa.schema([("id", pa.string()), (field, fast_type)])
+    try:
+        table = pa_json.read_json(
+            io.BytesIO(data),
+            read_options=pa_json.ReadOptions(block_size=_ARROW_BLOCK),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except Exception:  # any parse or type problem: the line-by-line reader explains it per line
+        return None
+    # A row count that differs from the line count means blank lines or several objects on a line;
+    # a null means "missing" and "null" cannot be told apart.  Either way, read line by line.
+    if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
+        return None
+    return RecordSlice(
+        positions=list(range(first_line, first_line + line_count)),
+        ids=table.column("id").to_pylist(),
+        values=table.column(field).to_pylist(),
+        errors=[None] * line_count,
+        position_label="line",
+    )
+
+
+def _read_jsonl_lines(data: bytes, first_line: int, field: str) -> RecordSlice:
+    """The slice line by line with ``json.loads``: every non-blank line becomes one record."""
+    records = RecordSlice(position_label="line")
+    for offset, raw in enumerate(data.split(b"\n")):
+        if raw.strip():
+            line = first_line + offset
+            records._add(line, *_parse_json_line(raw, line, field))
+    return records
+
+
+def _parse_json_line(raw: bytes, line: int, field: str) -> tuple[str | None, Any, str | None]:
+    """(id, value, error) for one non-blank line."""
+    where = f"line {line}"
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, None, f"{where}: not valid UTF-8 (byte {exc.start})"
+    except json.JSONDecodeError as exc:
+        return None, None, f"{where}: not valid JSON: {exc.msg} at column {exc.colno}"
+    except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
+        return None, None, f"{where}: not valid JSON: {exc}"
+    if not isinstance(obj, dict):
+        return None, None, f"{where}: not a JSON object but {_json_type_name(obj)}"
+    id_, id_error = _record_id(obj.get("id"), "id" in obj, where)
+    if id_error:
+        return id_, None, id_error
+    if field not in obj:
+        return id_, None, f"{where}: no {field!r}"
+    return id_, obj[field], None
+
+
+def _record_id(value: Any, present: bool, where: str) -> tuple[str | None, str | None]:
+    """(id string, error) for an id value; integer ids become strings."""
+    if not present or value is None:
+        return None, f"{where}: no 'id'"
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value), None
+    return None, f"{where}: 'id' must be a string or an integer, not {_json_type_name(value)}"
+
+
+def _json_type_name(value: Any) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+                       (list, "an array"), (dict, "an object")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
+def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
+    """The rows ``[start_row, end_row)``, reading only the row groups that overlap them."""
+    parquet_file = _open_parquet(spec["path"])
+    start, end = spec["start_row"], spec["end_row"]
+    groups, group_start, first = [], 0, None
+    for index in range(parquet_file.metadata.num_row_groups):
+        group_end = group_start + parquet_file.metadata.row_group(index).num_rows
+        if group_start < end and group_end > start:
+            groups.append(index)
+            first = group_start if first is None else first
+        group_start = group_end
+    columns = [name for name in ("id", field) if name in parquet_file.schema_arrow.names]
+    table = parquet_file.read_row_groups(groups, columns=columns).slice(start - (first or 0), end - start)
+    values = table.column(field).to_pylist()
+    raw_ids = table.column("id").to_pylist() if "id" in columns else [None] * len(values)
+    records = RecordSlice(position_label="row")
+    for offset, (raw_id, value) in enumerate(zip(raw_ids, values)):
+        row = start + 1 + offset
+        id_, error = _record_id(raw_id, True, f"row {row}")
+        records._add(row, id_, None if error else value, error)
+    return records
