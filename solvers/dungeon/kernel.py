@@ -1,0 +1,154 @@
+"""The numba kernels: breadth-first search over many dungeons given as flat cell-code arrays.
+
+Each dungeon is copied into a scratch grid with a one-cell wall border (so neighbours never need a
+bounds check), every cell gets a bitmask of the directions in which a monster stands next to it,
+and a move p -> p + d is allowed when the target is open and no monster stands next to both p and
+p + d, i.e. ``mask[p] & common[d] == 0``.  Scratch arrays are allocated once per call, sized for
+the largest dungeon.
+
+Cell codes (see ``parse``): 0 floor, 1 wall, 2 gold, 3 monster, 4 start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["DIRECTIONS", "COMMON", "solve_kernel", "parents_kernel"]
+
+_WALL, _GOLD, _MONSTER = 1, 2, 3
+
+# The eight moves, as (row step, column step); bit k of a mask stands for DIRECTIONS[k].
+DIRECTIONS = tuple((dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if (dr, dc) != (0, 0))
+
+
+def _common_masks() -> np.ndarray:
+    """uint8[8]: for move k, the directions j (seen from p) whose cell also touches p + move k."""
+    common = np.zeros(8, dtype=np.uint8)
+    for k, (kr, kc) in enumerate(DIRECTIONS):
+        for j, (jr, jc) in enumerate(DIRECTIONS):
+            if j != k and max(abs(jr - kr), abs(jc - kc)) <= 1:
+                common[k] |= 1 << j
+    return common
+
+
+COMMON = _common_masks()
+
+
+@njit(cache=True, nogil=True)
+def _prepare(codes, offset, height, width, cell, mask, delta):
+    """Copy one dungeon into the padded scratch grid and mark the monsters' neighbours.
+
+    codes:  uint8[*], all dungeons' cells; this one's start at ``offset``, row-major.
+    cell:   uint8[>= (height + 2) * (width + 2)], filled with padded codes (border = wall).
+    mask:   uint8[same], filled with bit j set when a monster stands at p + DIRECTIONS[j].
+    delta:  int64[8], filled with the flat step of each direction in the padded grid.
+    """
+    pw = width + 2
+    size = (height + 2) * pw
+    k = 0
+    for dr in range(-1, 2):
+        for dc in range(-1, 2):
+            if dr != 0 or dc != 0:
+                delta[k] = dr * pw + dc
+                k += 1
+    cell[:size] = _WALL
+    mask[:size] = 0
+    for r in range(height):
+        src = offset + r * width
+        dst = (r + 1) * pw + 1
+        for c in range(width):
+            code = codes[src + c]
+            cell[dst + c] = code
+            if code == _MONSTER:
+                for j in range(8):
+                    mask[dst + c - delta[j]] |= np.uint8(1 << j)
+
+
+@njit(cache=True, nogil=True)
+def _search(start, gold_total, cell, mask, common, delta, queue, parent, record_parents):
+    """Breadth-first search from padded cell ``start``; returns the number of gold cells reached.
+
+    Stops early once all ``gold_total`` gold cells are reached (unless recording parents).  Visited
+    cells are marked in ``cell`` (set to wall), so ``cell`` is consumed.  With ``record_parents``,
+    ``parent[q]`` is set to the cell each reached cell q was first entered from.
+    """
+    cell[start] = _WALL
+    queue[0] = start
+    head, tail, gold = 0, 1, 0
+    while head < tail:
+        p = queue[head]
+        head += 1
+        blocked = mask[p]
+        for k in range(8):
+            q = p + delta[k]
+            code = cell[q]
+            if code == _WALL or code == _MONSTER or (blocked & common[k]) != 0:
+                continue
+            cell[q] = _WALL
+            queue[tail] = q
+            tail += 1
+            if record_parents:
+                parent[q] = p
+            if code == _GOLD:
+                gold += 1
+                if gold == gold_total and not record_parents:
+                    return gold
+    return gold
+
+
+@njit(cache=True, nogil=True)
+def solve_kernel(codes, offsets, heights, widths, starts, gold_totals, common, gold_out):
+    """Reachable gold of many dungeons.
+
+    codes:       uint8[sum of cells], all dungeons' cell codes, row-major, back to back.
+    offsets:     int64[n + 1], dungeon i's cells are codes[offsets[i]:offsets[i + 1]].
+    heights:     int64[n]; widths: int64[n].
+    starts:      int64[n], index of the start within its dungeon (row * width + column).
+    gold_totals: int64[n], gold cells per dungeon (lets the search stop early).
+    common:      uint8[8], COMMON.
+    gold_out:    int64[n], filled with the answers.
+    """
+    n = heights.shape[0]
+    biggest = 1
+    for i in range(n):
+        biggest = max(biggest, (heights[i] + 2) * (widths[i] + 2))
+    cell = np.empty(biggest, dtype=np.uint8)
+    mask = np.empty(biggest, dtype=np.uint8)
+    queue = np.empty(biggest, dtype=np.int64)
+    parent = np.empty(1, dtype=np.int64)
+    delta = np.empty(8, dtype=np.int64)
+    for i in range(n):
+        if gold_totals[i] == 0:
+            gold_out[i] = 0
+            continue
+        _prepare(codes, offsets[i], heights[i], widths[i], cell, mask, delta)
+        pw = widths[i] + 2
+        start = (starts[i] // widths[i] + 1) * pw + starts[i] % widths[i] + 1
+        gold_out[i] = _search(start, gold_totals[i], cell, mask, common, delta, queue, parent, False)
+
+
+@njit(cache=True, nogil=True)
+def parents_kernel(codes, height, width, start, common):
+    """Search tree of one dungeon: int64[height * width], the cell each reached cell was entered
+    from (row * width + column), -1 for the start and for unreached cells.
+
+    codes: uint8[height * width]; start: the start's index; common: COMMON.
+    """
+    pw = width + 2
+    size = (height + 2) * pw
+    cell = np.empty(size, dtype=np.uint8)
+    mask = np.empty(size, dtype=np.uint8)
+    queue = np.empty(size, dtype=np.int64)
+    parent = np.full(size, -1, dtype=np.int64)
+    delta = np.empty(8, dtype=np.int64)
+    _prepare(codes, 0, height, width, cell, mask, delta)
+    padded_start = (start // width + 1) * pw + start % width + 1
+    _search(padded_start, 0, cell, mask, common, delta, queue, parent, True)
+    out = np.full(height * width, -1, dtype=np.int64)
+    for r in range(height):
+        for c in range(width):
+            p = parent[(r + 1) * pw + c + 1]
+            if p >= 0:
+                out[r * width + c] = (p // pw - 1) * width + p % pw - 1
+    return out

@@ -1,0 +1,108 @@
+"""solvers.dungeon.parse: every way a grid can break the contract gets a specific error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solvers.dungeon import (
+    BadCharacterError,
+    DungeonError,
+    EmptyGridError,
+    GridTooLargeError,
+    NotAGridError,
+    RaggedGridError,
+    StartError,
+    parse,
+    parse_many,
+)
+
+
+@pytest.mark.parametrize(
+    "grid, error, message",
+    [
+        (None, NotAGridError, "grid must be a string or a list of strings, not null"),
+        (42, NotAGridError, "not an integer"),
+        ({"rows": ["@"]}, NotAGridError, "not an object"),
+        (["@.", 7], NotAGridError, "row 2 is not a string but an integer"),
+        (["@.", None], NotAGridError, "row 2 is not a string but null"),
+        ([["@"]], NotAGridError, "row 1 is not a string but a list"),
+        ([], EmptyGridError, "grid is empty"),
+        ("", EmptyGridError, "grid is empty"),
+        ("\n", EmptyGridError, "grid is empty"),
+        (["@.", ""], EmptyGridError, "row 2 is empty"),
+        ("@.\n\n", EmptyGridError, "row 2 is empty"),
+        (["@..", "..", "..."], RaggedGridError, "row 2 has 2 characters but row 1 has 3"),
+        ("@..\n....", RaggedGridError, "row 2 has 4 characters but row 1 has 3"),
+        (["...", "..."], StartError, "no start '@'"),
+        (["@..", "..@"], StartError, "2 starts '@' (at row 1, column 1 and row 2, column 3)"),
+        (["@@@", "@.."], StartError, "4 starts '@' (at row 1, column 1 and row 1, column 2 and 2 more)"),
+        (["@.", ".\t"], BadCharacterError, "row 2, column 2: character '\\t' (U+0009) is not allowed"),
+        (["@.", "1."], BadCharacterError, "row 2, column 1: character '1' (U+0031)"),
+        (["@é"], BadCharacterError, "row 1, column 2: character 'é' (U+00E9)"),
+        (["@.", ".\x00"], BadCharacterError, "row 2, column 2: character '\\x00' (U+0000)"),
+        (["@\r"], BadCharacterError, "character '\\r'"),
+        ("@.\r\n..\r\n", BadCharacterError, "row 1, column 3: character '\\r'"),
+        (["@", "\u2603"], BadCharacterError, "row 2, column 1: character '☃' (U+2603)"),
+        (["@%"], BadCharacterError, "character '%'"),
+        (["..", ".."], StartError, "no start"),
+        (["1.", ".."], BadCharacterError, "row 1, column 1"),  # a bad character is named before the start
+    ],
+)
+def test_invalid_grids(grid, error, message):
+    with pytest.raises(error) as caught:
+        parse(grid)
+    assert message in str(caught.value)
+    assert isinstance(caught.value, DungeonError) and isinstance(caught.value, ValueError)
+
+
+def test_too_many_cells_names_the_limit():
+    with pytest.raises(GridTooLargeError, match="grid has 12 cells, more than the limit of 10") as caught:
+        parse(["@...", "....", "...."], max_cells=10)
+    assert (caught.value.cells, caught.value.limit) == (12, 10)
+    assert parse(["@...", "....", "...."], max_cells=12).height == 3
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [["@.$", ".g#"], "@.$\n.g#", "@.$\n.g#\n", ("@.$", ".g#")],
+)
+def test_valid_forms(grid):
+    dungeon = parse(grid)
+    assert (dungeon.height, dungeon.width, dungeon.start) == (2, 3, (0, 0))
+    assert dungeon.monsters == ((1, 1),) and dungeon.gold == ((0, 2),)
+
+
+def test_every_allowed_character_and_a_start_next_to_a_monster():
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ*&"
+    dungeon = parse(["@" + letters, ". $#" + "." * (len(letters) - 3)])
+    assert len(dungeon.monsters) == len(letters)
+    assert parse(["g@g"]).monsters == ((0, 0), (0, 2))
+
+
+def test_parse_many_keeps_every_record_in_place():
+    grids = [["@$"], None, ["@x", "$."], "@\t", ["@@"], ["$@"], ["@"], "@é\n$$"]
+    batch = parse_many(grids)
+    assert batch.index.tolist() == [0, 2, 5, 6]
+    assert [type(e).__name__ if e else None for e in batch.errors] == [
+        None, "NotAGridError", None, "BadCharacterError", "StartError", None, None, "BadCharacterError",
+    ]
+    assert batch.starts.tolist() == [0, 0, 1, 0]
+    assert batch.heights.tolist() == [1, 2, 1, 1] and batch.widths.tolist() == [2, 2, 2, 1]
+    assert batch.offsets.tolist() == [0, 2, 6, 8, 9]
+    assert batch.monsters.tolist() == [0, 1, 0, 0] and batch.gold_total.tolist() == [1, 1, 1, 0]
+
+
+def test_unique_merges_grids_that_differ_only_in_spelling():
+    grids = [["@.g", "$.."], "@ h\n$  ", ["@.g", "$.$"], ["@.", "g$", ".."], ["@.g$.."]]
+    unique, inverse = parse_many(grids).unique()
+    assert inverse.tolist() == [0, 0, 1, 2, 3]
+    assert unique.index.tolist() == [0, 2, 3, 4]
+    assert np.array_equal(unique.codes, parse_many([grids[0], grids[2], grids[3], grids[4]]).codes)
+
+
+def test_empty_batch():
+    batch = parse_many([])
+    assert len(batch) == 0 and batch.errors == []
+    unique, inverse = batch.unique()
+    assert len(unique) == 0 and len(inverse) == 0
