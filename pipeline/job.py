@@ -1,0 +1,114 @@
+"""The contract between a job and the pipeline.
+
+A job says *what* to compute: its parameters, how the work splits into shards, how to run one
+shard, which tables come out and how shard outputs combine.  The pipeline owns *how*: Ray, retries,
+atomic Parquet, reuse of committed shards, merging, deduplication and progress.
+
+Shard outputs are plain data: ``{table_name: {column_name: list_or_ndarray}}``.  Nothing here knows
+about any puzzle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES"]
+
+# Column types a table may declare; store.py maps each onto an Arrow type.
+COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
+
+ShardOutput = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # one of COLUMN_TYPES
+
+    def __post_init__(self) -> None:
+        if self.type not in COLUMN_TYPES:
+            raise ValueError(f"column {self.name!r}: type must be one of {COLUMN_TYPES}, not {self.type!r}")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One output table.
+
+    key:       columns whose values identify a row; the merge keeps the first row per key (after
+               sorting by ``sort``) and drops the rest.  Empty means no deduplication.
+    sort:      the final row order (deterministic whatever order shards finished in).
+    partition: an int64 column to hive-partition the final table by (``name/col=v/part.parquet``);
+               the column is then not stored inside the files.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...] = ()
+    sort: tuple[str, ...] = ()
+    partition: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        for col in (*self.key, *self.sort, *([self.partition] if self.partition else [])):
+            if col not in names:
+                raise ValueError(f"table {self.name!r}: {col!r} is not one of its columns {names}")
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A small, JSON-serialisable description of one piece of work (never the data itself).
+
+    id:   deterministic and filesystem-safe; the shard's committed files are named after it.
+    spec: whatever the job needs to run the piece (a search-tree slice, a byte range of a file).
+    """
+
+    id: str
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Job:
+    """Base class for a job.  Subclasses set ``name``, ``version`` and ``tables`` and implement
+    ``params``, ``plan`` and ``run_shard``; ``finalize`` and ``summary`` are optional.
+
+    A job object is pickled to Ray workers, so keep it small: parameters, not data.
+    """
+
+    name: str = ""
+    version: str = "0"  # bump when a change alters results, so committed shards are not reused
+    tables: tuple[TableSpec, ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        """JSON-serialisable parameters that determine the results (recorded as provenance)."""
+        raise NotImplementedError
+
+    def plan(self) -> list[Shard]:
+        """The shards, in a deterministic order."""
+        raise NotImplementedError
+
+    def run_shard(self, shard: Shard) -> ShardOutput:
+        """Compute one shard.  Runs in a Ray worker (or in-process with --serial)."""
+        raise NotImplementedError
+
+    def finalize(self, tables: dict[str, Any], out_dir: str) -> dict[str, Any]:
+        """Turn merged, deduplicated tables (pandas DataFrames) into the published ones.
+
+        Runs once on the driver.  May aggregate (sum per-shard partial counts), add tables, or
+        write side files (a Markdown rendering) into ``out_dir``.  Returns the tables to write;
+        default: unchanged.
+        """
+        return tables
+
+    def summary(self, tables: dict[str, Any]) -> str:
+        """One or a few human lines describing the final tables."""
+        return ", ".join(f"{name}: {len(df)} rows" for name, df in tables.items())
+
+    def table_spec(self, name: str) -> TableSpec:
+        for spec in self.tables:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"job {self.name!r} has no table {name!r}")

@@ -1,0 +1,585 @@
+"""The anchored creature search: a numba kernel and the Python wrappers that drive it.
+
+Every creature is generated exactly once up to translation.  It is anchored at its smallest blue
+vertex in the order (j, i) -- the flat index of a row-major grid -- and nothing below the anchor may
+join it.  The search keeps S (the creature's blue vertices, in the order they joined) and decides,
+for the first undecided hex around the first unfinished vertex of S, which of its three rotations it
+has.  A rotation either makes that vertex the hex's tip, or runs the hex's body from the vertex to
+another blue vertex, which must then join S; a vertex joining S may in turn pull in the far ends of
+bodies already decided around it.  Every hex around S must be placed, so the number of hexes around
+S is a lower bound on the final size: a branch dies when it exceeds ``max_n``.  When every hex around
+S is decided, S is a closed creature whose size is that number.  Each decision follows from the
+creature itself, so no creature is reached twice and no global set of creatures is kept.
+
+Free creatures are counted with no storage either: a fixed creature counts when it is the least of
+its six D3 images under a total order that compares, first, the variances of its hexes' positions
+along the three lattice axes (which any symmetry merely permutes), then the sorted, translation-
+normalised list of tile codes.  The variances come from running sums kept by the search, so most
+creatures are classified in O(1); the tile codes are built only when variances tie.
+
+The tree splits by prefix: a shard is a list of rotation choices from the root.  ``frontier``
+lists every node at a given depth plus the creatures completed above it; running all of them counts
+every creature exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .model import GROUP
+
+__all__ = ["MAX_N", "SearchCounts", "count_creatures", "frontier", "SearchGrid"]
+
+MAX_N = 40  # grid sizes and tile codes below are laid out for creatures up to this size
+
+# Tile codes pack (row, column, rotation, regions) of a translation-normalised tile.
+_CODE_WIDTH = 128  # > any creature's extent along one axis
+_STABILISER_ORDERS = (1, 2, 3, 6)
+
+
+@dataclass(frozen=True)
+class SearchGrid:
+    """The flat grid the kernel runs on, sized for creatures of up to ``max_n`` tiles.
+
+    Vertex (i, j) has index j * width + i; hex (q, r) has the index of its vertex (q, r).  The anchor
+    sits in row 1 (row 0 holds the hexes below it) with max_n + 2 columns of room on each side.
+    """
+
+    max_n: int
+
+    @property
+    def width(self) -> int:
+        return 2 * self.max_n + 5
+
+    @property
+    def height(self) -> int:
+        return self.max_n + 4
+
+    @property
+    def anchor(self) -> int:
+        return 1 * self.width + self.max_n + 2
+
+    @property
+    def corner_offsets(self) -> np.ndarray:
+        """Index offset of the tip vertex of rotation t from the hex's own index."""
+        return np.array([1, self.width, 0], dtype=np.int64)
+
+
+def _axis_permutations() -> np.ndarray:
+    """perm[g][k]: the axis whose variance becomes axis k's under symmetry g.
+
+    Axes are the three lattice functionals x = i, y = j, z = -(i + j); a symmetry maps each onto
+    plus or minus another (and a translation adds a constant), so variances are permuted.
+    """
+    axes = np.array([[1, 0], [0, 1], [-1, -1]])
+    perm = np.zeros((len(GROUP), 3), dtype=np.int64)
+    for g, matrix in enumerate(GROUP):
+        for k, axis in enumerate(axes):
+            image = axis @ matrix
+            matches = [m for m, a in enumerate(axes) if (image == a).all() or (image == -a).all()]
+            assert len(matches) == 1
+            perm[g, k] = matches[0]
+    return perm
+
+
+_PERM = _axis_permutations()
+_MATRICES = GROUP.reshape(len(GROUP), 4).astype(np.int64)
+
+
+@dataclass
+class SearchCounts:
+    """Counts by size n (index n, 0..max_n) from one or more searches.
+
+    fixed[n]:          creatures up to translation
+    free[n]:           creatures up to translation, rotation and reflection
+    by_stabiliser[n]:  free creatures with stabiliser order 1, 2, 3, 6 (columns in that order)
+    stabiliser_sum[n]: sum over fixed creatures of their stabiliser order (Burnside: = 6 * free)
+    nodes[n]:          search nodes (rotation choices tried) that placed an n-th tile
+    """
+
+    fixed: np.ndarray
+    free: np.ndarray
+    by_stabiliser: np.ndarray
+    stabiliser_sum: np.ndarray
+    nodes: np.ndarray
+
+    @classmethod
+    def zeros(cls, max_n: int) -> "SearchCounts":
+        z = lambda: np.zeros(max_n + 1, dtype=np.int64)  # noqa: E731
+        return cls(z(), z(), np.zeros((max_n + 1, 4), dtype=np.int64), z(), z())
+
+    def __iadd__(self, other: "SearchCounts") -> "SearchCounts":
+        for name in ("fixed", "free", "by_stabiliser", "stabiliser_sum", "nodes"):
+            getattr(self, name)[...] += getattr(other, name)
+        return self
+
+
+@njit(cache=True)
+def _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, out):
+    """Fill out[:n] with the sorted, translation-normalised codes of the creature's image under
+    symmetry g.  scratch: int64[n, 4] work space.  matrices: int64[6, 4] row-major 2x2 maps."""
+    a = matrices[g, 0]
+    b = matrices[g, 1]
+    c = matrices[g, 2]
+    d = matrices[g, 3]
+    min_i = 1 << 30
+    min_j = 1 << 30
+    for k in range(n):
+        t = tri_list[k]
+        i = t % width
+        j = t // width
+        r = rot[t]
+        tip = t + off[r]
+        flags = in_s[tip] + 2 * in_s[t + off[(r + 1) % 3]]
+        # images of the corners (i+1, j), (i, j+1), (i, j): rotations 0, 1, 2
+        x0 = a * (i + 1) + b * j
+        y0 = c * (i + 1) + d * j
+        x1 = a * i + b * (j + 1)
+        y1 = c * i + d * (j + 1)
+        x2 = a * i + b * j
+        y2 = c * i + d * j
+        ll_i = min(x0, min(x1, x2))
+        ll_j = min(y0, min(y1, y2))
+        if r == 0:
+            tx, ty = x0, y0
+        elif r == 1:
+            tx, ty = x1, y1
+        else:
+            tx, ty = x2, y2
+        if tx == ll_i + 1:
+            rn = 0
+        elif ty == ll_j + 1:
+            rn = 1
+        else:
+            rn = 2
+        scratch[k, 0] = ll_i
+        scratch[k, 1] = ll_j
+        scratch[k, 2] = rn
+        scratch[k, 3] = flags
+        min_i = min(min_i, ll_i)
+        min_j = min(min_j, ll_j)
+    for k in range(n):
+        code = ((scratch[k, 1] - min_j) * _CODE_WIDTH + (scratch[k, 0] - min_i)) * 16
+        code += scratch[k, 2] * 4 + scratch[k, 3]
+        # insertion sort: n is small
+        m = k
+        while m > 0 and out[m - 1] > code:
+            out[m] = out[m - 1]
+            m -= 1
+        out[m] = code
+
+
+@njit(cache=True)
+def _compare_codes(x, y, n):
+    for k in range(n):
+        if x[k] != y[k]:
+            return -1 if x[k] < y[k] else 1
+    return 0
+
+
+@njit(cache=True)
+def _classify(v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, scratch, own, image):
+    """Return (is_canonical, stabiliser_order, own_ready) for a complete creature whose axis
+    variances v0, v1, v2 tie.  Tile codes are compared for the symmetries that map the variances
+    onto themselves; own[:n] then holds the creature's own codes (own_ready) for the catalogue."""
+    var = (v0, v1, v2)
+    canonical = True
+    stabiliser = 1
+    own_ready = False
+    for g in range(1, 6):
+        cmp = 0
+        for k in range(3):
+            vg = var[perm[g, k]]
+            vk = var[k]
+            if vg != vk:
+                cmp = -1 if vg < vk else 1
+                break
+        if cmp == 0:
+            if not own_ready:
+                _tile_codes(0, tri_list, n, rot, in_s, width, off, matrices, scratch, own)
+                own_ready = True
+            _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, image)
+            cmp = _compare_codes(image, own, n)
+        if cmp == 0:
+            stabiliser += 1
+        elif cmp < 0:
+            canonical = False
+    return canonical, stabiliser, own_ready
+
+
+@njit(cache=True, inline="always")
+def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off):
+    """Add vertex x to S (at s_list[s_len]); the hexes around it become required.  Returns the new
+    number of required hexes.  sums: running sums of the required hexes' coordinates
+    (i, j, i*i, j*j, i*j), read from the lookup tables ci, cj."""
+    in_s[x] = 1
+    s_list[s_len] = x
+    for c in range(3):
+        t = x - off[c]
+        req[t] += 1
+        if req[t] == 1:
+            tri_list[tri_len] = t
+            tri_len += 1
+            i = ci[t]
+            j = cj[t]
+            sums[0] += i
+            sums[1] += j
+            sums[2] += i * i
+            sums[3] += j * j
+            sums[4] += i * j
+    return tri_len
+
+
+@njit(cache=True, inline="always")
+def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
+    """Undo _push_vertex for s_list[keep:s_len], newest first.  Returns the new number of required
+    hexes."""
+    while s_len > keep:
+        s_len -= 1
+        x = s_list[s_len]
+        in_s[x] = 0
+        for c in range(2, -1, -1):
+            t = x - off[c]
+            req[t] -= 1
+            if req[t] == 0:
+                tri_len -= 1
+                i = ci[t]
+                j = cj[t]
+                sums[0] -= i
+                sums[1] -= j
+                sums[2] -= i * i
+                sums[3] -= j * j
+                sums[4] -= i * j
+    return tri_len
+
+
+@njit(cache=True)
+def _search(
+    max_n, width, anchor, off, ci, cj, perm, matrices,
+    prefix, prefix_len, frontier_depth,
+    in_s, rot, req, s_list, tri_list, stack,
+    fixed, free, by_stab, stab_sum, nodes,
+    paths, path_lens, path_count,
+    catalogue_max_n, cat_codes, cat_meta, cat_count,
+):
+    """Depth-first search from the anchor.
+
+    prefix[:prefix_len]: forced rotation choices for the first decisions (a shard of the tree).
+    frontier_depth >= 0: instead of counting, record in paths/path_lens every node at that depth
+    and every creature completed above it (path_count[0] counts them; rows past the buffer are
+    counted but dropped, so the caller can retry larger).  -1: count.
+    catalogue_max_n: canonical creatures up to this size are appended to cat_codes (tile codes) and
+    cat_meta (n, stabiliser, offset); cat_count = [creatures, codes, overflowed].
+    Work arrays in_s, rot, req (grid-sized) must be zero / -1 / zero and are left so.
+    stack: int64[max_n + 2, 5] frames (triangle, its corner at the head vertex, last rotation tried,
+    saved |S|, saved head).
+    """
+    sums = np.zeros(5, dtype=np.int64)
+    scratch = np.empty((max_n + 1, 4), dtype=np.int64)
+    own = np.empty(max_n + 1, dtype=np.int64)
+    image = np.empty(max_n + 1, dtype=np.int64)
+
+    # The anchor joins S.
+    tri_len = _push_vertex(anchor, in_s, s_list, 0, req, tri_list, 0, sums, ci, cj, off)
+    s_len = 1
+    head = 0
+    depth = 0
+    # The anchor alone needs three hexes; below that nothing closes (and the stack holds max_n).
+    descend = tri_len <= max_n
+    if not descend:
+        _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
+        return
+
+    while True:
+        if descend:
+            t_next = -1
+            corner = -1
+            if depth != frontier_depth:
+                while head < s_len:
+                    v = s_list[head]
+                    for c in range(3):
+                        t = v - off[c]
+                        if rot[t] < 0:
+                            t_next = t
+                            corner = c
+                            break
+                    if t_next >= 0:
+                        break
+                    head += 1
+            if t_next < 0:
+                if frontier_depth >= 0:
+                    k = path_count[0]
+                    if k < paths.shape[0]:
+                        for m in range(depth):
+                            paths[k, m] = stack[m, 2]
+                        path_lens[k] = depth
+                    path_count[0] = k + 1
+                else:
+                    n = tri_len
+                    fixed[n] += 1
+                    # Variances of the hexes' positions along the three axes, which every
+                    # symmetry permutes: when they differ, only the sorted order can be least.
+                    v0 = n * sums[2] - sums[0] * sums[0]
+                    v1 = n * sums[3] - sums[1] * sums[1]
+                    v2 = n * (sums[2] + 2 * sums[4] + sums[3]) - (sums[0] + sums[1]) * (sums[0] + sums[1])
+                    own_ready = False
+                    stabiliser = 1
+                    if v0 != v1 and v1 != v2 and v0 != v2:
+                        canonical = v0 < v1 and v1 < v2
+                    else:
+                        canonical, stabiliser, own_ready = _classify(
+                            v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, scratch, own, image)
+                    stab_sum[n] += stabiliser
+                    if canonical:
+                        free[n] += 1
+                        column = 0 if stabiliser == 1 else (1 if stabiliser == 2 else (2 if stabiliser == 3 else 3))
+                        by_stab[n, column] += 1
+                        if n <= catalogue_max_n:
+                            if not own_ready:
+                                _tile_codes(0, tri_list, n, rot, in_s, width, off, matrices, scratch, own)
+                            k = cat_count[0]
+                            pos = cat_count[1]
+                            if k < cat_meta.shape[0] and pos + n <= cat_codes.shape[0]:
+                                for m in range(n):
+                                    cat_codes[pos + m] = own[m]
+                                cat_meta[k, 0] = n
+                                cat_meta[k, 1] = stabiliser
+                                cat_meta[k, 2] = pos
+                                cat_count[0] = k + 1
+                                cat_count[1] = pos + n
+                            else:
+                                cat_count[2] = 1
+                descend = False
+                if depth == 0:
+                    break
+                depth -= 1
+            else:
+                stack[depth, 0] = t_next
+                stack[depth, 1] = corner
+                stack[depth, 2] = -1
+                stack[depth, 3] = s_len
+                stack[depth, 4] = head
+                descend = False
+                # fall through to try this frame's first rotation
+
+        # Try the next rotation of the frame at `depth`, undoing the previous attempt first.
+        t = stack[depth, 0]
+        cv = stack[depth, 1]
+        saved_len = stack[depth, 3]
+        tri_len = _pop_vertices(saved_len, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
+        s_len = saved_len
+        rot[t] = -1
+        head = stack[depth, 4]
+
+        r = stack[depth, 2] + 1
+        if depth < prefix_len:
+            r = prefix[depth] if stack[depth, 2] < 0 else 3
+        if r >= 3:
+            if depth == 0:
+                break
+            depth -= 1
+            continue
+        stack[depth, 2] = r
+        rot[t] = r
+        nodes[depth + 1] += 1
+
+        # Which vertex must join S now, if any.
+        v = t + off[cv]
+        join = -1
+        if r == cv:
+            b = t + off[(r + 1) % 3]
+            c2 = t + off[(r + 2) % 3]
+            if in_s[b] != in_s[c2]:
+                join = c2 if in_s[b] else b
+        else:
+            w = t + off[3 - r - cv]
+            if in_s[w] == 0:
+                join = w
+
+        ok = True
+        if join >= 0:
+            fresh = 0  # hexes around `join` that are not yet required
+            for c in range(3):
+                if req[join - off[c]] == 0:
+                    fresh += 1
+            if join < anchor or tri_len + fresh > max_n:
+                ok = False
+            else:
+                p = s_len
+                tri_len = _push_vertex(join, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
+                s_len += 1
+                # Each vertex that joins pulls in the far ends of bodies already decided around it.
+                while p < s_len and ok:
+                    if tri_len > max_n:
+                        ok = False
+                        break
+                    x = s_list[p]
+                    p += 1
+                    for c in range(3):
+                        tx = x - off[c]
+                        rx = rot[tx]
+                        if rx >= 0 and rx != c:
+                            y = tx + off[3 - rx - c]
+                            if in_s[y] == 0:
+                                if y < anchor:
+                                    ok = False
+                                    break
+                                tri_len = _push_vertex(y, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
+                                s_len += 1
+                if tri_len > max_n:
+                    ok = False
+        if ok:
+            depth += 1
+            descend = True
+
+    # Leave the work arrays clean for the next call.
+    _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
+    for m in range(depth + 1):
+        rot[stack[m, 0]] = -1
+
+
+def _check_max_n(max_n: int) -> None:
+    if not 1 <= max_n <= MAX_N:
+        raise ValueError(f"max_n must be between 1 and {MAX_N}, not {max_n}")
+
+
+class _Workspace:
+    """Work arrays for one grid, reused across kernel calls."""
+
+    def __init__(self, max_n: int):
+        _check_max_n(max_n)
+        self.grid = SearchGrid(max_n)
+        cells = self.grid.width * self.grid.height
+        self.in_s = np.zeros(cells, dtype=np.uint8)
+        self.rot = np.full(cells, -1, dtype=np.int8)
+        self.req = np.zeros(cells, dtype=np.int8)
+        self.s_list = np.zeros(cells, dtype=np.int64)
+        self.tri_list = np.zeros(cells, dtype=np.int64)
+        self.stack = np.zeros((max_n + 2, 5), dtype=np.int64)
+        # coordinates of every cell relative to the anchor, so the kernel never divides
+        index = np.arange(cells, dtype=np.int64)
+        self.ci = index % self.grid.width - self.grid.anchor % self.grid.width
+        self.cj = index // self.grid.width - self.grid.anchor // self.grid.width
+
+    def run(self, prefix, frontier_depth, counts, paths, path_lens, path_count,
+            catalogue_max_n=0, cat_codes=None, cat_meta=None, cat_count=None):
+        g = self.grid
+        if cat_codes is None:
+            cat_codes = np.zeros(0, dtype=np.int64)
+            cat_meta = np.zeros((0, 3), dtype=np.int64)
+            cat_count = np.zeros(3, dtype=np.int64)
+        _search(
+            g.max_n, g.width, g.anchor, g.corner_offsets, self.ci, self.cj, _PERM, _MATRICES,
+            prefix, len(prefix), frontier_depth,
+            self.in_s, self.rot, self.req, self.s_list, self.tri_list, self.stack,
+            counts.fixed, counts.free, counts.by_stabiliser, counts.stabiliser_sum, counts.nodes,
+            paths, path_lens, path_count,
+            catalogue_max_n, cat_codes, cat_meta, cat_count,
+        )
+
+
+_NO_PATHS = (np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.int64))
+
+
+def frontier(max_n: int, depth: int) -> list[tuple[int, ...]]:
+    """Every node ``depth`` choices below the root, plus every creature completed above that
+    depth, as tuples of rotation choices.  Searching below each of them once counts every creature
+    of size <= max_n exactly once.
+
+    >>> frontier(3, 0)
+    [()]
+    """
+    _check_max_n(max_n)
+    if depth < 0:
+        raise ValueError(f"depth must be at least 0, not {depth}")
+    workspace = _Workspace(max_n)
+    capacity = 1024
+    while True:
+        paths = np.zeros((capacity, max(depth, 1)), dtype=np.int8)
+        lens = np.zeros(capacity, dtype=np.int64)
+        count = np.zeros(1, dtype=np.int64)
+        workspace.run(np.zeros(0, dtype=np.int8), depth, SearchCounts.zeros(max_n), paths, lens, count)
+        if count[0] <= capacity:
+            return [tuple(int(x) for x in paths[k, : lens[k]]) for k in range(count[0])]
+        capacity = int(count[0])
+
+
+@dataclass
+class Catalogue:
+    """Canonical creatures found by a search: sizes, stabiliser orders and tile codes.
+
+    codes[offsets[k] : offsets[k] + sizes[k]] are creature k's sorted tile codes (see
+    ``canonical.decode_code``)."""
+
+    sizes: np.ndarray
+    stabilisers: np.ndarray
+    offsets: np.ndarray
+    codes: np.ndarray
+
+    def tile_codes(self, k: int) -> np.ndarray:
+        return self.codes[self.offsets[k] : self.offsets[k] + self.sizes[k]]
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+
+def count_creatures(
+    max_n: int,
+    prefixes: list[tuple[int, ...]] | None = None,
+    catalogue_max_n: int = 0,
+) -> tuple[SearchCounts, Catalogue]:
+    """Count creatures of every size up to ``max_n`` below each of ``prefixes`` (default: the
+    whole tree), and collect the canonical creatures of size <= ``catalogue_max_n``.
+
+    >>> counts, _ = count_creatures(6)
+    >>> counts.free[1:].tolist()
+    [0, 0, 1, 0, 1, 1]
+    """
+    _check_max_n(max_n)
+    if prefixes is None:
+        prefixes = [()]
+    if catalogue_max_n < 0 or catalogue_max_n > max_n:
+        raise ValueError(f"catalogue_max_n must be between 0 and max_n ({max_n}), not {catalogue_max_n}")
+    workspace = _Workspace(max_n)
+    counts = SearchCounts.zeros(max_n)
+    paths, lens = _NO_PATHS
+    count = np.zeros(1, dtype=np.int64)
+    cat_capacity = 4096 if catalogue_max_n else 0
+    cat_codes = np.zeros(cat_capacity * max(catalogue_max_n, 1), dtype=np.int64)
+    cat_meta = np.zeros((cat_capacity, 3), dtype=np.int64)
+    chunks: list[tuple[np.ndarray, np.ndarray]] = []
+    for prefix in prefixes:
+        prefix_array = np.asarray(prefix, dtype=np.int8)
+        while True:
+            cat_count = np.zeros(3, dtype=np.int64)
+            attempt = SearchCounts.zeros(max_n)
+            workspace.run(prefix_array, -1, attempt, paths, lens, count,
+                          catalogue_max_n, cat_codes, cat_meta, cat_count)
+            if not cat_count[2]:
+                break
+            cat_capacity *= 4  # the catalogue buffer overflowed: grow it and search this prefix again
+            cat_codes = np.zeros(cat_capacity * catalogue_max_n, dtype=np.int64)
+            cat_meta = np.zeros((cat_capacity, 3), dtype=np.int64)
+        counts += attempt
+        if cat_count[0]:
+            found = int(cat_count[0])
+            meta = cat_meta[:found].copy()
+            chunks.append((meta, cat_codes[: int(cat_count[1])].copy()))
+    return counts, _join_catalogue(chunks)
+
+
+def _join_catalogue(chunks: list[tuple[np.ndarray, np.ndarray]]) -> Catalogue:
+    sizes, stabs, offsets, codes = [], [], [], []
+    base = 0
+    for meta, chunk_codes in chunks:
+        sizes.append(meta[:, 0])
+        stabs.append(meta[:, 1])
+        offsets.append(meta[:, 2] + base)
+        codes.append(chunk_codes)
+        base += len(chunk_codes)
+    empty = np.zeros(0, dtype=np.int64)
+    cat = lambda parts: np.concatenate(parts) if parts else empty  # noqa: E731
+    return Catalogue(cat(sizes), cat(stabs), cat(offsets), cat(codes))
