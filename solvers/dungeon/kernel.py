@@ -101,8 +101,8 @@ def _search(start, gold_total, cell, mask, common, delta, queue, parent, record_
 def solve_kernel(codes, offsets, heights, widths, starts, gold_totals, common, gold_out):
     """Reachable gold of many dungeons.
 
-    codes:       uint8[sum of cells], all dungeons' cell codes, row-major, back to back.
-    offsets:     int64[n + 1], dungeon i's cells are codes[offsets[i]:offsets[i + 1]].
+    codes:       uint8[*], cell codes, row-major.
+    offsets:     int64[n], dungeon i's cells are codes[offsets[i] : offsets[i] + heights[i] * widths[i]].
     heights:     int64[n]; widths: int64[n].
     starts:      int64[n], index of the start within its dungeon (row * width + column).
     gold_totals: int64[n], gold cells per dungeon (lets the search stop early).
@@ -152,3 +152,37 @@ def parents_kernel(codes, height, width, start, common):
             if p >= 0:
                 out[r * width + c] = (p // pw - 1) * width + p % pw - 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def classify_kernel(text, code_of_byte, offsets, sizes, codes_out, tally_out):
+    """Translate characters to cell codes and tally each dungeon in one pass.
+
+    text:         uint8[*], the ASCII characters of all dungeons, row-major, back to back.
+    code_of_byte: uint8[256], cell code per byte, 255 for a character that is not allowed.
+    offsets:      int64[n], dungeon i is text[offsets[i] : offsets[i] + sizes[i]].
+    codes_out:    uint8[len(text)], filled with the cell codes.
+    tally_out:    int64[n, 5], filled per dungeon with: monsters, gold, starts, the index of
+                  the first character that is not allowed (-1 if none), the index of the last
+                  start (-1 if none).  Codes 3 = monster, 2 = gold, 4 = start.
+    """
+    for i in range(offsets.shape[0]):
+        monsters, gold, starts, first_bad, start = 0, 0, 0, -1, -1
+        base = offsets[i]
+        for j in range(sizes[i]):
+            code = code_of_byte[text[base + j]]
+            codes_out[base + j] = code
+            if code == _MONSTER:
+                monsters += 1
+            elif code == _GOLD:
+                gold += 1
+            elif code == 4:
+                starts += 1
+                start = j
+            elif code == 255 and first_bad < 0:
+                first_bad = j
+        tally_out[i, 0] = monsters
+        tally_out[i, 1] = gold
+        tally_out[i, 2] = starts
+        tally_out[i, 3] = first_bad
+        tally_out[i, 4] = start

@@ -16,7 +16,6 @@ whole batch with a lookup table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,6 +29,7 @@ from .errors import (
     RaggedGridError,
     StartError,
 )
+from .kernel import classify_kernel
 
 __all__ = ["Dungeon", "ParsedBatch", "parse", "parse_many", "FLOOR", "WALL", "GOLD", "MONSTER", "START"]
 
@@ -75,8 +75,8 @@ class ParsedBatch:
     """The valid dungeons of a batch as flat arrays (the kernel's input), plus every record's error.
 
     index:      int64[m], position in the input of each valid dungeon.
-    codes:      uint8[sum of cells], the cells of all valid dungeons, row-major, concatenated.
-    offsets:    int64[m + 1], dungeon k's cells are ``codes[offsets[k]:offsets[k + 1]]``.
+    codes:      uint8[*], cell codes, row-major; may also hold cells of rejected or dropped grids.
+    offsets:    int64[m], dungeon k's cells are ``codes[offsets[k] : offsets[k] + heights[k] * widths[k]]``.
     heights:    int64[m]; widths: int64[m].
     starts:     int64[m], the start's index within its dungeon's cells.
     monsters:   int64[m], monster cells; gold_total: int64[m], gold cells.
@@ -96,17 +96,13 @@ class ParsedBatch:
     def __len__(self) -> int:
         return len(self.index)
 
-    def take(self, picks: np.ndarray) -> "ParsedBatch":
-        """A batch of the valid dungeons ``picks`` (indices into this batch); errors are kept."""
+    def take(self, picks) -> "ParsedBatch":
+        """The valid dungeons ``picks`` (indices into this batch), sharing ``codes`` and ``errors``."""
         picks = np.asarray(picks, dtype=np.int64)
-        sizes = self.offsets[1:] - self.offsets[:-1]
-        offsets = np.zeros(len(picks) + 1, dtype=np.int64)
-        np.cumsum(sizes[picks], out=offsets[1:])
-        cells = _segment_cells(self.offsets[picks], sizes[picks], offsets)
         return ParsedBatch(
             index=self.index[picks],
-            codes=self.codes[cells],
-            offsets=offsets,
+            codes=self.codes,
+            offsets=self.offsets[picks],
             heights=self.heights[picks],
             widths=self.widths[picks],
             starts=self.starts[picks],
@@ -115,30 +111,28 @@ class ParsedBatch:
             errors=self.errors,
         )
 
+    def cells_of(self, k: int) -> np.ndarray:
+        """uint8[height * width]: the cell codes of dungeon k, row-major."""
+        start = int(self.offsets[k])
+        return self.codes[start : start + int(self.heights[k] * self.widths[k])]
+
     def unique(self) -> tuple["ParsedBatch", np.ndarray]:
         """(the distinct dungeons, inverse) with ``inverse[k]`` the distinct dungeon of dungeon k.
 
-        Two dungeons are the same when their cell codes and width agree: floor written as ``.`` or
-        space, and a monster's letter, do not change the answer.
+        Two dungeons are the same when their width and cell codes agree: floor written as ``.`` or
+        space, and the letters of the monsters, do not change the answer.
         """
         first_of: dict[tuple[int, bytes], int] = {}
         firsts: list[int] = []
         inverse = np.empty(len(self), dtype=np.int64)
-        codes, offsets, widths = self.codes, self.offsets.tolist(), self.widths.tolist()
-        for k in range(len(self)):
-            key = (widths[k], codes[offsets[k] : offsets[k + 1]].tobytes())
-            distinct = first_of.setdefault(key, len(firsts))
+        ends = (self.offsets + self.heights * self.widths).tolist()
+        codes, widths = self.codes, self.widths.tolist()
+        for k, start in enumerate(self.offsets.tolist()):
+            distinct = first_of.setdefault((widths[k], codes[start : ends[k]].tobytes()), len(firsts))
             if distinct == len(firsts):
                 firsts.append(k)
             inverse[k] = distinct
-        return self.take(firsts), inverse
-
-
-def _segment_cells(old_starts: np.ndarray, sizes: np.ndarray, new_offsets: np.ndarray) -> np.ndarray:
-    """Indices into the old cell array that gather the given segments back to back."""
-    total = int(new_offsets[-1])
-    shift = np.repeat(old_starts - new_offsets[:-1], sizes)
-    return np.arange(total, dtype=np.int64) + shift
+        return (self if len(firsts) == len(self) else self.take(firsts)), inverse
 
 
 # ------------------------------------------------------------------------------------------ public
@@ -153,15 +147,15 @@ def parse(grid: Any, max_cells: int | None = None) -> Dungeon:
     batch = parse_many([grid], max_cells=max_cells)
     if batch.errors[0] is not None:
         raise batch.errors[0]
-    rows = tuple(_rows_of(grid, None))
-    width = int(batch.widths[0])
+    height, width, text = _flatten(grid, None)
+    codes = batch.cells_of(0)
     return Dungeon(
-        rows=rows,
-        height=len(rows),
+        rows=tuple(text[r * width : (r + 1) * width] for r in range(height)),
+        height=height,
         width=width,
         start=divmod(int(batch.starts[0]), width),
-        monsters=_cells_with(batch.codes, MONSTER, width),
-        gold=_cells_with(batch.codes, GOLD, width),
+        monsters=_cells_with(codes, MONSTER, width),
+        gold=_cells_with(codes, GOLD, width),
     )
 
 
@@ -177,39 +171,47 @@ def parse_many(grids: Sequence[Any], max_cells: int | None = None) -> ParsedBatc
     max_cells: reject grids with more cells than this; None for no limit.
     """
     errors: list[DungeonError | None] = [None] * len(grids)
-    kept, kept_rows = [], []
+    kept, shapes, texts = [], [], []
     for i, grid in enumerate(grids):
         try:
-            kept_rows.append(_rows_of(grid, max_cells))
-            kept.append(i)
+            height, width, text = _flatten(grid, max_cells)
         except DungeonError as exc:
             errors[i] = exc
-    kept, kept_rows = _drop_non_ascii(kept, kept_rows, errors)
-    heights = np.fromiter((len(rows) for rows in kept_rows), dtype=np.int64, count=len(kept))
-    widths = np.fromiter((len(rows[0]) for rows in kept_rows), dtype=np.int64, count=len(kept))
-    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
-    np.cumsum(heights * widths, out=offsets[1:])
-    text = "".join(chain.from_iterable(kept_rows)).encode("ascii")
-    codes = CODE_OF_BYTE[np.frombuffer(text, dtype=np.uint8)]
+            continue
+        kept.append(i)
+        shapes.append((height, width))
+        texts.append(text)
+    everything = "".join(texts)
+    if not everything.isascii():
+        kept, shapes, texts = _drop_non_ascii(kept, shapes, texts, errors)
+        everything = "".join(texts)
+    shape = np.array(shapes, dtype=np.int64).reshape(-1, 2)
+    sizes = shape[:, 0] * shape[:, 1]
+    offsets = np.cumsum(sizes) - sizes
+    raw = np.frombuffer(everything.encode("ascii"), dtype=np.uint8)
+    codes = np.empty(len(raw), dtype=np.uint8)
+    tally = np.empty((len(kept), 5), dtype=np.int64)
+    classify_kernel(raw, CODE_OF_BYTE, offsets, sizes, codes, tally)
     batch = ParsedBatch(
         index=np.asarray(kept, dtype=np.int64),
         codes=codes,
         offsets=offsets,
-        heights=heights,
-        widths=widths,
-        starts=np.zeros(len(kept), dtype=np.int64),
-        monsters=_count_per_dungeon(codes == MONSTER, offsets),
-        gold_total=_count_per_dungeon(codes == GOLD, offsets),
+        heights=shape[:, 0].copy(),
+        widths=shape[:, 1].copy(),
+        starts=tally[:, 4].copy(),
+        monsters=tally[:, 0].copy(),
+        gold_total=tally[:, 1].copy(),
         errors=errors,
     )
-    return _check_cells(batch, kept_rows)
+    return _check_cells(batch, texts, start_count=tally[:, 2], first_bad=tally[:, 3])
 
 
 # ------------------------------------------------------------------------------ per-record checks
 
 
-def _rows_of(grid: Any, max_cells: int | None) -> list[str]:
-    """The grid's rows after the checks that need no per-cell work: type, emptiness, size, shape."""
+def _flatten(grid: Any, max_cells: int | None) -> tuple[int, int, str]:
+    """(height, width, the rows joined) after the checks that need no per-cell work: type,
+    emptiness, size and shape."""
     if isinstance(grid, str):
         text = grid[:-1] if grid.endswith("\n") else grid
         if not text:
@@ -219,24 +221,22 @@ def _rows_of(grid: Any, max_cells: int | None) -> list[str]:
         rows = list(grid)
         if not rows:
             raise EmptyGridError("grid is empty (no rows)")
-        for r, row in enumerate(rows):
-            if not isinstance(row, str):
-                raise NotAGridError(f"row {r + 1} is not a string but {_type_name(row)}")
     else:
         raise NotAGridError(f"grid must be a string or a list of strings, not {_type_name(grid)}")
-    _check_size(rows, max_cells)
+    try:
+        joined = "".join(rows)
+    except TypeError:  # some row is not a string: name it
+        r = next(r for r, row in enumerate(rows) if not isinstance(row, str))
+        raise NotAGridError(f"row {r + 1} is not a string but {_type_name(rows[r])}") from None
+    _check_size(len(joined), max_cells)
     _check_shape(rows)
-    return rows
+    return len(rows), len(rows[0]), joined
 
 
-def _check_size(rows: list[str], max_cells: int | None) -> None:
-    """GridTooLargeError when the grid has more characters than ``max_cells``."""
-    if max_cells is not None:
-        cells = sum(map(len, rows))
-        if cells > max_cells:
-            raise GridTooLargeError(
-                f"grid has {cells} cells, more than the limit of {max_cells}", cells, max_cells
-            )
+def _check_size(cells: int, max_cells: int | None) -> None:
+    """GridTooLargeError when the grid has more cells than ``max_cells``."""
+    if max_cells is not None and cells > max_cells:
+        raise GridTooLargeError(f"grid has {cells} cells, more than the limit of {max_cells}", cells, max_cells)
 
 
 def _check_shape(rows: list[str]) -> None:
@@ -254,29 +254,23 @@ def _check_shape(rows: list[str]) -> None:
             )
 
 
-def _drop_non_ascii(kept: list[int], kept_rows: list[list[str]], errors: list) -> tuple[list, list]:
+def _drop_non_ascii(kept: list, shapes: list, texts: list, errors: list) -> tuple[list, list, list]:
     """Reject the (rare) grids with non-ASCII characters one by one, so the rest encode in bulk."""
-    if all(row.isascii() for rows in kept_rows for row in rows):
-        return kept, kept_rows
-    still, still_rows = [], []
-    for i, rows in zip(kept, kept_rows):
-        if all(row.isascii() for row in rows):
-            still.append(i)
-            still_rows.append(rows)
-        else:
-            errors[i] = _first_bad_character(rows)
-    return still, still_rows
+    still = [k for k, text in enumerate(texts) if text.isascii()]
+    for k in sorted(set(range(len(texts))) - set(still)):
+        errors[kept[k]] = _first_bad_character(texts[k], shapes[k][1])
+    return [kept[k] for k in still], [shapes[k] for k in still], [texts[k] for k in still]
 
 
-def _first_bad_character(rows: list[str]) -> BadCharacterError:
+def _first_bad_character(text: str, width: int) -> BadCharacterError:
     """The error for the first character outside the alphabet, scanning row by row."""
-    for r, row in enumerate(rows):
-        for c, char in enumerate(row):
-            if not (char.isascii() and CODE_OF_BYTE[ord(char)] != _BAD):
-                return BadCharacterError(
-                    f"row {r + 1}, column {c + 1}: character {char!r} (U+{ord(char):04X}) is not allowed "
-                    f"(allowed: {_ALLOWED_TEXT})"
-                )
+    for i, char in enumerate(text):
+        if not (char.isascii() and CODE_OF_BYTE[ord(char)] != _BAD):
+            r, c = divmod(i, width)
+            return BadCharacterError(
+                f"row {r + 1}, column {c + 1}: character {char!r} (U+{ord(char):04X}) is not allowed "
+                f"(allowed: {_ALLOWED_TEXT})"
+            )
     raise AssertionError("no bad character")  # only called on grids known to have one
 
 
@@ -290,36 +284,24 @@ def _type_name(value: Any) -> str:
 # ------------------------------------------------------------------------------- per-cell checks
 
 
-def _count_per_dungeon(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """int64[m]: how many True flags fall in each dungeon's segment (segments are non-empty)."""
-    if len(offsets) == 1:
-        return np.zeros(0, dtype=np.int64)
-    return np.add.reduceat(flags.astype(np.int64), offsets[:-1])
+def _check_cells(batch: ParsedBatch, texts: list[str], start_count: np.ndarray, first_bad: np.ndarray) -> ParsedBatch:
+    """Reject dungeons with a disallowed character or not exactly one start; fill in the starts.
 
-
-def _check_cells(batch: ParsedBatch, kept_rows: list[list[str]]) -> ParsedBatch:
-    """Reject dungeons with a disallowed character or not exactly one start; fill in the starts."""
-    bad_cells = np.flatnonzero(batch.codes == _BAD)
-    bad = np.zeros(len(batch), dtype=bool)
-    bad[np.searchsorted(batch.offsets, bad_cells, side="right") - 1] = True
-    start_cells = np.flatnonzero(batch.codes == START)
-    start_owner = np.searchsorted(batch.offsets, start_cells, side="right") - 1
-    start_count = np.bincount(start_owner, minlength=len(batch))
-    for k in np.flatnonzero(bad | (start_count != 1)):
-        rows = kept_rows[k]
-        batch.errors[batch.index[k]] = _first_bad_character(rows) if bad[k] else _start_error(rows)
-    single = start_count[start_owner] == 1
-    owners = start_owner[single]
-    batch.starts[owners] = start_cells[single] - batch.offsets[owners]
-    good = np.flatnonzero(~bad & (start_count == 1))
+    start_count: int64[m], starts per dungeon; first_bad: int64[m], first bad cell or -1.
+    """
+    for k in np.flatnonzero((first_bad >= 0) | (start_count != 1)):
+        width = int(batch.widths[k])
+        error = _first_bad_character(texts[k], width) if first_bad[k] >= 0 else _start_error(texts[k], width)
+        batch.errors[batch.index[k]] = error
+    good = np.flatnonzero((first_bad < 0) & (start_count == 1))
     return batch if len(good) == len(batch) else batch.take(good)
 
 
-def _start_error(rows: list[str]) -> StartError:
+def _start_error(text: str, width: int) -> StartError:
     """The error for a grid without exactly one ``@``."""
-    found = [(r + 1, c + 1) for r, row in enumerate(rows) for c, char in enumerate(row) if char == "@"]
+    found = [divmod(i, int(width)) for i, char in enumerate(text) if char == "@"]
     if not found:
         return StartError("no start '@' (exactly one is needed)")
-    where = " and ".join(f"row {r}, column {c}" for r, c in found[:2])
+    where = " and ".join(f"row {r + 1}, column {c + 1}" for r, c in found[:2])
     more = f" and {len(found) - 2} more" if len(found) > 2 else ""
     return StartError(f"{len(found)} starts '@' (at {where}{more}); exactly one is needed")

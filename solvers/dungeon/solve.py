@@ -55,11 +55,11 @@ def witness(grid: Any) -> dict[tuple[int, int], list[tuple[int, int]]]:
     batch = parse_many([grid])
     if batch.errors[0] is not None:
         raise batch.errors[0]
-    height, width = int(batch.heights[0]), int(batch.widths[0])
-    parents = parents_kernel(batch.codes, height, width, int(batch.starts[0]), COMMON)
-    start = int(batch.starts[0])
+    height, width, start = int(batch.heights[0]), int(batch.widths[0]), int(batch.starts[0])
+    codes = batch.cells_of(0)
+    parents = parents_kernel(codes, height, width, start, COMMON)
     paths = {}
-    for cell in np.flatnonzero(batch.codes == GOLD):
+    for cell in np.flatnonzero(codes == GOLD):
         if parents[cell] >= 0:
             paths[divmod(int(cell), width)] = _path_to(int(cell), parents, start, width)
     return paths
