@@ -1,0 +1,351 @@
+"""The exact Nonary solver: branch and bound over canonical states with memoisation.
+
+State.  Rooms are relabelled 0..R-1 (room 0 stays 0); a state is the occupancy of every room as
+a 9-bit mask (player p is bit p-1) packed into one int, 9 bits per room, plus how many doors of
+each *door type* are still unused (identical doors ``[n, a, b]`` form one type: they are
+interchangeable, so only their count matters), packed into another int.  Players who escaped are
+simply absent, so the value of a state (how many more can escape) does not depend on the path.
+
+Canonical states.  Before a state is looked up, players who can never escape are removed and
+doors that can never be used, or never help, are dropped:
+  * a room from which no unused door 9 is reachable through unused doors is dead;
+  * a room holding fewer than 3 players can only be left after others join it, so if no room
+    holding 3 or more can reach it, its players are stuck;
+  * a door whose from-room no active room can reach can never be used, and a door leading into a
+    dead room only throws players away (more players in a room never hurts: every move stays
+    possible), so it never helps.
+
+Bound.  The players still alive can escape only as disjoint groups of 3..5 with a sum that is a
+multiple of 9, at most one group per usable door 9; a table gives the most players such groups
+cover, for every mask and for 0..3 doors.  A state whose bound cannot beat the best plan found
+so far is cut, and the search stops at once when a plan reaches the root bound.
+
+Memo.  For each canonical state the memo keeps an upper bound on its value; with the invariant
+``escaped + bound <= best`` at every return, a state seen again is cut when it cannot improve on
+the best plan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .parse import EXIT, Door, NonaryError, parse
+
+__all__ = ["Move", "SolveTimeout", "solve", "solve_parsed"]
+
+Move = tuple[int, list[int]]  # (door index into the input list, players in increasing order)
+
+_FULL = (1 << 9) - 1
+_MAX_NINES = 3  # 3 groups of at least 3 players already cover all 9 players
+_CHECK_EVERY = 4096  # nodes between two looks at the clock
+
+
+class SolveTimeout(NonaryError):
+    """The search ran past its deadline (the record's time budget)."""
+
+
+def _residue(mask: int) -> int:
+    """Sum of the players in ``mask`` (player p is bit p-1), modulo 9."""
+    return sum(p + 1 for p in range(9) if mask >> p & 1) % 9
+
+
+def _group_table() -> list[tuple[int, ...]]:
+    """For every occupancy mask and residue (index ``mask * 9 + residue``): the submasks of 3..5
+    players with that residue, largest first (big groups through a door 9 find good plans early)."""
+    table: list[list[int]] = [[] for _ in range(512 * 9)]
+    for mask in range(512):
+        sub = mask
+        while sub:
+            if 3 <= sub.bit_count() <= 5:
+                table[mask * 9 + _residue(sub)].append(sub)
+            sub = (sub - 1) & mask
+    return [tuple(sorted(groups, key=lambda g: (-g.bit_count(), g))) for groups in table]
+
+
+def _cover_table(groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """For every mask: the most players that 0..3 disjoint groups with sum 0 mod 9 can cover."""
+    cover = [[0] * (_MAX_NINES + 1) for _ in range(512)]
+    for k in range(1, _MAX_NINES + 1):
+        for mask in range(512):
+            best = cover[mask][k - 1]
+            for g in groups[mask * 9]:
+                best = max(best, g.bit_count() + cover[mask ^ g][k - 1])
+            cover[mask][k] = best
+    return [tuple(row) for row in cover]
+
+
+GROUPS = _group_table()
+COVER = _cover_table(GROUPS)
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """A door list compiled for the search.
+
+    rooms:      number of rooms after relabelling (room 0 is 0; the exit is not a room)
+    types:      distinct doors (number, from, to) with to == EXIT for a door 9; doors 9 come first
+    members:    for each type, the indices of its doors in the input list
+    nines:      how many types are doors 9 (they are types 0..nines-1)
+    width:      bits per type in the packed count int
+    """
+
+    rooms: int
+    types: tuple[tuple[int, int, int], ...]
+    members: tuple[tuple[int, ...], ...]
+    nines: int
+    width: int
+
+    @property
+    def counts(self) -> int:
+        """The packed count int with every door unused."""
+        return sum(len(m) << (self.width * t) for t, m in enumerate(self.members))
+
+
+def _compile(doors: Sequence[Door]) -> _Graph:
+    """Relabel rooms, group identical doors into types and put doors 9 first."""
+    label = {0: 0}
+    for _, src, dst in doors:
+        for room in (src, dst):
+            if room != EXIT and room not in label:
+                label[room] = len(label)
+    members: dict[tuple[int, int, int], list[int]] = {}
+    for index, (number, src, dst) in enumerate(doors):
+        key = (number, label[src], EXIT if dst == EXIT else label[dst])
+        members.setdefault(key, []).append(index)
+    order = sorted(members, key=lambda t: (t[0] != 9, t))
+    width = max(len(m) for m in members.values()).bit_length()
+    return _Graph(
+        rooms=len(label),
+        types=tuple(order),
+        members=tuple(tuple(members[t]) for t in order),
+        nines=sum(1 for t in order if t[0] == 9),
+        width=width,
+    )
+
+
+@dataclass(frozen=True)
+class _Live:
+    """What follows from the set of unused door types alone (cached per set).
+
+    rooms:    bit r set when room r can still reach an unused door 9
+    occ_mask: the 9-bit blocks of those rooms, for clearing players in dead rooms
+    succ:     for each room, the rooms one useful unused door away (bitmask)
+    """
+
+    rooms: int
+    occ_mask: int
+    succ: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Usable:
+    """What follows from the unused types and the rooms holding 3 or more players (cached).
+
+    rooms:   active rooms and every room they can reach: only these can ever be left
+    avail:   the unused types that are useful and leave one of those rooms
+    counts:  mask over the packed counts keeping only those types
+    """
+
+    rooms: int
+    avail: int
+    counts: int
+
+
+class _Search:
+    """One branch-and-bound search over a compiled graph (see the module docstring)."""
+
+    def __init__(self, graph: _Graph, deadline: float | None) -> None:
+        self.graph = graph
+        self.deadline = deadline
+        self.live_cache: dict[int, _Live] = {}
+        self.usable_cache: dict[tuple[int, int], _Usable] = {}
+        self.memo: dict[tuple[int, int], int] = {}
+        self.best = 0
+        self.best_path: list[tuple[int, int]] = []
+        self.path: list[tuple[int, int]] = []
+        self.target = 9
+        self.nodes = 0
+
+    def live(self, avail: int) -> _Live:
+        """Rooms that can reach an unused door 9 through the unused types ``avail``."""
+        graph = self.graph
+        types = [t for t in range(len(graph.types)) if avail >> t & 1]
+        rooms = 0
+        for t in types:
+            if t < graph.nines:
+                rooms |= 1 << graph.types[t][1]
+        grown = True
+        while grown:
+            grown = False
+            for t in types:
+                _, src, dst = graph.types[t]
+                if dst != EXIT and rooms >> dst & 1 and not rooms >> src & 1:
+                    rooms |= 1 << src
+                    grown = True
+        succ = [0] * graph.rooms
+        for t in types:
+            _, src, dst = graph.types[t]
+            if dst != EXIT and rooms >> dst & 1:
+                succ[src] |= 1 << dst
+        occ_mask = sum(_FULL << (9 * r) for r in range(graph.rooms) if rooms >> r & 1)
+        return _Live(rooms, occ_mask, tuple(succ))
+
+    def usable(self, avail: int, active: int, live: _Live) -> _Usable:
+        """Rooms reachable from the ``active`` rooms, and the unused types that can still help."""
+        rooms = frontier = active
+        while frontier:
+            nxt = 0
+            for r in range(self.graph.rooms):
+                if frontier >> r & 1:
+                    nxt |= live.succ[r]
+            frontier = nxt & ~rooms
+            rooms |= nxt
+        graph = self.graph
+        keep = 0
+        counts = 0
+        field = (1 << graph.width) - 1
+        for t, (_, src, dst) in enumerate(graph.types):
+            if avail >> t & 1 and rooms >> src & 1 and (dst == EXIT or live.rooms >> dst & 1):
+                keep |= 1 << t
+                counts |= field << (graph.width * t)
+        return _Usable(rooms, keep, counts)
+
+    def run(self) -> tuple[int, list[tuple[int, int]]]:
+        """Search from the start (everyone in room 0, every door unused)."""
+        graph = self.graph
+        avail = (1 << len(graph.types)) - 1
+        try:
+            self.dfs(_FULL, graph.counts, avail, 0, True)
+        except _Done:
+            pass
+        return self.best, self.best_path
+
+    def dfs(self, occ: int, counts: int, avail: int, escaped: int, root: bool = False) -> int:
+        """Explore the state; return an upper bound u on how many more can escape from it, with
+        ``escaped + u <= self.best`` on return (the memo relies on it)."""
+        self.nodes += 1
+        if self.deadline is not None and self.nodes % _CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise SolveTimeout(f"no optimal plan within the time budget ({self.nodes} states searched)")
+        live = self.live_cache.get(avail)
+        if live is None:
+            live = self.live_cache[avail] = self.live(avail)
+        occ &= live.occ_mask
+        active = small = alive = 0
+        rest, room = occ, 0
+        while rest:
+            mask = rest & _FULL
+            if mask:
+                alive |= mask
+                if mask.bit_count() >= 3:
+                    active |= 1 << room
+                else:
+                    small |= 1 << room
+            rest >>= 9
+            room += 1
+        usable = self.usable_cache.get((avail, active))
+        if usable is None:
+            usable = self.usable_cache[(avail, active)] = self.usable(avail, active, live)
+        stuck = small & ~usable.rooms
+        if stuck:
+            for r in range(self.graph.rooms):
+                if stuck >> r & 1:
+                    alive &= ~((occ >> (9 * r)) & _FULL)
+                    occ &= ~(_FULL << (9 * r))
+        avail = usable.avail
+        counts &= usable.counts
+        graph = self.graph
+        width = graph.width
+        field = (1 << width) - 1
+        nines = 0
+        for t in range(graph.nines):
+            if avail >> t & 1:
+                nines += counts >> (width * t) & field
+        bound = COVER[alive][min(nines, _MAX_NINES)]
+        if root:
+            self.target = bound
+            if bound == 0:
+                raise _Done
+        if escaped + bound <= self.best:
+            return bound
+        key = (occ, counts)
+        known = self.memo.get(key)
+        if known is not None:
+            if escaped + known <= self.best:
+                return known
+            bound = min(bound, known)
+        result = 0
+        for t, (number, src, dst) in enumerate(graph.types):
+            if not avail >> t & 1:
+                continue
+            here = (occ >> (9 * src)) & _FULL
+            if here.bit_count() < 3:
+                continue
+            one = 1 << (width * t)
+            left = counts - one
+            next_avail = avail if left >> (width * t) & field else avail & ~(1 << t)
+            for group in GROUPS[here * 9 + number % 9]:
+                moved = occ ^ (group << (9 * src))
+                if dst == EXIT:
+                    gain = group.bit_count()
+                else:
+                    gain = 0
+                    moved |= group << (9 * dst)
+                self.path.append((t, group))
+                if escaped + gain > self.best:
+                    self.best = escaped + gain
+                    self.best_path = list(self.path)
+                    if self.best >= self.target:
+                        raise _Done
+                value = gain + self.dfs(moved, left, next_avail, escaped + gain)
+                self.path.pop()
+                if value > result:
+                    result = value
+                if escaped + bound <= self.best:
+                    result = bound
+                    break
+            else:
+                continue
+            break
+        result = min(result, bound)
+        if known is None or result < known:
+            self.memo[key] = result
+        return result
+
+
+class _Done(Exception):
+    """The best plan reached the root bound: nothing can beat it."""
+
+
+def _plan(graph: _Graph, path: list[tuple[int, int]]) -> list[Move]:
+    """Turn a path of (type, group mask) into moves on the input's door indices."""
+    used = [0] * len(graph.types)
+    plan = []
+    for t, group in path:
+        index = graph.members[t][used[t]]
+        used[t] += 1
+        plan.append((index, [p + 1 for p in range(9) if group >> p & 1]))
+    return plan
+
+
+def solve_parsed(doors: Sequence[Door], timeout: float | None = None) -> tuple[int, list[Move]]:
+    """Solve an already checked door list ``doors`` (see :func:`solve`) within ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    graph = _compile(doors)
+    search = _Search(graph, deadline)
+    escaped, path = search.run()
+    return escaped, _plan(graph, path)
+
+
+def solve(doors: Any, timeout: float | None = None) -> tuple[int, list[Move]]:
+    """The most players who can escape through ``doors``, and one plan that achieves it.
+
+    ``doors`` is a door list as in the input (checked with :func:`parse`); ``timeout`` is a time
+    budget in seconds (``None``: unlimited) after which :class:`SolveTimeout` is raised.  The plan
+    is a list of moves ``(door_index, [players...])`` in order.
+
+    >>> solve([[9, 0, -1]])
+    (5, [(0, [1, 2, 4, 5, 6])])
+    """
+    return solve_parsed(parse(doors), timeout)
