@@ -1,0 +1,236 @@
+"""The ``dungeons`` job: answer a batch of roguelike-gold dungeons read from JSONL or Parquet.
+
+Each shard is a slice of the input file (``pipeline.inputs``).  A shard reads its records, parses
+all grids in bulk, solves each distinct grid once in one kernel call, and returns an ``answers``
+row for every valid record and an ``errors`` row for every other one, so that
+read = answered + rejected.
+
+    batchenum run dungeons --input batch.jsonl --out results/
+    batchenum generate dungeons --count 100000 --height 32 --width 32 --seed 1 --out batch.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.errors import InputError
+from pipeline.inputs import RecordSlice, plan_slices, read_slice
+from pipeline.job import Column, Job, Shard, ShardOutput, TableSpec
+from solvers.dungeon import GridTooLargeError, generate, parse_many, solve_batch
+
+__all__ = ["DungeonJob", "add_run_arguments", "build_job", "add_generate_arguments", "run_generate"]
+
+RECORDS_PER_SHARD = 25_000  # enough work (~0.5 s) per task to amortise Ray's per-task cost
+MAX_CELLS = 1_000_000
+_GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, for the pyarrow fast path
+
+
+class DungeonJob(Job):
+    """Reachable gold for every dungeon of an input file.
+
+    input_path:        JSONL (one object per line with ``id`` and ``grid``) or Parquet (columns
+                       ``id``, ``grid``).
+    records_per_shard: input lines (or rows) per shard.
+    max_cells:         larger grids are rejected as errors, not solved.
+    """
+
+    name = "dungeons"
+    version = "1"
+    # Everything that can change an answer or an error message; a change invalidates committed shards.
+    code_modules = (
+        "jobs.dungeons",
+        "pipeline.inputs",
+        "solvers.dungeon.errors",
+        "solvers.dungeon.parse",
+        "solvers.dungeon.kernel",
+        "solvers.dungeon.solve",
+    )
+    tables = (
+        TableSpec(
+            "answers",
+            columns=(
+                Column("id", "string"),
+                Column("gold", "int64"),  # reachable gold cells: the answer
+                Column("height", "int64"),
+                Column("width", "int64"),
+                Column("monsters", "int64"),
+                Column("gold_total", "int64"),  # all gold cells, reachable or not
+                Column("line", "int64"),  # the record's line (JSONL) or row (Parquet), 1-based
+            ),
+            key=("line",),
+            sort=("line",),
+        ),
+        TableSpec(
+            "errors",
+            columns=(Column("id", "string"), Column("error", "string"), Column("line", "int64")),
+            key=("line",),
+            sort=("line",),
+        ),
+    )
+
+    def __init__(self, input_path: str, records_per_shard: int = RECORDS_PER_SHARD, max_cells: int = MAX_CELLS):
+        if records_per_shard < 1:
+            raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
+        if max_cells < 1:
+            raise ValueError(f"max_cells must be at least 1, not {max_cells}")
+        self.input_path = os.path.abspath(input_path)
+        self.records_per_shard = records_per_shard
+        self.max_cells = max_cells
+
+    def params(self) -> dict[str, Any]:
+        """The input (with its size and modification time, so a changed file is not reused) and
+        the limits."""
+        try:
+            stat = os.stat(self.input_path)
+        except OSError as exc:
+            raise InputError(f"cannot read input file {self.input_path}: {exc.strerror}") from None
+        return {
+            "input": self.input_path,
+            "input_size": stat.st_size,
+            "input_mtime_ns": stat.st_mtime_ns,
+            "records_per_shard": self.records_per_shard,
+            "max_cells": self.max_cells,
+        }
+
+    def plan(self) -> list[Shard]:
+        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
+        slices = plan_slices(self.input_path, "grid", self.records_per_shard)
+        return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
+
+    def run_shard(self, shard: Shard) -> ShardOutput:
+        """Read, parse, deduplicate and solve one slice; every record gets exactly one row."""
+        records = read_slice(dict(shard.spec), "grid", fast_type=_GRID_TYPE)
+        readable = [i for i, error in enumerate(records.errors) if error is None]
+        batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
+        distinct, inverse = batch.unique()
+        gold = solve_batch(distinct)[inverse]
+        answered = [readable[k] for k in batch.index.tolist()]
+        return {
+            "answers": {
+                "id": [records.ids[i] for i in answered],
+                "gold": gold,
+                "height": batch.heights,
+                "width": batch.widths,
+                "monsters": batch.monsters,
+                "gold_total": batch.gold_total,
+                "line": np.asarray([records.positions[i] for i in answered], dtype=np.int64),
+            },
+            "errors": self._error_rows(records, readable, batch.errors),
+        }
+
+    def _error_rows(self, records: RecordSlice, readable: list[int], parse_errors: list) -> dict[str, list]:
+        """Rows for unreadable records and rejected grids, in input order."""
+        reasons = dict(enumerate(records.errors))
+        for i, error in zip(readable, parse_errors):
+            if error is not None:
+                where = f"{records.position_label} {records.positions[i]}"
+                reasons[i] = f"{where}: {self._reason(error)}"
+        rejected = sorted(i for i, reason in reasons.items() if reason is not None)
+        return {
+            "id": [records.ids[i] or f"{records.position_label} {records.positions[i]}" for i in rejected],
+            "error": [reasons[i] for i in rejected],
+            "line": [records.positions[i] for i in rejected],
+        }
+
+    def _reason(self, error: Exception) -> str:
+        """The plain reason for a rejected grid; the size limit says how to raise it."""
+        if isinstance(error, GridTooLargeError):
+            return (f"grid has {error.cells} cells, more than the limit of {error.limit} "
+                    f"(raise it with --max-cells)")
+        return str(error)
+
+    def summary(self, tables: dict[str, Any]) -> str:
+        """``dungeons: read N, answered A, rejected R`` (N = A + R)."""
+        answered, rejected = len(tables["answers"]), len(tables["errors"])
+        return f"dungeons: read {answered + rejected}, answered {answered}, rejected {rejected}"
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (underscores allowed, as in 1_000_000)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _size(text: str) -> int | tuple[int, int]:
+    """argparse type: ``32`` or a range ``1-60`` drawn per dungeon."""
+    low, _, high = text.partition("-")
+    values = (_positive_int(low), _positive_int(high)) if high else _positive_int(low)
+    if isinstance(values, tuple) and values[0] > values[1]:
+        raise argparse.ArgumentTypeError(f"range {text!r} must be low-high with low <= high")
+    return values
+
+
+def _density(text: str) -> float:
+    """argparse type: a probability between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``batchenum run dungeons`` (the pipeline adds --out, --workers, --address, --serial)."""
+    parser.add_argument("--input", required=True, metavar="FILE",
+                        help="JSONL (one {\"id\", \"grid\"} object per line) or Parquet (columns id, grid)")
+    parser.add_argument("--records-per-shard", type=_positive_int, default=RECORDS_PER_SHARD, metavar="N",
+                        help=f"input lines or rows per shard (default {RECORDS_PER_SHARD:,})")
+    parser.add_argument("--max-cells", type=_positive_int, default=MAX_CELLS, metavar="N",
+                        help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})")
+
+
+def build_job(args: argparse.Namespace) -> DungeonJob:
+    """The job for parsed ``run dungeons`` arguments."""
+    return DungeonJob(args.input, records_per_shard=args.records_per_shard, max_cells=args.max_cells)
+
+
+def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``batchenum generate dungeons``."""
+    parser.add_argument("--count", type=_positive_int, required=True, help="how many dungeons")
+    parser.add_argument("--height", type=_size, default=32, help="rows, or a range like 1-60 (default 32)")
+    parser.add_argument("--width", type=_size, default=32, help="columns, or a range like 1-60 (default 32)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--wall", type=_density, default=0.25, help="wall density (default 0.25)")
+    parser.add_argument("--gold", type=_density, default=0.05, help="gold density (default 0.05)")
+    parser.add_argument("--monster", type=_density, default=0.03, help="monster density (default 0.03)")
+    parser.add_argument("--out", required=True, metavar="FILE",
+                        help="output file: Parquet if it ends in .parquet, else JSONL")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Write the generated dungeons to ``args.out`` (atomically); returns the exit status."""
+    if args.wall + args.gold + args.monster > 1:
+        raise SystemExit(f"error: --wall + --gold + --monster must be at most 1, not "
+                         f"{args.wall + args.gold + args.monster:g}")
+    grids = generate(args.count, args.height, args.width, args.seed,
+                     wall=args.wall, gold=args.gold, monster=args.monster)
+    digits = len(str(args.count))
+    ids = [f"d{k:0{digits}d}" for k in range(1, len(grids) + 1)]
+    temporary = f"{args.out}.{os.getpid()}.tmp"
+    if args.out.lower().endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"id": ids, "grid": pa.array(grids, type=_GRID_TYPE)}), temporary)
+    else:
+        with open(temporary, "w", encoding="ascii") as handle:
+            handle.writelines(json.dumps({"id": i, "grid": g}, separators=(",", ":")) + "\n"
+                              for i, g in zip(ids, grids))
+    os.replace(temporary, args.out)
+    print(f"wrote {len(grids)} dungeons to {args.out}")
+    return 0

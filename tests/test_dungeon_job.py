@@ -1,0 +1,154 @@
+"""jobs/dungeons.py: shards account for every record, answers match the solver, errors name records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import jobs.dungeons
+from jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments, build_job, run_generate
+from pipeline.errors import InputError
+from pipeline.job import Shard
+from solvers.dungeon import generate, oracle_gold
+
+BIG = ["@" + "." * 10] + ["." * 11] * 9  # 110 cells
+
+# (line content, expected id, expected error fragment or None for a valid record)
+MIXED = [
+    ('{"id": "ok-1", "grid": ["@..", ".$.", "..."]}', "ok-1", None),
+    ('{"id": "broken", "grid": ["@', "line 2", "line 2: not valid JSON"),
+    ("", None, None),  # blank: not a record
+    ('{"grid": ["@$"]}', "line 4", "line 4: no 'id'"),
+    ('{"id": 42, "grid": ["@....", "...$g", "....."]}', "42", None),
+    ('{"id": "ragged", "grid": ["@..", ".."]}', "ragged", "line 6: row 2 has 2 characters but row 1 has 3"),
+    ('{"id": "nostart", "grid": ["...", ".$."]}', "nostart", "line 7: no start '@'"),
+    ('{"id": "twostarts", "grid": ["@.@"]}', "twostarts", "line 8: 2 starts '@'"),
+    ('{"id": "tab", "grid": ["@\\t$"]}', "tab", "line 9: row 1, column 2: character '\\t'"),
+    ('{"id": "accent", "grid": ["@\\u00e9"]}', "accent", "line 10: row 1, column 2: character 'é'"),
+    ('{"id": "digit", "grid": ["@1"]}', "digit", "line 11: row 1, column 2: character '1'"),
+    ('{"id": "null", "grid": null}', "null", "line 12: grid must be a string or a list of strings, not null"),
+    ('{"id": "number", "grid": 9.0}', "number", "not a number"),
+    ('{"id": "empty", "grid": []}', "empty", "line 14: grid is empty"),
+    ('{"id": "notrow", "grid": ["@$", 5]}', "notrow", "line 15: row 2 is not a string but an integer"),
+    ('{"id": "text", "grid": "@....\\n...g$\\n.....\\n"}', "text", None),
+    (json.dumps({"id": "big", "grid": BIG}), "big", "line 17: grid has 110 cells, more than the limit of 100 (raise it with --max-cells)"),
+    ('{"id": "dup-a", "grid": ["##.#", "g@$g"]}', "dup-a", None),
+    ('{"id": "dup-b", "grid": ["# .#", "h@$h"]}', "dup-b", None),
+    ('{"id": "nogrid"}', "nogrid", "line 20: no 'grid'"),
+    ("[1, 2, 3]", "line 21", "line 21: not a JSON object"),
+    ('{"id": true, "grid": ["@"]}', "line 22", "line 22: 'id' must be a string or an integer"),
+]
+ANSWERS = {"ok-1": 1, "42": 1, "text": 0, "dup-a": 1, "dup-b": 1}
+
+
+@pytest.fixture
+def mixed_file(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(line for line, _, _ in MIXED) + "\n", encoding="utf-8")
+    return path
+
+
+def run_all(job: DungeonJob) -> dict[str, dict[str, list]]:
+    """Every shard of the job, outputs concatenated in shard order."""
+    out = {"answers": {}, "errors": {}}
+    for shard in job.plan():
+        shard = Shard(shard.id, json.loads(json.dumps(dict(shard.spec))))  # specs must survive JSON
+        for table, columns in job.run_shard(shard).items():
+            for name, values in columns.items():
+                out[table].setdefault(name, []).extend(list(values))
+    return out
+
+
+@pytest.mark.parametrize("per_shard", [1, 4, 25_000])
+def test_mixed_batch_accounts_for_every_record(mixed_file, per_shard):
+    job = DungeonJob(str(mixed_file), records_per_shard=per_shard, max_cells=100)
+    out = run_all(job)
+    answers, errors = out["answers"], out["errors"]
+    valid = [(i, ident) for i, (_, ident, error) in enumerate(MIXED, 1) if ident and error is None]
+    invalid = [(i, ident, error) for i, (_, ident, error) in enumerate(MIXED, 1) if error]
+    assert answers["id"] == [ident for _, ident in valid]
+    assert answers["line"] == [i for i, _ in valid]
+    assert answers["gold"] == [ANSWERS[ident] for _, ident in valid]
+    assert errors["id"] == [ident for _, ident, _ in invalid]
+    assert errors["line"] == [i for i, _, _ in invalid]
+    for (_, _, fragment), message in zip(invalid, errors["error"]):
+        assert fragment in message
+    assert len(answers["id"]) + len(errors["id"]) == sum(1 for line, _, _ in MIXED if line)
+
+
+def test_answer_columns(mixed_file):
+    answers = run_all(DungeonJob(str(mixed_file), max_cells=100))["answers"]
+    row = answers["id"].index("42")
+    assert [answers[c][row] for c in ("gold", "height", "width", "monsters", "gold_total", "line")] == [1, 3, 5, 1, 1, 5]
+    spec = {t.name: t for t in DungeonJob.tables}
+    assert set(answers) == set(spec["answers"].column_names)
+
+
+def test_duplicates_are_solved_once_and_answered_for_every_record(tmp_path, monkeypatch):
+    grids = generate(10, (2, 9), (2, 9), seed=4, wall=0.2, gold=0.2, monster=0.1)
+    records = [{"id": f"r{k}", "grid": grids[k % 10]} for k in range(40)]
+    records.append({"id": "respelled", "grid": [row.replace(".", " ") for row in grids[0]]})
+    path = tmp_path / "dups.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    solved = []
+    real_solve_batch = jobs.dungeons.solve_batch
+    monkeypatch.setattr(jobs.dungeons, "solve_batch", lambda batch: solved.append(len(batch)) or real_solve_batch(batch))
+    answers = run_all(DungeonJob(str(path)))["answers"]
+    assert answers["id"] == [r["id"] for r in records]
+    assert answers["gold"] == [oracle_gold(r["grid"]) for r in records]
+    assert solved == [len({tuple(g) for g in grids})]
+
+
+def test_parquet_input(tmp_path):
+    path = tmp_path / "batch.parquet"
+    grids = generate(30, (1, 8), (1, 8), seed=9, wall=0.2, gold=0.2, monster=0.1)
+    ids = [f"p{k}" if k != 7 else None for k in range(30)]
+    pq.write_table(pa.table({"id": ids, "grid": grids}), path, row_group_size=8)
+    out = run_all(DungeonJob(str(path), records_per_shard=11))
+    assert out["errors"] == {"id": ["row 8"], "error": ["row 8: no 'id'"], "line": [8]}
+    assert out["answers"]["gold"] == [oracle_gold(g) for k, g in enumerate(grids) if k != 7]
+
+
+def test_plan_ids_params_and_summary(mixed_file):
+    job = DungeonJob(str(mixed_file), records_per_shard=5)
+    assert [s.id for s in job.plan()] == ["s00000", "s00001", "s00002", "s00003", "s00004"]
+    assert job.params()["input"] == str(mixed_file) and job.params()["max_cells"] == 1_000_000
+    json.dumps(job.params())
+    import pandas as pd
+    tables = {"answers": pd.DataFrame({"id": ["a"] * 990}), "errors": pd.DataFrame({"id": ["b"] * 10})}
+    assert job.summary(tables) == "dungeons: read 1000, answered 990, rejected 10"
+
+
+def test_missing_input_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        DungeonJob(str(tmp_path / "nope.jsonl")).plan()
+
+
+def test_run_arguments():
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    job = build_job(parser.parse_args(["--input", "x.jsonl", "--max-cells", "5000", "--records-per-shard", "7"]))
+    assert (job.max_cells, job.records_per_shard) == (5000, 7)
+    assert build_job(parser.parse_args(["--input", "x.jsonl"])).max_cells == 1_000_000
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--input", "x.jsonl", "--max-cells", "0"])
+
+
+@pytest.mark.parametrize("name", ["gen.jsonl", "gen.parquet"])
+def test_generate_command_round_trips(tmp_path, name, capsys):
+    parser = argparse.ArgumentParser()
+    add_generate_arguments(parser)
+    out = tmp_path / name
+    args = parser.parse_args(["--count", "25", "--height", "1-6", "--width", "4", "--seed", "3", "--out", str(out)])
+    assert run_generate(args) == 0
+    assert "wrote 25 dungeons" in capsys.readouterr().out
+    answers = run_all(DungeonJob(str(out)))["answers"]
+    expected = generate(25, (1, 6), 4, seed=3)
+    assert answers["id"][:2] == ["d01", "d02"]
+    assert answers["gold"] == [oracle_gold(g) for g in expected]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--count", "5", "--height", "6-1", "--out", "x"])
