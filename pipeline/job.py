@@ -81,6 +81,12 @@ class Job:
     name: str = ""
     version: str = "0"  # bump when a change alters results, so committed shards are not reused
     tables: tuple[TableSpec, ...] = ()
+    # Modules whose source is hashed into the code version recorded with every shard: a change to
+    # any of them invalidates committed shards.  Default: the job's own module.
+    code_modules: tuple[str, ...] = ()
+    # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
+    # only finalize produces are declared too, so that they are written with their types.
+    shard_tables: tuple[str, ...] = ()
 
     def params(self) -> dict[str, Any]:
         """JSON-serialisable parameters that determine the results (recorded as provenance)."""

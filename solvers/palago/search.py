@@ -384,7 +384,8 @@ def _search(
             continue
         stack[depth, 2] = r
         rot[t] = r
-        nodes[depth + 1] += 1
+        if depth >= prefix_len:  # a forced prefix step was counted by the trunk (see frontier)
+            nodes[depth + 1] += 1
 
         # Which vertex must join S now, if any.
         v = t + off[cv]
@@ -484,10 +485,11 @@ class _Workspace:
 _NO_PATHS = (np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.int64))
 
 
-def frontier(max_n: int, depth: int) -> list[tuple[int, ...]]:
+def frontier(max_n: int, depth: int, trunk: SearchCounts | None = None) -> list[tuple[int, ...]]:
     """Every node ``depth`` choices below the root, plus every creature completed above that
     depth, as tuples of rotation choices.  Searching below each of them once counts every creature
-    of size <= max_n exactly once.
+    of size <= max_n exactly once.  The nodes above the cut (the trunk) are added to
+    ``trunk.nodes`` when given, so that trunk plus shards count exactly the unsplit search's nodes.
 
     >>> frontier(3, 0)
     [()]
@@ -501,8 +503,11 @@ def frontier(max_n: int, depth: int) -> list[tuple[int, ...]]:
         paths = np.zeros((capacity, max(depth, 1)), dtype=np.int8)
         lens = np.zeros(capacity, dtype=np.int64)
         count = np.zeros(1, dtype=np.int64)
-        workspace.run(np.zeros(0, dtype=np.int8), depth, SearchCounts.zeros(max_n), paths, lens, count)
+        counts = SearchCounts.zeros(max_n)
+        workspace.run(np.zeros(0, dtype=np.int8), depth, counts, paths, lens, count)
         if count[0] <= capacity:
+            if trunk is not None:
+                trunk.nodes[...] += counts.nodes
             return [tuple(int(x) for x in paths[k, : lens[k]]) for k in range(count[0])]
         capacity = int(count[0])
 

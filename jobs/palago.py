@@ -1,0 +1,196 @@
+"""Palago creature counts (and catalogue) as a pipeline job.
+
+The search tree is cut at a fixed depth; shard k of K searches below every K-th prefix of that
+frontier (round robin spreads heavy and light subtrees evenly).  A shard's spec is just
+(max_n, depth, k, K): workers recompute the frontier themselves, which takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import pandas as pd
+
+from pipeline.cli import Command, JobCommand, positive_int
+from pipeline.errors import PipelineError
+from pipeline.job import Column, Job, Shard, TableSpec
+
+__all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
+
+SPLIT_DEPTH = 10  # about 3,800 prefixes for n >= 16
+STABILISER_ORDERS = (1, 2, 3, 6)
+
+_COUNT_COLUMNS = (
+    Column("n", "int64"),
+    Column("free", "int64"),
+    Column("fixed", "int64"),
+    *(Column(f"free_stabiliser_{s}", "int64") for s in STABILISER_ORDERS),
+    Column("stabiliser_sum", "int64"),
+    Column("nodes", "int64"),
+)
+PARTIAL_COUNTS = TableSpec("partial_counts", _COUNT_COLUMNS, sort=("n",))
+CREATURE_COUNTS = TableSpec("creature_counts", _COUNT_COLUMNS, key=("n",), sort=("n",))
+CREATURES = TableSpec(
+    "creatures",
+    (Column("n", "int64"), Column("key", "string"), Column("stabiliser", "int64"), Column("tiles", "string")),
+    key=("key",),
+    sort=("n", "key"),
+    partition="n",
+)
+
+
+class PalagoJob(Job):
+    name = "palago"
+    version = "1"
+    tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
+    code_modules = (
+        "jobs.palago",
+        "solvers.palago.search",
+        "solvers.palago.canonical",
+        "solvers.palago.model",
+    )
+
+    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
+        from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
+
+        if not 1 <= max_n <= MAX_N:
+            raise PipelineError(f"--max-n must be between 1 and {MAX_N}, not {max_n}")
+        if not 0 <= catalogue_max_n <= max_n:
+            raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
+        self.max_n = max_n
+        self.catalogue_max_n = catalogue_max_n
+        self.shard_count = shards or (32 if max_n >= 18 else 4)
+        self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
+
+    def params(self) -> dict:
+        return {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
+
+    def plan(self) -> list[Shard]:
+        return [
+            Shard(f"s{index:04d}", {"max_n": self.max_n, "depth": SPLIT_DEPTH, "index": index,
+                                    "count": self.shard_count, "catalogue_max_n": self.catalogue_max_n})
+            for index in range(self.shard_count)
+        ]
+
+    def run_shard(self, shard: Shard) -> dict:
+        from solvers.palago import SearchCounts, count_creatures, decode_codes, frontier, key_of
+
+        spec = shard.spec
+        trunk = SearchCounts.zeros(spec["max_n"])
+        prefixes = frontier(spec["max_n"], spec["depth"], trunk)[spec["index"] :: spec["count"]]
+        counts, catalogue = count_creatures(spec["max_n"], prefixes, spec["catalogue_max_n"])
+        if spec["index"] == 0:
+            counts += trunk  # the nodes above the cut, once, so the nodes column is the whole search's
+        sizes = range(1, spec["max_n"] + 1)
+        partial = {
+            "n": list(sizes),
+            "free": counts.free[1:].tolist(),
+            "fixed": counts.fixed[1:].tolist(),
+            **{f"free_stabiliser_{s}": counts.by_stabiliser[1:, k].tolist() for k, s in enumerate(STABILISER_ORDERS)},
+            "stabiliser_sum": counts.stabiliser_sum[1:].tolist(),
+            "nodes": counts.nodes[1:].tolist(),
+        }
+        outputs = {"partial_counts": partial}
+        if spec["catalogue_max_n"]:
+            creatures = [decode_codes(catalogue.tile_codes(k)) for k in range(len(catalogue))]
+            outputs["creatures"] = {
+                "n": catalogue.sizes.tolist(),
+                "key": [key_of(tiles) for tiles in creatures],
+                "stabiliser": catalogue.stabilisers.tolist(),
+                "tiles": [json.dumps([list(t) for t in tiles]) for tiles in creatures],
+            }
+        return outputs
+
+    def finalize(self, tables: dict, out_dir: str) -> dict:
+        partial = tables["partial_counts"]
+        counts = partial.groupby("n", as_index=False, sort=True).sum()
+        counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+        _check_identities(counts)
+        final = {"creature_counts": counts}
+        if self.catalogue_max_n:
+            creatures = tables["creatures"]
+            expected = int(counts.loc[counts.n <= self.catalogue_max_n, "free"].sum())
+            if len(creatures) != expected:
+                raise PipelineError(f"catalogue holds {len(creatures)} creatures, the counts say {expected}")
+            final["creatures"] = creatures
+        _write_markdown(counts, os.path.join(out_dir, "creature_counts.md"))
+        return final
+
+    def summary(self, tables: dict) -> str:
+        counts = tables["creature_counts"]
+        last = counts.iloc[-1]
+        line = (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
+                f"fixed({int(last.n)}) = {int(last.fixed)}, {int(counts.nodes.sum()):,} search nodes")
+        if "creatures" in tables:
+            line += f"; catalogue of {len(tables['creatures'])} creatures up to n = {self.catalogue_max_n}"
+        return line
+
+
+def _check_identities(counts: pd.DataFrame) -> None:
+    """Burnside and orbit-stabiliser, row by row: a failure means a bug, never bad luck."""
+    by_stab = counts[[f"free_stabiliser_{s}" for s in STABILISER_ORDERS]]
+    orbit_sum = sum(counts[f"free_stabiliser_{s}"] * (6 // s) for s in STABILISER_ORDERS)
+    bad = counts[(counts.stabiliser_sum != 6 * counts.free) | (orbit_sum != counts.fixed)
+                 | (by_stab.sum(axis=1) != counts.free)]
+    if len(bad):
+        raise PipelineError(f"internal error: Burnside identities fail for n = {bad.n.tolist()}")
+
+
+def _write_markdown(counts: pd.DataFrame, path: str) -> None:
+    header = ["n", "free", "fixed", "stab 1", "stab 2", "stab 3", "stab 6", "search nodes"]
+    lines = [
+        "# Palago creatures",
+        "",
+        "Free: up to translation, rotation and reflection; fixed: up to translation. `stab s` counts",
+        "the free creatures whose symmetry group has order s. Regenerate with",
+        f"`batchenum run palago --max-n {int(counts.n.max())}`.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---:" for _ in header) + "|",
+    ]
+    for row in counts.itertuples(index=False):
+        cells = [row.n, row.free, row.fixed, *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS), row.nodes]
+        lines.append("| " + " | ".join(f"{int(c):,}" if i else str(int(c)) for i, c in enumerate(cells)) + " |")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-n", type=positive_int, default=24, metavar="N",
+                        help="count creatures of every size 1..N (default: 24)")
+    parser.add_argument("--catalogue-max-n", type=int, default=0, metavar="M",
+                        help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)")
+    parser.add_argument("--shards", type=positive_int, default=None, metavar="K",
+                        help="number of shards (default: 32 for N >= 18, else 4)")
+
+
+def _build(args: argparse.Namespace) -> PalagoJob:
+    return PalagoJob(args.max_n, args.catalogue_max_n, args.shards)
+
+
+def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="results", metavar="DIR",
+                        help="the directory a palago run wrote to (default: results)")
+
+
+def _print_table(args: argparse.Namespace) -> int:
+    path = os.path.join(args.out, "palago", "creature_counts.parquet")
+    if not os.path.exists(path):
+        raise PipelineError(f"no count table at {path}: run `batchenum run palago --out {args.out}` first")
+    counts = pd.read_parquet(path)
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(counts.to_string(index=False))
+    return 0
+
+
+COMMAND = JobCommand("palago", "count Palago creatures of every size up to N", _add_run_arguments, _build)
+COMMANDS = [Command(("table",), "print the Palago creature count table", _add_table_arguments, _print_table)]

@@ -1,0 +1,119 @@
+"""Argument parsing and dispatch for whatever jobs and commands it is given.
+
+``batchenum run JOB [job options] [--out DIR] [--workers K] [--address A] [--serial]`` runs a job;
+other commands (``generate dungeons``, ``table``, ...) are supplied by the jobs package.
+Exit status: 0 when the job ran (whatever records it rejected), 1 on an error that stopped it,
+2 on bad usage, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from pipeline.errors import PipelineError
+from pipeline.execute import RunOptions, run_job
+from pipeline.job import Job
+from pipeline.progress import Progress
+
+__all__ = ["JobCommand", "Command", "main", "positive_int"]
+
+
+@dataclass(frozen=True)
+class JobCommand:
+    """A job runnable as ``batchenum run NAME``."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    build: Callable[[argparse.Namespace], Job]
+
+
+@dataclass(frozen=True)
+class Command:
+    """Any other command, at a path such as ("generate", "dungeons") or ("table",)."""
+
+    path: tuple[str, ...]
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where and how to run")
+    group.add_argument("--out", default="results", metavar="DIR",
+                       help="output directory; tables go to DIR/JOB/ (default: results). Rerunning into "
+                            "the same directory reuses every committed shard with matching provenance")
+    group.add_argument("--workers", type=positive_int, metavar="K",
+                       help="CPUs of the private local Ray (default: all cores); not with --address")
+    group.add_argument("--address", metavar="A",
+                       help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)")
+    group.add_argument("--serial", action="store_true",
+                       help="run every shard in this process without Ray (debugging, profiling, small inputs)")
+    group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
+
+
+def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    run = top.add_parser("run", help="run a job", description="Run a job and write its tables.")
+    run_jobs = run.add_subparsers(dest="job", metavar="JOB", required=True)
+    for job in jobs:
+        sub = run_jobs.add_parser(job.name, help=job.help, description=job.help)
+        job.add_arguments(sub)
+        _add_run_options(sub)
+        sub.set_defaults(handler=lambda args, job=job: _run(job, args, prog))
+    groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
+    for command in commands:
+        actions = groups[()]
+        for depth in range(1, len(command.path)):
+            key = command.path[:depth]
+            if key not in groups:
+                group_parser = actions.add_parser(key[-1], help=f"{key[-1]} commands")
+                groups[key] = group_parser.add_subparsers(dest="_".join(key), metavar="WHAT", required=True)
+            actions = groups[key]
+        sub = actions.add_parser(command.path[-1], help=command.help, description=command.help)
+        command.add_arguments(sub)
+        sub.set_defaults(handler=command.run)
+    return parser
+
+
+def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
+    if args.serial and (args.workers or args.address):
+        raise PipelineError("--serial runs without Ray: drop --workers/--address, or drop --serial")
+    job = job_command.build(args)
+    options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial)
+    result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+    print(job.summary(result.tables))
+    print(f"{job.name}: {result.shards} shards ({result.reused} reused"
+          + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
+          + f") in {result.seconds:.1f}s; tables in {os.path.join(args.out, job.name)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Sequence[Command],
+         prog: str = "batchenum") -> int:
+    parser = build_parser(jobs, commands, prog)
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; committed shards are kept and a rerun reuses them", file=sys.stderr)
+        return 130
+    except (PipelineError, ValueError, OSError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1

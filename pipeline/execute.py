@@ -1,0 +1,132 @@
+"""Run a job end to end: plan, reuse committed shards, compute the rest, merge, write tables."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline import runner
+from pipeline.job import Job, Shard
+from pipeline.progress import Progress
+from pipeline.store import Provenance, ShardStore
+
+__all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
+
+_DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are counted
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    out_dir: str = "results"
+    workers: int | None = None  # local Ray CPUs (default: all cores)
+    address: str | None = None  # a Ray cluster; None: RAY_ADDRESS or a private local Ray
+    serial: bool = False  # run every shard in this process, without Ray
+    window: int | None = None  # tasks in flight (default: 4 per worker, at least 8)
+
+
+@dataclass
+class RunResult:
+    tables: dict[str, Any]  # final tables as pandas DataFrames
+    paths: dict[str, str]  # where each was written
+    shards: int
+    reused: int
+    recomputed: list[str] = field(default_factory=list)  # shards whose committed files were bad
+    seconds: float = 0.0
+
+
+def code_version(job: Job) -> str:
+    """The job's declared version plus a hash of its code modules' source."""
+    digest = hashlib.sha256()
+    for name in job.code_modules or (type(job).__module__,):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin:
+            raise ValueError(f"job {job.name!r}: code module {name!r} not found")
+        with open(spec.origin, "rb") as handle:
+            digest.update(name.encode() + b"\0" + handle.read())
+    return f"{job.version}+{digest.hexdigest()[:16]}"
+
+
+def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
+    progress = progress or Progress(job.name)
+    started = time.monotonic()
+    params = job.params()
+    json.dumps(params)  # provenance must be JSON: fail early, not in a worker
+    store = ShardStore(options.out_dir, job, Provenance(job.name, code_version(job), params))
+    removed = store.remove_temporaries()
+    if removed:
+        progress.stage(f"removed {removed} temporary files left by an interrupted run")
+
+    shards = job.plan()
+    pending, reused, damaged = _partition_committed(job, store, shards, progress)
+    progress.stage(f"{len(shards)} shards: {reused} reused, {len(pending)} to compute"
+                   + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
+    _compute(job, store, pending, len(shards), reused, options, progress)
+
+    progress.stage("merging shard outputs")
+    merged = _merge(job, store, shards)
+    final = job.finalize(merged, store.root)
+    paths = {name: store.write_final(name, frame) for name, frame in final.items()}
+    progress.stage("wrote " + ", ".join(sorted(paths.values())))
+    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started)
+
+
+def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
+    """Split shards into those to compute and those committed with matching provenance."""
+    tables = _shard_tables(job)
+    pending, damaged = [], []
+    for shard in shards:
+        problem = store.check_shard(shard, tables)
+        if problem is None:
+            continue
+        pending.append(shard)
+        if problem != "missing":
+            damaged.append(shard.id)
+            if len(damaged) <= _DAMAGE_LINES:
+                progress.stage(f"shard {shard.id} will be recomputed: {problem}")
+    if len(damaged) > _DAMAGE_LINES:
+        progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
+    return pending, len(shards) - len(pending), damaged
+
+
+def _shard_tables(job: Job) -> list[str]:
+    """The tables every shard writes."""
+    return list(job.shard_tables or [spec.name for spec in job.tables])
+
+
+def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress) -> None:
+    if not pending:
+        return
+    if options.serial:
+        progress.stage("computing in this process (--serial)")
+    else:
+        where = runner.connect(options.address, options.workers)
+        progress.stage(f"computing on {where}")
+    progress.start_shards(total, reused)
+    on_done = lambda shard: progress.shard_done()  # noqa: E731
+    try:
+        if options.serial:
+            runner.run_serial(job, pending, store, on_done)
+        else:
+            window = options.window or max(8, 4 * (options.workers or 2))
+            runner.run_on_ray(job, pending, store, on_done, window)
+    finally:
+        progress.finish_shards()
+
+
+def _merge(job: Job, store: ShardStore, shards: list[Shard]) -> dict[str, Any]:
+    """Each shard table concatenated in shard order, deduplicated on its key, sorted."""
+    ids = [shard.id for shard in shards]
+    merged = {}
+    for name in _shard_tables(job):
+        spec = job.table_spec(name)
+        frame = store.read_shards(name, ids).to_pandas()
+        if spec.sort:
+            frame = frame.sort_values(list(spec.sort), kind="stable")
+        if spec.key:
+            frame = frame.drop_duplicates(list(spec.key), keep="first")
+        merged[name] = frame.reset_index(drop=True)
+    return merged

@@ -1,0 +1,248 @@
+"""The only module that writes Parquet: atomic shard files with provenance, reuse, merge, and the
+final tables.
+
+Layout under ``OUT/<job>/``:
+
+    _shards/<table>/<shard_id>.parquet   one file per table per shard, committed atomically
+    <table>.parquet                      a final table
+    <table>/n=<v>/part-0.parquet         a final table hive-partitioned by an int64 column
+
+A shard is committed when every table it produces has a file whose provenance (job, code version,
+parameters, shard id and spec, row count) matches the run; the committed files themselves are the
+record of finished work, not anything the driver remembers.  Each file is written under a unique
+temporary name, fsynced, then renamed onto its deterministic path, so a retried or duplicate
+attempt merely replaces identical content and a killed writer leaves only a temporary file, which
+is never read as a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import PipelineError
+from pipeline.job import Job, Shard, ShardOutput, TableSpec
+
+__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type"]
+
+_META_PREFIX = "batchenum."
+_TMP_MARK = ".tmp-"
+_ARROW_TYPES = {
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "string": pa.string(),
+    "list<int64>": pa.list_(pa.int64()),
+}
+
+
+class StoreError(PipelineError):
+    """A shard output that does not fit its table's declared columns."""
+
+
+def arrow_type(type_name: str) -> pa.DataType:
+    return _ARROW_TYPES[type_name]
+
+
+def _schema(spec: TableSpec, drop: str | None = None) -> pa.Schema:
+    return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in spec.columns if c.name != drop])
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a committed file must say about itself to be reused."""
+
+    job: str
+    version: str
+    params: dict[str, Any]
+
+    def shard_metadata(self, shard: Shard, table: str, rows: int) -> dict[str, str]:
+        return {
+            **self.final_metadata(table),
+            "shard": shard.id,
+            "shard_spec": json.dumps(dict(shard.spec), sort_keys=True),
+            "rows": str(rows),
+        }
+
+    def final_metadata(self, table: str) -> dict[str, str]:
+        return {
+            "job": self.job,
+            "version": self.version,
+            "params": json.dumps(self.params, sort_keys=True),
+            "table": table,
+        }
+
+
+def _encode_metadata(meta: dict[str, str]) -> dict[bytes, bytes]:
+    return {(_META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
+
+
+def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
+    out = {}
+    for k, v in (raw or {}).items():
+        key = k.decode(errors="replace")
+        if key.startswith(_META_PREFIX):
+            out[key[len(_META_PREFIX):]] = v.decode(errors="replace")
+    return out
+
+
+def _write_atomic(table: pa.Table, path: str) -> None:
+    """Write under a unique temporary name, fsync, then rename onto ``path``."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}{_TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        # page checksums let a reader tell a damaged file from a good one
+        pq.write_table(table, tmp, write_page_checksum=True, compression="zstd")
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    _fsync_dir(os.path.dirname(path))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
+    """Build an Arrow table with exactly the declared columns and types."""
+    missing = [c for c in spec.column_names if c not in columns]
+    extra = [c for c in columns if c not in spec.column_names]
+    if missing or extra:
+        raise StoreError(f"table {spec.name!r}: missing columns {missing}, unexpected columns {extra}")
+    arrays = []
+    for column in spec.columns:
+        try:
+            arrays.append(pa.array(columns[column.name], type=arrow_type(column.type)))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as error:
+            raise StoreError(f"table {spec.name!r}, column {column.name!r}: {error}") from error
+    return pa.Table.from_arrays(arrays, schema=_schema(spec))
+
+
+class ShardStore:
+    """Committed shard files and final tables of one job under ``out_dir/<job>``."""
+
+    def __init__(self, out_dir: str, job: Job, provenance: Provenance):
+        self.root = os.path.join(os.path.abspath(out_dir), job.name)
+        self.shard_root = os.path.join(self.root, "_shards")
+        self.job = job
+        self.provenance = provenance
+
+    # ------------------------------------------------------------------------------------ shards
+
+    def shard_path(self, table: str, shard_id: str) -> str:
+        return os.path.join(self.shard_root, table, f"{shard_id}.parquet")
+
+    def write_shard(self, shard: Shard, outputs: ShardOutput) -> dict[str, int]:
+        """Commit one shard's outputs; returns rows per table."""
+        rows = {}
+        for name, columns in outputs.items():
+            spec = self.job.table_spec(name)
+            table = to_arrow(spec, columns)
+            meta = _encode_metadata(self.provenance.shard_metadata(shard, name, table.num_rows))
+            _write_atomic(table.replace_schema_metadata(meta), self.shard_path(name, shard.id))
+            rows[name] = table.num_rows
+        return rows
+
+    def check_shard(self, shard: Shard, tables: Iterable[str]) -> str | None:
+        """None when every table of the shard is committed with matching provenance; otherwise
+        why not ("missing" when it simply was never written)."""
+        for name in tables:
+            path = self.shard_path(name, shard.id)
+            if not os.path.exists(path):
+                return "missing"
+            problem = self._check_file(path, shard, name)
+            if problem:
+                return f"{os.path.relpath(path, self.root)}: {problem}"
+        return None
+
+    def _check_file(self, path: str, shard: Shard, name: str) -> str | None:
+        try:
+            table = pq.read_table(path, page_checksum_verification=True)
+        except Exception as error:  # any failure to read means the file cannot be trusted
+            return f"unreadable ({type(error).__name__}: {error})"
+        found = _decode_metadata(table.schema.metadata)
+        expected = self.provenance.shard_metadata(shard, name, table.num_rows)
+        for key in ("job", "version", "params", "table", "shard", "shard_spec"):
+            if found.get(key) != expected[key]:
+                return f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
+        if found.get("rows") != str(table.num_rows):
+            return f"row count {table.num_rows} does not match the {found.get('rows')} recorded"
+        spec = self.job.table_spec(name)
+        if table.schema.remove_metadata() != _schema(spec):
+            return "columns do not match the table's declaration"
+        return None
+
+    def remove_temporaries(self) -> int:
+        """Delete temporary files left by killed writers; returns how many."""
+        removed = 0
+        for directory, _, files in os.walk(self.root):
+            for name in files:
+                if _TMP_MARK in name:
+                    os.remove(os.path.join(directory, name))
+                    removed += 1
+        return removed
+
+    def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
+        """Concatenate one table's committed shard files, in the given shard order."""
+        spec = self.job.table_spec(name)
+        parts = []
+        for shard_id in shard_ids:
+            path = self.shard_path(name, shard_id)
+            if os.path.exists(path):
+                parts.append(pq.read_table(path).replace_schema_metadata(None))
+        if not parts:
+            return _schema(spec).empty_table()
+        return pa.concat_tables(parts)
+
+    # ------------------------------------------------------------------------------ final tables
+
+    def write_final(self, name: str, frame: Any) -> str:
+        """Write a final table (a pandas DataFrame) atomically; returns its path."""
+        spec = self.job.table_spec(name)
+        table = to_arrow(spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy()
+                                for c in frame.columns})
+        meta = _encode_metadata(self.provenance.final_metadata(name))
+        if spec.partition is None:
+            path = os.path.join(self.root, f"{name}.parquet")
+            _write_atomic(table.replace_schema_metadata(meta), path)
+            return path
+        return self._write_partitioned(spec, table, meta)
+
+    def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
+        """Write ``name/<col>=<v>/part-0.parquet`` into a fresh directory, then swap it in."""
+        final = os.path.join(self.root, spec.name)
+        staging = f"{final}{_TMP_MARK}{uuid.uuid4().hex[:8]}"
+        column = table.column(spec.partition).to_pylist()
+        body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
+        for value in sorted(set(column)):
+            mask = pa.array([v == value for v in column])
+            _write_atomic(body.filter(mask), os.path.join(staging, f"{spec.partition}={value}", "part-0.parquet"))
+        os.makedirs(staging, exist_ok=True)
+        retired = f"{final}{_TMP_MARK}old-{uuid.uuid4().hex[:8]}"
+        if os.path.exists(final):
+            os.replace(final, retired)
+        os.replace(staging, final)
+        shutil.rmtree(retired, ignore_errors=True)
+        return final
+
+    def partitioning(self, name: str) -> Any:
+        """The explicit hive partitioning to read a partitioned table back (so the partition column
+        comes back as int64, not a category)."""
+        import pyarrow.dataset as ds
+
+        spec = self.job.table_spec(name)
+        return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")

@@ -1,0 +1,48 @@
+"""A small job that exercises every pipeline feature without any puzzle: shards of integers,
+a table with duplicate keys to drop, a partitioned table, and an aggregate made in finalize."""
+
+from __future__ import annotations
+
+from pipeline.job import Column, Job, Shard, TableSpec
+
+ITEMS = TableSpec(
+    "items",
+    (Column("value", "int64"), Column("square", "int64"), Column("parity", "int64"), Column("label", "string")),
+    key=("value",),
+    sort=("value",),
+    partition="parity",
+)
+TOTALS = TableSpec("totals", (Column("parity", "int64"), Column("count", "int64"), Column("sum", "int64")), sort=("parity",))
+
+
+class ToyJob(Job):
+    """Shard k covers values [k*width, (k+2)*width): neighbouring shards overlap, so the merge
+    must deduplicate."""
+
+    name = "toy"
+    version = "1"
+    tables = (ITEMS, TOTALS)
+    shard_tables = ("items",)
+
+    def __init__(self, shards: int = 6, width: int = 5, fail_on: str | None = None):
+        self.shards = shards
+        self.width = width
+        self.fail_on = fail_on
+
+    def params(self) -> dict:
+        return {"shards": self.shards, "width": self.width}
+
+    def plan(self) -> list[Shard]:
+        return [Shard(f"s{k:03d}", {"start": k * self.width, "stop": (k + 2) * self.width}) for k in range(self.shards)]
+
+    def run_shard(self, shard: Shard) -> dict:
+        if shard.id == self.fail_on:
+            raise ValueError(f"bad input in {shard.id}")
+        values = list(range(shard.spec["start"], shard.spec["stop"]))
+        return {"items": {"value": values, "square": [v * v for v in values],
+                          "parity": [v % 2 for v in values], "label": [f"v{v}" for v in values]}}
+
+    def finalize(self, tables: dict, out_dir: str) -> dict:
+        items = tables["items"]
+        totals = items.groupby("parity", as_index=False).agg(count=("value", "size"), sum=("value", "sum"))
+        return {"items": items, "totals": totals.astype("int64")}
