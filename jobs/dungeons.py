@@ -19,12 +19,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.errors import InputError
-from pipeline.inputs import RecordSlice, plan_slices, read_slice
+from pipeline.cli import Command, JobCommand
+from pipeline.inputs import RecordSlice, describe_input, plan_slices, read_slice
 from pipeline.job import Column, Job, Shard, ShardOutput, TableSpec
 from solvers.dungeon import GridTooLargeError, generate, parse_many, solve_batch
 
-__all__ = ["DungeonJob", "add_run_arguments", "build_job", "add_generate_arguments", "run_generate"]
+__all__ = [
+    "DungeonJob",
+    "add_run_arguments",
+    "build_job",
+    "add_generate_arguments",
+    "run_generate",
+    "COMMAND",
+    "COMMANDS",
+]
 
 RECORDS_PER_SHARD = 25_000  # enough work (~0.5 s) per task to amortise Ray's per-task cost
 MAX_CELLS = 1_000_000
@@ -86,14 +94,11 @@ class DungeonJob(Job):
     def params(self) -> dict[str, Any]:
         """The input (with its size and modification time, so a changed file is not reused) and
         the limits."""
-        try:
-            stat = os.stat(self.input_path)
-        except OSError as exc:
-            raise InputError(f"cannot read input file {self.input_path}: {exc.strerror}") from None
+        described = describe_input(self.input_path)
         return {
-            "input": self.input_path,
-            "input_size": stat.st_size,
-            "input_mtime_ns": stat.st_mtime_ns,
+            "input": described["path"],
+            "input_size": described["size"],
+            "input_mtime_ns": described["mtime_ns"],
             "records_per_shard": self.records_per_shard,
             "max_cells": self.max_cells,
         }
@@ -234,3 +239,9 @@ def run_generate(args: argparse.Namespace) -> int:
     os.replace(temporary, args.out)
     print(f"wrote {len(grids)} dungeons to {args.out}")
     return 0
+
+
+COMMAND = JobCommand("dungeons", "count the gold a rogue can reach in every dungeon of a JSONL or Parquet batch",
+                     add_run_arguments, build_job)
+COMMANDS = [Command(("generate", "dungeons"), "write a batch of seeded random dungeons (JSONL or Parquet)",
+                    add_generate_arguments, run_generate)]

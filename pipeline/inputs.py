@@ -20,7 +20,7 @@ import numpy as np
 
 from pipeline.errors import InputError
 
-__all__ = ["RecordSlice", "plan_slices", "read_slice", "InputError"]
+__all__ = ["RecordSlice", "plan_slices", "read_slice", "describe_input", "InputError"]
 
 _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
@@ -72,12 +72,20 @@ def plan_slices(path: str, field: str, records_per_slice: int) -> list[dict]:
     """
     if not isinstance(records_per_slice, int) or records_per_slice < 1:
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
-    path = os.path.abspath(path)
-    stat = _stat_input(path)
-    base = {"path": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    base = describe_input(path)
+    path = base["path"]
     if _detect_format(path) == "parquet":
         return [{**base, **rows} for rows in _plan_parquet(path, field, records_per_slice)]
     return [{**base, **cut} for cut in _plan_jsonl(path, records_per_slice)]
+
+
+def describe_input(path: str) -> dict:
+    """{"path": absolute path, "size": bytes, "mtime_ns": modification time} of an input file, for
+    provenance (a changed file is not mistaken for the one already processed).  Raises InputError
+    for a missing or unreadable file."""
+    path = os.path.abspath(path)
+    stat = _stat_input(path)
+    return {"path": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def _stat_input(path: str) -> os.stat_result:

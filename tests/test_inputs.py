@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import InputError, PipelineError
-from pipeline.inputs import RecordSlice, plan_slices, read_slice
+from pipeline.inputs import RecordSlice, describe_input, plan_slices, read_slice
 
 GRID = pa.list_(pa.string())
 
@@ -187,3 +187,11 @@ def test_clean_slices_take_the_pyarrow_path(tmp_path, monkeypatch):
     monkeypatch.setattr("pipeline.inputs._read_jsonl_lines", lambda *a: pytest.fail("fell back"))
     records = read_all(path, per_slice=2, fast_type=GRID)
     assert records.positions == [1, 2, 3, 4, 5] and records.errors == [None] * 5
+
+
+def test_describe_input(tmp_path):
+    path = write_lines(tmp_path, good_lines(2))
+    described = describe_input(str(path))
+    assert described["path"] == str(path) and described["size"] == path.stat().st_size
+    with pytest.raises(InputError, match="does not exist"):
+        describe_input(str(tmp_path / "gone.jsonl"))

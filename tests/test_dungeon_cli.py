@@ -1,0 +1,84 @@
+"""``batchenum run dungeons`` end to end: a real subprocess, a real local Ray, Parquet read back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from jobs import cli
+from solvers.dungeon import generate, oracle_gold
+
+from test_dungeon_job import MIXED
+
+pytestmark = pytest.mark.skipif(
+    "dungeons" not in [job.name for job in cli.JOBS],
+    reason="jobs/cli.py does not register jobs.dungeons.COMMAND yet",
+)
+
+
+def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def mixed_batch(tmp_path_factory):
+    """400 valid generated dungeons with the malformed lines of MIXED spread among them."""
+    grids = generate(400, (1, 10), (1, 10), seed=21, wall=0.25, gold=0.15, monster=0.08)
+    lines = [json.dumps({"id": f"v{k}", "grid": g}) for k, g in enumerate(grids)]
+    for k, (line, _, _) in enumerate(MIXED):
+        lines.insert(17 * k + 3, line)
+    path = tmp_path_factory.mktemp("cli") / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = {f"v{k}": oracle_gold(g) for k, g in enumerate(grids)}
+    expected.update({"ok-1": 1, "42": 1, "text": 0, "dup-a": 1, "dup-b": 1})
+    rejected = sum(1 for _, _, error in MIXED if error)
+    return path, expected, rejected
+
+
+def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
+    path, expected, rejected = mixed_batch
+    done = batchenum("run", "dungeons", "--input", str(path), "--out", str(tmp_path), "--workers", "2",
+                     "--records-per-shard", "90", "--max-cells", "100", "--quiet")
+    assert done.returncode == 0, done.stderr
+    read = len(expected) + rejected
+    assert f"dungeons: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
+    answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
+    errors = pd.read_parquet(tmp_path / "dungeons" / "errors.parquet")
+    assert len(answers) + len(errors) == read
+    assert dict(zip(answers["id"], answers["gold"])) == expected
+    assert answers["line"].is_monotonic_increasing and errors["line"].is_monotonic_increasing
+    assert set(answers["line"]).isdisjoint(errors["line"])
+    named = errors[~errors["id"].str.startswith("line ")]
+    assert sorted(named["id"]) == sorted(i for _, i, error in MIXED if error and not i.startswith("line "))
+    unnamed = errors[errors["id"].str.startswith("line ")]
+    assert unnamed["id"].tolist() == [f"line {line}" for line in unnamed["line"]] and len(unnamed) == 4
+    assert all(error.startswith(f"line {line}: ") for error, line in zip(errors["error"], errors["line"]))
+    assert "raise it with --max-cells" in errors.set_index("id").loc["big", "error"]
+
+    serial = batchenum("run", "dungeons", "--input", str(path), "--out", str(tmp_path / "serial"),
+                       "--records-per-shard", "90", "--max-cells", "100", "--serial", "--quiet")
+    assert serial.returncode == 0, serial.stderr
+    assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "answers.parquet").equals(answers)
+    assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "errors.parquet").equals(errors)
+
+
+def test_generate_then_run(tmp_path):
+    out = tmp_path / "gen.parquet"
+    made = batchenum("generate", "dungeons", "--count", "50", "--height", "5", "--width", "1-9",
+                     "--seed", "4", "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    done = batchenum("run", "dungeons", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "dungeons: read 50, answered 50, rejected 0" in done.stdout
+    answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
+    assert answers["gold"].tolist() == [oracle_gold(g) for g in generate(50, 5, (1, 9), seed=4)]
+
+
+def test_missing_input_fails_with_a_clear_message(tmp_path):
+    done = batchenum("run", "dungeons", "--input", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path), "--serial")
+    assert done.returncode == 1
+    assert "does not exist" in done.stderr
