@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from jobs import palago
+from jobs import dungeons, palago
 from pipeline import cli
 
-JOBS = [palago.COMMAND]
-COMMANDS = [*palago.COMMANDS]
+JOBS = [palago.COMMAND, dungeons.COMMAND]
+COMMANDS = [*palago.COMMANDS, *dungeons.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:
