@@ -1,0 +1,86 @@
+"""Dungeons per second: the kernel alone, one shard in-process, and the whole CLI job.
+
+    python benchmarks/dungeons.py                         # ~1 minute: 20k 32x32 and 5k 60x60
+    python benchmarks/dungeons.py --count 100000 --sizes 32 # the judged setting (100k 32x32)
+    python benchmarks/dungeons.py --no-cli                  # in-process numbers only
+
+For every size it prints: parsing (bulk validation), the kernel (best of three calls over the whole
+batch, compile excluded), one shard's ``run_shard`` (JSONL read + parse + dedupe + kernel), and the
+wall time of ``batchenum run dungeons --workers K`` in a subprocess (Ray start-up included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from jobs.dungeons import DungeonJob
+from solvers.dungeon import generate, parse_many, solve_batch
+
+
+def best_of(repeats: int, action) -> float:
+    """The fastest of ``repeats`` timings of ``action()``, in seconds."""
+    timings = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        action()
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def write_jsonl(grids: list[list[str]], path: str) -> None:
+    """The batch as JSONL with ids d0, d1, ..."""
+    with open(path, "w", encoding="ascii") as handle:
+        handle.writelines(json.dumps({"id": f"d{k}", "grid": g}, separators=(",", ":")) + "\n"
+                          for k, g in enumerate(grids))
+
+
+def report(label: str, count: int, seconds: float) -> None:
+    print(f"  {label:<34} {seconds:8.3f} s  {count / seconds:>12,.0f} dungeons/s", flush=True)
+
+
+def bench_size(size: int, count: int, workers: int, cli: bool, folder: str) -> None:
+    """All measurements for ``count`` dungeons of ``size`` x ``size``."""
+    print(f"{count:,} dungeons of {size}x{size} (walls 0.25, gold 0.05, monsters 0.03)", flush=True)
+    grids = generate(count, size, size, seed=size)
+    batch = parse_many(grids)
+    solve_batch(batch.take(range(min(10, len(batch)))))  # compile or load the cached kernel
+    report("parse_many (bulk validation)", count, best_of(3, lambda: parse_many(grids)))
+    report("kernel (solve_batch)", count, best_of(3, lambda: solve_batch(batch)))
+    path = os.path.join(folder, f"dungeons-{size}.jsonl")
+    write_jsonl(grids, path)
+    job = DungeonJob(path, records_per_shard=count)
+    shard = job.plan()[0]
+    report("one shard: read+parse+dedupe+solve", count, best_of(2, lambda: job.run_shard(shard)))
+    if cli:
+        command = [sys.executable, "-m", "jobs", "run", "dungeons", "--input", path, "--workers", str(workers),
+                   "--out", os.path.join(folder, f"out-{size}"), "--quiet"]
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"CLI failed ({done.returncode}): {done.stderr}")
+        report(f"CLI run, {workers} workers (with Ray)", count, seconds)
+        print("   ", done.stdout.strip().replace("\n", "\n    "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, help="dungeons per size (default 20,000 for 32x32, 5,000 for 60x60)")
+    parser.add_argument("--sizes", default="32,60", help="comma-separated square sizes (default 32,60)")
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers for the CLI run (default 2)")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI subprocess runs")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-dungeons-") as folder:
+        for size in (int(s) for s in args.sizes.split(",")):
+            count = args.count or (20_000 if size <= 32 else 5_000)
+            bench_size(size, count, args.workers, not args.no_cli, folder)
+
+
+if __name__ == "__main__":
+    main()
