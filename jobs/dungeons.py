@@ -20,9 +20,16 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.cli import Command, JobCommand
-from pipeline.inputs import RecordSlice, describe_input, plan_slices, read_slice
+from pipeline.inputs import (
+    RecordSlice,
+    describe_input,
+    plan_slices,
+    read_slice,
+    read_slice_arrow,
+    string_list_buffers,
+)
 from pipeline.job import Column, Job, Shard, ShardOutput, TableSpec
-from solvers.dungeon import GridTooLargeError, generate, parse_many, solve_batch
+from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
     "DungeonJob",
@@ -36,7 +43,7 @@ __all__ = [
 
 RECORDS_PER_SHARD = 25_000  # enough work (~0.5 s) per task to amortise Ray's per-task cost
 MAX_CELLS = 1_000_000
-_GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, for the pyarrow fast path
+_GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
 
 
 class DungeonJob(Job):
@@ -109,10 +116,30 @@ class DungeonJob(Job):
         return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
 
     def run_shard(self, shard: Shard) -> ShardOutput:
-        """Read, parse, deduplicate and solve one slice; every record gets exactly one row."""
-        records = read_slice(dict(shard.spec), "grid", fast_type=_GRID_TYPE)
-        readable = [i for i, error in enumerate(records.errors) if error is None]
-        batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
+        """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
+
+        A slice that pyarrow reads without doubt is validated straight from its Arrow buffers;
+        any other slice is read record by record, so that every line is accounted for.
+        """
+        spec = dict(shard.spec)
+        fast = read_slice_arrow(spec, "grid", _GRID_TYPE)
+        if fast is not None:
+            records = RecordSlice(fast.positions, fast.ids, [None] * len(fast.ids), [None] * len(fast.ids),
+                                  fast.position_label)
+            readable = list(range(len(fast.ids)))
+            batch = parse_flat(*string_list_buffers(fast.values), max_cells=self.max_cells)
+        else:
+            records = read_slice(spec, "grid")
+            readable = [i for i, error in enumerate(records.errors) if error is None]
+            batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
+        return self._outputs(records, readable, batch)
+
+    def _outputs(self, records: RecordSlice, readable: list[int], batch: ParsedBatch) -> ShardOutput:
+        """Solve each distinct valid grid once; one answers row per valid record, one errors row
+        per other record.
+
+        readable: indices of the records whose grids are ``batch``'s input, in order.
+        """
         distinct, inverse = batch.unique()
         gold = solve_batch(distinct)[inverse]
         answered = [readable[k] for k in batch.index.tolist()]

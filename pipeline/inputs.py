@@ -20,7 +20,16 @@ import numpy as np
 
 from pipeline.errors import InputError
 
-__all__ = ["RecordSlice", "plan_slices", "read_slice", "describe_input", "InputError"]
+__all__ = [
+    "RecordSlice",
+    "ArrowSlice",
+    "plan_slices",
+    "read_slice",
+    "read_slice_arrow",
+    "string_list_buffers",
+    "describe_input",
+    "InputError",
+]
 
 _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
@@ -53,6 +62,23 @@ class RecordSlice:
         self.ids.append(id_)
         self.values.append(value)
         self.errors.append(error)
+
+
+@dataclass
+class ArrowSlice:
+    """A slice that pyarrow read whole and without doubt (``read_slice_arrow``): every record is
+    readable, has an id, and its payload has exactly the expected type with no null at any depth.
+
+    positions:      1-based line (JSONL) or row (Parquet) number of each record.
+    ids:            each record's id as a string.
+    values:         the payloads, one pyarrow Array of the expected type.
+    position_label: "line" or "row".
+    """
+
+    positions: list[int]
+    ids: list[str]
+    values: Any
+    position_label: str
 
 
 # ---------------------------------------------------------------------------------------- planning
@@ -182,23 +208,110 @@ def read_slice(spec: dict, field: str, fast_type=None) -> RecordSlice:
     Every non-blank line becomes exactly one record; blank lines are skipped.  Raises InputError
     if the file changed size since it was planned.
     """
-    path = spec["path"]
-    if _stat_input(path).st_size != spec["size"]:
-        raise InputError(f"input file {path} changed since the batch was planned; run it again")
     if spec["format"] == "parquet":
         return _read_parquet_slice(spec, field)
-    with open(path, "rb") as handle:
-        handle.seek(spec["start"])
-        data = handle.read(spec["end"] - spec["start"])
+    data = _slice_bytes(spec)
     if fast_type is not None:
-        fast = _read_jsonl_fast(data, spec["first_line"], field, fast_type)
-        if fast is not None:
-            return fast
+        table = _jsonl_table(data, field, fast_type)
+        if table is not None:
+            return RecordSlice(
+                positions=list(range(spec["first_line"], spec["first_line"] + table.num_rows)),
+                ids=table.column("id").to_pylist(),
+                values=table.column(field).to_pylist(),
+                errors=[None] * table.num_rows,
+                position_label="line",
+            )
     return _read_jsonl_lines(data, spec["first_line"], field)
 
 
-def _read_jsonl_fast(data: bytes, first_line: int, field: str, fast_type) -> RecordSlice | None:
-    """The slice via pyarrow.json, or None when the result could differ from ``json.loads``."""
+def read_slice_arrow(spec: dict, field: str, fast_type) -> ArrowSlice | None:
+    """The slice as one Arrow array of payloads when pyarrow reads every record without doubt;
+    None otherwise (then ``read_slice`` accounts for every record, line by line).
+
+    spec:      one slice spec from ``plan_slices``.
+    field:     the payload field.
+    fast_type: the pyarrow type a well-formed payload has; for JSONL the same strict reading as
+               ``read_slice``'s fast path, for Parquet the column must have exactly this type.
+
+    Lets a job validate payloads in bulk from Arrow buffers instead of Python objects.
+    """
+    if spec["format"] == "parquet":
+        table = _parquet_rows(spec, field)
+        label, first = "row", spec["start_row"] + 1
+        if "id" not in table.column_names or not table.schema.field(field).type.equals(fast_type):
+            return None
+    else:
+        table = _jsonl_table(_slice_bytes(spec), field, fast_type)
+        label, first = "line", spec["first_line"]
+        if table is None:
+            return None
+    ids, values = table.column("id").combine_chunks(), table.column(field).combine_chunks()
+    if ids.null_count or _has_nulls(values) or not _is_id_type(ids.type):
+        return None
+    return ArrowSlice(
+        positions=list(range(first, first + table.num_rows)),
+        ids=[str(i) for i in ids.to_pylist()] if not _is_string(ids.type) else ids.to_pylist(),
+        values=values,
+        position_label=label,
+    )
+
+
+def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chars, string_offsets, list_offsets) of a pyarrow list<string> array without copying:
+    list i holds strings ``list_offsets[i] .. list_offsets[i + 1] - 1``, and string j is the UTF-8
+    bytes ``chars[string_offsets[j] : string_offsets[j + 1]]``.  Offsets are int64."""
+    import pyarrow as pa
+
+    strings = values.values
+    _, offset_buffer, chars = strings.buffers()
+    if offset_buffer is None:  # no strings at all
+        string_offsets = np.zeros(1, dtype=np.int64)
+    else:
+        width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+        string_offsets = np.frombuffer(offset_buffer, dtype=width)[strings.offset : strings.offset + len(strings) + 1]
+    return (
+        np.frombuffer(chars, dtype=np.uint8) if chars is not None else np.zeros(0, dtype=np.uint8),
+        string_offsets.astype(np.int64),
+        np.asarray(values.offsets, dtype=np.int64),
+    )
+
+
+def _has_nulls(array) -> bool:
+    """Whether a pyarrow array has a null at any list depth."""
+    import pyarrow as pa
+
+    if array.null_count:
+        return True
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        return _has_nulls(array.flatten())
+    return False
+
+
+def _is_string(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def _is_id_type(arrow_type) -> bool:
+    """Ids a record may carry: strings, or integers (converted to strings)."""
+    import pyarrow as pa
+
+    return _is_string(arrow_type) or pa.types.is_integer(arrow_type)
+
+
+def _slice_bytes(spec: dict) -> bytes:
+    """The bytes of a JSONL slice; InputError if the file changed size since planning."""
+    path = spec["path"]
+    if _stat_input(path).st_size != spec["size"]:
+        raise InputError(f"input file {path} changed since the batch was planned; run it again")
+    with open(path, "rb") as handle:
+        handle.seek(spec["start"])
+        return handle.read(spec["end"] - spec["start"])
+
+
+def _jsonl_table(data: bytes, field: str, fast_type):
+    """The slice as a pyarrow Table {id, field}, or None when it could differ from ``json.loads``."""
     import pyarrow as pa
     import pyarrow.json as pa_json
 
@@ -216,13 +329,7 @@ def _read_jsonl_fast(data: bytes, first_line: int, field: str, fast_type) -> Rec
     # a null means "missing" and "null" cannot be told apart.  Either way, read line by line.
     if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
         return None
-    return RecordSlice(
-        positions=list(range(first_line, first_line + line_count)),
-        ids=table.column("id").to_pylist(),
-        values=table.column(field).to_pylist(),
-        errors=[None] * line_count,
-        position_label="line",
-    )
+    return table
 
 
 def _read_jsonl_lines(data: bytes, first_line: int, field: str) -> RecordSlice:
@@ -276,8 +383,11 @@ def _json_type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
-    """The rows ``[start_row, end_row)``, reading only the row groups that overlap them."""
+def _parquet_rows(spec: dict, field: str):
+    """The rows ``[start_row, end_row)`` as a pyarrow Table of the id (if any) and payload columns,
+    reading only the row groups that overlap them."""
+    if _stat_input(spec["path"]).st_size != spec["size"]:
+        raise InputError(f"input file {spec['path']} changed since the batch was planned; run it again")
     parquet_file = _open_parquet(spec["path"])
     start, end = spec["start_row"], spec["end_row"]
     groups, group_start, first = [], 0, None
@@ -288,12 +398,17 @@ def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
             first = group_start if first is None else first
         group_start = group_end
     columns = [name for name in ("id", field) if name in parquet_file.schema_arrow.names]
-    table = parquet_file.read_row_groups(groups, columns=columns).slice(start - (first or 0), end - start)
+    return parquet_file.read_row_groups(groups, columns=columns).slice(start - (first or 0), end - start)
+
+
+def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
+    """Every row of a Parquet slice as a record; a missing or invalid id is the row's error."""
+    table = _parquet_rows(spec, field)
     values = table.column(field).to_pylist()
-    raw_ids = table.column("id").to_pylist() if "id" in columns else [None] * len(values)
+    raw_ids = table.column("id").to_pylist() if "id" in table.column_names else [None] * len(values)
     records = RecordSlice(position_label="row")
     for offset, (raw_id, value) in enumerate(zip(raw_ids, values)):
-        row = start + 1 + offset
+        row = spec["start_row"] + 1 + offset
         id_, error = _record_id(raw_id, True, f"row {row}")
         records._add(row, id_, None if error else value, error)
     return records

@@ -152,3 +152,32 @@ def test_generate_command_round_trips(tmp_path, name, capsys):
     assert answers["gold"] == [oracle_gold(g) for g in expected]
     with pytest.raises(SystemExit):
         parser.parse_args(["--count", "5", "--height", "6-1", "--out", "x"])
+
+
+def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):
+    """Readable records (valid or not) take the Arrow-buffer path; its rows equal the per-record path's."""
+    readable = [(line, ident, error) for line, ident, error in MIXED if _strings_grid(line)]
+    grids = generate(60, (1, 9), (1, 9), seed=8, wall=0.2, gold=0.2, monster=0.1)
+    lines = [json.dumps({"id": f"g{k}", "grid": g}) for k, g in enumerate(grids)] + [line for line, _, _ in readable]
+    path = tmp_path / "readable.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    job = DungeonJob(str(path), records_per_shard=25, max_cells=100)
+    monkeypatch.setattr(jobs.dungeons, "read_slice", lambda *a, **k: pytest.fail("left the Arrow path"))
+    fast = run_all(job)
+    monkeypatch.undo()
+    monkeypatch.setattr(jobs.dungeons, "read_slice_arrow", lambda *a, **k: None)
+    assert run_all(job) == fast
+    assert len(fast["errors"]["id"]) == sum(1 for _, _, error in readable if error) > 5
+    assert fast["answers"]["gold"][:60] == [oracle_gold(g) for g in grids]
+
+
+def _strings_grid(line: str) -> bool:
+    """Whether a line is a JSON object with a string id and a list of strings as grid."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(record, dict):
+        return False
+    grid = record.get("grid")
+    return isinstance(record.get("id"), str) and isinstance(grid, list) and all(isinstance(r, str) for r in grid)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from solvers.dungeon import (
     BadCharacterError,
@@ -14,6 +15,7 @@ from solvers.dungeon import (
     RaggedGridError,
     StartError,
     parse,
+    parse_flat,
     parse_many,
 )
 
@@ -106,3 +108,46 @@ def test_empty_batch():
     assert len(batch) == 0 and batch.errors == []
     unique, inverse = batch.unique()
     assert len(unique) == 0 and len(inverse) == 0
+
+
+def flat_buffers(grids):
+    """(chars, row_offsets, grid_offsets) of lists of rows, as Arrow would lay them out."""
+    rows = [row for grid in grids for row in grid]
+    lengths = [len(row.encode("utf-8")) for row in rows]
+    chars = np.frombuffer("".join(rows).encode("utf-8"), dtype=np.uint8)
+    row_offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    grid_offsets = np.concatenate([[0], np.cumsum([len(g) for g in grids], dtype=np.int64)]).astype(np.int64)
+    return chars, row_offsets, grid_offsets
+
+
+def assert_same_batch(flat, plain):
+    assert [(type(e), str(e)) if e else None for e in flat.errors] == [
+        (type(e), str(e)) if e else None for e in plain.errors
+    ]
+    for name in ("index", "heights", "widths", "starts", "monsters", "gold_total"):
+        assert getattr(flat, name).tolist() == getattr(plain, name).tolist(), name
+    for k in range(len(plain)):
+        assert flat.cells_of(k).tolist() == plain.cells_of(k).tolist()
+
+
+ODD_GRIDS = [
+    ["@$"], [], ["@.", ""], [""], ["", ""], ["@é", "$."], ["@é", "$"], ["é@", "$."], ["@..", ".."], ["..", ".."],
+    ["@@"], ["@\t"], ["@" * 12], ["@", "$", "g"], ["@1", "$$"], ["a@A", "*&$", " #."], ["@\u2603"], ["\x00@"],
+]
+
+
+@pytest.mark.parametrize("max_cells", [None, 5])
+def test_parse_flat_matches_parse_many_on_odd_grids(max_cells):
+    flat = parse_flat(*flat_buffers(ODD_GRIDS), max_cells=max_cells)
+    assert_same_batch(flat, parse_many(ODD_GRIDS, max_cells=max_cells))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.text(alphabet="@@..$#gé\t", max_size=4), max_size=4), max_size=6))
+def test_parse_flat_matches_parse_many(grids):
+    assert_same_batch(parse_flat(*flat_buffers(grids), max_cells=8), parse_many(grids, max_cells=8))
+
+
+def test_parse_flat_empty():
+    batch = parse_flat(np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64))
+    assert len(batch) == 0 and batch.errors == []

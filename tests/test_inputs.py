@@ -9,7 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import InputError, PipelineError
-from pipeline.inputs import RecordSlice, describe_input, plan_slices, read_slice
+from pipeline.inputs import (
+    RecordSlice,
+    describe_input,
+    plan_slices,
+    read_slice,
+    read_slice_arrow,
+    string_list_buffers,
+)
 
 GRID = pa.list_(pa.string())
 
@@ -195,3 +202,46 @@ def test_describe_input(tmp_path):
     assert described["path"] == str(path) and described["size"] == path.stat().st_size
     with pytest.raises(InputError, match="does not exist"):
         describe_input(str(tmp_path / "gone.jsonl"))
+
+
+def test_read_slice_arrow_agrees_with_read_slice(tmp_path):
+    path = write_lines(tmp_path, good_lines(9))
+    for spec in plan_slices(str(path), "grid", 4):
+        arrow = read_slice_arrow(spec, "grid", GRID)
+        plain = read_slice(spec, "grid", GRID)
+        assert arrow.positions == plain.positions and arrow.ids == plain.ids
+        assert arrow.values.to_pylist() == plain.values and arrow.position_label == "line"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"id": "x", "grid": ["@", null]}', '{"id": "x"}', '{"grid": ["@"]}', '{"id": 3, "grid": ["@"]}', "", "[1]",
+     '{"id": "x", "grid": "@"}'],
+)
+def test_read_slice_arrow_declines_anything_doubtful(tmp_path, line):
+    path = write_lines(tmp_path, [good_lines(1)[0], line])
+    assert read_slice_arrow(plan_slices(str(path), "grid", 10)[0], "grid", GRID) is None
+
+
+def test_read_slice_arrow_parquet(tmp_path):
+    path = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"id": [1, 2, 3], "grid": [["@a"], ["@", "$"], ["é"]]}), path, row_group_size=2)
+    spec = plan_slices(str(path), "grid", 2)[1]
+    arrow = read_slice_arrow(spec, "grid", GRID)
+    assert (arrow.positions, arrow.ids, arrow.values.to_pylist()) == ([3], ["3"], [["é"]])
+    assert arrow.position_label == "row"
+    pq.write_table(pa.table({"id": ["a", None], "grid": [["@"], ["@"]]}), path)
+    assert read_slice_arrow(plan_slices(str(path), "grid", 5)[0], "grid", GRID) is None
+    pq.write_table(pa.table({"id": ["a"], "grid": ["@"]}), path)  # a string, not a list of strings
+    assert read_slice_arrow(plan_slices(str(path), "grid", 5)[0], "grid", GRID) is None
+
+
+def test_string_list_buffers_of_a_sliced_array():
+    values = pa.array([["ab", "c"], [], ["déf"], ["g", "", "hi"]], type=GRID).slice(1)
+    chars, string_offsets, list_offsets = string_list_buffers(values)
+    rebuilt = [
+        [chars[string_offsets[j] : string_offsets[j + 1]].tobytes().decode() for j in range(lo, hi)]
+        for lo, hi in zip(list_offsets[:-1], list_offsets[1:])
+    ]
+    assert rebuilt == [[], ["déf"], ["g", "", "hi"]]
+    assert list_offsets.dtype == string_offsets.dtype == "int64"

@@ -20,7 +20,7 @@ from .errors import (
 )
 from .generate import generate
 from .oracle import oracle_gold
-from .parse import Dungeon, ParsedBatch, parse, parse_many
+from .parse import Dungeon, ParsedBatch, parse, parse_flat, parse_many
 from .solve import solve, solve_batch, verify_path, witness
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "generate",
     "oracle_gold",
     "parse",
+    "parse_flat",
     "parse_many",
     "solve",
     "solve_batch",

@@ -31,7 +31,18 @@ from .errors import (
 )
 from .kernel import classify_kernel
 
-__all__ = ["Dungeon", "ParsedBatch", "parse", "parse_many", "FLOOR", "WALL", "GOLD", "MONSTER", "START"]
+__all__ = [
+    "Dungeon",
+    "ParsedBatch",
+    "parse",
+    "parse_many",
+    "parse_flat",
+    "FLOOR",
+    "WALL",
+    "GOLD",
+    "MONSTER",
+    "START",
+]
 
 # Cell codes shared with the kernel.
 FLOOR, WALL, GOLD, MONSTER, START = 0, 1, 2, 3, 4
@@ -204,6 +215,70 @@ def parse_many(grids: Sequence[Any], max_cells: int | None = None) -> ParsedBatc
         errors=errors,
     )
     return _check_cells(batch, texts, start_count=tally[:, 2], first_bad=tally[:, 3])
+
+
+def parse_flat(chars: np.ndarray, row_offsets: np.ndarray, grid_offsets: np.ndarray,
+               max_cells: int | None = None) -> ParsedBatch:
+    """Validate many grids given as flat UTF-8 bytes (for example Arrow list<string> buffers),
+    with no Python object per grid; same results and errors as ``parse_many`` on the row lists.
+
+    chars:        uint8[*], the rows' UTF-8 bytes.
+    row_offsets:  int64[rows + 1], row j is ``chars[row_offsets[j] : row_offsets[j + 1]]``.
+    grid_offsets: int64[n + 1], grid i is rows ``grid_offsets[i] .. grid_offsets[i + 1] - 1``;
+                  a grid's rows are consecutive in ``chars``.
+    max_cells:    reject grids with more cells than this; None for no limit.
+
+    Shapes are checked with numpy, characters and starts in one kernel pass; the few grids that
+    fail are decoded and handed to ``parse_many`` so that their errors read the same.
+    """
+    n = len(grid_offsets) - 1
+    heights = np.diff(grid_offsets)
+    row_lengths = np.diff(row_offsets)
+    first_rows = np.minimum(grid_offsets[:-1], max(len(row_lengths) - 1, 0))
+    widths = np.where(heights > 0, row_lengths[first_rows] if len(row_lengths) else 0, 0)
+    owners = np.repeat(np.arange(n), heights)
+    suspect = (heights == 0) | (widths == 0)
+    suspect[owners[row_lengths != widths[owners]]] = True  # ragged (in bytes)
+    sizes = heights * widths
+    if max_cells is not None:
+        suspect |= sizes > max_cells
+    starts_at = row_offsets[np.minimum(grid_offsets[:-1], len(row_offsets) - 1)]
+    codes = np.empty(len(chars), dtype=np.uint8)
+    tally = np.empty((n, 5), dtype=np.int64)
+    classify_kernel(chars, CODE_OF_BYTE, starts_at, np.where(suspect, 0, sizes), codes, tally)
+    suspect |= (tally[:, 3] >= 0) | (tally[:, 2] != 1)
+    good = np.flatnonzero(~suspect)
+    return ParsedBatch(
+        index=good,
+        codes=codes,
+        offsets=starts_at[good],
+        heights=heights[good],
+        widths=widths[good],
+        starts=tally[good, 4],
+        monsters=tally[good, 0],
+        gold_total=tally[good, 1],
+        errors=_errors_of_suspects(np.flatnonzero(suspect), n, chars, row_offsets, grid_offsets, max_cells),
+    )
+
+
+def _errors_of_suspects(suspects, n, chars, row_offsets, grid_offsets, max_cells) -> list[DungeonError | None]:
+    """Errors for grids ``parse_flat`` flagged, from ``parse_many`` on their decoded rows.
+
+    Every flagged grid is invalid: an empty grid or row, rows of different byte lengths, too many
+    bytes, a byte outside the ASCII alphabet or not one start; with non-ASCII rows the byte checks
+    can misjudge which rule broke, but never that one did.
+    """
+    def rows_of(k: int) -> list[str]:
+        bounds = row_offsets[grid_offsets[k] : grid_offsets[k + 1] + 1].tolist()
+        return [chars[lo:hi].tobytes().decode("utf-8") for lo, hi in zip(bounds, bounds[1:])]
+
+    errors: list[DungeonError | None] = [None] * n
+    checked = parse_many([rows_of(k) for k in suspects], max_cells=max_cells)
+    for k, error in zip(suspects.tolist(), checked.errors):
+        if error is None:
+            raise AssertionError(f"grid {k} was flagged by the byte checks but parses as valid")
+        errors[k] = error
+    return errors
 
 
 # ------------------------------------------------------------------------------ per-record checks
