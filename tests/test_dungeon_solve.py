@@ -136,3 +136,34 @@ def test_verify_path_names_the_broken_rule(path, message):
 def test_verify_path_accepts_a_legal_walk_past_two_monsters():
     assert verify_path(["@...", "#..$", "...g"], [(0, 0), (0, 1), (0, 2), (1, 3)]) is True
     assert verify_path(["##.#", "g@$g"], [(1, 1), (1, 2)])
+
+
+def _maze(height, width, rng):
+    """A depth-first-carved maze with gold, monsters sharing letters and the start on a path."""
+    cells = [["#"] * width for _ in range(height)]
+    cells[0][0] = "."
+    stack = [(0, 0)]
+    while stack:
+        r, c = stack[-1]
+        steps = [(dr, dc) for dr, dc in ((2, 0), (-2, 0), (0, 2), (0, -2))
+                 if 0 <= r + dr < height and 0 <= c + dc < width and cells[r + dr][c + dc] == "#"]
+        if not steps:
+            stack.pop()
+            continue
+        dr, dc = rng.choice(steps)
+        cells[r + dr // 2][c + dc // 2] = cells[r + dr][c + dc] = "."
+        stack.append((r + dr, c + dc))
+    open_cells = [(r, c) for r in range(height) for c in range(width) if cells[r][c] == "."]
+    for r, c in rng.sample(open_cells, len(open_cells) // 6):
+        cells[r][c] = "$"
+    for r, c in rng.sample(open_cells, len(open_cells) // 15):
+        cells[r][c] = rng.choice("gg*&")
+    r, c = rng.choice(open_cells)
+    cells[r][c] = "@"
+    return ["".join(row) for row in cells]
+
+
+def test_kernel_matches_oracle_on_mazes():
+    rng = random.Random(12)
+    mazes = [_maze(rng.randint(1, 25), rng.randint(1, 25), rng) for _ in range(80)]
+    assert solve_batch(parse_many(mazes)).tolist() == [oracle_gold(m) for m in mazes]
