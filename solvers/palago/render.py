@@ -1,0 +1,328 @@
+"""Pictures: a creature on its tiles (SVG), a gallery of creatures (HTML), the growth of the
+creature counts with n (SVG).
+
+Pure functions returning text; no files, no plotting library, nothing fetched over a network.
+
+**Tiles.**  Drawn in the README's frame (hex (q, r) centred at q*(1, 0) + r*(1/2, sqrt(3)/2), y up,
+so hexes are pointy-topped).  A tile in rotation t has, with c = 2t, four regions:
+
+- the blue tip: the sector cut off blue corner c by an arc between the midpoints of edges c, c+1;
+- the yellow tip: the same at the opposite yellow corner c+3 (edges c+3, c+4);
+- the blue body: the half beyond the straight line joining the midpoints of edges c+2 and c+5
+  that holds blue corners c+2 and c+4, less the yellow tip;
+- the yellow body: the other half (yellow corners c+5 and c+1), less the blue tip.
+
+The creature's regions are filled in strong blue and outlined (their arcs and straight lines are
+exactly the creature's outline, since every edge it touches is shared with another of its
+regions); the rest of each tile is in muted blue and yellow.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, NamedTuple
+from xml.sax.saxutils import escape
+
+from .canonical import REGION_BODY, REGION_TIP, Tile
+
+__all__ = ["COLOURS", "GalleryItem", "creature_svg", "gallery_html", "growth_plot_svg"]
+
+COLOURS = {
+    "creature": "#1f4fa3",  # the creature's blue regions
+    "outline": "#0a1f4d",  # the creature's outline
+    "blue": "#a8bfe3",  # blue regions outside the creature (muted)
+    "yellow": "#f2d870",  # yellow regions (never part of a blue creature; muted)
+    "edge": "#7a7a7a",  # tile borders
+}
+_SQRT3 = math.sqrt(3)
+_CIRCUMRADIUS = 1 / _SQRT3  # neighbouring centres are 1 apart, so the apothem is 1/2
+_SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'
+
+
+# ----------------------------------------------------------------------------------- creatures
+
+
+def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | None = None,
+                 standalone: bool = True) -> str:
+    """An SVG picture of the creature ``tiles``: one ``<g class="tile">`` per tile.
+
+    radius:     a hex's circumradius in pixels (its side length);
+    title:      a tooltip (``<title>``), e.g. the creature's sum;
+    standalone: include the SVG namespace (a file); False for SVG inlined in HTML, which needs none.
+    """
+    tiles = list(tiles)
+    if not tiles:
+        raise ValueError("nothing to draw: a creature has at least one tile")
+    if radius <= 0:
+        raise ValueError(f"radius must be positive, not {radius}")
+    scale = radius / _CIRCUMRADIUS  # pixels per unit of hex-centre distance
+    margin = radius * 0.25
+    xs, ys = zip(*(_point(_corner(tile.q, tile.r, k), scale) for tile in tiles for k in range(6)))
+    left, top = min(xs) - margin, min(ys) - margin
+    width, height = max(xs) - min(xs) + 2 * margin, max(ys) - min(ys) + 2 * margin
+    parts = [f'<svg{_SVG_NS if standalone else ""} class="creature" width="{width:.0f}" height="{height:.0f}" '
+             f'viewBox="{left:.2f} {top:.2f} {width:.2f} {height:.2f}" role="img">']
+    if title:
+        parts.append(f"<title>{escape(title)}</title>")
+    parts += [_tile_svg(tile, scale) for tile in sorted(tiles, key=lambda t: (t.r, t.q))]
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _centre(q: int, r: int) -> tuple[float, float]:
+    return q + r / 2, r * _SQRT3 / 2
+
+
+def _corner(q: int, r: int, k: int) -> tuple[float, float]:
+    """Corner k of hex (q, r), at 330 + 60k degrees."""
+    x, y = _centre(q, r)
+    angle = math.radians(330 + 60 * k)
+    return x + _CIRCUMRADIUS * math.cos(angle), y + _CIRCUMRADIUS * math.sin(angle)
+
+
+def _midpoint(q: int, r: int, k: int) -> tuple[float, float]:
+    """The midpoint of edge k of hex (q, r), at 300 + 60k degrees."""
+    x, y = _centre(q, r)
+    angle = math.radians(300 + 60 * k)
+    return x + math.cos(angle) / 2, y + math.sin(angle) / 2
+
+
+def _point(p: tuple[float, float], scale: float) -> tuple[float, float]:
+    """Model coordinates (y up) to SVG pixels (y down)."""
+    return p[0] * scale, -p[1] * scale
+
+
+def _fmt(p: tuple[float, float]) -> str:
+    return f"{p[0]:.2f},{p[1]:.2f}"
+
+
+def _arc_to(centre: tuple[float, float], start: tuple[float, float], end: tuple[float, float], radius: float) -> str:
+    """An SVG arc command from ``start`` to ``end`` (pixels) round ``centre``, the short way."""
+    cross = (start[0] - centre[0]) * (end[1] - centre[1]) - (start[1] - centre[1]) * (end[0] - centre[0])
+    return f"A{radius:.2f},{radius:.2f} 0 0 {1 if cross > 0 else 0} {_fmt(end)}"
+
+
+def _tile_paths(tile: Tile, scale: float) -> dict[str, str]:
+    """Path data of the tile's four regions and of the three curves that separate them."""
+    c = 2 * tile.t
+    corner = lambda k: _point(_corner(tile.q, tile.r, k % 6), scale)  # noqa: E731
+    mid = lambda k: _point(_midpoint(tile.q, tile.r, k % 6), scale)  # noqa: E731
+    arc_radius = scale * _CIRCUMRADIUS / 2  # the midpoints of a corner's two edges are half a side away
+    blue_arc = f"M{_fmt(mid(c))} {_arc_to(corner(c), mid(c), mid(c + 1), arc_radius)}"
+    yellow_arc = f"M{_fmt(mid(c + 3))} {_arc_to(corner(c + 3), mid(c + 3), mid(c + 4), arc_radius)}"
+    line = f"M{_fmt(mid(c + 2))} L{_fmt(mid(c + 5))}"
+    return {
+        "blue_tip": f"{blue_arc} L{_fmt(corner(c))} Z",
+        "yellow_tip": f"{yellow_arc} L{_fmt(corner(c + 3))} Z",
+        "blue_body": (f"M{_fmt(mid(c + 2))} L{_fmt(corner(c + 2))} L{_fmt(mid(c + 3))} "
+                      f"{_arc_to(corner(c + 3), mid(c + 3), mid(c + 4), arc_radius)} "
+                      f"L{_fmt(corner(c + 4))} L{_fmt(mid(c + 5))} Z"),
+        "yellow_body": (f"M{_fmt(mid(c + 5))} L{_fmt(corner(c + 5))} L{_fmt(mid(c))} "
+                        f"{_arc_to(corner(c), mid(c), mid(c + 1), arc_radius)} "
+                        f"L{_fmt(corner(c + 1))} L{_fmt(mid(c + 2))} Z"),
+        "blue_arc": blue_arc,
+        "yellow_arc": yellow_arc,
+        "line": line,
+        "hex": "M" + " L".join(_fmt(corner(k)) for k in range(6)) + " Z",
+    }
+
+
+def _tile_svg(tile: Tile, scale: float) -> str:
+    """One tile as ``<g class="tile">``: four filled regions, the creature's outline, the border."""
+    paths = _tile_paths(tile, scale)
+    tip_in = bool(tile.regions & REGION_TIP)
+    body_in = bool(tile.regions & REGION_BODY)
+    fill = lambda inside: COLOURS["creature"] if inside else COLOURS["blue"]  # noqa: E731
+    outline = []
+    if tip_in:
+        outline.append(paths["blue_arc"])
+    if body_in:
+        outline += [paths["yellow_arc"], paths["line"]]
+    stroke_width = scale * 0.035
+    return "\n".join([
+        f'<g class="tile" data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}">',
+        f'<path class="blue tip{" creature" if tip_in else ""}" d="{paths["blue_tip"]}" fill="{fill(tip_in)}"/>',
+        f'<path class="blue body{" creature" if body_in else ""}" d="{paths["blue_body"]}" fill="{fill(body_in)}"/>',
+        f'<path class="yellow tip" d="{paths["yellow_tip"]}" fill="{COLOURS["yellow"]}"/>',
+        f'<path class="yellow body" d="{paths["yellow_body"]}" fill="{COLOURS["yellow"]}"/>',
+        f'<path class="border" d="{paths["hex"]}" fill="none" stroke="{COLOURS["edge"]}" '
+        f'stroke-width="{stroke_width:.2f}" stroke-linejoin="round"/>',
+        *(f'<path class="outline" d="{d}" fill="none" stroke="{COLOURS["outline"]}" '
+          f'stroke-width="{2.5 * stroke_width:.2f}" stroke-linecap="round"/>' for d in outline),
+        "</g>",
+    ])
+
+
+# ----------------------------------------------------------------------------------- growth plot
+
+_PLOT = {"width": 640, "height": 400, "left": 78, "right": 20, "top": 44, "bottom": 52}
+_SERIES = (("free", "#1f4fa3", "free (up to rotation and reflection)"),
+           ("fixed", "#c48a00", "fixed (up to translation)"))
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def growth_plot_svg(rows: Iterable[tuple[int, int, int]], *, title: str = "Palago creatures by size") -> str:
+    """A log-scale line plot of free and fixed creature counts by n, as standalone SVG.
+
+    rows:  (n, free, fixed) per size, e.g. ``counts[["n", "free", "fixed"]].itertuples(index=False)``;
+           a zero count has no place on a log scale, so it is left out and the line breaks there.
+    title: the heading drawn above the plot.
+    """
+    rows = sorted((int(n), int(free), int(fixed)) for n, free, fixed in rows)
+    if not rows:
+        raise ValueError("nothing to plot: give at least one (n, free, fixed) row")
+    top_count = max(max(free, fixed) for _, free, fixed in rows)
+    decades = max(1, math.ceil(math.log10(top_count))) if top_count > 0 else 1
+    n_low, n_high = rows[0][0], max(rows[-1][0], rows[0][0] + 1)
+    p = _PLOT
+    plot_w, plot_h = p["width"] - p["left"] - p["right"], p["height"] - p["top"] - p["bottom"]
+    x_of = lambda n: p["left"] + (n - n_low) / (n_high - n_low) * plot_w  # noqa: E731
+    y_of = lambda v: p["top"] + plot_h * (1 - math.log10(v) / decades)  # noqa: E731
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{p["width"]}" height="{p["height"]}" '
+        f'viewBox="0 0 {p["width"]} {p["height"]}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{p["width"]}" height="{p["height"]}" fill="white"/>',
+        f'<text x="{p["width"] / 2}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>',
+        *_y_axis(decades, y_of, p["left"], p["left"] + plot_w),
+        *_x_axis([n for n, _, _ in rows], x_of, p["top"] + plot_h),
+        f'<text x="{p["left"] + plot_w / 2}" y="{p["height"] - 10}" text-anchor="middle">n (tiles in the creature)</text>',
+        f'<text transform="translate(16,{p["top"] + plot_h / 2}) rotate(-90)" text-anchor="middle">'
+        "creatures (log scale)</text>",
+    ]
+    for column, (name, colour, _) in enumerate(_SERIES, start=1):
+        points = [(x_of(row[0]), y_of(row[column])) for row in rows if row[column] > 0]
+        for segment in _runs([(row[0], row[column]) for row in rows]):
+            coords = " ".join(f"{x_of(n):.1f},{y_of(v):.1f}" for n, v in segment)
+            parts.append(f'<polyline class="{name}" points="{coords}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        parts += [f'<circle class="{name}" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in points]
+    parts += _legend(p["left"] + 12, p["top"] + 10)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _runs(points: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Maximal runs of consecutive (n, count) points with a positive count."""
+    runs: list[list[tuple[int, int]]] = [[]]
+    for n, value in points:
+        if value > 0:
+            runs[-1].append((n, value))
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
+
+
+def _power_label(k: int) -> str:
+    """10**k as text: plain digits up to a thousand, then 10 with a superscript exponent."""
+    return f"{10 ** k:,}" if k <= 3 else "10" + str(k).translate(_SUPERSCRIPT)
+
+
+def _y_axis(decades: int, y_of, x_left: float, x_right: float) -> list[str]:
+    """Grid lines and labels at every power of ten, faint lines at 2..9 times each."""
+    parts = [f'<line x1="{x_left}" y1="{y_of(1):.1f}" x2="{x_left}" y2="{y_of(10 ** decades):.1f}" stroke="black"/>']
+    for k in range(decades + 1):
+        y = y_of(10 ** k)
+        parts.append(f'<line x1="{x_left - 5}" y1="{y:.1f}" x2="{x_right}" y2="{y:.1f}" stroke="#cccccc"/>')
+        parts.append(f'<text x="{x_left - 8}" y="{y + 4:.1f}" text-anchor="end">{_power_label(k)}</text>')
+        if k < decades:
+            parts += [f'<line x1="{x_left}" y1="{y_of(m * 10 ** k):.1f}" x2="{x_right}" y2="{y_of(m * 10 ** k):.1f}" '
+                      'stroke="#eeeeee"/>' for m in range(2, 10)]
+    return parts
+
+
+def _x_axis(sizes: list[int], x_of, y_bottom: float) -> list[str]:
+    """The n axis: a tick per size, a label on every one (every other one past 20 sizes)."""
+    step = 1 if len(sizes) <= 20 else 2
+    parts = [f'<line x1="{x_of(sizes[0]):.1f}" y1="{y_bottom}" x2="{x_of(sizes[-1]):.1f}" y2="{y_bottom}" stroke="black"/>']
+    for index, n in enumerate(sizes):
+        x = x_of(n)
+        parts.append(f'<line x1="{x:.1f}" y1="{y_bottom}" x2="{x:.1f}" y2="{y_bottom + 5}" stroke="black"/>')
+        if index % step == 0:
+            parts.append(f'<text x="{x:.1f}" y="{y_bottom + 18}" text-anchor="middle">{n}</text>')
+    return parts
+
+
+def _legend(x: float, y: float) -> list[str]:
+    parts = [f'<rect x="{x}" y="{y}" width="250" height="{14 + 18 * len(_SERIES)}" fill="white" stroke="#999999"/>']
+    for row, (name, colour, label) in enumerate(_SERIES):
+        line_y = y + 16 + 18 * row
+        parts.append(f'<line class="legend {name}" x1="{x + 8}" y1="{line_y}" x2="{x + 32}" y2="{line_y}" '
+                     f'stroke="{colour}" stroke-width="2"/>')
+        parts.append(f'<text x="{x + 40}" y="{line_y + 4}">{label}</text>')
+    return parts
+
+
+# ----------------------------------------------------------------------------------- gallery
+
+
+class GalleryItem(NamedTuple):
+    key: str  # canonical key (the catalogue's key column)
+    stabiliser: int  # order of the creature's symmetry group: 1, 2, 3 or 6
+    sum: str  # its creature sum
+    tiles: list  # its tiles (list of Tile), drawn as given
+
+
+_SYMMETRY = {
+    6: "all six symmetries: three rotations and three reflections",
+    3: "the three rotations only",
+    2: "one reflection",
+    1: "no symmetry",
+}
+_GALLERY_CSS = """
+body { font-family: sans-serif; margin: 2em; color: #222; background: #fafafa; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; }
+.grid { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+figure { margin: 0; padding: 0.8em; background: white; border: 1px solid #ccc; border-radius: 6px;
+         max-width: 22em; }
+figure svg { display: block; margin: 0 auto 0.5em auto; max-width: 100%; height: auto; }
+figcaption { font-size: 0.8em; line-height: 1.4; }
+code { font-family: monospace; overflow-wrap: anywhere; }
+code.sum { font-size: 1.15em; font-weight: bold; }
+code.key { color: #555; }
+.swatch { display: inline-block; width: 1em; height: 1em; vertical-align: middle; border: 1px solid #999; }
+"""
+
+
+def gallery_html(n: int, items: Iterable[GalleryItem], *, radius: float = 18.0) -> str:
+    """A self-contained HTML page (inline CSS and SVG, no scripts, no links) showing ``items``,
+    the creatures of size ``n``, grouped by stabiliser order (most symmetric first), each with its
+    sum and key.  The page is well-formed XML, so it also parses with xml.etree.
+
+    n:      the creature size, for the headings;
+    items:  the creatures as ``GalleryItem``;
+    radius: a hex's circumradius in pixels.
+    """
+    items = sorted(items, key=lambda item: (-item.stabiliser, item.key))
+    colours = " ".join(
+        f'<span class="swatch" style="background:{COLOURS[name]}"></span> {label}'
+        for name, label in (("creature", "the creature"), ("blue", "other blue regions"), ("yellow", "yellow regions")))
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"/>',
+        f"<title>Palago creatures of size {n}</title>",
+        f"<style>{_GALLERY_CSS}</style></head><body>",
+        f"<h1>Palago creatures of size {n}</h1>",
+        f"<p>{len(items)} creature{'' if len(items) == 1 else 's'} up to rotation and reflection, each drawn on "
+        f"the {n} tiles it passes through. {colours}.</p>",
+        "<p>The sum under each picture rebuilds it: start on a tile <code>a</code> with the pointer up "
+        "(towards the upper-left neighbour); a digit turns the pointer that many 60&#176; steps clockwise; "
+        "<code>a</code>, <code>b</code>, <code>c</code> place a tile there with its blue tip at its "
+        "lower-left, top and lower-right corner; <code>+</code> steps into the tile just placed, "
+        "<code>-</code> steps back out.</p>",
+    ]
+    if not items:
+        parts.append(f"<p>No creature has exactly {n} tiles.</p>")
+    for order in sorted({item.stabiliser for item in items}, reverse=True):
+        group = [item for item in items if item.stabiliser == order]
+        parts.append(f'<h2 id="stabiliser-{order}">Symmetry group of order {order} '
+                     f"({escape(_SYMMETRY.get(order, 'unknown'))}): {len(group)}</h2>")
+        parts.append('<div class="grid">')
+        parts += [_gallery_figure(item, radius) for item in group]
+        parts.append("</div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _gallery_figure(item: GalleryItem, radius: float) -> str:
+    picture = creature_svg(item.tiles, radius=radius, title=item.sum, standalone=False)
+    return (f'<figure class="creature-card">{picture}<figcaption>sum <code class="sum">{escape(item.sum)}</code>'
+            f'<br/>key <code class="key">{escape(item.key)}</code></figcaption></figure>')
