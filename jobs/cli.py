@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from jobs import dungeons, palago
+from jobs import dungeons, palago, palago_views
 from pipeline import cli
 
 JOBS = [palago.COMMAND, dungeons.COMMAND]
-COMMANDS = [*palago.COMMANDS, *dungeons.COMMANDS]
+COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:
