@@ -35,7 +35,8 @@ PARTIAL_COUNTS = TableSpec("partial_counts", _COUNT_COLUMNS, sort=("n",))
 CREATURE_COUNTS = TableSpec("creature_counts", _COUNT_COLUMNS, key=("n",), sort=("n",))
 CREATURES = TableSpec(
     "creatures",
-    (Column("n", "int64"), Column("key", "string"), Column("stabiliser", "int64"), Column("tiles", "string")),
+    (Column("n", "int64"), Column("key", "string"), Column("stabiliser", "int64"), Column("tiles", "string"),
+     Column("sum", "string")),
     key=("key",),
     sort=("n", "key"),
     partition="n",
@@ -44,13 +45,15 @@ CREATURES = TableSpec(
 
 class PalagoJob(Job):
     name = "palago"
-    version = "1"
+    version = "2"
     tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
     code_modules = (
         "jobs.palago",
         "solvers.palago.search",
         "solvers.palago.canonical",
         "solvers.palago.model",
+        "solvers.palago.sums",
+        "solvers.palago.regions",
     )
 
     def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
@@ -77,6 +80,7 @@ class PalagoJob(Job):
 
     def run_shard(self, shard: Shard) -> dict:
         from solvers.palago import SearchCounts, count_creatures, decode_codes, frontier, key_of
+        from solvers.palago.sums import encode
 
         spec = shard.spec
         trunk = SearchCounts.zeros(spec["max_n"])
@@ -101,6 +105,7 @@ class PalagoJob(Job):
                 "key": [key_of(tiles) for tiles in creatures],
                 "stabiliser": catalogue.stabilisers.tolist(),
                 "tiles": [json.dumps([list(t) for t in tiles]) for tiles in creatures],
+                "sum": [encode(tiles) for tiles in creatures],
             }
         return outputs
 
@@ -117,6 +122,7 @@ class PalagoJob(Job):
                 raise PipelineError(f"catalogue holds {len(creatures)} creatures, the counts say {expected}")
             final["creatures"] = creatures
         _write_markdown(counts, os.path.join(out_dir, "creature_counts.md"))
+        _write_plot(counts, os.path.join(out_dir, "creature_counts.svg"))
         return final
 
     def summary(self, tables: dict) -> str:
@@ -158,6 +164,16 @@ def _write_markdown(counts: pd.DataFrame, path: str) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as handle:
         handle.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def _write_plot(counts: pd.DataFrame, path: str) -> None:
+    """The growth plot (free and fixed by n, log scale) next to the Markdown table, atomically."""
+    from solvers.palago.render import growth_plot_svg
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write(growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n")
     os.replace(tmp, path)
 
 
