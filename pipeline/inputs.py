@@ -3,6 +3,8 @@
 A record is one JSON object per line (JSONL) or one row (Parquet) with an ``id`` and a payload
 field.  Nothing here knows what the payload means: readable payloads are handed over as plain
 Python values, and every record that cannot be read is still accounted for with a plain reason.
+A job that can validate payloads in bulk may first ask ``read_slice_arrow`` for the whole slice
+as Arrow buffers, and fall back to ``read_slice`` when it declines.
 
     >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
     >>> records = read_slice(specs[0], "grid")                                  # doctest: +SKIP
@@ -17,6 +19,9 @@ from dataclasses import dataclass, field as dataclass_field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
 
 from pipeline.errors import InputError
 
@@ -182,8 +187,6 @@ def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
 
 def _open_parquet(path: str):
     """A pyarrow ParquetFile, or an InputError if the file is not readable Parquet."""
-    import pyarrow.parquet as pq
-
     try:
         return pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
@@ -193,7 +196,7 @@ def _open_parquet(path: str):
 # ----------------------------------------------------------------------------------------- reading
 
 
-def read_slice(spec: dict, field: str, fast_type=None) -> RecordSlice:
+def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> RecordSlice:
     """Read the records of one slice planned by ``plan_slices``.
 
     spec:      one slice spec.
@@ -224,7 +227,7 @@ def read_slice(spec: dict, field: str, fast_type=None) -> RecordSlice:
     return _read_jsonl_lines(data, spec["first_line"], field)
 
 
-def read_slice_arrow(spec: dict, field: str, fast_type) -> ArrowSlice | None:
+def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType) -> ArrowSlice | None:
     """The slice as one Arrow array of payloads when pyarrow reads every record without doubt;
     None otherwise (then ``read_slice`` accounts for every record, line by line).
 
@@ -260,8 +263,6 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(chars, string_offsets, list_offsets) of a pyarrow list<string> array without copying:
     list i holds strings ``list_offsets[i] .. list_offsets[i + 1] - 1``, and string j is the UTF-8
     bytes ``chars[string_offsets[j] : string_offsets[j + 1]]``.  Offsets are int64."""
-    import pyarrow as pa
-
     strings = values.values
     _, offset_buffer, chars = strings.buffers()
     if offset_buffer is None:  # no strings at all
@@ -278,8 +279,6 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _has_nulls(array) -> bool:
     """Whether a pyarrow array has a null at any list depth."""
-    import pyarrow as pa
-
     if array.null_count:
         return True
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
@@ -288,15 +287,12 @@ def _has_nulls(array) -> bool:
 
 
 def _is_string(arrow_type) -> bool:
-    import pyarrow as pa
-
+    """Whether an Arrow type is a (large) string."""
     return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
 def _is_id_type(arrow_type) -> bool:
     """Ids a record may carry: strings, or integers (converted to strings)."""
-    import pyarrow as pa
-
     return _is_string(arrow_type) or pa.types.is_integer(arrow_type)
 
 
@@ -310,11 +306,8 @@ def _slice_bytes(spec: dict) -> bytes:
         return handle.read(spec["end"] - spec["start"])
 
 
-def _jsonl_table(data: bytes, field: str, fast_type):
+def _jsonl_table(data: bytes, field: str, fast_type: pa.DataType) -> pa.Table | None:
     """The slice as a pyarrow Table {id, field}, or None when it could differ from ``json.loads``."""
-    import pyarrow as pa
-    import pyarrow.json as pa_json
-
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     schema = pa.schema([("id", pa.string()), (field, fast_type)])
     try:
