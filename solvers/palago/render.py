@@ -282,7 +282,7 @@ code.key { color: #555; }
 """
 
 
-def gallery_html(n: int, items: Iterable[GalleryItem], *, radius: float = 18.0) -> str:
+def gallery_html(n: int, items: Iterable[GalleryItem], *, radius: float = 20.0) -> str:
     """A self-contained HTML page (inline CSS and SVG, no scripts, no links) showing ``items``,
     the creatures of size ``n``, grouped by stabiliser order (most symmetric first), each with its
     sum and key.  The page is well-formed XML, so it also parses with xml.etree.
