@@ -4,9 +4,11 @@
     python benchmarks/dungeons.py --count 100000 --sizes 32 # the judged setting (100k 32x32)
     python benchmarks/dungeons.py --no-cli                  # in-process numbers only
 
-For every size it prints: parsing (bulk validation), the kernel (best of three calls over the whole
-batch, compile excluded), one shard's ``run_shard`` (JSONL read + parse + dedupe + kernel), and the
-wall time of ``batchenum run dungeons --workers K`` in a subprocess (Ray start-up included).
+For every size it prints: bulk validation from Python lists (the path for doubtful slices) and
+from Arrow buffers (the path for clean ones), the kernel (best of three calls over the whole batch,
+compile excluded), one shard's ``run_shard`` (JSONL read + parse + dedupe + kernel), and the wall
+time of ``batchenum run dungeons --workers K`` in a subprocess (Ray start-up included; at most
+25,000 records per shard and at least one shard per worker).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import sys
 import tempfile
 import time
 
-from jobs.dungeons import DungeonJob
-from solvers.dungeon import generate, parse_many, solve_batch
+import pyarrow as pa
+
+from jobs.dungeons import RECORDS_PER_SHARD, DungeonJob
+from pipeline.inputs import string_list_buffers
+from solvers.dungeon import generate, parse_flat, parse_many, solve_batch
 
 
 def best_of(repeats: int, action) -> float:
@@ -50,7 +55,9 @@ def bench_size(size: int, count: int, workers: int, cli: bool, folder: str) -> N
     grids = generate(count, size, size, seed=size)
     batch = parse_many(grids)
     solve_batch(batch.take(range(min(10, len(batch)))))  # compile or load the cached kernel
-    report("parse_many (bulk validation)", count, best_of(3, lambda: parse_many(grids)))
+    report("parse_many (from Python lists)", count, best_of(3, lambda: parse_many(grids)))
+    buffers = string_list_buffers(pa.array(grids, type=pa.list_(pa.string())))
+    report("parse_flat (from Arrow buffers)", count, best_of(3, lambda: parse_flat(*buffers)))
     report("kernel (solve_batch)", count, best_of(3, lambda: solve_batch(batch)))
     path = os.path.join(folder, f"dungeons-{size}.jsonl")
     write_jsonl(grids, path)
@@ -58,8 +65,9 @@ def bench_size(size: int, count: int, workers: int, cli: bool, folder: str) -> N
     shard = job.plan()[0]
     report("one shard: read+parse+dedupe+solve", count, best_of(2, lambda: job.run_shard(shard)))
     if cli:
+        per_shard = min(RECORDS_PER_SHARD, -(-count // workers))  # at least one shard per worker
         command = [sys.executable, "-m", "jobs", "run", "dungeons", "--input", path, "--workers", str(workers),
-                   "--out", os.path.join(folder, f"out-{size}"), "--quiet"]
+                   "--records-per-shard", str(per_shard), "--out", os.path.join(folder, f"out-{size}"), "--quiet"]
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True)
         seconds = time.perf_counter() - started
