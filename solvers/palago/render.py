@@ -196,6 +196,10 @@ def growth_plot_svg(rows: Iterable[tuple[int, int, int]], *, title: str = "Palag
             parts.append(f'<polyline class="{name}" points="{coords}" fill="none" stroke="{colour}" stroke-width="2"/>')
         parts += [f'<circle class="{name}" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in points]
     parts += _legend(p["left"] + 12, p["top"] + 10)
+    empty = [str(n) for n, free, fixed in rows if free == fixed == 0]
+    if empty:  # say why those sizes have no points rather than leave the reader guessing
+        parts.append(f'<text x="{p["width"] - p["right"]}" y="{p["height"] - 10}" text-anchor="end" font-size="11" '
+                     f'fill="#666666">no creatures for n = {", ".join(empty)}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 

@@ -22,10 +22,12 @@ SPEC.md leaves the convention open.  This module fixes it as follows, in the geo
 Under this convention both published sums close on blue creatures: ``4b+5c`` is the eye (n = 3,
 three tips meeting at one blue corner) and ``0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b`` is a creature
 of 12 tiles.  A systematic search over the 6 letter assignments x 6 starting directions x 2 senses
-of clockwise x 5 readings of ``-`` finds 12 conventions (up to the readings of ``-``, which these
-sums cannot tell apart) under which both sums close; they are images of one another under the
-symmetries of the grid, so all of them name the same creature shapes.  Half of them close the sums
-on yellow creatures rather than blue.
+of clockwise x 5 readings of ``-`` (pointer at the child just left, as before the ``+``, pointing
+away from that child, kept as it was in the child, reset to up) finds 24 fits: 12 conventions, each
+with the first two readings of ``-``, which agree whenever ``+`` directly follows its letter, as in
+both published sums.  The 12 are images of one another under the symmetries of the hex grid
+(reflections flip the sense of clockwise, 60 degree turns swap the colours), and all of them decode
+each published sum to the same creature shape.  Half of them close the sums on yellow creatures.
 
 **Colour.**  A set of tiles may hold a yellow creature instead of a blue one; a yellow creature is
 a blue one turned 60 degrees.  ``decode`` prefers a blue creature through all the tiles; failing
@@ -115,7 +117,9 @@ class _Placement:
 
 def decode(text: str) -> list[Tile]:
     """The closed blue creature that the sum ``text`` builds: translation-normalised tiles sorted
-    by code, regions set.  Raises a ``SumTokenError`` subclass naming the token that failed.
+    by code, regions set.  Raises a ``SumTokenError`` subclass naming the token that failed; tiles
+    holding several closed creatures of one colour through all of them would be refused as
+    ambiguous (no tile set of up to 16 tiles does; none holds both a blue and a yellow one either).
 
     >>> len(decode("0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b"))
     12
