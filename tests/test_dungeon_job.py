@@ -35,7 +35,8 @@ MIXED = [
     ('{"id": "empty", "grid": []}', "empty", "line 14: grid is empty"),
     ('{"id": "notrow", "grid": ["@$", 5]}', "notrow", "line 15: row 2 is not a string but an integer"),
     ('{"id": "text", "grid": "@....\\n...g$\\n.....\\n"}', "text", None),
-    (json.dumps({"id": "big", "grid": BIG}), "big", "line 17: grid has 110 cells, more than the limit of 100 (raise it with --max-cells)"),
+    (json.dumps({"id": "big", "grid": BIG}), "big",
+     "line 17: grid has 110 cells, more than the limit of 100 (raise it with --max-cells)"),
     ('{"id": "dup-a", "grid": ["##.#", "g@$g"]}', "dup-a", None),
     ('{"id": "dup-b", "grid": ["# .#", "h@$h"]}', "dup-b", None),
     ('{"id": "nogrid"}', "nogrid", "line 20: no 'grid'"),
@@ -83,7 +84,8 @@ def test_mixed_batch_accounts_for_every_record(mixed_file, per_shard):
 def test_answer_columns(mixed_file):
     answers = run_all(DungeonJob(str(mixed_file), max_cells=100))["answers"]
     row = answers["id"].index("42")
-    assert [answers[c][row] for c in ("gold", "height", "width", "monsters", "gold_total", "line")] == [1, 3, 5, 1, 1, 5]
+    columns = ("gold", "height", "width", "monsters", "gold_total", "line")
+    assert [answers[c][row] for c in columns] == [1, 3, 5, 1, 1, 5]
     spec = {t.name: t for t in DungeonJob.tables}
     assert set(answers) == set(spec["answers"].column_names)
 
@@ -96,7 +98,7 @@ def test_duplicates_are_solved_once_and_answered_for_every_record(tmp_path, monk
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     solved = []
     real_solve_batch = jobs.dungeons.solve_batch
-    monkeypatch.setattr(jobs.dungeons, "solve_batch", lambda batch: solved.append(len(batch)) or real_solve_batch(batch))
+    monkeypatch.setattr(jobs.dungeons, "solve_batch", lambda b: solved.append(len(b)) or real_solve_batch(b))
     answers = run_all(DungeonJob(str(path)))["answers"]
     assert answers["id"] == [r["id"] for r in records]
     assert answers["gold"] == [oracle_gold(r["grid"]) for r in records]

@@ -100,7 +100,9 @@ def test_unique_merges_grids_that_differ_only_in_spelling():
     unique, inverse = parse_many(grids).unique()
     assert inverse.tolist() == [0, 0, 1, 2, 3]
     assert unique.index.tolist() == [0, 2, 3, 4]
-    assert [unique.cells_of(k).tolist() for k in range(4)] == [[4, 0, 3, 2, 0, 0], [4, 0, 3, 2, 0, 2], [4, 0, 3, 2, 0, 0], [4, 0, 3, 2, 0, 0]]
+    assert [unique.cells_of(k).tolist() for k in range(4)] == [
+        [4, 0, 3, 2, 0, 0], [4, 0, 3, 2, 0, 2], [4, 0, 3, 2, 0, 0], [4, 0, 3, 2, 0, 0],
+    ]
 
 
 def test_empty_batch():
