@@ -31,6 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
+from . import kernel
 from .parse import EXIT, Door, NonaryError, parse
 
 __all__ = ["Move", "SolveTimeout", "solve", "solve_parsed"]
@@ -39,7 +42,9 @@ Move = tuple[int, list[int]]  # (door index into the input list, players in incr
 
 _FULL = (1 << 9) - 1
 _MAX_NINES = 3  # 3 groups of at least 3 players already cover all 9 players
-_CHECK_EVERY = 4096  # nodes between two looks at the clock
+_CHECK_EVERY = 4096  # nodes between two looks at the clock (pure-Python search)
+_NODE_BUDGET = 100_000  # kernel nodes between two looks at the clock (about 10-50 ms)
+_KERNEL_MAX_ROOMS = 14  # a player's room + 1 must fit in 4 bits of the kernel's memo key
 
 
 class SolveTimeout(NonaryError):
@@ -78,50 +83,81 @@ def _cover_table(groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
 
 GROUPS = _group_table()
 COVER = _cover_table(GROUPS)
+_TABLES = kernel.Tables(GROUPS, COVER)
 
 
 @dataclass(frozen=True)
 class _Graph:
     """A door list compiled for the search.
 
-    rooms:      number of rooms after relabelling (room 0 is 0; the exit is not a room)
-    types:      distinct doors (number, from, to) with to == EXIT for a door 9; doors 9 come first
+    rooms:      number of rooms kept, relabelled 0..rooms-1 (room 0 stays 0; the exit is no room)
+    types:      distinct useful doors (number, from, to), to == EXIT for a door 9; doors 9 first
     members:    for each type, the indices of its doors in the input list
     nines:      how many types are doors 9 (they are types 0..nines-1)
-    width:      bits per type in the packed count int
+    offsets:    bit offset of each type's unused-door count in the packed count int
+    fields:     mask of each type's count field (after shifting it down by its offset)
     """
 
     rooms: int
     types: tuple[tuple[int, int, int], ...]
     members: tuple[tuple[int, ...], ...]
     nines: int
-    width: int
+    offsets: tuple[int, ...]
+    fields: tuple[int, ...]
 
     @property
     def counts(self) -> int:
         """The packed count int with every door unused."""
-        return sum(len(m) << (self.width * t) for t, m in enumerate(self.members))
+        return sum(len(m) << off for m, off in zip(self.members, self.offsets))
+
+    @property
+    def count_bits(self) -> int:
+        """Bits the packed count int needs."""
+        return sum(f.bit_length() for f in self.fields)
+
+
+def _useful_doors(doors: Sequence[Door]) -> list[int]:
+    """Indices of the doors that can ever matter: not a self-loop (it moves nobody and only uses
+    itself up), leaving a room reachable from room 0, and leading to the exit or to a room from
+    which a door 9 is reachable."""
+    edges = [(i, src, dst) for i, (_, src, dst) in enumerate(doors) if src != dst]
+    reached = {0}
+    live = {src for _, src, dst in edges if dst == EXIT}
+    grown = True
+    while grown:
+        grown = False
+        for _, src, dst in edges:
+            if src in reached and dst != EXIT and dst not in reached:
+                reached.add(dst)
+                grown = True
+            if dst in live and src not in live:
+                live.add(src)
+                grown = True
+    return [i for i, src, dst in edges if src in reached and src in live and (dst == EXIT or dst in live)]
 
 
 def _compile(doors: Sequence[Door]) -> _Graph:
-    """Relabel rooms, group identical doors into types and put doors 9 first."""
+    """Keep the useful doors, relabel their rooms, group identical doors into types (doors 9
+    first) and lay out the packed counts."""
     label = {0: 0}
-    for _, src, dst in doors:
+    members: dict[tuple[int, int, int], list[int]] = {}
+    for index in _useful_doors(doors):
+        number, src, dst = doors[index]
         for room in (src, dst):
             if room != EXIT and room not in label:
                 label[room] = len(label)
-    members: dict[tuple[int, int, int], list[int]] = {}
-    for index, (number, src, dst) in enumerate(doors):
         key = (number, label[src], EXIT if dst == EXIT else label[dst])
         members.setdefault(key, []).append(index)
     order = sorted(members, key=lambda t: (t[0] != 9, t))
-    width = max(len(m) for m in members.values()).bit_length()
+    fields = tuple((1 << len(members[t]).bit_length()) - 1 for t in order)
+    offsets = tuple(sum(f.bit_length() for f in fields[:i]) for i in range(len(fields)))
     return _Graph(
         rooms=len(label),
         types=tuple(order),
         members=tuple(tuple(members[t]) for t in order),
         nines=sum(1 for t in order if t[0] == 9),
-        width=width,
+        offsets=offsets,
+        fields=fields,
     )
 
 
@@ -205,11 +241,10 @@ class _Search:
         graph = self.graph
         keep = 0
         counts = 0
-        field = (1 << graph.width) - 1
         for t, (_, src, dst) in enumerate(graph.types):
             if avail >> t & 1 and rooms >> src & 1 and (dst == EXIT or live.rooms >> dst & 1):
                 keep |= 1 << t
-                counts |= field << (graph.width * t)
+                counts |= graph.fields[t] << graph.offsets[t]
         return _Usable(rooms, keep, counts)
 
     def run(self) -> tuple[int, list[tuple[int, int]]]:
@@ -256,12 +291,10 @@ class _Search:
         avail = usable.avail
         counts &= usable.counts
         graph = self.graph
-        width = graph.width
-        field = (1 << width) - 1
         nines = 0
         for t in range(graph.nines):
             if avail >> t & 1:
-                nines += counts >> (width * t) & field
+                nines += counts >> graph.offsets[t] & graph.fields[t]
         bound = COVER[alive][min(nines, _MAX_NINES)]
         if root:
             self.target = bound
@@ -282,9 +315,8 @@ class _Search:
             here = (occ >> (9 * src)) & _FULL
             if here.bit_count() < 3:
                 continue
-            one = 1 << (width * t)
-            left = counts - one
-            next_avail = avail if left >> (width * t) & field else avail & ~(1 << t)
+            left = counts - (1 << graph.offsets[t])
+            next_avail = avail if left >> graph.offsets[t] & graph.fields[t] else avail & ~(1 << t)
             for group in GROUPS[here * 9 + number % 9]:
                 moved = occ ^ (group << (9 * src))
                 if dst == EXIT:
@@ -329,12 +361,56 @@ def _plan(graph: _Graph, path: list[tuple[int, int]]) -> list[Move]:
     return plan
 
 
+def _fits_kernel(graph: _Graph) -> bool:
+    """True when the graph fits the kernel's int64 layout (4 bits per player's room in the memo
+    key, packed counts and the type bitmask in one int64 each)."""
+    return graph.rooms <= _KERNEL_MAX_ROOMS and graph.count_bits <= 62 and len(graph.types) <= 62
+
+
+def _run_kernel(graph: _Graph, deadline: float | None) -> tuple[int, list[tuple[int, int]]]:
+    """Run the numba search on ``graph``, looking at the clock between node budgets."""
+    depth = sum(len(m) for m in graph.members) + 2
+    i64 = np.int64
+    f_occ = np.zeros((depth, graph.rooms), dtype=i64)
+    f_occ[0, 0] = _FULL
+    frames = [np.zeros(depth, dtype=i64) for _ in range(10)]
+    f_counts, f_avail = frames[0], frames[1]
+    f_counts[0] = graph.counts
+    f_avail[0] = (1 << len(graph.types)) - 1
+    path_type, path_group, best_type, best_group = (np.zeros(depth, dtype=i64) for _ in range(4))
+    t_num = np.array([n % 9 for n, _, _ in graph.types], dtype=i64)
+    t_src = np.array([a for _, a, _ in graph.types], dtype=i64)
+    t_dst = np.array([b for _, _, b in graph.types], dtype=i64)
+    t_off = np.array(graph.offsets, dtype=i64)
+    t_field = np.array(graph.fields, dtype=i64)
+    ctl = np.zeros(kernel.CTL_SIZE, dtype=i64)
+    memo = kernel.new_memo(1 << 12)
+    while True:
+        status = kernel.search(
+            f_occ, *frames, path_type, path_group, best_type, best_group,
+            t_num, t_src, t_dst, t_off, t_field, graph.nines,
+            _TABLES.group_start, _TABLES.group_list, _TABLES.cover, *memo, ctl, _NODE_BUDGET,
+        )
+        if status == kernel.DONE:
+            break
+        if status == kernel.GROW:
+            memo = kernel.grow_memo(memo)
+        if deadline is not None and time.monotonic() > deadline:
+            raise SolveTimeout(f"no optimal plan within the time budget ({ctl[kernel.C_NODES]} states searched)")
+    length = int(ctl[kernel.C_BEST_LEN])
+    return int(ctl[kernel.C_BEST]), [(int(best_type[i]), int(best_group[i])) for i in range(length)]
+
+
 def solve_parsed(doors: Sequence[Door], timeout: float | None = None) -> tuple[int, list[Move]]:
     """Solve an already checked door list ``doors`` (see :func:`solve`) within ``timeout`` seconds."""
     deadline = None if timeout is None else time.monotonic() + timeout
     graph = _compile(doors)
-    search = _Search(graph, deadline)
-    escaped, path = search.run()
+    if not graph.nines:
+        return 0, []
+    if _fits_kernel(graph):
+        escaped, path = _run_kernel(graph, deadline)
+    else:
+        escaped, path = _Search(graph, deadline).run()
     return escaped, _plan(graph, path)
 
 
