@@ -276,7 +276,7 @@ body { font-family: sans-serif; margin: 2em; color: #222; background: #fafafa; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; }
 .grid { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 figure { margin: 0; padding: 0.8em; background: white; border: 1px solid #ccc; border-radius: 6px;
-         max-width: 22em; }
+         width: 16em; }
 figure svg { display: block; margin: 0 auto 0.5em auto; max-width: 100%; height: auto; }
 figcaption { font-size: 0.8em; line-height: 1.4; }
 code { font-family: monospace; overflow-wrap: anywhere; }
