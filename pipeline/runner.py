@@ -91,17 +91,18 @@ def connect(address: str | None, workers: int | None) -> str:
 
 
 def _explain_connect_failure(address: str, error: Exception) -> str:
-    text = f"{type(error).__name__}: {error}"
-    if "auth" in text.lower() or "token" in text.lower():
-        return (
-            f"the Ray cluster at {address} requires token authentication and this process has no "
-            "valid token. Set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token> (print the token on "
-            f"the head node with `ray get-auth-token`), then run again. ({text})"
-        )
-    hint = "" if address == "local" else (
-        " If the cluster uses token authentication, also set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN."
-    )
-    return f"could not start or reach Ray at {address!r}: {text}.{hint}"
+    text = f"{type(error).__name__}: {error}".strip()
+    if address == "local":
+        return f"could not start a local Ray: {text}"
+    token_hint = ("set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token> (print the token on the head node "
+                  "with `ray get-auth-token`), then run again")
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token" or "auth" in text.lower() or "token" in text.lower():
+        # Ray reports a missing token as a plain ConnectionError after retrying for a while
+        return (f"could not connect to the Ray cluster at {address}: Ray clusters require an "
+                f"authentication token by default; {token_hint}. If the cluster runs without tokens, check "
+                f"the address and that the cluster is up. ({text})")
+    return (f"could not connect to the Ray cluster at {address}: check the address, that the cluster is "
+            f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
 
 
 def run_on_ray(

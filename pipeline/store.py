@@ -63,20 +63,23 @@ class Provenance:
     version: str
     params: dict[str, Any]
 
+    def final_metadata(self, table: str) -> dict[str, str]:
+        """Final tables record the job's declared version, not the source hash, so that the same
+        results are the same bytes whatever edits left them unchanged."""
+        return {
+            "job": self.job,
+            "version": self.version.split("+")[0],
+            "params": json.dumps(self.params, sort_keys=True),
+            "table": table,
+        }
+
     def shard_metadata(self, shard: Shard, table: str, rows: int) -> dict[str, str]:
         return {
             **self.final_metadata(table),
+            "version": self.version,
             "shard": shard.id,
             "shard_spec": json.dumps(dict(shard.spec), sort_keys=True),
             "rows": str(rows),
-        }
-
-    def final_metadata(self, table: str) -> dict[str, str]:
-        return {
-            "job": self.job,
-            "version": self.version,
-            "params": json.dumps(self.params, sort_keys=True),
-            "table": table,
         }
 
 

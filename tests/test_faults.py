@@ -1,0 +1,271 @@
+"""Kill anything, lose nothing: real processes killed by pid, real files damaged, real clusters.
+
+Every scenario ends by comparing the tables with an undisturbed run (byte for byte) and with the
+published counts committed under results/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+
+PUBLISHED = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
+COUNT_COLUMNS = ["n", "free", "fixed", "free_stabiliser_1", "free_stabiliser_2", "free_stabiliser_3",
+                 "free_stabiliser_6", "stabiliser_sum"]
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "jobs", *args]
+
+
+def cli(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=900,
+                            env={**os.environ, **(env or {})})
+    if check and result.returncode != 0:
+        raise AssertionError(f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+def palago_args(out: Path, max_n: int, shards: int, *extra: str) -> tuple[str, ...]:
+    return ("run", "palago", "--max-n", str(max_n), "--shards", str(shards), "--out", str(out), *extra)
+
+
+def table_bytes(out: Path) -> bytes:
+    return (out / "palago" / "creature_counts.parquet").read_bytes()
+
+
+def assert_matches_published(out: Path, max_n: int) -> None:
+    counts = pd.read_parquet(out / "palago" / "creature_counts.parquet")
+    expected = PUBLISHED[PUBLISHED.n <= max_n][COUNT_COLUMNS].reset_index(drop=True)
+    pd.testing.assert_frame_equal(counts[COUNT_COLUMNS], expected)
+
+
+def reused(result: subprocess.CompletedProcess) -> int:
+    return int(re.search(r"\((\d+) reused", result.stdout).group(1))
+
+
+def committed(out: Path) -> int:
+    return len(list((out / "palago" / "_shards" / "partial_counts").glob("*.parquet")))
+
+
+def wait_for_commits(out: Path, count: int, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while committed(out) < count:
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        assert time.monotonic() < deadline, "no shard was committed in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def undisturbed_22(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("undisturbed22")
+    cli(*palago_args(out, 22, 64, "--serial", "--quiet"))
+    return out
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_shard_is_retried(tmp_path):
+    reference = tmp_path / "reference"
+    cli(*palago_args(reference, 16, 8, "--serial", "--quiet"))
+    out = tmp_path / "killed"
+    cli(*palago_args(out, 16, 8, "--workers", "2"), env={"BATCHENUM_TEST_KILL_SHARD": "s0003"})
+    # the hook leaves the pid of the worker it SIGKILLed: the retry ran in another process
+    assert (out / "palago" / ".killed-s0003").read_text().isdigit()
+    assert table_bytes(out) == table_bytes(reference)
+    assert_matches_published(out, 16)
+
+
+@pytest.mark.slow
+def test_worker_killed_during_a_dungeon_batch_is_retried(tmp_path):
+    batch = tmp_path / "dungeons.jsonl"
+    cli("generate", "dungeons", "--count", "3000", "--height", "12", "--width", "12", "--seed", "5", "--out", str(batch))
+    cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--serial", "--out", str(tmp_path / "reference"))
+    out = tmp_path / "killed"
+    cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--workers", "2", "--out", str(out),
+        env={"BATCHENUM_TEST_KILL_SHARD": "s00002"})
+    assert (out / "dungeons" / ".killed-s00002").exists()
+    for name in ("answers.parquet", "errors.parquet"):
+        assert (out / "dungeons" / name).read_bytes() == (tmp_path / "reference" / "dungeons" / name).read_bytes()
+    assert len(pd.read_parquet(out / "dungeons" / "answers.parquet")) == 3000
+
+
+@pytest.mark.slow
+def test_driver_killed_then_rerun_reuses_committed_shards(tmp_path, undisturbed_22):
+    out = tmp_path / "run"
+    driver = subprocess.Popen(cli_command(*palago_args(out, 22, 64, "--workers", "2")),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_commits(out, 2, driver)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    time.sleep(1)
+    done_at_kill = committed(out)
+    rerun = cli(*palago_args(out, 22, 64, "--workers", "2"))
+    assert done_at_kill <= reused(rerun) < 64
+    assert table_bytes(out) == table_bytes(undisturbed_22)
+    assert_matches_published(out, 22)
+    assert not list(out.rglob("*.tmp-*"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path, undisturbed_22):
+    out = tmp_path / "run"
+    driver = subprocess.Popen(cli_command(*palago_args(out, 22, 64, "--workers", "2")),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_commits(out, 2, driver)
+    driver.send_signal(signal.SIGINT)
+    _, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 130
+    assert "interrupted; committed shards are kept" in stderr
+    assert not (out / "palago" / "creature_counts.parquet").exists()
+    rerun = cli(*palago_args(out, 22, 64, "--workers", "2"))
+    assert reused(rerun) >= 2
+    assert table_bytes(out) == table_bytes(undisturbed_22)
+
+
+def test_damaged_truncated_and_stale_shards_are_recomputed(tmp_path):
+    out, other = tmp_path / "run", tmp_path / "other"
+    cli(*palago_args(out, 14, 6, "--serial", "--quiet"))
+    reference = table_bytes(out)
+    cli(*palago_args(other, 13, 6, "--serial", "--quiet"))
+    shards = out / "palago" / "_shards" / "partial_counts"
+    data = (shards / "s0000.parquet").read_bytes()
+    (shards / "s0000.parquet").write_bytes(data[: len(data) // 3])  # truncated
+    (shards / "s0001.parquet").write_bytes(data[:100] + b"\x00" * 200 + data[300:])  # damaged
+    stale = other / "palago" / "_shards" / "partial_counts" / "s0002.parquet"
+    (shards / "s0002.parquet").write_bytes(stale.read_bytes())  # another run's parameters
+    rerun = cli(*palago_args(out, 14, 6, "--serial"))
+    assert "(3 reused, 3 damaged or stale recomputed)" in rerun.stdout
+    for shard in ("s0000", "s0001", "s0002"):
+        assert f"shard {shard} will be recomputed" in rerun.stderr
+    assert "provenance does not match (params" in rerun.stderr
+    assert table_bytes(out) == reference
+
+
+@pytest.mark.slow
+def test_tables_do_not_depend_on_the_number_of_workers(tmp_path):
+    outputs = {}
+    for workers in ("1", "2", "4"):
+        outputs[workers] = tmp_path / f"w{workers}"
+        cli(*palago_args(outputs[workers], 15, 12, "--workers", workers, "--catalogue-max-n", "11", "--quiet"))
+    serial = tmp_path / "serial"
+    cli(*palago_args(serial, 15, 12, "--serial", "--catalogue-max-n", "11", "--quiet"))
+    for out in outputs.values():
+        assert table_bytes(out) == table_bytes(serial)
+        for part in (serial / "palago" / "creatures").rglob("*.parquet"):
+            assert (out / part.relative_to(serial)).read_bytes() == part.read_bytes()
+
+
+@pytest.mark.slow
+def test_node_removed_from_a_cluster_mid_run(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "tests" / "scenarios" / "node_loss.py"), str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["removed_mid_run"]
+    assert report["committed_before_removal"] < report["shards"]
+    expected = PUBLISHED[PUBLISHED.n <= 21]
+    assert report["free"] == expected.free.tolist()
+    assert report["fixed"] == expected.fixed.tolist()
+
+
+# ------------------------------------------------------------------ a real `ray start --head` cluster
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def descendants(pids: set[int]) -> set[int]:
+    """pids and every process below them, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = set(), list(pids)
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
+    return found
+
+
+@pytest.fixture(scope="module")
+def token_cluster(tmp_path_factory):
+    """A head node started with `ray start --head` that requires token authentication; stopped by
+    pid (every process whose command line names its private temp dir, and their children)."""
+    tempfile_dir = f"/tmp/bh{os.getpid()}"
+    temp_dir = Path(tempfile_dir)
+    ports = {name: free_port() for name in ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env",
+                                            "metrics", "node_manager", "object_manager", "client")}
+    # the job's entrypoint `python` must be this environment's, as it is with the venv activated
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
+    command = [
+        sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "2",
+        "--temp-dir", tempfile_dir, "--port", str(ports["gcs"]), "--include-dashboard", "true",
+        "--dashboard-host", "127.0.0.1", "--dashboard-port", str(ports["dashboard"]),
+        "--dashboard-agent-listen-port", str(ports["agent_http"]),
+        "--dashboard-agent-grpc-port", str(ports["agent_grpc"]),
+        "--runtime-env-agent-port", str(ports["runtime_env"]), "--metrics-export-port", str(ports["metrics"]),
+        "--node-manager-port", str(ports["node_manager"]), "--object-manager-port", str(ports["object_manager"]),
+        "--ray-client-server-port", str(ports["client"]), "--disable-usage-stats",
+    ]
+    started = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
+    assert started.returncode == 0, started.stderr
+    address = re.search(r"ray start --address='([^']+)'", started.stdout + started.stderr).group(1)
+    try:
+        yield {"address": address, "dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
+    finally:
+        owned = {int(p) for p in subprocess.run(["pgrep", "-f", tempfile_dir], capture_output=True,
+                                                 text=True).stdout.split()}
+        for pid in descendants(owned):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["rm", "-rf", str(temp_dir)])
+
+
+@pytest.mark.slow
+def test_missing_token_gets_one_clear_message(token_cluster, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    result = subprocess.run(cli_command(*palago_args(tmp_path, 8, 2, "--address", token_cluster["address"])),
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("batchenum: error:")
+    assert "RAY_AUTH_MODE=token" in last and "RAY_AUTH_TOKEN" in last and "ray get-auth-token" in last
+
+
+@pytest.mark.slow
+def test_cluster_recipe_ray_job_submit(token_cluster, tmp_path):
+    """The README's cluster recipe: `ray job submit --working-dir . -- python -m jobs run ...`."""
+    out = tmp_path / "submitted"
+    submit = subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", token_cluster["dashboard"],
+         "--working-dir", str(REPO), "--", "python", "-m", "jobs", "run", "palago", "--max-n", "12",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_AUTH_MODE": "token"}, cwd=REPO,
+    )
+    assert submit.returncode == 0, submit.stdout + submit.stderr
+    assert "computing on a local Ray" not in submit.stdout  # it used the cluster, not a private Ray
+    assert_matches_published(out, 12)
