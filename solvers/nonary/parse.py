@@ -57,7 +57,15 @@ class ExitRuleError(NonaryError):
 
 
 class TooManyDoorsError(NonaryError):
-    """The door list is longer than the configured limit."""
+    """The door list is longer than the configured limit.
+
+    doors: the list's length; limit: the limit it exceeds.
+    """
+
+    def __init__(self, doors: int, limit: int) -> None:
+        super().__init__(f"{doors} doors is more than the limit of {limit}")
+        self.doors = doors
+        self.limit = limit
 
 
 def _is_integer(value: Any) -> bool:
@@ -104,9 +112,7 @@ def parse(doors: Any, max_doors: int | None = None) -> tuple[Door, ...]:
     if not doors:
         raise DoorListError("doors is empty: at least one door 9 to the exit is needed")
     if max_doors is not None and len(doors) > max_doors:
-        raise TooManyDoorsError(
-            f"{len(doors)} doors is more than the limit of {max_doors}; raise it with --max-doors if this is intended"
-        )
+        raise TooManyDoorsError(len(doors), max_doors)
     checked = tuple(_check_door(i, door) for i, door in enumerate(doors))
     if not any(number == 9 for number, _, _ in checked):
         raise DoorListError("no door numbered 9: nobody can ever reach the exit")

@@ -1,0 +1,270 @@
+"""The ``nonary`` job: the most players who can escape, with a plan, for every door graph of a batch.
+
+Each shard is a slice of the input file (``pipeline.inputs``).  A shard reads its records, checks
+every door list, solves each distinct graph once (graphs equal up to door order and room names
+share one search; the plan is mapped back to each record's own door order) and returns an
+``answers`` row for every valid record and an ``errors`` row for every other one, so that
+read = answered + rejected.
+
+    batchenum run nonary --input doors.jsonl --out results/
+    batchenum generate nonary --count 1000 --rooms 4 --doors 14 --seed 1 --out doors.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.cli import Command, JobCommand, positive_int
+from pipeline.inputs import RecordSlice, describe_input, plan_slices, read_slice
+from pipeline.job import Column, Job, Shard, ShardOutput, TableSpec
+from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
+from solvers.nonary.canonical import canonical_form
+
+__all__ = [
+    "NonaryJob",
+    "add_run_arguments",
+    "build_job",
+    "add_generate_arguments",
+    "run_generate",
+    "COMMAND",
+    "COMMANDS",
+]
+
+RECORDS_PER_SHARD = 2_000  # a hard graph can take a good fraction of a second
+MAX_DOORS = 200
+RECORD_TIMEOUT = 60.0  # seconds of search per distinct graph before it becomes an error row
+_DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
+
+
+class NonaryJob(Job):
+    """The most players who can escape, and one plan, for every door graph of an input file.
+
+    input_path:        JSONL (one object per line with ``id`` and ``doors``) or Parquet (columns
+                       ``id``, ``doors``).
+    records_per_shard: input lines (or rows) per shard.
+    max_doors:         longer door lists are rejected as errors, not solved.
+    record_timeout:    seconds of search allowed per distinct graph; past it the record (and any
+                       identical one in the shard) gets an error row.
+    """
+
+    name = "nonary"
+    version = "1"
+    # Everything that can change an answer or an error message; a change invalidates committed shards.
+    code_modules = (
+        "jobs.nonary",
+        "pipeline.inputs",
+        "solvers.nonary.parse",
+        "solvers.nonary.canonical",
+        "solvers.nonary.kernel",
+        "solvers.nonary.solve",
+    )
+    tables = (
+        TableSpec(
+            "answers",
+            columns=(
+                Column("id", "string"),
+                Column("escaped", "int64"),  # the most players who can escape: the answer
+                Column("plan", "string"),  # JSON [[door_index, [players...]], ...], door indices into the record
+                Column("doors", "int64"),  # number of doors in the record
+                Column("line", "int64"),  # the record's line (JSONL) or row (Parquet), 1-based
+            ),
+            key=("line",),
+            sort=("line",),
+        ),
+        TableSpec(
+            "errors",
+            columns=(Column("id", "string"), Column("error", "string"), Column("line", "int64")),
+            key=("line",),
+            sort=("line",),
+        ),
+    )
+
+    def __init__(self, input_path: str, records_per_shard: int = RECORDS_PER_SHARD, max_doors: int = MAX_DOORS,
+                 record_timeout: float = RECORD_TIMEOUT):
+        if records_per_shard < 1:
+            raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
+        if max_doors < 1:
+            raise ValueError(f"max_doors must be at least 1, not {max_doors}")
+        if not record_timeout > 0:
+            raise ValueError(f"record_timeout must be a positive number of seconds, not {record_timeout}")
+        self.input_path = os.path.abspath(input_path)
+        self.records_per_shard = records_per_shard
+        self.max_doors = max_doors
+        self.record_timeout = record_timeout
+
+    def params(self) -> dict[str, Any]:
+        """The input (with its size and modification time, so a changed file is not reused) and
+        the limits."""
+        described = describe_input(self.input_path)
+        return {
+            "input": described["path"],
+            "input_size": described["size"],
+            "input_mtime_ns": described["mtime_ns"],
+            "records_per_shard": self.records_per_shard,
+            "max_doors": self.max_doors,
+            "record_timeout": self.record_timeout,
+        }
+
+    def plan(self) -> list[Shard]:
+        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
+        slices = plan_slices(self.input_path, "doors", self.records_per_shard)
+        return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
+
+    def run_shard(self, shard: Shard) -> ShardOutput:
+        """Read, check and solve one slice; every record gets exactly one row.
+
+        Records are read without a pyarrow fast path on purpose: the parser must see the original
+        JSON types to reject ``9.0``, ``"9"`` or ``true`` rather than have them coerced.
+        """
+        records = read_slice(dict(shard.spec), "doors")
+        answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "line": []}
+        errors: dict[str, list] = {"id": [], "error": [], "line": []}
+        solved: dict[tuple, tuple[int, list] | str] = {}  # canonical key -> (escaped, plan) or reason
+        for i, position in enumerate(records.positions):
+            outcome = records.errors[i] or self._answer(records.values[i], solved)
+            if isinstance(outcome, str):
+                where = f"{records.position_label} {position}"
+                errors["id"].append(_id_or_position(records, i))
+                errors["error"].append(outcome if records.errors[i] else f"{where}: {outcome}")
+                errors["line"].append(position)
+            else:
+                escaped, plan = outcome
+                answers["id"].append(records.ids[i])
+                answers["escaped"].append(escaped)
+                answers["plan"].append(json.dumps(plan, separators=(",", ":")))
+                answers["doors"].append(len(records.values[i]))
+                answers["line"].append(position)
+        return {
+            "answers": {**answers, "escaped": np.asarray(answers["escaped"], dtype=np.int64),
+                        "doors": np.asarray(answers["doors"], dtype=np.int64),
+                        "line": np.asarray(answers["line"], dtype=np.int64)},
+            "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
+        }
+
+    def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:
+        """(escaped, plan) for one record's door list, or the reason it has no answer.
+
+        solved: canonical key -> (escaped, plan over the canonical door list) or a reason, shared
+        by the shard so that each distinct graph is searched once.
+        """
+        try:
+            doors = parse(value, max_doors=self.max_doors)
+        except TooManyDoorsError as error:
+            return f"{error.doors} doors is more than the limit of {error.limit} (raise it with --max-doors)"
+        except NonaryError as error:
+            return str(error)
+        key, order = canonical_form(doors)
+        if key not in solved:
+            try:
+                solved[key] = solve_parsed(key[1], timeout=self.record_timeout)
+            except SolveTimeout as error:
+                solved[key] = (f"no optimal plan within the time budget of {self.record_timeout:g} s "
+                               f"({error}); raise it with --record-timeout")
+        outcome = solved[key]
+        if isinstance(outcome, str):
+            return outcome
+        escaped, plan = outcome
+        return escaped, [[order[j], players] for j, players in plan]
+
+    def summary(self, tables: dict[str, Any]) -> str:
+        """``nonary: read N, answered A, rejected R`` (N = A + R)."""
+        answered, rejected = len(tables["answers"]), len(tables["errors"])
+        return f"nonary: read {answered + rejected}, answered {answered}, rejected {rejected}"
+
+
+def _id_or_position(records: RecordSlice, i: int) -> str:
+    """Record i's id, or "line N" ("row N") when it has none, so that every error row is named."""
+    if records.ids[i] is not None:
+        return records.ids[i]
+    return f"{records.position_label} {records.positions[i]}"
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
+
+
+def _share(text: str) -> float:
+    """argparse type: a probability between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
+    return value
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``batchenum run nonary`` (the pipeline adds --out, --workers, --address, --serial)."""
+    parser.add_argument("--input", required=True, metavar="FILE",
+                        help="JSONL (one {\"id\", \"doors\"} object per line) or Parquet (columns id, doors)")
+    parser.add_argument("--records-per-shard", type=positive_int, default=RECORDS_PER_SHARD, metavar="N",
+                        help=f"input lines or rows per shard (default {RECORDS_PER_SHARD:,})")
+    parser.add_argument("--max-doors", type=positive_int, default=MAX_DOORS, metavar="N",
+                        help=f"reject door lists longer than this (default {MAX_DOORS})")
+    parser.add_argument("--record-timeout", type=_seconds, default=RECORD_TIMEOUT, metavar="SECONDS",
+                        help=f"search time allowed per distinct graph before its records become error rows "
+                             f"(default {RECORD_TIMEOUT:g})")
+
+
+def build_job(args: argparse.Namespace) -> NonaryJob:
+    """The job for parsed ``run nonary`` arguments."""
+    return NonaryJob(args.input, records_per_shard=args.records_per_shard, max_doors=args.max_doors,
+                     record_timeout=args.record_timeout)
+
+
+def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``batchenum generate nonary``."""
+    parser.add_argument("--count", type=positive_int, required=True, help="how many door graphs")
+    parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
+    parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--cycles", type=_share, default=0.2,
+                        help="chance that a door goes back to an earlier room or itself (default 0.2)")
+    parser.add_argument("--parallel", type=_share, default=0.2,
+                        help="chance that a door repeats the rooms of an earlier one (default 0.2)")
+    parser.add_argument("--nines", type=_share, default=0.25, help="share of doors numbered 9 (default 0.25)")
+    parser.add_argument("--out", required=True, metavar="FILE",
+                        help="output file: Parquet if it ends in .parquet, else JSONL")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Write the generated door graphs to ``args.out`` (atomically); returns the exit status."""
+    graphs = generate(args.count, rooms=args.rooms, doors=args.doors, seed=args.seed,
+                      cycles=args.cycles, parallel=args.parallel, nines=args.nines)
+    digits = len(str(args.count))
+    ids = [f"g{k:0{digits}d}" for k in range(1, len(graphs) + 1)]
+    temporary = f"{args.out}.{os.getpid()}.tmp"
+    if args.out.lower().endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"id": ids, "doors": pa.array(graphs, type=_DOORS_TYPE)}), temporary)
+    else:
+        with open(temporary, "w", encoding="ascii") as handle:
+            handle.writelines(json.dumps({"id": i, "doors": g}, separators=(",", ":")) + "\n"
+                              for i, g in zip(ids, graphs))
+    os.replace(temporary, args.out)
+    print(f"wrote {len(graphs)} door graphs to {args.out}")
+    return 0
+
+
+COMMAND = JobCommand("nonary", "find how many players can escape, with a plan, for every door graph of a batch",
+                     add_run_arguments, build_job)
+COMMANDS = [Command(("generate", "nonary"), "write a batch of seeded random door graphs (JSONL or Parquet)",
+                    add_generate_arguments, run_generate)]
