@@ -12,16 +12,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["DONE", "PAUSED", "GROW", "Tables", "new_memo", "grow_memo", "search"]
+__all__ = ["DONE", "PAUSED", "GROW", "GROW_NETS", "Tables", "new_memo", "grow_memo", "Nets", "search"]
 
 # What search() returns.
 DONE = 0  # the search is over: best / best path hold the answer
 PAUSED = 1  # the node budget of this call is spent; call again to continue
 GROW = 2  # the memo table is half full; grow it with grow_memo() and call again
+GROW_NETS = 3  # the residue table is half full; grow it with grow_nets() (or set C_NETS_FROZEN) and call again
 
 # Slots of the small int64 array `ctl` that carries the search's scalars across calls.
-C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT = range(7)
-CTL_SIZE = 7
+C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT, C_NETS_COUNT, C_NETS_FROZEN = range(9)
+CTL_SIZE = 9
+
+MAX_RESIDUE_ROOMS = 5  # the residue test keeps a set of 9 ** (rooms - 1) vectors per door multiset
 
 MAX_NINES = 3  # 3 groups of at least 3 players cover all 9
 
@@ -34,6 +37,7 @@ class Tables:
     group_list:  int64[...] submasks of 3..5 players, largest first
     cover:       int64[512 * 4]; cover[mask * 4 + k]: most players of mask that k disjoint groups
                  with a sum divisible by 9 can hold
+    residue:     int64[512]; sum of the players of a mask, modulo 9
     """
 
     def __init__(self, groups: list[tuple[int, ...]], cover: list[tuple[int, ...]]) -> None:
@@ -41,6 +45,7 @@ class Tables:
         self.group_start[1:] = np.cumsum([len(g) for g in groups])
         self.group_list = np.array([g for gs in groups for g in gs], dtype=np.int64)
         self.cover = np.array([c for row in cover for c in row], dtype=np.int64)
+        self.residue = np.array([sum(p + 1 for p in range(9) if m >> p & 1) % 9 for m in range(512)], dtype=np.int64)
 
 
 def new_memo(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -83,6 +88,157 @@ def grow_memo(memo: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarr
     return bigger
 
 
+class Nets:
+    """The residue test's tables (see :func:`_residues_possible`) for one graph.
+
+    perm:  int64[types, size]; perm[t, v] is vector v plus the move of one door of type t, where a
+           vector holds the residues of rooms 0..rooms-2 (room rooms-1 follows: they sum to 0) as
+           v = sum(x_r * 9 ** r), size = 9 ** (rooms - 1); size 0 turns the test off
+    keys:  int64[capacity] packed counts of non-9 doors + 1 (0: empty slot)
+    rows:  int64[capacity] row of the key's set in pool
+    pool:  uint8[capacity // 2 + 1, size]; pool[row, v] = 1 when some sub-multiset of the doors
+           moves residues by v
+    buf:   uint8[size] scratch
+    """
+
+    def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 10) -> None:
+        size = 9 ** (rooms - 1) if 1 < rooms <= MAX_RESIDUE_ROOMS else 0
+        self.perm = np.zeros((len(types), size), dtype=np.int64)
+        if size:
+            digits = np.array([[v // 9 ** r % 9 for r in range(rooms - 1)] for v in range(size)], dtype=np.int64)
+            weights = 9 ** np.arange(rooms - 1, dtype=np.int64)
+            for t, (number, src, dst) in enumerate(types):
+                if dst < 0:
+                    continue
+                moved = digits.copy()
+                if src < rooms - 1:
+                    moved[:, src] = (moved[:, src] - number) % 9
+                if dst < rooms - 1:
+                    moved[:, dst] = (moved[:, dst] + number) % 9
+                self.perm[t] = moved @ weights
+        self._allocate(capacity, size)
+
+    def _allocate(self, capacity: int, size: int) -> None:
+        self.keys = np.zeros(capacity, dtype=np.int64)
+        self.rows = np.zeros(capacity, dtype=np.int64)
+        self.pool = np.zeros((capacity // 2 + 1, size), dtype=np.uint8)
+        self.buf = np.zeros(size, dtype=np.uint8)
+
+    def grow(self, used: int) -> None:
+        """Double the capacity, keeping the ``used`` sets already computed."""
+        keys, rows, pool = self.keys, self.rows, self.pool
+        self._allocate(2 * keys.shape[0], pool.shape[1])
+        self.pool[:used] = pool[:used]
+        _net_rehash(keys, rows, self.keys, self.rows)
+
+    @property
+    def nbytes(self) -> int:
+        return self.pool.nbytes + self.keys.nbytes + self.rows.nbytes
+
+
+@njit(cache=True)
+def _net_find(net_keys, key):
+    """Slot holding ``key`` in the residue table, or the empty slot where it would go."""
+    capacity = net_keys.shape[0]
+    i = _slot(key, key, capacity)
+    while net_keys[i] != 0 and net_keys[i] != key:
+        i = (i + 1) & (capacity - 1)
+    return i
+
+
+@njit(cache=True)
+def _net_rehash(old_keys, old_rows, new_keys, new_rows):
+    """Copy every entry of the old residue table into the (empty, larger) new one."""
+    for i in range(old_keys.shape[0]):
+        if old_keys[i] != 0:
+            j = _net_find(new_keys, old_keys[i])
+            new_keys[j] = old_keys[i]
+            new_rows[j] = old_rows[i]
+
+
+@njit(cache=True)
+def _residues_possible(d, f_occ, counts, alive, need, nines, t_off, t_field, residue,
+                       perm, net_keys, net_rows, net_pool, net_buf, ctl):
+    """False when ``need`` more players provably cannot escape from frame ``d``'s state because
+    of residues (only asked when at most one alive player may stay behind).
+
+    Each non-9 door [n, a, b] used moves n (mod 9) of player-number sum from room a to room b;
+    doors 9 move a multiple of 9.  So at the end, room r's sum is its sum now plus the net
+    residue that the used doors bring in.  If everyone alive escapes, every room ends at 0; if one
+    player p stays, p's room ends at p and the escapers' sum must be 0, so p = sum(alive) mod 9.
+    The set of net vectors reachable with the unused doors is computed once per multiset of
+    unused non-9 doors (cached) and the needed vector looked up.
+    """
+    rooms = f_occ.shape[1]
+    size = perm.shape[1]
+    key = counts
+    for t in range(nines):
+        key &= ~(t_field[t] << t_off[t])
+    row = _net_row(key + 1, counts, nines, t_off, t_field, perm, net_keys, net_rows, net_pool, net_buf, ctl)
+    if row == -2:
+        return True  # the table is full and frozen: no test
+    target = 0
+    weight = 1
+    for r in range(rooms - 1):
+        target += (9 - residue[f_occ[d, r]]) % 9 * weight
+        weight *= 9
+    total = residue[alive]
+    if total == 0:
+        return _has(row, target, net_pool)
+    if need < _popcount(alive) - 1 or not alive >> (total - 1) & 1:
+        return False
+    if _has(row, target, net_pool):  # the stayer is in the last room, whose residue is implied
+        return True
+    weight = 1
+    for r in range(rooms - 1):
+        digit = target // weight % 9
+        moved = target + ((digit + total) % 9 - digit) * weight
+        if _has(row, moved, net_pool):
+            return True
+        weight *= 9
+    return False
+
+
+@njit(cache=True, inline="always")
+def _has(row, vector, net_pool):
+    """Whether the net-residue set in ``row`` (-1: no non-9 door left, only the zero vector)
+    holds ``vector``."""
+    if row == -1:
+        return vector == 0
+    return net_pool[row, vector] == 1
+
+
+@njit(cache=True)
+def _net_row(key, counts, nines, t_off, t_field, perm, net_keys, net_rows, net_pool, net_buf, ctl):
+    """Row of the net-residue set for the non-9 doors in ``counts`` (key: those counts + 1),
+    computing it when new; -1 when there is no non-9 door, -2 when the table is frozen."""
+    if key == 1:
+        return -1
+    slot = _net_find(net_keys, key)
+    if net_keys[slot] != 0:
+        return net_rows[slot]
+    if ctl[C_NETS_FROZEN]:
+        return -2
+    row = ctl[C_NETS_COUNT]
+    ctl[C_NETS_COUNT] += 1
+    net_keys[slot] = key
+    net_rows[slot] = row
+    size = perm.shape[1]
+    net_pool[row, :] = 0
+    net_pool[row, 0] = 1
+    filled = 1
+    for t in range(nines, perm.shape[0]):
+        for _ in range((counts >> t_off[t]) & t_field[t]):
+            net_buf[:] = net_pool[row]
+            for v in range(size):
+                if net_buf[v] and not net_pool[row, perm[t, v]]:
+                    net_pool[row, perm[t, v]] = 1
+                    filled += 1
+            if filled == size:
+                return row
+    return row
+
+
 @njit(cache=True, inline="always")
 def _popcount(x: int) -> int:
     """Number of set bits of a 9-bit mask."""
@@ -95,7 +251,8 @@ def _popcount(x: int) -> int:
 
 @njit(cache=True)
 def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end,
-           t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl):
+           t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl,
+           residue, perm, net_keys, net_rows, net_pool, net_buf):
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
     preparing the frame for expansion.
@@ -180,6 +337,12 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
         if f_esc[d] + known <= best:
             return known
         bound = min(bound, known)
+    if perm.shape[1] > 0:
+        need = best + 1 - f_esc[d]
+        if need >= _popcount(alive) - 1 and not _residues_possible(
+                d, f_occ, counts, alive, need, nines, t_off, t_field, residue,
+                perm, net_keys, net_rows, net_pool, net_buf, ctl):
+            return need - 1
     f_bound[d] = bound
     f_known[d] = known
     f_result[d] = 0
@@ -216,7 +379,8 @@ def _remember(d, f_occ, f_counts, value, keys_a, keys_b, values, ctl):
 def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, f_type, f_next, f_end,
            path_type, path_group, best_type, best_group,
            t_num, t_src, t_dst, t_off, t_field, nines,
-           group_start, group_list, cover, keys_a, keys_b, values, ctl, node_budget):
+           group_start, group_list, cover, keys_a, keys_b, values, ctl, node_budget,
+           residue, perm, net_keys, net_rows, net_pool, net_buf):
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
     Frames (one per depth, depth <= number of doors + 1), all int64:
@@ -228,13 +392,15 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
-    Returns DONE, PAUSED (node_budget spent) or GROW (memo half full).
+    residue, perm, net_*: the residue test's tables (see :class:`Nets`).
+    Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
     capacity = keys_a.shape[0]
     if ctl[C_STARTED] == 0:
         ctl[C_DEPTH] = 0
         first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end,
-                       t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl)
+                       t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl,
+                       residue, perm, net_keys, net_rows, net_pool, net_buf)
         ctl[C_NODES] += 1
         if first >= 0 or ctl[C_TARGET] == 0:
             return DONE
@@ -248,6 +414,9 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         if 2 * ctl[C_MEMO_COUNT] >= capacity:
             ctl[C_DEPTH] = d
             return GROW
+        if 2 * ctl[C_NETS_COUNT] + 2 >= net_keys.shape[0] and not ctl[C_NETS_FROZEN]:
+            ctl[C_DEPTH] = d
+            return GROW_NETS
         best = ctl[C_BEST]
         finished = f_esc[d] + f_bound[d] <= best
         if finished:
@@ -311,7 +480,8 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
                 return DONE
         ctl[C_NODES] += 1
         value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end,
-                       t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl)
+                       t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl,
+                       residue, perm, net_keys, net_rows, net_pool, net_buf)
         if value >= 0:
             value += gain
             if value > f_result[d]:

@@ -44,6 +44,7 @@ _FULL = (1 << 9) - 1
 _MAX_NINES = 3  # 3 groups of at least 3 players already cover all 9 players
 _CHECK_EVERY = 4096  # nodes between two looks at the clock (pure-Python search)
 _NODE_BUDGET = 100_000  # kernel nodes between two looks at the clock (about 10-50 ms)
+_MAX_NETS_BYTES = 1 << 26  # memory for the residue test's sets (64 MiB)
 _KERNEL_MAX_ROOMS = 14  # a player's room + 1 must fit in 4 bits of the kernel's memo key
 
 
@@ -385,16 +386,23 @@ def _run_kernel(graph: _Graph, deadline: float | None) -> tuple[int, list[tuple[
     t_field = np.array(graph.fields, dtype=i64)
     ctl = np.zeros(kernel.CTL_SIZE, dtype=i64)
     memo = kernel.new_memo(1 << 12)
+    nets = kernel.Nets(list(graph.types), graph.rooms)
     while True:
         status = kernel.search(
             f_occ, *frames, path_type, path_group, best_type, best_group,
             t_num, t_src, t_dst, t_off, t_field, graph.nines,
             _TABLES.group_start, _TABLES.group_list, _TABLES.cover, *memo, ctl, _NODE_BUDGET,
+            _TABLES.residue, nets.perm, nets.keys, nets.rows, nets.pool, nets.buf,
         )
         if status == kernel.DONE:
             break
         if status == kernel.GROW:
             memo = kernel.grow_memo(memo)
+        if status == kernel.GROW_NETS:
+            if 2 * nets.nbytes > _MAX_NETS_BYTES:
+                ctl[kernel.C_NETS_FROZEN] = 1  # enough memory on residue sets: test only those kept
+            else:
+                nets.grow(int(ctl[kernel.C_NETS_COUNT]))
         if deadline is not None and time.monotonic() > deadline:
             raise SolveTimeout(f"no optimal plan within the time budget ({ctl[kernel.C_NODES]} states searched)")
     length = int(ctl[kernel.C_BEST_LEN])
