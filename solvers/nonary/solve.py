@@ -368,45 +368,65 @@ def _fits_kernel(graph: _Graph) -> bool:
     return graph.rooms <= _KERNEL_MAX_ROOMS and graph.count_bits <= 62 and len(graph.types) <= 62
 
 
+class _KernelRun:
+    """The arrays of one numba search over ``graph`` (see :func:`kernel.search` for each)."""
+
+    def __init__(self, graph: _Graph) -> None:
+        depth = sum(len(m) for m in graph.members) + 2
+        i64 = np.int64
+        self.f_occ = np.zeros((depth, graph.rooms), dtype=i64)
+        self.f_occ[0, 0] = _FULL
+        self.frames = [np.zeros(depth, dtype=i64) for _ in range(10)]
+        self.frames[0][0] = graph.counts
+        self.frames[1][0] = (1 << len(graph.types)) - 1
+        self.paths = [np.zeros(depth, dtype=i64) for _ in range(4)]  # path type/group, best type/group
+        self.types = [
+            np.array([n % 9 for n, _, _ in graph.types], dtype=i64),
+            np.array([a for _, a, _ in graph.types], dtype=i64),
+            np.array([b for _, _, b in graph.types], dtype=i64),
+            np.array(graph.offsets, dtype=i64),
+            np.array(graph.fields, dtype=i64),
+            graph.nines,
+        ]
+        self.ctl = np.zeros(kernel.CTL_SIZE, dtype=i64)
+        self.memo = kernel.new_memo(1 << 12)
+        self.nets = kernel.Nets(list(graph.types), graph.rooms)
+
+    def run(self, deadline: float | None) -> None:
+        """Search to the end, growing tables when asked and looking at the clock between node
+        budgets."""
+        ctl = self.ctl
+        while True:
+            nets = self.nets
+            status = kernel.search(
+                self.f_occ, *self.frames, *self.paths, *self.types,
+                _TABLES.group_start, _TABLES.group_list, _TABLES.cover, *self.memo, ctl, _NODE_BUDGET,
+                _TABLES.residue, nets.perm, nets.keys, nets.rows, nets.pool, nets.buf,
+            )
+            if status == kernel.DONE:
+                return
+            if status == kernel.GROW:
+                self.memo = kernel.grow_memo(self.memo)
+            if status == kernel.GROW_NETS:
+                if 2 * nets.nbytes > _MAX_NETS_BYTES:
+                    ctl[kernel.C_NETS_FROZEN] = 1  # enough memory on residue sets: test only those kept
+                else:
+                    nets.grow(int(ctl[kernel.C_NETS_COUNT]))
+            if deadline is not None and time.monotonic() > deadline:
+                raise SolveTimeout(f"no optimal plan within the time budget ({ctl[kernel.C_NODES]} states searched)")
+
+    def best(self) -> tuple[int, list[tuple[int, int]]]:
+        """The best plan found: (escaped, [(type, group mask), ...])."""
+        _, _, best_type, best_group = self.paths
+        length = int(self.ctl[kernel.C_BEST_LEN])  # moves of the best path (0: nobody escapes)
+        return int(self.ctl[kernel.C_BEST]), [(int(best_type[i]), int(best_group[i])) for i in range(length)]
+
+
 def _run_kernel(graph: _Graph, deadline: float | None) -> tuple[int, list[tuple[int, int]]]:
-    """Run the numba search on ``graph``, looking at the clock between node budgets."""
-    depth = sum(len(m) for m in graph.members) + 2
-    i64 = np.int64
-    f_occ = np.zeros((depth, graph.rooms), dtype=i64)
-    f_occ[0, 0] = _FULL
-    frames = [np.zeros(depth, dtype=i64) for _ in range(10)]
-    f_counts, f_avail = frames[0], frames[1]
-    f_counts[0] = graph.counts
-    f_avail[0] = (1 << len(graph.types)) - 1
-    path_type, path_group, best_type, best_group = (np.zeros(depth, dtype=i64) for _ in range(4))
-    t_num = np.array([n % 9 for n, _, _ in graph.types], dtype=i64)
-    t_src = np.array([a for _, a, _ in graph.types], dtype=i64)
-    t_dst = np.array([b for _, _, b in graph.types], dtype=i64)
-    t_off = np.array(graph.offsets, dtype=i64)
-    t_field = np.array(graph.fields, dtype=i64)
-    ctl = np.zeros(kernel.CTL_SIZE, dtype=i64)
-    memo = kernel.new_memo(1 << 12)
-    nets = kernel.Nets(list(graph.types), graph.rooms)
-    while True:
-        status = kernel.search(
-            f_occ, *frames, path_type, path_group, best_type, best_group,
-            t_num, t_src, t_dst, t_off, t_field, graph.nines,
-            _TABLES.group_start, _TABLES.group_list, _TABLES.cover, *memo, ctl, _NODE_BUDGET,
-            _TABLES.residue, nets.perm, nets.keys, nets.rows, nets.pool, nets.buf,
-        )
-        if status == kernel.DONE:
-            break
-        if status == kernel.GROW:
-            memo = kernel.grow_memo(memo)
-        if status == kernel.GROW_NETS:
-            if 2 * nets.nbytes > _MAX_NETS_BYTES:
-                ctl[kernel.C_NETS_FROZEN] = 1  # enough memory on residue sets: test only those kept
-            else:
-                nets.grow(int(ctl[kernel.C_NETS_COUNT]))
-        if deadline is not None and time.monotonic() > deadline:
-            raise SolveTimeout(f"no optimal plan within the time budget ({ctl[kernel.C_NODES]} states searched)")
-    length = int(ctl[kernel.C_BEST_LEN])
-    return int(ctl[kernel.C_BEST]), [(int(best_type[i]), int(best_group[i])) for i in range(length)]
+    """Run the numba search on ``graph``; (escaped, [(type, group mask), ...])."""
+    run = _KernelRun(graph)
+    run.run(deadline)
+    return run.best()
 
 
 def solve_parsed(doors: Sequence[Door], timeout: float | None = None) -> tuple[int, list[Move]]:
