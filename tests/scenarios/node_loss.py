@@ -1,6 +1,6 @@
 """Run a Palago job on a simulated three-node Ray cluster and remove a worker node mid-run.
 
-Usage: python node_loss.py OUT_DIR.  Prints one JSON line: what was removed and when, and the
+Usage: python node_loss.py OUT_DIR.  Prints one line, "RESULT " and JSON: what was removed and when, and the
 resulting counts.  Runs in its own process because it owns its Ray cluster.
 """
 
@@ -40,13 +40,13 @@ def main(out: str) -> None:
     result = run_job(PalagoJob(max_n=21, shards=48), RunOptions(out_dir=out), Progress("palago"))
     events["finished_at"] = time.monotonic()
     counts = result.tables["creature_counts"]
-    print(json.dumps({
+    print("RESULT " + json.dumps({
         "removed_mid_run": "removed_at" in events and events["removed_at"] < events["finished_at"],
         "committed_before_removal": events.get("committed_before_removal"),
         "shards": result.shards,
         "free": counts.free.tolist(),
         "fixed": counts.fixed.tolist(),
-    }))
+    }), flush=True)
     ray.shutdown()
     cluster.shutdown()
 
