@@ -1,0 +1,157 @@
+"""jobs/nonary.py without Ray: shards of a mixed batch, every record accounted for, plans that
+replay on each record's own doors, identical graphs solved once, limits."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs import nonary
+from jobs.nonary import NonaryJob
+from solvers.nonary import brute_force, generate, verify_plan
+
+# (line, id as reported, reason fragment or None for a valid record)
+MIXED = [
+    ('{"id": "ok-1", "doors": [[8, 0, 1], [9, 1, -1]]}', "ok-1", None),
+    ('{"id": "renamed", "doors": [[9, 7, -1], [8, 0, 7]]}', "renamed", None),
+    ('{"id": 42, "doors": [[9, 0, -1]]}', "42", None),
+    ('{"id": "float", "doors": [[9.0, 0, -1]]}', "float", "must be an integer"),
+    ('{"id": "string", "doors": [["9", 0, -1]]}', "string", "must be an integer"),
+    ('{"id": "bool", "doors": [[9, 0, true]]}', "bool", "must be an integer"),
+    ('{"id": "null", "doors": [[9, 0, null]]}', "null", "must be an integer"),
+    ('{"id": "number", "doors": [[10, 0, 1], [9, 1, -1]]}', "number", "1..9"),
+    ('{"id": "short", "doors": [[9, 0]]}', "short", "3 fields"),
+    ('{"id": "nine-inside", "doors": [[9, 0, 1]]}', "nine-inside", "must lead to the exit"),
+    ('{"id": "to-exit", "doors": [[9, 0, -1], [3, 0, -1]]}', "to-exit", "only doors numbered 9"),
+    ('{"id": "from-exit", "doors": [[9, 0, -1], [3, -1, 0]]}', "from-exit", "leave the exit"),
+    ('{"id": "room", "doors": [[9, 0, -1], [3, 0, -5]]}', "room", "-5"),
+    ('{"id": "empty", "doors": []}', "empty", "empty"),
+    ('{"id": "no-nine", "doors": [[3, 0, 1]]}', "no-nine", "no door numbered 9"),
+    ('{"id": "not-list", "doors": "9,0,-1"}', "not-list", "must be a list"),
+    ('{"id": "big", "doors": [[9, 0, -1], [9, 0, -1], [9, 0, -1], [9, 0, -1], [9, 0, -1], [9, 0, -1], [9, 0, -1]]}', "big",
+     "raise it with --max-doors"),
+    ('{"id": "no-doors"}', "no-doors", "no 'doors'"),
+    ('{"doors": [[9, 0, -1]]}', None, "no 'id'"),
+    ("{not json", None, "not valid JSON"),
+    ('{"id": "ok-2", "doors": [[6, 0, 1], [3, 0, 1], [4, 1, 2], [5, 1, 2], [9, 2, -1], [9, 2, -1]]}', "ok-2", None),
+]
+ANSWERS = {"ok-1": 4, "renamed": 4, "42": 5, "ok-2": 9}
+
+
+def write_mixed(path, lines):
+    path.write_text("\n".join(lines) + "\n\n", encoding="utf-8")  # a trailing blank line is no record
+    return path
+
+
+def run_all(job):
+    outputs = [job.run_shard(shard) for shard in job.plan()]
+    answers = {k: [v for out in outputs for v in out["answers"][k]] for k in job.table_spec("answers").column_names}
+    errors = {k: [v for out in outputs for v in out["errors"][k]] for k in job.table_spec("errors").column_names}
+    return answers, errors
+
+
+@pytest.mark.parametrize("per_shard", [1, 4, 100])
+def test_mixed_batch_every_record_accounted_for(tmp_path, per_shard):
+    path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in MIXED])
+    job = NonaryJob(str(path), records_per_shard=per_shard, max_doors=6)
+    assert [s.id for s in job.plan()][:2] == ["s00000", "s00001"][: len(job.plan())]
+    answers, errors = run_all(job)
+    assert len(answers["id"]) + len(errors["id"]) == len(MIXED)
+    assert dict(zip(answers["id"], answers["escaped"])) == ANSWERS
+    for line, plan, size in zip(answers["line"], answers["plan"], answers["doors"]):
+        doors = json.loads(MIXED[line - 1][0])["doors"]
+        assert verify_plan(doors, json.loads(plan)) == ANSWERS[answers["id"][answers["line"].index(line)]]
+        assert size == len(doors)
+    expected_errors = [(k + 1, name, reason) for k, (_, name, reason) in enumerate(MIXED) if reason]
+    assert errors["line"] == [line for line, _, _ in expected_errors]
+    for (line, name, reason), got_id, got_error in zip(expected_errors, errors["id"], errors["error"]):
+        assert got_id == (name if name is not None else f"line {line}")
+        assert got_error.startswith(f"line {line}: ") and reason in got_error
+
+
+def test_summary_counts(tmp_path):
+    import pandas as pd
+
+    path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in MIXED])
+    job = NonaryJob(str(path), max_doors=6)
+    answers, errors = run_all(job)
+    tables = {"answers": pd.DataFrame(answers), "errors": pd.DataFrame(errors)}
+    assert job.summary(tables) == f"nonary: read {len(MIXED)}, answered 4, rejected {len(MIXED) - 4}"
+
+
+def test_identical_graphs_are_solved_once_and_mapped_back(tmp_path, monkeypatch):
+    base = [[8, 0, 1], [3, 1, 2], [9, 2, -1], [6, 1, 0], [9, 1, -1]]
+    disguised = [[9, 55, -1], [6, 55, 0], [9, 31, -1], [8, 0, 55], [3, 55, 31]]  # 1 -> 55, 2 -> 31, shuffled
+    lines = [json.dumps({"id": f"r{k}", "doors": doors}) for k, doors in enumerate([base, disguised, base])]
+    path = write_mixed(tmp_path / "same.jsonl", lines)
+    calls = []
+    real = nonary.solve_parsed
+    monkeypatch.setattr(nonary, "solve_parsed", lambda doors, timeout: calls.append(doors) or real(doors, timeout))
+    answers, errors = run_all(NonaryJob(str(path)))
+    assert len(calls) == 1 and not errors["id"]
+    expected = brute_force(base)
+    assert answers["escaped"] == [expected] * 3
+    for doors, plan in zip([base, disguised, base], answers["plan"]):
+        assert verify_plan(doors, json.loads(plan)) == expected
+
+
+def test_record_timeout_becomes_an_error_row_naming_the_record(tmp_path, monkeypatch):
+    from test_nonary_solve import HARD
+
+    lines = [json.dumps({"id": "easy", "doors": [[9, 0, -1]]}), json.dumps({"id": "hard", "doors": HARD[1][0]})]
+    path = write_mixed(tmp_path / "hard.jsonl", lines)
+    answers, errors = run_all(NonaryJob(str(path), record_timeout=1e-6))
+    assert answers["id"] == ["easy"]
+    assert errors["id"] == ["hard"] and errors["line"] == [2]
+    assert "time budget of 1e-06 s" in errors["error"][0] and "--record-timeout" in errors["error"][0]
+
+
+def test_parquet_input(tmp_path):
+    graphs = generate(30, rooms=3, doors=6, seed=9, cycles=0.4, parallel=0.3)
+    ids = [f"p{k}" for k in range(30)]
+    path = tmp_path / "doors.parquet"
+    pq.write_table(pa.table({"id": ids, "doors": pa.array(graphs, type=pa.list_(pa.list_(pa.int64())))}), path)
+    answers, errors = run_all(NonaryJob(str(path), records_per_shard=7))
+    assert not errors["id"] and answers["id"] == ids and answers["line"] == list(range(1, 31))
+    assert answers["escaped"] == [brute_force(g) for g in graphs]
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError, match="records_per_shard"):
+        NonaryJob("x.jsonl", records_per_shard=0)
+    with pytest.raises(ValueError, match="max_doors"):
+        NonaryJob("x.jsonl", max_doors=0)
+    with pytest.raises(ValueError, match="record_timeout"):
+        NonaryJob("x.jsonl", record_timeout=0)
+
+
+def test_generate_command_writes_jsonl_and_parquet(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    nonary.add_generate_arguments(parser)
+    for name in ("g.jsonl", "g.parquet"):
+        out = tmp_path / name
+        args = parser.parse_args(["--count", "12", "--rooms", "3", "--doors", "7", "--seed", "5", "--out", str(out)])
+        assert nonary.run_generate(args) == 0
+        answers, errors = run_all(NonaryJob(str(out)))
+        assert len(answers["id"]) == 12 and not errors["id"]
+        assert answers["id"][0] == "g01"
+    expected = generate(12, rooms=3, doors=7, seed=5, cycles=0.2, parallel=0.2, nines=0.25)
+    rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert [row["doors"] for row in rows] == expected
+
+
+def test_run_arguments_and_build_job(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    nonary.add_run_arguments(parser)
+    args = parser.parse_args(["--input", "x.jsonl", "--max-doors", "9", "--record-timeout", "2.5"])
+    job = nonary.build_job(args)
+    assert (job.max_doors, job.record_timeout, job.records_per_shard) == (9, 2.5, nonary.RECORDS_PER_SHARD)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--input", "x.jsonl", "--record-timeout", "0"])
