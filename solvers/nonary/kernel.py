@@ -9,6 +9,8 @@ to continue in the arrays it was given.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import njit
 
@@ -48,9 +50,13 @@ class Tables:
         self.residue = np.array([sum(p + 1 for p in range(9) if m >> p & 1) % 9 for m in range(512)], dtype=np.int64)
 
 
-def new_memo(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An empty memo table of ``capacity`` slots (a power of two): keys a, keys b, values."""
-    return (np.zeros(capacity, dtype=np.int64), np.zeros(capacity, dtype=np.int64), np.zeros(capacity, dtype=np.int64))
+_VALUE_SHIFT = 48  # a memo slot is [key_a | value << 48, key_b]; key_a uses 36 bits
+_KEY_MASK = (1 << _VALUE_SHIFT) - 1
+
+
+def new_memo(capacity: int) -> np.ndarray:
+    """An empty memo table of ``capacity`` slots (a power of two), int64[capacity, 2]."""
+    return np.zeros((capacity, 2), dtype=np.int64)
 
 
 @njit(cache=True, inline="always")
@@ -61,31 +67,49 @@ def _slot(key_a: int, key_b: int, capacity: int) -> int:
 
 
 @njit(cache=True)
-def _memo_find(keys_a, keys_b, key_a, key_b):
+def _memo_find(memo, key_a, key_b):
     """Slot holding the key, or the empty slot where it would go (key_a is never 0)."""
-    capacity = keys_a.shape[0]
+    capacity = memo.shape[0]
     i = _slot(key_a, key_b, capacity)
-    while keys_a[i] != 0 and (keys_a[i] != key_a or keys_b[i] != key_b):
+    while memo[i, 0] != 0 and ((memo[i, 0] & _KEY_MASK) != key_a or memo[i, 1] != key_b):
         i = (i + 1) & (capacity - 1)
     return i
 
 
 @njit(cache=True)
-def _rehash(old_a, old_b, old_v, new_a, new_b, new_v):
-    """Copy every entry of the old memo arrays into the (empty, larger) new ones."""
-    for i in range(old_a.shape[0]):
-        if old_a[i] != 0:
-            j = _memo_find(new_a, new_b, old_a[i], old_b[i])
-            new_a[j] = old_a[i]
-            new_b[j] = old_b[i]
-            new_v[j] = old_v[i]
+def _rehash(old, new):
+    """Copy every entry of the old memo table into the (empty, larger) new one."""
+    for i in range(old.shape[0]):
+        if old[i, 0] != 0:
+            j = _memo_find(new, old[i, 0] & _KEY_MASK, old[i, 1])
+            new[j, 0] = old[i, 0]
+            new[j, 1] = old[i, 1]
 
 
-def grow_memo(memo: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grow_memo(memo: np.ndarray) -> np.ndarray:
     """A memo table twice the size of ``memo`` holding the same entries."""
-    bigger = new_memo(2 * memo[0].shape[0])
-    _rehash(*memo, *bigger)
+    bigger = new_memo(2 * memo.shape[0])
+    _rehash(memo, bigger)
     return bigger
+
+
+@lru_cache(maxsize=None)
+def _digits(coordinates: int) -> np.ndarray:
+    """int64[9 ** coordinates, coordinates]: the base-9 digits of every vector index."""
+    index = np.arange(9 ** coordinates, dtype=np.int64)
+    return np.stack([index // 9 ** r % 9 for r in range(coordinates)], axis=1)
+
+
+def _moved(digits: np.ndarray, src: int, dst: int, number: int) -> np.ndarray:
+    """Index of every vector after a door [number, src, dst] moves ``number`` from src to dst
+    (a room past the last coordinate is the implied one and is not stored)."""
+    coordinates = digits.shape[1]
+    moved = digits.copy()
+    if src < coordinates:
+        moved[:, src] = (moved[:, src] - number) % 9
+    if dst < coordinates:
+        moved[:, dst] = (moved[:, dst] + number) % 9
+    return moved @ (9 ** np.arange(coordinates, dtype=np.int64))
 
 
 class Nets:
@@ -101,21 +125,14 @@ class Nets:
     buf:   uint8[size] scratch
     """
 
-    def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 10) -> None:
+    def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
         size = 9 ** (rooms - 1) if 1 < rooms <= MAX_RESIDUE_ROOMS else 0
         self.perm = np.zeros((len(types), size), dtype=np.int64)
         if size:
-            digits = np.array([[v // 9 ** r % 9 for r in range(rooms - 1)] for v in range(size)], dtype=np.int64)
-            weights = 9 ** np.arange(rooms - 1, dtype=np.int64)
+            digits = _digits(rooms - 1)
             for t, (number, src, dst) in enumerate(types):
-                if dst < 0:
-                    continue
-                moved = digits.copy()
-                if src < rooms - 1:
-                    moved[:, src] = (moved[:, src] - number) % 9
-                if dst < rooms - 1:
-                    moved[:, dst] = (moved[:, dst] + number) % 9
-                self.perm[t] = moved @ weights
+                if dst >= 0:
+                    self.perm[t] = _moved(digits, src, dst, number)
         self._allocate(capacity, size)
 
     def _allocate(self, capacity: int, size: int) -> None:
@@ -249,9 +266,9 @@ def _popcount(x: int) -> int:
     return n
 
 
-@njit(cache=True)
-def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end,
-           t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl,
+@njit(cache=True, inline="always")
+def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
+           t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
            residue, perm, net_keys, net_rows, net_pool, net_buf):
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
@@ -263,6 +280,18 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
     rooms = f_occ.shape[1]
     types = t_src.shape[0]
     avail = f_avail[d]
+    best = ctl[C_BEST]
+    # A first, cheap bound on the raw state: most moves are cut here.
+    alive = 0
+    for r in range(rooms):
+        alive |= f_occ[d, r]
+    door_nines = 0
+    for t in range(nines):
+        if avail >> t & 1:
+            door_nines += (f_counts[d] >> t_off[t]) & t_field[t]
+    bound = cover[alive * 4 + min(door_nines, MAX_NINES)]
+    if f_esc[d] + bound <= best and ctl[C_STARTED]:
+        return bound
     # Rooms that can reach an unused door 9 through unused doors.
     live = 0
     for t in range(nines):
@@ -317,7 +346,6 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
     if ctl[C_STARTED] == 0:
         ctl[C_TARGET] = bound
         ctl[C_STARTED] = 1
-    best = ctl[C_BEST]
     if f_esc[d] + bound <= best:
         return bound
     # Memo key: each player's room + 1 (0 when gone) in 4 bits, and the unused-door counts.
@@ -330,10 +358,11 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
                 key_a |= (r + 1) << (4 * p)
             m >>= 1
             p += 1
-    slot = _memo_find(keys_a, keys_b, key_a, counts)
+    f_key[d] = key_a
+    slot = _memo_find(memo, key_a, counts)
     known = -1
-    if keys_a[slot] != 0:
-        known = values[slot]
+    if memo[slot, 0] != 0:
+        known = memo[slot, 0] >> _VALUE_SHIFT
         if f_esc[d] + known <= best:
             return known
         bound = min(bound, known)
@@ -353,33 +382,20 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
 
 
 @njit(cache=True)
-def _remember(d, f_occ, f_counts, value, keys_a, keys_b, values, ctl):
+def _remember(d, f_key, f_counts, value, memo, ctl):
     """Store ``value`` as the upper bound of the (canonical) state in frame ``d``."""
-    rooms = f_occ.shape[1]
-    key_a = 0
-    for r in range(rooms):
-        m = f_occ[d, r]
-        p = 0
-        while m:
-            if m & 1:
-                key_a |= (r + 1) << (4 * p)
-            m >>= 1
-            p += 1
-    slot = _memo_find(keys_a, keys_b, key_a, f_counts[d])
-    if keys_a[slot] == 0:
-        keys_a[slot] = key_a
-        keys_b[slot] = f_counts[d]
-        values[slot] = value
+    slot = _memo_find(memo, f_key[d], f_counts[d])
+    if memo[slot, 0] == 0:
+        memo[slot, 1] = f_counts[d]
         ctl[C_MEMO_COUNT] += 1
-    elif value < values[slot]:
-        values[slot] = value
+    memo[slot, 0] = f_key[d] | (value << _VALUE_SHIFT)
 
 
 @njit(cache=True)
-def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, f_type, f_next, f_end,
+def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
            path_type, path_group, best_type, best_group,
            t_num, t_src, t_dst, t_off, t_field, nines,
-           group_start, group_list, cover, keys_a, keys_b, values, ctl, node_budget,
+           group_start, group_list, cover, memo, ctl, node_budget,
            residue, perm, net_keys, net_rows, net_pool, net_buf):
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
@@ -389,17 +405,18 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
       f_bound, f_known     upper bound, memo value (-1: none) of the state
       f_result             best value found below the frame so far
       f_type, f_next, f_end  move cursor: current type, next / end index into group_list
+      f_key                the state's memo key (each player's room + 1 in 4 bits)
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
     residue, perm, net_*: the residue test's tables (see :class:`Nets`).
     Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
-    capacity = keys_a.shape[0]
+    capacity = memo.shape[0]
     if ctl[C_STARTED] == 0:
         ctl[C_DEPTH] = 0
-        first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end,
-                       t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl,
+        first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
+                       t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
                        residue, perm, net_keys, net_rows, net_pool, net_buf)
         ctl[C_NODES] += 1
         if first >= 0 or ctl[C_TARGET] == 0:
@@ -439,7 +456,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         if finished:
             value = min(f_result[d], f_bound[d])
             if f_known[d] < 0 or value < f_known[d]:
-                _remember(d, f_occ, f_counts, value, keys_a, keys_b, values, ctl)
+                _remember(d, f_key, f_counts, value, memo, ctl)
             if d == 0:
                 return DONE
             d -= 1
@@ -479,8 +496,8 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
             if f_esc[c] >= ctl[C_TARGET]:
                 return DONE
         ctl[C_NODES] += 1
-        value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end,
-                       t_src, t_dst, t_off, t_field, nines, cover, keys_a, keys_b, values, ctl,
+        value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
+                       t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
                        residue, perm, net_keys, net_rows, net_pool, net_buf)
         if value >= 0:
             value += gain

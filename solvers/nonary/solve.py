@@ -376,7 +376,7 @@ class _KernelRun:
         i64 = np.int64
         self.f_occ = np.zeros((depth, graph.rooms), dtype=i64)
         self.f_occ[0, 0] = _FULL
-        self.frames = [np.zeros(depth, dtype=i64) for _ in range(10)]
+        self.frames = [np.zeros(depth, dtype=i64) for _ in range(11)]
         self.frames[0][0] = graph.counts
         self.frames[1][0] = (1 << len(graph.types)) - 1
         self.paths = [np.zeros(depth, dtype=i64) for _ in range(4)]  # path type/group, best type/group
@@ -400,7 +400,7 @@ class _KernelRun:
             nets = self.nets
             status = kernel.search(
                 self.f_occ, *self.frames, *self.paths, *self.types,
-                _TABLES.group_start, _TABLES.group_list, _TABLES.cover, *self.memo, ctl, _NODE_BUDGET,
+                _TABLES.group_start, _TABLES.group_list, _TABLES.cover, self.memo, ctl, _NODE_BUDGET,
                 _TABLES.residue, nets.perm, nets.keys, nets.rows, nets.pool, nets.buf,
             )
             if status == kernel.DONE:
