@@ -64,6 +64,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                        help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)")
     group.add_argument("--serial", action="store_true",
                        help="run every shard in this process without Ray (debugging, profiling, small inputs)")
+    group.add_argument("--no-head-start", dest="head_start", action="store_false",
+                       help="do not compute shards in this process while the local Ray starts "
+                            "(every shard then runs in a Ray worker)")
     group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
 
 
@@ -96,7 +99,8 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     if args.serial and (args.workers or args.address):
         raise PipelineError("--serial runs without Ray: drop --workers/--address, or drop --serial")
     job = job_command.build(args)
-    options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial)
+    options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
+                         head_start=args.head_start)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
     print(job.summary(result.tables))
     print(f"{job.name}: {result.shards} shards ({result.reused} reused"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ class RunOptions:
     workers: int | None = None  # local Ray CPUs (default: all cores)
     address: str | None = None  # a Ray cluster; None: RAY_ADDRESS or a private local Ray
     serial: bool = False  # run every shard in this process, without Ray
+    head_start: bool = True  # compute shards in this process while a private local Ray starts
     window: int | None = None  # tasks in flight (default: 4 per worker, at least 8)
 
 
@@ -100,18 +102,24 @@ def _shard_tables(job: Job) -> list[str]:
 def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress) -> None:
     if not pending:
         return
-    if options.serial:
-        progress.stage("computing in this process (--serial)")
-    else:
-        where = runner.connect(options.address, options.workers)
-        progress.stage(f"computing on {where}")
+    lock = threading.Lock()
+
+    def on_done(shard: Shard) -> None:  # called from the head-start thread too
+        with lock:
+            progress.shard_done()
+
+    window = options.window or max(8, 4 * (options.workers or 2))
     progress.start_shards(total, reused)
-    on_done = lambda shard: progress.shard_done()  # noqa: E731
     try:
         if options.serial:
+            progress.stage("computing in this process (--serial)")
             runner.run_serial(job, pending, store, on_done)
+        elif options.head_start and runner.is_local(options.address):
+            progress.stage("starting a local Ray; computing shards here meanwhile")
+            runner.run_local(job, pending, store, on_done, options.workers, window,
+                             on_connected=lambda where: progress.stage(f"computing on {where}"))
         else:
-            window = options.window or max(8, 4 * (options.workers or 2))
+            progress.stage(f"computing on {runner.connect(options.address, options.workers)}")
             runner.run_on_ray(job, pending, store, on_done, window)
     finally:
         progress.finish_shards()

@@ -3,18 +3,24 @@ workers, cancel on Ctrl-C.  ``--serial`` runs the same shards in this process wi
 
 A task runs one shard and commits its files itself (through store.py), so results never travel
 through the driver; the driver learns only that the shard is done.
+
+A private local Ray takes seconds to start, most of them spent waiting, so meanwhile the driver
+computes shards itself, from the end of the plan ("head start"); Ray gets the rest.  A shard's
+files are the same wherever it ran.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from typing import Callable, Iterable
 
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard
 from pipeline.store import ShardStore
 
-__all__ = ["ClusterError", "ShardFailedError", "run_serial", "run_on_ray", "connect"]
+__all__ = ["ClusterError", "ShardFailedError", "run_serial", "run_on_ray", "run_local", "connect", "is_local"]
 
 # A dead worker (SIGKILL, lost node) is retried this many times; a Python exception never is,
 # since rerunning a bad input or a bug gives the same failure.
@@ -34,8 +40,12 @@ class ShardFailedError(PipelineError):
 
 def execute_shard(job: Job, shard: Shard, store: ShardStore) -> dict[str, int]:
     """Run one shard and commit its tables; returns rows per table."""
-    _maybe_kill_for_test(shard, store)
     return store.write_shard(shard, job.run_shard(shard))
+
+
+def _execute_in_worker(job: Job, shard: Shard, store: ShardStore) -> dict[str, int]:
+    _maybe_kill_for_test(shard, store)
+    return execute_shard(job, shard, store)
 
 
 def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
@@ -47,21 +57,33 @@ def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
     os.makedirs(store.root, exist_ok=True)
     with open(marker, "w") as handle:
         handle.write(str(os.getpid()))
-    os.kill(os.getpid(), 9)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _execute_here(job: Job, shard: Shard, store: ShardStore) -> None:
+    """Run a shard in this process, turning its exception into one that names it."""
+    try:
+        execute_shard(job, shard, store)
+    except PipelineError:
+        raise
+    except Exception as error:
+        raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
 
 
 def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: Callable[[Shard], None]) -> None:
     for shard in shards:
-        try:
-            execute_shard(job, shard, store)
-        except PipelineError:
-            raise
-        except Exception as error:
-            raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
+        _execute_here(job, shard, store)
         on_done(shard)
 
 
 # ------------------------------------------------------------------------------------------- Ray
+
+
+def is_local(address: str | None) -> bool:
+    """Whether ``connect(address, ...)`` would start a private local Ray."""
+    import ray
+
+    return not ray.is_initialized() and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
 
 
 def connect(address: str | None, workers: int | None) -> str:
@@ -77,9 +99,10 @@ def connect(address: str | None, workers: int | None) -> str:
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     try:
         if address == "local":
-            ray.init(address="local", num_cpus=workers or os.cpu_count(), include_dashboard=False,
+            cpus = workers or os.cpu_count()
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                      logging_level="WARNING", configure_logging=True, log_to_driver=True)
-            return f"a local Ray with {workers or os.cpu_count()} CPUs"
+            return f"a local Ray with {cpus} CPUs"
         if workers:
             raise ClusterError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
         ray.init(address=address, logging_level="WARNING")
@@ -88,6 +111,53 @@ def connect(address: str | None, workers: int | None) -> str:
         raise
     except Exception as error:
         raise ClusterError(_explain_connect_failure(address, error)) from error
+
+
+def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callable[[Shard], None],
+              workers: int | None, window: int, on_connected: Callable[[str], None]) -> None:
+    """Start a private local Ray and run the shards on it, computing shards in this process (from
+    the end of the list) until Ray is up; shut the local Ray down at the end."""
+    queue = list(shards)
+    lock = threading.Lock()
+    ray_up = threading.Event()
+    failures: list[BaseException] = []
+
+    def head_start() -> None:
+        while not ray_up.is_set():
+            with lock:
+                if not queue:
+                    return
+                shard = queue.pop()
+            try:
+                _execute_here(job, shard, store)
+            except BaseException as error:  # reported by the main thread
+                failures.append(error)
+                return
+            on_done(shard)
+
+    helper = threading.Thread(target=head_start, name="batchenum-head-start", daemon=True)
+    helper.start()
+    try:
+        on_connected(connect(None, workers))
+    finally:
+        ray_up.set()
+    try:
+        with lock:
+            rest, queue[:] = list(queue), []
+        if not failures:
+            run_on_ray(job, rest, store, on_done, window)
+        helper.join()
+        if failures:
+            raise failures[0]
+    finally:
+        _shutdown_local_ray()
+
+
+def _shutdown_local_ray() -> None:
+    """Stop the private local Ray now rather than at interpreter exit (which first sleeps)."""
+    import ray
+
+    ray.shutdown()
 
 
 def _explain_connect_failure(address: str, error: Exception) -> str:
@@ -116,7 +186,9 @@ def run_on_ray(
     import ray
     from ray.exceptions import RayTaskError, TaskCancelledError, WorkerCrashedError
 
-    task = ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)(execute_shard)
+    if not shards:
+        return
+    task = ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)(_execute_in_worker)
     job_ref = ray.put(job)
     store_ref = ray.put(store)
     queue = iter(shards)

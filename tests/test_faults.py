@@ -80,7 +80,7 @@ def test_worker_killed_mid_shard_is_retried(tmp_path):
     reference = tmp_path / "reference"
     cli(*palago_args(reference, 16, 8, "--serial", "--quiet"))
     out = tmp_path / "killed"
-    cli(*palago_args(out, 16, 8, "--workers", "2"), env={"BATCHENUM_TEST_KILL_SHARD": "s0003"})
+    cli(*palago_args(out, 16, 8, "--workers", "2", "--no-head-start"), env={"BATCHENUM_TEST_KILL_SHARD": "s0003"})
     # the hook leaves the pid of the worker it SIGKILLed: the retry ran in another process
     assert (out / "palago" / ".killed-s0003").read_text().isdigit()
     assert table_bytes(out) == table_bytes(reference)
@@ -93,7 +93,8 @@ def test_worker_killed_during_a_dungeon_batch_is_retried(tmp_path):
     cli("generate", "dungeons", "--count", "3000", "--height", "12", "--width", "12", "--seed", "5", "--out", str(batch))
     cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--serial", "--out", str(tmp_path / "reference"))
     out = tmp_path / "killed"
-    cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--workers", "2", "--out", str(out),
+    cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--workers", "2", "--no-head-start",
+        "--out", str(out),
         env={"BATCHENUM_TEST_KILL_SHARD": "s00002"})
     assert (out / "dungeons" / ".killed-s00002").exists()
     for name in ("answers.parquet", "errors.parquet"):
