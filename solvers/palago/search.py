@@ -117,7 +117,7 @@ class SearchCounts:
         return self
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, out):
     """Fill out[:n] with the sorted, translation-normalised codes of the creature's image under
     symmetry g.  scratch: int64[n, 4] work space.  matrices: int64[6, 4] row-major 2x2 maps."""
@@ -172,7 +172,7 @@ def _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, out):
         out[m] = code
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _compare_codes(x, y, n):
     for k in range(n):
         if x[k] != y[k]:
@@ -180,7 +180,7 @@ def _compare_codes(x, y, n):
     return 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _classify(v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, scratch, own, image):
     """Return (is_canonical, stabiliser_order, own_ready) for a complete creature whose axis
     variances v0, v1, v2 tie.  Tile codes are compared for the symmetries that map the variances
@@ -210,7 +210,7 @@ def _classify(v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, sc
     return canonical, stabiliser, own_ready
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off):
     """Add vertex x to S (at s_list[s_len]); the hexes around it become required.  Returns the new
     number of required hexes.  sums: running sums of the required hexes' coordinates
@@ -233,7 +233,7 @@ def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, o
     return tri_len
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
     """Undo _push_vertex for s_list[keep:s_len], newest first.  Returns the new number of required
     hexes."""
@@ -256,7 +256,7 @@ def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
     return tri_len
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _search(
     max_n, width, anchor, off, ci, cj, perm, matrices,
     prefix, prefix_len, frontier_depth,
@@ -388,15 +388,15 @@ def _search(
             nodes[depth + 1] += 1
 
         # Which vertex must join S now, if any.
-        v = t + off[cv]
         join = -1
         if r == cv:
-            b = t + off[(r + 1) % 3]
-            c2 = t + off[(r + 2) % 3]
+            # the head vertex is the tip: a body with one end in S pulls in the other end
+            b = t + off[1 if r == 0 else (0 if r == 2 else 2)]
+            c2 = t + off[2 if r == 0 else (1 if r == 2 else 0)]
             if in_s[b] != in_s[c2]:
                 join = c2 if in_s[b] else b
         else:
-            w = t + off[3 - r - cv]
+            w = t + off[3 - r - cv]  # the body's other end
             if in_s[w] == 0:
                 join = w
 
