@@ -20,13 +20,14 @@ __all__ = ["DONE", "PAUSED", "GROW", "GROW_NETS", "Tables", "new_memo", "grow_me
 DONE = 0  # the search is over: best / best path hold the answer
 PAUSED = 1  # the node budget of this call is spent; call again to continue
 GROW = 2  # the memo table is half full; grow it with grow_memo() and call again
-GROW_NETS = 3  # the residue table is half full; grow it with grow_nets() (or set C_NETS_FROZEN) and call again
+GROW_NETS = 3  # the nets table is half full; grow it with Nets.grow() (or set C_NETS_FROZEN) and call again
 
 # Slots of the small int64 array `ctl` that carries the search's scalars across calls.
 C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT, C_NETS_COUNT, C_NETS_FROZEN = range(9)
 CTL_SIZE = 9
 
-MAX_RESIDUE_ROOMS = 5  # the residue test keeps a set of 9 ** (rooms - 1) vectors per door multiset
+MAX_RESIDUE_ROOMS = 5  # residues are tracked for up to 5 rooms: 9 ** 4 vectors per door multiset
+MAX_NET_STATES = 9 ** 4  # bytes per door multiset in the escape test's cache
 
 MAX_NINES = 3  # 3 groups of at least 3 players cover all 9
 
@@ -97,7 +98,7 @@ def grow_memo(memo: np.ndarray) -> np.ndarray:
 def _digits(coordinates: int) -> np.ndarray:
     """int64[9 ** coordinates, coordinates]: the base-9 digits of every vector index."""
     index = np.arange(9 ** coordinates, dtype=np.int64)
-    return np.stack([index // 9 ** r % 9 for r in range(coordinates)], axis=1)
+    return index[:, None] // 9 ** np.arange(coordinates, dtype=np.int64)[None, :] % 9
 
 
 def _moved(digits: np.ndarray, src: int, dst: int, number: int) -> np.ndarray:
@@ -113,49 +114,82 @@ def _moved(digits: np.ndarray, src: int, dst: int, number: int) -> np.ndarray:
 
 
 class Nets:
-    """The residue test's tables (see :func:`_residues_possible`) for one graph.
+    """The escape test's tables (see :func:`_escapes_possible`) for one graph.
 
-    perm:  int64[types, size]; perm[t, v] is vector v plus the move of one door of type t, where a
-           vector holds the residues of rooms 0..rooms-2 (room rooms-1 follows: they sum to 0) as
-           v = sum(x_r * 9 ** r), size = 9 ** (rooms - 1); size 0 turns the test off
-    keys:  int64[capacity] packed counts of non-9 doors + 1 (0: empty slot)
-    rows:  int64[capacity] row of the key's set in pool
-    pool:  uint8[capacity // 2 + 1, size]; pool[row, v] = 1 when some sub-multiset of the doors
-           moves residues by v
-    buf:   uint8[size] scratch
+    A *net* is what a sub-multiset U of the unused non-9 doors does: the residue it moves into
+    each room, and for each tracked exit room (a room with doors 9) how many of U's doors lead
+    into it (0, 1, or 2 meaning 2 or more).  Index: v + size * f, with
+      v = sum(x_r * 9 ** r) over rooms 0..coords-1 (the last room's residue follows: they sum to
+          0); coords = rooms - 1 up to MAX_RESIDUE_ROOMS rooms, else 0 (residues not tracked),
+      f = sum(c_j * 3 ** j) over the tracked exit rooms (all of them, if 9 ** coords * 3 ** exits
+          stays within MAX_NET_STATES, else none).
+
+    perm:   int64[types, size] the residue index after one more door of each type
+    fstep:  int64[types, flags] the exit-count index after one more door of each type
+    exits:  int64[tracked exits] their rooms
+    keys:   int64[capacity] packed counts of non-9 doors + 1 (0: empty slot)
+    rows:   int64[capacity] row of the key's nets in pool
+    pool:   uint8[capacity // 2 + 1, size * flags]; 1 where some U has that net
+    fany:   int64[capacity // 2 + 1] bit f set when some U has exit counts f
+    buf:    int64[size * flags] scratch
     """
 
     def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
-        size = 9 ** (rooms - 1) if 1 < rooms <= MAX_RESIDUE_ROOMS else 0
+        coords = rooms - 1 if rooms <= MAX_RESIDUE_ROOMS else 0
+        size = 9 ** coords
+        exit_rooms = sorted({src for _, src, dst in types if dst < 0})
+        tracked = exit_rooms if size * 3 ** len(exit_rooms) <= MAX_NET_STATES else []
+        if coords == 0 and not tracked:
+            size = 0  # nothing to test
+        flags = 3 ** len(tracked)
+        self.exits = np.array(tracked, dtype=np.int64)
         self.perm = np.zeros((len(types), size), dtype=np.int64)
+        self.fstep = np.zeros((len(types), flags), dtype=np.int64)
         if size:
-            digits = _digits(rooms - 1)
+            digits = _digits(coords)
             for t, (number, src, dst) in enumerate(types):
                 if dst >= 0:
                     self.perm[t] = _moved(digits, src, dst, number)
-        self._allocate(capacity, size)
+                    self.fstep[t] = _counted(len(tracked), tracked.index(dst) if dst in tracked else -1)
+        self._allocate(capacity, size * flags)
 
-    def _allocate(self, capacity: int, size: int) -> None:
+    def _allocate(self, capacity: int, states: int) -> None:
         self.keys = np.zeros(capacity, dtype=np.int64)
         self.rows = np.zeros(capacity, dtype=np.int64)
-        self.pool = np.zeros((capacity // 2 + 1, size), dtype=np.uint8)
-        self.buf = np.zeros(size, dtype=np.uint8)
+        self.pool = np.zeros((capacity // 2 + 1, states), dtype=np.uint8)
+        self.fany = np.zeros(capacity // 2 + 1, dtype=np.int64)
+        self.buf = np.zeros(states, dtype=np.int64)
 
     def grow(self, used: int) -> None:
-        """Double the capacity, keeping the ``used`` sets already computed."""
-        keys, rows, pool = self.keys, self.rows, self.pool
+        """Double the capacity, keeping the ``used`` rows already computed."""
+        keys, rows, pool, fany = self.keys, self.rows, self.pool, self.fany
         self._allocate(2 * keys.shape[0], pool.shape[1])
         self.pool[:used] = pool[:used]
+        self.fany[:used] = fany[:used]
         _net_rehash(keys, rows, self.keys, self.rows)
 
     @property
     def nbytes(self) -> int:
-        return self.pool.nbytes + self.keys.nbytes + self.rows.nbytes
+        return self.pool.nbytes + self.keys.nbytes + self.rows.nbytes + self.fany.nbytes
+
+    def arrays(self) -> tuple:
+        """The arrays in the order :func:`search` takes them."""
+        return self.perm, self.fstep, self.exits, self.keys, self.rows, self.pool, self.fany, self.buf
+
+
+def _counted(exits: int, into: int) -> np.ndarray:
+    """int64[3 ** exits]: each exit-count index after one more door into tracked exit ``into``
+    (-1: into none), counts capped at 2."""
+    out = np.arange(3 ** exits, dtype=np.int64)
+    if into >= 0:
+        digit = out // 3 ** into % 3
+        out = out + np.where(digit < 2, 3 ** into, 0)
+    return out
 
 
 @njit(cache=True)
 def _net_find(net_keys, key):
-    """Slot holding ``key`` in the residue table, or the empty slot where it would go."""
+    """Slot holding ``key`` in the nets table, or the empty slot where it would go."""
     capacity = net_keys.shape[0]
     i = _slot(key, key, capacity)
     while net_keys[i] != 0 and net_keys[i] != key:
@@ -165,7 +199,7 @@ def _net_find(net_keys, key):
 
 @njit(cache=True)
 def _net_rehash(old_keys, old_rows, new_keys, new_rows):
-    """Copy every entry of the old residue table into the (empty, larger) new one."""
+    """Copy every entry of the old nets table into the (empty, larger) new one."""
     for i in range(old_keys.shape[0]):
         if old_keys[i] != 0:
             j = _net_find(new_keys, old_keys[i])
@@ -174,61 +208,112 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _residues_possible(d, f_occ, counts, alive, need, nines, t_off, t_field, residue,
-                       perm, net_keys, net_rows, net_pool, net_buf, ctl):
-    """False when ``need`` more players provably cannot escape from frame ``d``'s state because
-    of residues (only asked when at most one alive player may stay behind).
+def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, residue,
+                      perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
+    """False when ``need`` more players provably cannot escape from frame ``d``'s state.
 
-    Each non-9 door [n, a, b] used moves n (mod 9) of player-number sum from room a to room b;
-    doors 9 move a multiple of 9.  So at the end, room r's sum is its sum now plus the net
-    residue that the used doors bring in.  If everyone alive escapes, every room ends at 0; if one
-    player p stays, p's room ends at p and the escapers' sum must be 0, so p = sum(alive) mod 9.
-    The set of net vectors reachable with the unused doors is computed once per multiset of
-    unused non-9 doors (cached) and the needed vector looked up.
+    A relaxation over the multiset U of non-9 doors a plan will still use:
+      * residues: each non-9 door [n, a, b] moves n (mod 9) of player-number sum from room a to
+        room b, doors 9 move multiples of 9; so room r ends with its sum now plus U's net residue
+        into r.  When everyone alive must escape, every room ends at 0; when one player p may
+        stay, the escapers' sum is 0, so p = sum(alive) mod 9 and p's room ends at p (tested only
+        when at most one may stay);
+      * exits: at exit room X at most 5 escape per unused door 9 there, and only the players in X
+        now plus at most 5 per door of U leading into X.
+    The nets of every U are computed once per multiset of unused non-9 doors (cached).
     """
-    rooms = f_occ.shape[1]
-    size = perm.shape[1]
+    stay = _popcount(alive) - need
+    flags = fstep.shape[1]
+    capacity = _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits)
+    if stay > 1 and capacity[0] >= need:
+        return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
+    if capacity.max() < need:
+        return False
     key = counts
     for t in range(nines):
         key &= ~(t_field[t] << t_off[t])
-    row = _net_row(key + 1, counts, nines, t_off, t_field, perm, net_keys, net_rows, net_pool, net_buf, ctl)
+    row = _net_row(key + 1, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows, net_pool,
+                   net_fany, net_buf, ctl)
     if row == -2:
         return True  # the table is full and frozen: no test
+    size = perm.shape[1]
+    rooms = f_occ.shape[1]
     target = 0
     weight = 1
-    for r in range(rooms - 1):
+    for r in range(min(rooms - 1, _coords(size))):
         target += (9 - residue[f_occ[d, r]]) % 9 * weight
         weight *= 9
     total = residue[alive]
-    if total == 0:
-        return _has(row, target, net_pool)
-    if need < _popcount(alive) - 1 or not alive >> (total - 1) & 1:
-        return False
-    if _has(row, target, net_pool):  # the stayer is in the last room, whose residue is implied
-        return True
-    weight = 1
-    for r in range(rooms - 1):
-        digit = target // weight % 9
-        moved = target + ((digit + total) % 9 - digit) * weight
-        if _has(row, moved, net_pool):
+    for f in range(flags):
+        if capacity[f] < need:
+            continue
+        if stay > 1:
+            if row == -1 and f == 0 or row >= 0 and net_fany[row] >> f & 1:
+                return True
+            continue
+        if total == 0 and _has(row, target + size * f, net_pool):
             return True
-        weight *= 9
+        if total != 0 and stay == 1 and alive >> (total - 1) & 1:
+            if _has(row, target + size * f, net_pool):  # the stayer in the last room, implied
+                return True
+            weight = 1
+            for r in range(min(rooms - 1, _coords(size))):
+                digit = target // weight % 9
+                moved = target + ((digit + total) % 9 - digit) * weight
+                if _has(row, moved + size * f, net_pool):
+                    return True
+                weight *= 9
     return False
 
 
 @njit(cache=True, inline="always")
-def _has(row, vector, net_pool):
-    """Whether the net-residue set in ``row`` (-1: no non-9 door left, only the zero vector)
-    holds ``vector``."""
-    if row == -1:
-        return vector == 0
-    return net_pool[row, vector] == 1
+def _coords(size):
+    """Number of residue coordinates for a residue index range of ``size`` (a power of 9)."""
+    n = 0
+    while size > 1:
+        size //= 9
+        n += 1
+    return n
 
 
 @njit(cache=True)
-def _net_row(key, counts, nines, t_off, t_field, perm, net_keys, net_rows, net_pool, net_buf, ctl):
-    """Row of the net-residue set for the non-9 doors in ``counts`` (key: those counts + 1),
-    computing it when new; -1 when there is no non-9 door, -2 when the table is frozen."""
+def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits):
+    """For each exit-count index f: the most players who can escape if the doors a plan still
+    uses lead into the tracked exits as f says (9, no limit, when exits are not tracked)."""
+    flags = 1
+    for _ in range(exits.shape[0]):
+        flags *= 3
+    capacity = np.zeros(flags, dtype=np.int64)
+    if exits.shape[0] == 0:
+        capacity[0] = 9
+        return capacity
+    weight = 1
+    for j in range(exits.shape[0]):
+        room = exits[j]
+        doors = 0
+        for t in range(nines):
+            if t_src[t] == room and avail >> t & 1:
+                doors += (counts >> t_off[t]) & t_field[t]
+        here = _popcount(f_occ[d, room])
+        for f in range(flags):
+            capacity[f] += min(5 * doors, here + 5 * (f // weight % 3))
+        weight *= 3
+    return capacity
+
+
+@njit(cache=True, inline="always")
+def _has(row, index, net_pool):
+    """Whether the nets in ``row`` (-1: no non-9 door left, only the empty U) hold ``index``."""
+    if row == -1:
+        return index == 0
+    return net_pool[row, index] == 1
+
+
+@njit(cache=True)
+def _net_row(key, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows, net_pool, net_fany,
+             net_buf, ctl):
+    """Row of the nets for the non-9 doors in ``counts`` (key: those counts + 1), computing it
+    when new; -1 when there is no non-9 door, -2 when the table is frozen."""
     if key == 1:
         return -1
     slot = _net_find(net_keys, key)
@@ -243,16 +328,23 @@ def _net_row(key, counts, nines, t_off, t_field, perm, net_keys, net_rows, net_p
     size = perm.shape[1]
     net_pool[row, :] = 0
     net_pool[row, 0] = 1
+    net_buf[0] = 0  # net_buf lists the indices set so far, in order
     filled = 1
     for t in range(nines, perm.shape[0]):
         for _ in range((counts >> t_off[t]) & t_field[t]):
-            net_buf[:] = net_pool[row]
-            for v in range(size):
-                if net_buf[v] and not net_pool[row, perm[t, v]]:
-                    net_pool[row, perm[t, v]] = 1
+            before = filled  # each door once: only what was there before it moves through it
+            for k in range(before):
+                index = net_buf[k]
+                f = index // size
+                moved = perm[t, index - f * size] + size * fstep[t, f]
+                if not net_pool[row, moved]:
+                    net_pool[row, moved] = 1
+                    net_buf[filled] = moved
                     filled += 1
-            if filled == size:
-                return row
+    fany = 0
+    for k in range(filled):
+        fany |= 1 << (net_buf[k] // size)
+    net_fany[row] = fany
     return row
 
 
@@ -269,7 +361,7 @@ def _popcount(x: int) -> int:
 @njit(cache=True, inline="always")
 def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
            t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-           residue, perm, net_keys, net_rows, net_pool, net_buf):
+           residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
     preparing the frame for expansion.
@@ -366,12 +458,10 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
         if f_esc[d] + known <= best:
             return known
         bound = min(bound, known)
-    if perm.shape[1] > 0:
-        need = best + 1 - f_esc[d]
-        if need >= _popcount(alive) - 1 and not _residues_possible(
-                d, f_occ, counts, alive, need, nines, t_off, t_field, residue,
-                perm, net_keys, net_rows, net_pool, net_buf, ctl):
-            return need - 1
+    if perm.shape[1] > 0 and not _escapes_possible(
+            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, residue,
+            perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
+        return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known
     f_result[d] = 0
@@ -396,7 +486,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
            path_type, path_group, best_type, best_group,
            t_num, t_src, t_dst, t_off, t_field, nines,
            group_start, group_list, cover, memo, ctl, node_budget,
-           residue, perm, net_keys, net_rows, net_pool, net_buf):
+           residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
     Frames (one per depth, depth <= number of doors + 1), all int64:
@@ -409,7 +499,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
-    residue, perm, net_*: the residue test's tables (see :class:`Nets`).
+    residue, perm, fstep, exits, net_*: the escape test's tables (see :class:`Nets`).
     Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
     capacity = memo.shape[0]
@@ -417,7 +507,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         ctl[C_DEPTH] = 0
         first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
                        t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-                       residue, perm, net_keys, net_rows, net_pool, net_buf)
+                       residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
         ctl[C_NODES] += 1
         if first >= 0 or ctl[C_TARGET] == 0:
             return DONE
@@ -498,7 +588,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         ctl[C_NODES] += 1
         value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
                        t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-                       residue, perm, net_keys, net_rows, net_pool, net_buf)
+                       residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
         if value >= 0:
             value += gain
             if value > f_result[d]:

@@ -401,7 +401,7 @@ class _KernelRun:
             status = kernel.search(
                 self.f_occ, *self.frames, *self.paths, *self.types,
                 _TABLES.group_start, _TABLES.group_list, _TABLES.cover, self.memo, ctl, _NODE_BUDGET,
-                _TABLES.residue, nets.perm, nets.keys, nets.rows, nets.pool, nets.buf,
+                _TABLES.residue, *nets.arrays(),
             )
             if status == kernel.DONE:
                 return
