@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from jobs import dungeons, palago, palago_views
+from jobs import dungeons, nonary, palago, palago_views
 from pipeline import cli
 
-JOBS = [palago.COMMAND, dungeons.COMMAND]
-COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS]
+JOBS = [palago.COMMAND, dungeons.COMMAND, nonary.COMMAND]
+COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:

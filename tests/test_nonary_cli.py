@@ -9,15 +9,10 @@ import sys
 import pandas as pd
 import pytest
 
-from jobs import cli
 from solvers.nonary import brute_force, generate, verify_plan
 
 from test_nonary_job import ANSWERS, MIXED
 
-pytestmark = pytest.mark.skipif(
-    "nonary" not in [job.name for job in cli.JOBS],
-    reason="jobs/cli.py does not register jobs.nonary.COMMAND yet",
-)
 
 
 def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
