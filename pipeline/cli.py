@@ -103,7 +103,7 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
                          head_start=args.head_start)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
     print(job.summary(result.tables))
-    print(f"{job.name}: {result.shards} shards ({result.reused} reused"
+    print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"
           + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
           + f") in {result.seconds:.1f}s; tables in {os.path.join(args.out, job.name)}")
     return 0
