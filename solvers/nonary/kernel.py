@@ -26,8 +26,8 @@ GROW_NETS = 3  # the nets table is half full; grow it with Nets.grow() (or set C
 C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT, C_NETS_COUNT, C_NETS_FROZEN = range(9)
 CTL_SIZE = 9
 
-MAX_RESIDUE_ROOMS = 5  # residues are tracked for up to 5 rooms: 9 ** 4 vectors per door multiset
-MAX_NET_STATES = 9 ** 4  # bytes per door multiset in the escape test's cache
+MAX_RESIDUE_COORDS = 3  # rooms whose residues the escape test tracks
+MAX_NET_STATES = 9 ** 4  # bits per door multiset in the escape test's cache
 
 MAX_NINES = 3  # 3 groups of at least 3 players cover all 9
 
@@ -102,13 +102,13 @@ def _digits(coordinates: int) -> np.ndarray:
 
 
 def _moved(digits: np.ndarray, src: int, dst: int, number: int) -> np.ndarray:
-    """Index of every vector after a door [number, src, dst] moves ``number`` from src to dst
-    (a room past the last coordinate is the implied one and is not stored)."""
+    """Index of every vector after a door moves ``number`` from coordinate src to coordinate dst
+    (-1: a room left out, whose residue is implied)."""
     coordinates = digits.shape[1]
     moved = digits.copy()
-    if src < coordinates:
+    if src >= 0:
         moved[:, src] = (moved[:, src] - number) % 9
-    if dst < coordinates:
+    if dst >= 0:
         moved[:, dst] = (moved[:, dst] + number) % 9
     return moved @ (9 ** np.arange(coordinates, dtype=np.int64))
 
@@ -117,53 +117,55 @@ class Nets:
     """The escape test's tables (see :func:`_escapes_possible`) for one graph.
 
     A *net* is what a sub-multiset U of the unused non-9 doors does: the residue it moves into
-    each room, and for each tracked exit room (a room with doors 9) how many of U's doors lead
-    into it (0, 1, or 2 meaning 2 or more).  Index: v + size * f, with
-      v = sum(x_r * 9 ** r) over rooms 0..coords-1 (the last room's residue follows: they sum to
-          0); coords = rooms - 1 up to MAX_RESIDUE_ROOMS rooms, else 0 (residues not tracked),
-      f = sum(c_j * 3 ** j) over the tracked exit rooms (all of them, if 9 ** coords * 3 ** exits
-          stays within MAX_NET_STATES, else none).
+    each tracked room, and for each tracked exit room (a room with doors 9) how many of U's doors
+    lead into it (0, 1, or 2 meaning 2 or more).  Index: v + size * f, with
+      v = sum(x_c * 9 ** c) over the tracked rooms c (at most 3, and never all rooms: the rooms
+          left out form one implied room, since the residues moved sum to 0), size = 9 ** coords;
+      f = sum(c_j * 3 ** j) over the tracked exits (the most entry-limited ones first, as many as
+          keep size * 3 ** exits within MAX_NET_STATES).
 
+    coord:  int64[rooms] each room's coordinate in v, or -1 when left out
     perm:   int64[types, size] the residue index after one more door of each type
     fstep:  int64[types, flags] the exit-count index after one more door of each type
-    exits:  int64[tracked exits] their rooms
+    exits:  int64[exit rooms] every room with doors 9, the tracked ones first
     keys:   int64[capacity] packed counts of non-9 doors + 1 (0: empty slot)
     rows:   int64[capacity] row of the key's nets in pool
-    pool:   uint8[capacity // 2 + 1, size * flags]; 1 where some U has that net
+    pool:   uint8[capacity // 2 + 1, (size * flags + 7) // 8] bitsets: bit set where some U has that net
     fany:   int64[capacity // 2 + 1] bit f set when some U has exit counts f
     buf:    int64[size * flags] scratch
     """
 
     def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
-        coords = rooms - 1 if rooms <= MAX_RESIDUE_ROOMS else 0
-        size = 9 ** coords
-        exit_rooms = sorted({src for _, src, dst in types if dst < 0})
-        tracked = exit_rooms if size * 3 ** len(exit_rooms) <= MAX_NET_STATES else []
-        if coords == 0 and not tracked:
-            size = 0  # nothing to test
-        flags = 3 ** len(tracked)
-        self.exits = np.array(tracked, dtype=np.int64)
+        exits = _exit_order(types)
+        tracked_rooms = _tracked_rooms(types, rooms, exits)
+        size = 9 ** len(tracked_rooms)
+        tracked = 0
+        while tracked < len(exits) and size * 3 ** (tracked + 1) <= MAX_NET_STATES:
+            tracked += 1
+        flags = 3 ** tracked
+        self.coord = np.full(rooms, -1, dtype=np.int64)
+        self.coord[tracked_rooms] = np.arange(len(tracked_rooms))
+        self.exits = np.array(exits, dtype=np.int64)
         self.perm = np.zeros((len(types), size), dtype=np.int64)
         self.fstep = np.zeros((len(types), flags), dtype=np.int64)
-        if size:
-            digits = _digits(coords)
-            for t, (number, src, dst) in enumerate(types):
-                if dst >= 0:
-                    self.perm[t] = _moved(digits, src, dst, number)
-                    self.fstep[t] = _counted(len(tracked), tracked.index(dst) if dst in tracked else -1)
+        digits = _digits(len(tracked_rooms))
+        for t, (number, src, dst) in enumerate(types):
+            if dst >= 0:
+                self.perm[t] = _moved(digits, self.coord[src], self.coord[dst], number)
+                self.fstep[t] = _counted(tracked, exits.index(dst) if dst in exits[:tracked] else -1)
         self._allocate(capacity, size * flags)
 
     def _allocate(self, capacity: int, states: int) -> None:
         self.keys = np.zeros(capacity, dtype=np.int64)
         self.rows = np.zeros(capacity, dtype=np.int64)
-        self.pool = np.zeros((capacity // 2 + 1, states), dtype=np.uint8)
+        self.pool = np.zeros((capacity // 2 + 1, (states + 7) // 8), dtype=np.uint8)
         self.fany = np.zeros(capacity // 2 + 1, dtype=np.int64)
         self.buf = np.zeros(states, dtype=np.int64)
 
     def grow(self, used: int) -> None:
         """Double the capacity, keeping the ``used`` rows already computed."""
         keys, rows, pool, fany = self.keys, self.rows, self.pool, self.fany
-        self._allocate(2 * keys.shape[0], pool.shape[1])
+        self._allocate(2 * keys.shape[0], self.buf.shape[0])
         self.pool[:used] = pool[:used]
         self.fany[:used] = fany[:used]
         _net_rehash(keys, rows, self.keys, self.rows)
@@ -174,7 +176,26 @@ class Nets:
 
     def arrays(self) -> tuple:
         """The arrays in the order :func:`search` takes them."""
-        return self.perm, self.fstep, self.exits, self.keys, self.rows, self.pool, self.fany, self.buf
+        return self.coord, self.perm, self.fstep, self.exits, self.keys, self.rows, self.pool, self.fany, self.buf
+
+
+def _exit_order(types: list[tuple[int, int, int]]) -> list[int]:
+    """Rooms with doors 9, those with the fewest doors in first (where the test bites most)."""
+    exits = {src for _, src, dst in types if dst < 0}
+    entries = {room: sum(1 for _, _, dst in types if dst == room) for room in exits}
+    return sorted(exits, key=lambda room: (entries[room], room))
+
+
+def _tracked_rooms(types: list[tuple[int, int, int]], rooms: int, exits: list[int]) -> list[int]:
+    """Rooms whose residues the test tracks: exit rooms first, then the busiest, at most
+    MAX_RESIDUE_COORDS and never all (the rest form the implied room)."""
+    degree = [0] * rooms
+    for _, src, dst in types:
+        for room in (src, dst):
+            if room >= 0:
+                degree[room] += 1
+    order = sorted(range(rooms), key=lambda room: (room not in exits, -degree[room], room))
+    return order[: min(rooms - 1, MAX_RESIDUE_COORDS)]
 
 
 def _counted(exits: int, into: int) -> np.ndarray:
@@ -209,7 +230,7 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 @njit(cache=True)
 def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, residue,
-                      perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
+                      coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
     """False when ``need`` more players provably cannot escape from frame ``d``'s state.
 
     A relaxation over the multiset U of non-9 doors a plan will still use:
@@ -223,8 +244,7 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
     """
     stay = _popcount(alive) - need
-    flags = fstep.shape[1]
-    capacity = _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits)
+    capacity = _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, fstep.shape[1])
     if stay > 1 and capacity[0] >= need:
         return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
     if capacity.max() < need:
@@ -237,14 +257,12 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     if row == -2:
         return True  # the table is full and frozen: no test
     size = perm.shape[1]
-    rooms = f_occ.shape[1]
-    target = 0
-    weight = 1
-    for r in range(min(rooms - 1, _coords(size))):
-        target += (9 - residue[f_occ[d, r]]) % 9 * weight
-        weight *= 9
+    target = 0  # the residues every room must end with when nobody stays
+    for r in range(f_occ.shape[1]):
+        if coord[r] >= 0:
+            target += (9 - residue[f_occ[d, r]]) % 9 * 9 ** coord[r]
     total = residue[alive]
-    for f in range(flags):
+    for f in range(fstep.shape[1]):
         if capacity[f] < need:
             continue
         if stay > 1:
@@ -254,10 +272,10 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
         if total == 0 and _has(row, target + size * f, net_pool):
             return True
         if total != 0 and stay == 1 and alive >> (total - 1) & 1:
-            if _has(row, target + size * f, net_pool):  # the stayer in the last room, implied
+            if _has(row, target + size * f, net_pool):  # the stayer in the implied room
                 return True
             weight = 1
-            for r in range(min(rooms - 1, _coords(size))):
+            while weight < size:  # the stayer in a tracked room
                 digit = target // weight % 9
                 moved = target + ((digit + total) % 9 - digit) * weight
                 if _has(row, moved + size * f, net_pool):
@@ -266,27 +284,11 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     return False
 
 
-@njit(cache=True, inline="always")
-def _coords(size):
-    """Number of residue coordinates for a residue index range of ``size`` (a power of 9)."""
-    n = 0
-    while size > 1:
-        size //= 9
-        n += 1
-    return n
-
-
 @njit(cache=True)
-def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits):
-    """For each exit-count index f: the most players who can escape if the doors a plan still
-    uses lead into the tracked exits as f says (9, no limit, when exits are not tracked)."""
-    flags = 1
-    for _ in range(exits.shape[0]):
-        flags *= 3
+def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, flags):
+    """For each exit-count index f < ``flags``: the most players who can escape if the doors a
+    plan still uses lead into the tracked exits as f says (untracked exits count 5 a door 9)."""
     capacity = np.zeros(flags, dtype=np.int64)
-    if exits.shape[0] == 0:
-        capacity[0] = 9
-        return capacity
     weight = 1
     for j in range(exits.shape[0]):
         room = exits[j]
@@ -296,7 +298,10 @@ def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits)
                 doors += (counts >> t_off[t]) & t_field[t]
         here = _popcount(f_occ[d, room])
         for f in range(flags):
-            capacity[f] += min(5 * doors, here + 5 * (f // weight % 3))
+            if weight < flags:
+                capacity[f] += min(5 * doors, here + 5 * (f // weight % 3))
+            else:
+                capacity[f] += 5 * doors
         weight *= 3
     return capacity
 
@@ -306,7 +311,7 @@ def _has(row, index, net_pool):
     """Whether the nets in ``row`` (-1: no non-9 door left, only the empty U) hold ``index``."""
     if row == -1:
         return index == 0
-    return net_pool[row, index] == 1
+    return net_pool[row, index >> 3] >> (index & 7) & 1 == 1
 
 
 @njit(cache=True)
@@ -337,8 +342,8 @@ def _net_row(key, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows
                 index = net_buf[k]
                 f = index // size
                 moved = perm[t, index - f * size] + size * fstep[t, f]
-                if not net_pool[row, moved]:
-                    net_pool[row, moved] = 1
+                if not net_pool[row, moved >> 3] >> (moved & 7) & 1:
+                    net_pool[row, moved >> 3] |= 1 << (moved & 7)
                     net_buf[filled] = moved
                     filled += 1
     fany = 0
@@ -361,7 +366,7 @@ def _popcount(x: int) -> int:
 @njit(cache=True, inline="always")
 def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
            t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-           residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
+           residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
     preparing the frame for expansion.
@@ -458,9 +463,9 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
         if f_esc[d] + known <= best:
             return known
         bound = min(bound, known)
-    if perm.shape[1] > 0 and not _escapes_possible(
+    if not _escapes_possible(
             d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, residue,
-            perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
+            coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
         return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known
@@ -486,7 +491,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
            path_type, path_group, best_type, best_group,
            t_num, t_src, t_dst, t_off, t_field, nines,
            group_start, group_list, cover, memo, ctl, node_budget,
-           residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
+           residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
     Frames (one per depth, depth <= number of doors + 1), all int64:
@@ -499,7 +504,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
-    residue, perm, fstep, exits, net_*: the escape test's tables (see :class:`Nets`).
+    residue, coord, perm, fstep, exits, net_*: the escape test's tables (see :class:`Nets`).
     Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
     capacity = memo.shape[0]
@@ -507,7 +512,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         ctl[C_DEPTH] = 0
         first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
                        t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-                       residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
+                       residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
         ctl[C_NODES] += 1
         if first >= 0 or ctl[C_TARGET] == 0:
             return DONE
@@ -588,7 +593,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         ctl[C_NODES] += 1
         value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
                        t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-                       residue, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
+                       residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
         if value >= 0:
             value += gain
             if value > f_result[d]:
