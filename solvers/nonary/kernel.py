@@ -240,10 +240,13 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
         stay, the escapers' sum is 0, so p = sum(alive) mod 9 and p's room ends at p (tested only
         when at most one may stay);
       * exits: at exit room X at most 5 escape per unused door 9 there, and only the players in X
-        now plus at most 5 per door of U leading into X.
+        now plus at most 5 per door of U leading into X;
+      * rooms: at most 5 players leave a room per unused door out of it, so the others stay.
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
     """
     stay = _popcount(alive) - need
+    if _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field) > stay:
+        return False
     capacity = _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, fstep.shape[1])
     if stay > 1 and capacity[0] >= need:
         return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
@@ -282,6 +285,19 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
                     return True
                 weight *= 9
     return False
+
+
+@njit(cache=True)
+def _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field):
+    """How many players of frame ``d`` can never leave their room: past 5 per unused door out."""
+    doors_out = np.zeros(f_occ.shape[1], dtype=np.int64)
+    for t in range(t_src.shape[0]):
+        if avail >> t & 1:
+            doors_out[t_src[t]] += (counts >> t_off[t]) & t_field[t]
+    stuck = 0
+    for r in range(f_occ.shape[1]):
+        stuck += max(0, _popcount(f_occ[d, r]) - 5 * doors_out[r])
+    return stuck
 
 
 @njit(cache=True)

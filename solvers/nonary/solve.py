@@ -137,9 +137,22 @@ def _useful_doors(doors: Sequence[Door]) -> list[int]:
     return [i for i, src, dst in edges if src in reached and src in live and (dst == EXIT or dst in live)]
 
 
+def _hops_to_exit(types: list[tuple[int, int, int]]) -> dict[int, int]:
+    """For each room of ``types`` that can reach a door 9: the fewest doors to pass before it."""
+    hops = {src: 0 for _, src, dst in types if dst == EXIT}
+    grown = True
+    while grown:
+        grown = False
+        for _, src, dst in types:
+            if dst in hops and hops.get(src, len(types)) > hops[dst] + 1:
+                hops[src] = hops[dst] + 1
+                grown = True
+    return hops
+
+
 def _compile(doors: Sequence[Door]) -> _Graph:
-    """Keep the useful doors, relabel their rooms, group identical doors into types (doors 9
-    first) and lay out the packed counts."""
+    """Keep the useful doors, relabel their rooms, group identical doors into types and lay out
+    the packed counts."""
     label = {0: 0}
     members: dict[tuple[int, int, int], list[int]] = {}
     for index in _useful_doors(doors):
@@ -149,7 +162,9 @@ def _compile(doors: Sequence[Door]) -> _Graph:
                 label[room] = len(label)
         key = (number, label[src], EXIT if dst == EXIT else label[dst])
         members.setdefault(key, []).append(index)
-    order = sorted(members, key=lambda t: (t[0] != 9, t))
+    hops = _hops_to_exit(list(members))
+    # Doors 9 first, then doors that lead closer to an exit: good plans are found early.
+    order = sorted(members, key=lambda t: (t[0] != 9, hops.get(t[2], 0), t))
     fields = tuple((1 << len(members[t]).bit_length()) - 1 for t in order)
     offsets = tuple(sum(f.bit_length() for f in fields[:i]) for i in range(len(fields)))
     return _Graph(
