@@ -132,7 +132,7 @@ class Nets:
     rows:   int64[capacity] row of the key's nets in pool
     pool:   uint8[capacity // 2 + 1, (size * flags + 7) // 8] bitsets: bit set where some U has that net
     fany:   int64[capacity // 2 + 1] bit f set when some U has exit counts f
-    buf:    int64[size * flags] scratch
+    buf:    int64[size * flags + rooms + flags] scratch
     """
 
     def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
@@ -153,19 +153,19 @@ class Nets:
             if dst >= 0:
                 self.perm[t] = _moved(digits, self.coord[src], self.coord[dst], number)
                 self.fstep[t] = _counted(tracked, exits.index(dst) if dst in exits[:tracked] else -1)
-        self._allocate(capacity, size * flags)
+        self._allocate(capacity, size * flags, rooms)
 
-    def _allocate(self, capacity: int, states: int) -> None:
+    def _allocate(self, capacity: int, states: int, rooms: int) -> None:
         self.keys = np.zeros(capacity, dtype=np.int64)
         self.rows = np.zeros(capacity, dtype=np.int64)
         self.pool = np.zeros((capacity // 2 + 1, (states + 7) // 8), dtype=np.uint8)
         self.fany = np.zeros(capacity // 2 + 1, dtype=np.int64)
-        self.buf = np.zeros(states, dtype=np.int64)
+        self.buf = np.zeros(states + rooms + 3 ** len(self.exits), dtype=np.int64)
 
     def grow(self, used: int) -> None:
         """Double the capacity, keeping the ``used`` rows already computed."""
         keys, rows, pool, fany = self.keys, self.rows, self.pool, self.fany
-        self._allocate(2 * keys.shape[0], self.buf.shape[0])
+        self._allocate(2 * keys.shape[0], self.perm.shape[1] * self.fstep.shape[1], self.coord.shape[0])
         self.pool[:used] = pool[:used]
         self.fany[:used] = fany[:used]
         _net_rehash(keys, rows, self.keys, self.rows)
@@ -245,9 +245,12 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
     """
     stay = _popcount(alive) - need
-    if _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field) > stay:
+    states = perm.shape[1] * fstep.shape[1]
+    rooms = f_occ.shape[1]
+    if _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field, net_buf[states:states + rooms]) > stay:
         return False
-    capacity = _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, fstep.shape[1])
+    capacity = net_buf[states + rooms:states + rooms + fstep.shape[1]]
+    _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, capacity)
     if stay > 1 and capacity[0] >= need:
         return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
     if capacity.max() < need:
@@ -288,9 +291,10 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
 
 
 @njit(cache=True)
-def _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field):
-    """How many players of frame ``d`` can never leave their room: past 5 per unused door out."""
-    doors_out = np.zeros(f_occ.shape[1], dtype=np.int64)
+def _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field, doors_out):
+    """How many players of frame ``d`` can never leave their room: past 5 per unused door out
+    (``doors_out``: scratch, int64[rooms])."""
+    doors_out[:] = 0
     for t in range(t_src.shape[0]):
         if avail >> t & 1:
             doors_out[t_src[t]] += (counts >> t_off[t]) & t_field[t]
@@ -301,10 +305,12 @@ def _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field):
 
 
 @njit(cache=True)
-def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, flags):
-    """For each exit-count index f < ``flags``: the most players who can escape if the doors a
-    plan still uses lead into the tracked exits as f says (untracked exits count 5 a door 9)."""
-    capacity = np.zeros(flags, dtype=np.int64)
+def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, capacity):
+    """Fill ``capacity[f]``, for each exit-count index f, with the most players who can escape
+    if the doors a plan still uses lead into the tracked exits as f says (untracked exits count
+    5 a door 9)."""
+    flags = capacity.shape[0]
+    capacity[:] = 0
     weight = 1
     for j in range(exits.shape[0]):
         room = exits[j]
@@ -319,7 +325,6 @@ def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits,
             else:
                 capacity[f] += 5 * doors
         weight *= 3
-    return capacity
 
 
 @njit(cache=True, inline="always")
