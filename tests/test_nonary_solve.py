@@ -138,3 +138,16 @@ class TestVerifyPlan:
             verify_plan(self.DOORS, plan)
         for word in words:
             assert word in str(caught.value)
+
+
+def test_full_tables_only_slow_the_search_down(monkeypatch):
+    import importlib
+
+    graphs = generate(60, rooms=4, doors=16, seed=13, cycles=0.5, parallel=0.4, nines=0.15)
+    expected = [solve(doors)[0] for doors in graphs]
+    solve_module = importlib.import_module("solvers.nonary.solve")
+    monkeypatch.setattr(solve_module, "_MAX_MEMO_BYTES", 1 << 13)  # frozen at its first 2048 states
+    monkeypatch.setattr(solve_module, "_MAX_NETS_BYTES", 1 << 10)
+    for doors, answer in zip(graphs, expected):
+        escaped, plan = solve(doors)
+        assert escaped == answer and verify_plan(doors, plan) == answer

@@ -51,7 +51,8 @@ def generate(count: int, rooms: int, doors: int, seed: int, cycles: float = 0.2,
     """``count`` random door lists (see :func:`random_graph` for the other parameters), the same
     for the same ``seed``.
 
-    >>> generate(1, rooms=2, doors=2, seed=1)
+    >>> generate(1, rooms=2, doors=3, seed=1)
+    [[[7, 0, 0], [9, 0, -1], [8, 0, 1]]]
     """
     if count < 0:
         raise ValueError(f"count must be at least 0, not {count}")

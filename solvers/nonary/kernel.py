@@ -19,12 +19,13 @@ __all__ = ["DONE", "PAUSED", "GROW", "GROW_NETS", "Tables", "new_memo", "grow_me
 # What search() returns.
 DONE = 0  # the search is over: best / best path hold the answer
 PAUSED = 1  # the node budget of this call is spent; call again to continue
-GROW = 2  # the memo table is half full; grow it with grow_memo() and call again
+GROW = 2  # the memo table is half full; grow it with grow_memo() (or set C_MEMO_FROZEN) and call again
 GROW_NETS = 3  # the nets table is half full; grow it with Nets.grow() (or set C_NETS_FROZEN) and call again
 
 # Slots of the small int64 array `ctl` that carries the search's scalars across calls.
-C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT, C_NETS_COUNT, C_NETS_FROZEN = range(9)
-CTL_SIZE = 9
+(C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT, C_MEMO_FROZEN, C_NETS_COUNT,
+ C_NETS_FROZEN) = range(10)
+CTL_SIZE = 10
 
 MAX_RESIDUE_COORDS = 3  # rooms whose residues the escape test tracks
 MAX_NET_STATES = 9 ** 4  # bits per door multiset in the escape test's cache
@@ -502,6 +503,8 @@ def _remember(d, f_key, f_counts, value, memo, ctl):
     """Store ``value`` as the upper bound of the (canonical) state in frame ``d``."""
     slot = _memo_find(memo, f_key[d], f_counts[d])
     if memo[slot, 0] == 0:
+        if ctl[C_MEMO_FROZEN]:
+            return  # no room for new states: the memo only speeds the search up
         memo[slot, 1] = f_counts[d]
         ctl[C_MEMO_COUNT] += 1
     memo[slot, 0] = f_key[d] | (value << _VALUE_SHIFT)
@@ -544,7 +547,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
         if ctl[C_NODES] >= budget_end:
             ctl[C_DEPTH] = d
             return PAUSED
-        if 2 * ctl[C_MEMO_COUNT] >= capacity:
+        if 2 * ctl[C_MEMO_COUNT] >= capacity and not ctl[C_MEMO_FROZEN]:
             ctl[C_DEPTH] = d
             return GROW
         if 2 * ctl[C_NETS_COUNT] + 2 >= net_keys.shape[0] and not ctl[C_NETS_FROZEN]:

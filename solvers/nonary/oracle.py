@@ -63,7 +63,8 @@ def verify_plan(doors: Any, plan: Iterable[Any]) -> int:
     ``doors`` is checked with :func:`parse` first.  Raises :class:`PlanError` naming the first move
     that breaks a rule, and why.
 
-    >>> verify_plan([[8, 0, 1], [9, 1, -1]], [[0, [1, 2, 5]], [1, [1, 2, ... ]]]) # doctest: +SKIP
+    >>> verify_plan([[8, 0, 1], [9, 1, -1]], [[0, [3, 4, 5, 6, 8]], [1, [3, 4, 5, 6]]])
+    4
     """
     checked = parse(doors)
     where = {player: START_ROOM for player in PLAYERS}

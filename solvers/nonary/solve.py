@@ -1,10 +1,14 @@
 """The exact Nonary solver: branch and bound over canonical states with memoisation.
 
-State.  Rooms are relabelled 0..R-1 (room 0 stays 0); a state is the occupancy of every room as
-a 9-bit mask (player p is bit p-1) packed into one int, 9 bits per room, plus how many doors of
-each *door type* are still unused (identical doors ``[n, a, b]`` form one type: they are
-interchangeable, so only their count matters), packed into another int.  Players who escaped are
-simply absent, so the value of a state (how many more can escape) does not depend on the path.
+Graph.  Doors that can never matter are dropped first (self-loops, doors out of rooms that room 0
+cannot reach or that cannot reach a door 9, doors into such rooms); rooms are relabelled
+0..R-1 (room 0 stays 0) and identical doors ``[n, a, b]`` form one *door type*: they are
+interchangeable, so a state only counts how many of each are unused.  Doors 9 come first, then
+doors leading closer to an exit, so that good plans are tried early.
+
+State.  The occupancy of every room as a 9-bit mask (player p is bit p-1) and the packed
+unused-door counts.  Players who escaped are simply absent, so the value of a state (how many
+more can escape) does not depend on the path that led to it.
 
 Canonical states.  Before a state is looked up, players who can never escape are removed and
 doors that can never be used, or never help, are dropped:
@@ -15,14 +19,20 @@ doors that can never be used, or never help, are dropped:
     dead room only throws players away (more players in a room never hurts: every move stays
     possible), so it never helps.
 
-Bound.  The players still alive can escape only as disjoint groups of 3..5 with a sum that is a
+Bounds.  The players still alive can escape only as disjoint groups of 3..5 with a sum that is a
 multiple of 9, at most one group per usable door 9; a table gives the most players such groups
-cover, for every mask and for 0..3 doors.  A state whose bound cannot beat the best plan found
-so far is cut, and the search stops at once when a plan reaches the root bound.
+cover, for every mask and for 0..3 doors.  When the best plan so far leaves at most one player
+behind, the kernel also tests residues and exit capacities (``kernel._escapes_possible``).  A
+state that cannot beat the best plan found so far is cut, and the search stops at once when a
+plan reaches the start's bound.
 
 Memo.  For each canonical state the memo keeps an upper bound on its value; with the invariant
 ``escaped + bound <= best`` at every return, a state seen again is cut when it cannot improve on
 the best plan.
+
+Two implementations share this design: the numba kernel (``kernel.py``), used whenever the graph
+fits its int64 layout (at most 14 rooms, 62 bits of packed counts, 62 door types), and the
+pure-Python :class:`_Search` for larger graphs, without the residue and exit tests.
 """
 
 from __future__ import annotations
@@ -44,7 +54,8 @@ _FULL = (1 << 9) - 1
 _MAX_NINES = 3  # 3 groups of at least 3 players already cover all 9 players
 _CHECK_EVERY = 4096  # nodes between two looks at the clock (pure-Python search)
 _NODE_BUDGET = 100_000  # kernel nodes between two looks at the clock (about 10-50 ms)
-_MAX_NETS_BYTES = 1 << 26  # memory for the residue test's sets (64 MiB)
+_MAX_MEMO_BYTES = 1 << 28  # memory for the memo table (256 MiB)
+_MAX_NETS_BYTES = 1 << 26  # memory for the escape test's sets (64 MiB)
 _KERNEL_MAX_ROOMS = 14  # a player's room + 1 must fit in 4 bits of the kernel's memo key
 
 
@@ -421,7 +432,10 @@ class _KernelRun:
             if status == kernel.DONE:
                 return
             if status == kernel.GROW:
-                self.memo = kernel.grow_memo(self.memo)
+                if 2 * self.memo.nbytes > _MAX_MEMO_BYTES:
+                    ctl[kernel.C_MEMO_FROZEN] = 1  # keep what is known, remember nothing new
+                else:
+                    self.memo = kernel.grow_memo(self.memo)
             if status == kernel.GROW_NETS:
                 if 2 * nets.nbytes > _MAX_NETS_BYTES:
                     ctl[kernel.C_NETS_FROZEN] = 1  # enough memory on residue sets: test only those kept
