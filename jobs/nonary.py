@@ -165,7 +165,7 @@ class NonaryJob(Job):
                 solved[key] = solve_parsed(key[1], timeout=self.record_timeout)
             except SolveTimeout as error:
                 solved[key] = (f"no optimal plan within the time budget of {self.record_timeout:g} s "
-                               f"({error}); raise it with --record-timeout")
+                               f"({error.states:,} states searched); raise it with --record-timeout")
         outcome = solved[key]
         if isinstance(outcome, str):
             return outcome

@@ -60,7 +60,14 @@ _KERNEL_MAX_ROOMS = 14  # a player's room + 1 must fit in 4 bits of the kernel's
 
 
 class SolveTimeout(NonaryError):
-    """The search ran past its deadline (the record's time budget)."""
+    """The search ran past its deadline (the record's time budget).
+
+    states: how many states the search had visited.
+    """
+
+    def __init__(self, states: int) -> None:
+        super().__init__(f"no optimal plan within the time budget ({states:,} states searched)")
+        self.states = states
 
 
 def _residue(mask: int) -> int:
@@ -289,7 +296,7 @@ class _Search:
         ``escaped + u <= self.best`` on return (the memo relies on it)."""
         self.nodes += 1
         if self.deadline is not None and self.nodes % _CHECK_EVERY == 0 and time.monotonic() > self.deadline:
-            raise SolveTimeout(f"no optimal plan within the time budget ({self.nodes} states searched)")
+            raise SolveTimeout(self.nodes)
         live = self.live_cache.get(avail)
         if live is None:
             live = self.live_cache[avail] = self.live(avail)
@@ -442,7 +449,7 @@ class _KernelRun:
                 else:
                     nets.grow(int(ctl[kernel.C_NETS_COUNT]))
             if deadline is not None and time.monotonic() > deadline:
-                raise SolveTimeout(f"no optimal plan within the time budget ({ctl[kernel.C_NODES]} states searched)")
+                raise SolveTimeout(int(ctl[kernel.C_NODES]))
 
     def best(self) -> tuple[int, list[tuple[int, int]]]:
         """The best plan found: (escaped, [(type, group mask), ...])."""
