@@ -33,23 +33,30 @@ MAX_NET_STATES = 9 ** 4  # bits per door multiset in the escape test's cache
 MAX_NINES = 3  # 3 groups of at least 3 players cover all 9
 
 
+# Columns of the per-mask table Tables.masks.
+M_RESIDUE = 4  # sum of the mask's players, modulo 9 (columns 0..3: cover with 0..3 doors 9)
+M_SPREAD = 5  # the mask with player p moved to bit 4 * (p - 1), for memo keys
+
+
 class Tables:
     """Lookup tables shared by every search (built once per process).
 
     group_start: int64[512 * 9 + 1]; the groups for (mask, residue) are
                  group_list[group_start[mask * 9 + residue] : group_start[mask * 9 + residue + 1]]
     group_list:  int64[...] submasks of 3..5 players, largest first
-    cover:       int64[512 * 4]; cover[mask * 4 + k]: most players of mask that k disjoint groups
-                 with a sum divisible by 9 can hold
-    residue:     int64[512]; sum of the players of a mask, modulo 9
+    masks:       int64[512, 6]; for each mask of players: columns 0..3 the most of them that 0..3
+                 disjoint groups with a sum divisible by 9 can hold, M_RESIDUE, M_SPREAD
     """
 
     def __init__(self, groups: list[tuple[int, ...]], cover: list[tuple[int, ...]]) -> None:
         self.group_start = np.zeros(512 * 9 + 1, dtype=np.int64)
         self.group_start[1:] = np.cumsum([len(g) for g in groups])
         self.group_list = np.array([g for gs in groups for g in gs], dtype=np.int64)
-        self.cover = np.array([c for row in cover for c in row], dtype=np.int64)
-        self.residue = np.array([sum(p + 1 for p in range(9) if m >> p & 1) % 9 for m in range(512)], dtype=np.int64)
+        self.masks = np.array(
+            [(*cover[m], sum(p + 1 for p in range(9) if m >> p & 1) % 9, sum(1 << 4 * p for p in range(9) if m >> p & 1))
+             for m in range(512)],
+            dtype=np.int64,
+        )
 
 
 _VALUE_SHIFT = 48  # a memo slot is [key_a | value << 48, key_b]; key_a uses 36 bits
@@ -230,7 +237,7 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, residue,
+def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, masks,
                       coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
     """False when ``need`` more players provably cannot escape from frame ``d``'s state.
 
@@ -267,8 +274,8 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     target = 0  # the residues every room must end with when nobody stays
     for r in range(f_occ.shape[1]):
         if coord[r] >= 0:
-            target += (9 - residue[f_occ[d, r]]) % 9 * 9 ** coord[r]
-    total = residue[alive]
+            target += (9 - masks[f_occ[d, r], M_RESIDUE]) % 9 * 9 ** coord[r]
+    total = masks[alive, M_RESIDUE]
     for f in range(fstep.shape[1]):
         if capacity[f] < need:
             continue
@@ -387,8 +394,8 @@ def _popcount(x: int) -> int:
 
 @njit(cache=True, inline="always")
 def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
-           t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-           residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
+           t_src, t_dst, t_off, t_field, nines, masks, memo, ctl,
+           coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
     preparing the frame for expansion.
@@ -408,7 +415,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
     for t in range(nines):
         if avail >> t & 1:
             door_nines += (f_counts[d] >> t_off[t]) & t_field[t]
-    bound = cover[alive * 4 + min(door_nines, MAX_NINES)]
+    bound = masks[alive, min(door_nines, MAX_NINES)]
     if f_esc[d] + bound <= best and ctl[C_STARTED]:
         return bound
     # Rooms that can reach an unused door 9 through unused doors.
@@ -461,7 +468,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
                 counts &= ~(t_field[t] << t_off[t])
     f_avail[d] = avail
     f_counts[d] = counts
-    bound = cover[alive * 4 + min(door_nines, MAX_NINES)]
+    bound = masks[alive, min(door_nines, MAX_NINES)]
     if ctl[C_STARTED] == 0:
         ctl[C_TARGET] = bound
         ctl[C_STARTED] = 1
@@ -470,13 +477,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
     # Memo key: each player's room + 1 (0 when gone) in 4 bits, and the unused-door counts.
     key_a = 0
     for r in range(rooms):
-        m = f_occ[d, r]
-        p = 0
-        while m:
-            if m & 1:
-                key_a |= (r + 1) << (4 * p)
-            m >>= 1
-            p += 1
+        key_a += masks[f_occ[d, r], M_SPREAD] * (r + 1)
     f_key[d] = key_a
     slot = _memo_find(memo, key_a, counts)
     known = -1
@@ -486,7 +487,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
             return known
         bound = min(bound, known)
     if not _escapes_possible(
-            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, residue,
+            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, masks,
             coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
         return best - f_esc[d]
     f_bound[d] = bound
@@ -514,8 +515,8 @@ def _remember(d, f_key, f_counts, value, memo, ctl):
 def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
            path_type, path_group, best_type, best_group,
            t_num, t_src, t_dst, t_off, t_field, nines,
-           group_start, group_list, cover, memo, ctl, node_budget,
-           residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
+           group_start, group_list, masks, memo, ctl, node_budget,
+           coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
     Frames (one per depth, depth <= number of doors + 1), all int64:
@@ -528,15 +529,16 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
-    residue, coord, perm, fstep, exits, net_*: the escape test's tables (see :class:`Nets`).
+    group_start, group_list, masks: see :class:`Tables`.
+    coord, perm, fstep, exits, net_*: the escape test's tables (see :class:`Nets`).
     Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
     capacity = memo.shape[0]
     if ctl[C_STARTED] == 0:
         ctl[C_DEPTH] = 0
         first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
-                       t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-                       residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
+                       t_src, t_dst, t_off, t_field, nines, masks, memo, ctl,
+                       coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
         ctl[C_NODES] += 1
         if first >= 0 or ctl[C_TARGET] == 0:
             return DONE
@@ -616,8 +618,8 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
                 return DONE
         ctl[C_NODES] += 1
         value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
-                       t_src, t_dst, t_off, t_field, nines, cover, memo, ctl,
-                       residue, coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
+                       t_src, t_dst, t_off, t_field, nines, masks, memo, ctl,
+                       coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
         if value >= 0:
             value += gain
             if value > f_result[d]:

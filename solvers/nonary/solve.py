@@ -433,8 +433,8 @@ class _KernelRun:
             nets = self.nets
             status = kernel.search(
                 self.f_occ, *self.frames, *self.paths, *self.types,
-                _TABLES.group_start, _TABLES.group_list, _TABLES.cover, self.memo, ctl, _NODE_BUDGET,
-                _TABLES.residue, *nets.arrays(),
+                _TABLES.group_start, _TABLES.group_list, _TABLES.masks, self.memo, ctl, _NODE_BUDGET,
+                *nets.arrays(),
             )
             if status == kernel.DONE:
                 return
