@@ -58,6 +58,10 @@ class Tables:
             dtype=np.int64,
         )
 
+    def arrays(self) -> tuple:
+        """The tables in the order :func:`search` takes them."""
+        return self.group_start, self.group_list, self.masks
+
 
 _VALUE_SHIFT = 48  # a memo slot is [key_a | value << 48, key_b]; key_a uses 36 bits
 _KEY_MASK = (1 << _VALUE_SHIFT) - 1
@@ -237,8 +241,7 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, masks,
-                      coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
+def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, masks, nets, ctl):
     """False when ``need`` more players provably cannot escape from frame ``d``'s state.
 
     A relaxation over the multiset U of non-9 doors a plan will still use:
@@ -252,6 +255,7 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
       * rooms: at most 5 players leave a room per unused door out of it, so the others stay.
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
     """
+    coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf = nets
     stay = _popcount(alive) - need
     states = perm.shape[1] * fstep.shape[1]
     rooms = f_occ.shape[1]
@@ -394,8 +398,7 @@ def _popcount(x: int) -> int:
 
 @njit(cache=True, inline="always")
 def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
-           t_src, t_dst, t_off, t_field, nines, masks, memo, ctl,
-           coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
+           t_src, t_dst, t_off, t_field, nines, tables, memo, ctl, nets):
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
     preparing the frame for expansion.
@@ -403,6 +406,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
     f_occ: int64[depth, rooms] occupancy masks; f_counts / f_avail / f_esc: int64[depth] packed
     unused-door counts, bitmask of types with unused doors, players escaped so far.
     """
+    masks = tables[2]
     rooms = f_occ.shape[1]
     types = t_src.shape[0]
     avail = f_avail[d]
@@ -487,8 +491,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
             return known
         bound = min(bound, known)
     if not _escapes_possible(
-            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, masks,
-            coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf, ctl):
+            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, masks, nets, ctl):
         return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known
@@ -515,8 +518,7 @@ def _remember(d, f_key, f_counts, value, memo, ctl):
 def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
            path_type, path_group, best_type, best_group,
            t_num, t_src, t_dst, t_off, t_field, nines,
-           group_start, group_list, masks, memo, ctl, node_budget,
-           coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf):
+           tables, memo, ctl, node_budget, nets):
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
     Frames (one per depth, depth <= number of doors + 1), all int64:
@@ -529,16 +531,17 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
-    group_start, group_list, masks: see :class:`Tables`.
-    coord, perm, fstep, exits, net_*: the escape test's tables (see :class:`Nets`).
+    tables: ``Tables.arrays()``: group_start, group_list, masks.
+    nets: the escape test's tables, ``Nets.arrays()``.
     Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
+    group_start, group_list, _ = tables
+    net_keys = nets[4]
     capacity = memo.shape[0]
     if ctl[C_STARTED] == 0:
         ctl[C_DEPTH] = 0
         first = _enter(0, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
-                       t_src, t_dst, t_off, t_field, nines, masks, memo, ctl,
-                       coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
+                       t_src, t_dst, t_off, t_field, nines, tables, memo, ctl, nets)
         ctl[C_NODES] += 1
         if first >= 0 or ctl[C_TARGET] == 0:
             return DONE
@@ -618,8 +621,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
                 return DONE
         ctl[C_NODES] += 1
         value = _enter(c, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_type, f_next, f_end, f_key,
-                       t_src, t_dst, t_off, t_field, nines, masks, memo, ctl,
-                       coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf)
+                       t_src, t_dst, t_off, t_field, nines, tables, memo, ctl, nets)
         if value >= 0:
             value += gain
             if value > f_result[d]:

@@ -433,8 +433,7 @@ class _KernelRun:
             nets = self.nets
             status = kernel.search(
                 self.f_occ, *self.frames, *self.paths, *self.types,
-                _TABLES.group_start, _TABLES.group_list, _TABLES.masks, self.memo, ctl, _NODE_BUDGET,
-                *nets.arrays(),
+                _TABLES.arrays(), self.memo, ctl, _NODE_BUDGET, nets.arrays(),
             )
             if status == kernel.DONE:
                 return
