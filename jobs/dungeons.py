@@ -12,23 +12,21 @@ read = answered + rejected.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.cli import Command, JobCommand, positive_int
+from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
+from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import (
     RecordSlice,
-    describe_input,
-    plan_slices,
     read_slice,
     read_slice_arrow,
     string_list_buffers,
 )
-from pipeline.job import Column, Job, Shard, ShardOutput, TableSpec
+from pipeline.job import Column, Shard, ShardOutput, TableSpec
+from pipeline.store import write_batch
 from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
@@ -46,7 +44,7 @@ MAX_CELLS = 1_000_000
 _GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
 
 
-class DungeonJob(Job):
+class DungeonJob(RecordBatchJob):
     """Reachable gold for every dungeon of an input file.
 
     input_path:        JSONL (one object per line with ``id`` and ``grid``) or Parquet (columns
@@ -56,6 +54,7 @@ class DungeonJob(Job):
     """
 
     name = "dungeons"
+    field = "grid"
     version = "1"
     # Everything that can change an answer or an error message; a change invalidates committed shards.
     code_modules = (
@@ -81,39 +80,17 @@ class DungeonJob(Job):
             key=("line",),
             sort=("line",),
         ),
-        TableSpec(
-            "errors",
-            columns=(Column("id", "string"), Column("error", "string"), Column("line", "int64")),
-            key=("line",),
-            sort=("line",),
-        ),
+        ERRORS_TABLE,
     )
 
     def __init__(self, input_path: str, records_per_shard: int = RECORDS_PER_SHARD, max_cells: int = MAX_CELLS):
-        if records_per_shard < 1:
-            raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
+        super().__init__(input_path, records_per_shard)
         if max_cells < 1:
             raise ValueError(f"max_cells must be at least 1, not {max_cells}")
-        self.input_path = os.path.abspath(input_path)
-        self.records_per_shard = records_per_shard
         self.max_cells = max_cells
 
-    def params(self) -> dict[str, Any]:
-        """The input (with its size and modification time, so a changed file is not reused) and
-        the limits."""
-        described = describe_input(self.input_path)
-        return {
-            "input": described["path"],
-            "input_size": described["size"],
-            "input_mtime_ns": described["mtime_ns"],
-            "records_per_shard": self.records_per_shard,
-            "max_cells": self.max_cells,
-        }
-
-    def plan(self) -> list[Shard]:
-        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
-        slices = plan_slices(self.input_path, "grid", self.records_per_shard)
-        return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
+    def limits(self) -> dict[str, Any]:
+        return {"max_cells": self.max_cells}
 
     def run_shard(self, shard: Shard) -> ShardOutput:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
@@ -161,11 +138,10 @@ class DungeonJob(Job):
         reasons = dict(enumerate(records.errors))
         for i, error in zip(readable, parse_errors):
             if error is not None:
-                where = f"{records.position_label} {records.positions[i]}"
-                reasons[i] = f"{where}: {self._reason(error)}"
+                reasons[i] = f"{records.where(i)}: {self._reason(error)}"
         rejected = sorted(i for i, reason in reasons.items() if reason is not None)
         return {
-            "id": [_id_or_position(records, i) for i in rejected],
+            "id": [records.name(i) for i in rejected],
             "error": [reasons[i] for i in rejected],
             "line": [records.positions[i] for i in rejected],
         }
@@ -178,17 +154,6 @@ class DungeonJob(Job):
                     f"(raise it with --max-cells)")
         return str(error)
 
-    def summary(self, tables: dict[str, Any]) -> str:
-        """``dungeons: read N, answered A, rejected R`` (N = A + R)."""
-        answered, rejected = len(tables["answers"]), len(tables["errors"])
-        return f"dungeons: read {answered + rejected}, answered {answered}, rejected {rejected}"
-
-
-def _id_or_position(records: RecordSlice, i: int) -> str:
-    """Record i's id, or "line N" ("row N") when it has none, so that every error row is named."""
-    if records.ids[i] is not None:
-        return records.ids[i]
-    return f"{records.position_label} {records.positions[i]}"
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -203,23 +168,9 @@ def _size(text: str) -> int | tuple[int, int]:
     return values
 
 
-def _density(text: str) -> float:
-    """argparse type: a probability between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
-    return value
-
-
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``batchenum run dungeons`` (the pipeline adds --out, --workers, --address, --serial)."""
-    parser.add_argument("--input", required=True, metavar="FILE",
-                        help="JSONL (one {\"id\", \"grid\"} object per line) or Parquet (columns id, grid)")
-    parser.add_argument("--records-per-shard", type=positive_int, default=RECORDS_PER_SHARD, metavar="N",
-                        help=f"input lines or rows per shard (default {RECORDS_PER_SHARD:,})")
+    add_batch_arguments(parser, "grid", RECORDS_PER_SHARD)
     parser.add_argument("--max-cells", type=positive_int, default=MAX_CELLS, metavar="N",
                         help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})")
 
@@ -235,9 +186,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--height", type=_size, default=32, help="rows, or a range like 1-60 (default 32)")
     parser.add_argument("--width", type=_size, default=32, help="columns, or a range like 1-60 (default 32)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--wall", type=_density, default=0.25, help="wall density (default 0.25)")
-    parser.add_argument("--gold", type=_density, default=0.05, help="gold density (default 0.05)")
-    parser.add_argument("--monster", type=_density, default=0.03, help="monster density (default 0.03)")
+    parser.add_argument("--wall", type=probability, default=0.25, help="wall density (default 0.25)")
+    parser.add_argument("--gold", type=probability, default=0.05, help="gold density (default 0.05)")
+    parser.add_argument("--monster", type=probability, default=0.03, help="monster density (default 0.03)")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="output file: Parquet if it ends in .parquet, else JSONL")
 
@@ -248,16 +199,7 @@ def run_generate(args: argparse.Namespace) -> int:
                      wall=args.wall, gold=args.gold, monster=args.monster)
     digits = len(str(args.count))
     ids = [f"d{k:0{digits}d}" for k in range(1, len(grids) + 1)]
-    temporary = f"{args.out}.{os.getpid()}.tmp"
-    if args.out.lower().endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({"id": ids, "grid": pa.array(grids, type=_GRID_TYPE)}), temporary)
-    else:
-        with open(temporary, "w", encoding="ascii") as handle:
-            handle.writelines(json.dumps({"id": i, "grid": g}, separators=(",", ":")) + "\n"
-                              for i, g in zip(ids, grids))
-    os.replace(temporary, args.out)
+    write_batch(args.out, "grid", ids, grids, _GRID_TYPE)
     print(f"wrote {len(grids)} dungeons to {args.out}")
     return 0
 

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.cli import Command, JobCommand, positive_int
-from pipeline.inputs import RecordSlice, describe_input, plan_slices, read_slice
-from pipeline.job import Column, Job, Shard, ShardOutput, TableSpec
+from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
+from pipeline.cli import Command, JobCommand, positive_int, probability
+from pipeline.inputs import read_slice
+from pipeline.job import Column, Shard, ShardOutput, TableSpec
+from pipeline.store import write_batch
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
@@ -42,7 +43,7 @@ RECORD_TIMEOUT = 60.0  # seconds of search per distinct graph before it becomes 
 _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 
 
-class NonaryJob(Job):
+class NonaryJob(RecordBatchJob):
     """The most players who can escape, and one plan, for every door graph of an input file.
 
     input_path:        JSONL (one object per line with ``id`` and ``doors``) or Parquet (columns
@@ -54,6 +55,7 @@ class NonaryJob(Job):
     """
 
     name = "nonary"
+    field = "doors"
     version = "1"
     # Everything that can change an answer or an error message; a change invalidates committed shards.
     code_modules = (
@@ -77,44 +79,21 @@ class NonaryJob(Job):
             key=("line",),
             sort=("line",),
         ),
-        TableSpec(
-            "errors",
-            columns=(Column("id", "string"), Column("error", "string"), Column("line", "int64")),
-            key=("line",),
-            sort=("line",),
-        ),
+        ERRORS_TABLE,
     )
 
     def __init__(self, input_path: str, records_per_shard: int = RECORDS_PER_SHARD, max_doors: int = MAX_DOORS,
                  record_timeout: float = RECORD_TIMEOUT):
-        if records_per_shard < 1:
-            raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
+        super().__init__(input_path, records_per_shard)
         if max_doors < 1:
             raise ValueError(f"max_doors must be at least 1, not {max_doors}")
         if not record_timeout > 0:
             raise ValueError(f"record_timeout must be a positive number of seconds, not {record_timeout}")
-        self.input_path = os.path.abspath(input_path)
-        self.records_per_shard = records_per_shard
         self.max_doors = max_doors
         self.record_timeout = record_timeout
 
-    def params(self) -> dict[str, Any]:
-        """The input (with its size and modification time, so a changed file is not reused) and
-        the limits."""
-        described = describe_input(self.input_path)
-        return {
-            "input": described["path"],
-            "input_size": described["size"],
-            "input_mtime_ns": described["mtime_ns"],
-            "records_per_shard": self.records_per_shard,
-            "max_doors": self.max_doors,
-            "record_timeout": self.record_timeout,
-        }
-
-    def plan(self) -> list[Shard]:
-        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
-        slices = plan_slices(self.input_path, "doors", self.records_per_shard)
-        return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
+    def limits(self) -> dict[str, Any]:
+        return {"max_doors": self.max_doors, "record_timeout": self.record_timeout}
 
     def run_shard(self, shard: Shard) -> ShardOutput:
         """Read, check and solve one slice; every record gets exactly one row.
@@ -129,9 +108,8 @@ class NonaryJob(Job):
         for i, position in enumerate(records.positions):
             outcome = records.errors[i] or self._answer(records.values[i], solved)
             if isinstance(outcome, str):
-                where = f"{records.position_label} {position}"
-                errors["id"].append(_id_or_position(records, i))
-                errors["error"].append(outcome if records.errors[i] else f"{where}: {outcome}")
+                errors["id"].append(records.name(i))
+                errors["error"].append(outcome if records.errors[i] else f"{records.where(i)}: {outcome}")
                 errors["line"].append(position)
             else:
                 escaped, plan = outcome
@@ -172,17 +150,6 @@ class NonaryJob(Job):
         escaped, plan = outcome
         return escaped, [[order[j], players] for j, players in plan]
 
-    def summary(self, tables: dict[str, Any]) -> str:
-        """``nonary: read N, answered A, rejected R`` (N = A + R)."""
-        answered, rejected = len(tables["answers"]), len(tables["errors"])
-        return f"nonary: read {answered + rejected}, answered {answered}, rejected {rejected}"
-
-
-def _id_or_position(records: RecordSlice, i: int) -> str:
-    """Record i's id, or "line N" ("row N") when it has none, so that every error row is named."""
-    if records.ids[i] is not None:
-        return records.ids[i]
-    return f"{records.position_label} {records.positions[i]}"
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -199,23 +166,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _share(text: str) -> float:
-    """argparse type: a probability between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
-    return value
-
-
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``batchenum run nonary`` (the pipeline adds --out, --workers, --address, --serial)."""
-    parser.add_argument("--input", required=True, metavar="FILE",
-                        help="JSONL (one {\"id\", \"doors\"} object per line) or Parquet (columns id, doors)")
-    parser.add_argument("--records-per-shard", type=positive_int, default=RECORDS_PER_SHARD, metavar="N",
-                        help=f"input lines or rows per shard (default {RECORDS_PER_SHARD:,})")
+    add_batch_arguments(parser, "doors", RECORDS_PER_SHARD)
     parser.add_argument("--max-doors", type=positive_int, default=MAX_DOORS, metavar="N",
                         help=f"reject door lists longer than this (default {MAX_DOORS})")
     parser.add_argument("--record-timeout", type=_seconds, default=RECORD_TIMEOUT, metavar="SECONDS",
@@ -235,11 +188,11 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
     parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--cycles", type=_share, default=0.2,
+    parser.add_argument("--cycles", type=probability, default=0.2,
                         help="chance that a door goes back to an earlier room or itself (default 0.2)")
-    parser.add_argument("--parallel", type=_share, default=0.2,
+    parser.add_argument("--parallel", type=probability, default=0.2,
                         help="chance that a door repeats the rooms of an earlier one (default 0.2)")
-    parser.add_argument("--nines", type=_share, default=0.25, help="share of doors numbered 9 (default 0.25)")
+    parser.add_argument("--nines", type=probability, default=0.25, help="share of doors numbered 9 (default 0.25)")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="output file: Parquet if it ends in .parquet, else JSONL")
 
@@ -250,16 +203,7 @@ def run_generate(args: argparse.Namespace) -> int:
                       cycles=args.cycles, parallel=args.parallel, nines=args.nines)
     digits = len(str(args.count))
     ids = [f"g{k:0{digits}d}" for k in range(1, len(graphs) + 1)]
-    temporary = f"{args.out}.{os.getpid()}.tmp"
-    if args.out.lower().endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({"id": ids, "doors": pa.array(graphs, type=_DOORS_TYPE)}), temporary)
-    else:
-        with open(temporary, "w", encoding="ascii") as handle:
-            handle.writelines(json.dumps({"id": i, "doors": g}, separators=(",", ":")) + "\n"
-                              for i, g in zip(ids, graphs))
-    os.replace(temporary, args.out)
+    write_batch(args.out, "doors", ids, graphs, _DOORS_TYPE)
     print(f"wrote {len(graphs)} door graphs to {args.out}")
     return 0
 

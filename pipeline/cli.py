@@ -19,7 +19,7 @@ from pipeline.execute import RunOptions, run_job
 from pipeline.job import Job
 from pipeline.progress import Progress
 
-__all__ = ["JobCommand", "Command", "main", "positive_int"]
+__all__ = ["JobCommand", "Command", "main", "positive_int", "probability"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type: a number between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
     return value
 
 

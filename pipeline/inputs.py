@@ -62,6 +62,14 @@ class RecordSlice:
     def __len__(self) -> int:
         return len(self.positions)
 
+    def where(self, i: int) -> str:
+        """Record i's position as text: "line N" or "row N"."""
+        return f"{self.position_label} {self.positions[i]}"
+
+    def name(self, i: int) -> str:
+        """Record i's id, or its position when it has none, so that every error row is named."""
+        return self.ids[i] if self.ids[i] is not None else self.where(i)
+
     def _add(self, position: int, id_: str | None, value: Any, error: str | None) -> None:
         self.positions.append(position)
         self.ids.append(id_)
@@ -405,3 +413,8 @@ def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
         id_, error = _record_id(raw_id, True, f"row {row}")
         records._add(row, id_, None if error else value, error)
     return records
+
+
+def accounting_summary(job: str, answered: int, rejected: int) -> str:
+    """The summary line of a record batch: every record read was answered or rejected."""
+    return f"{job}: read {answered + rejected}, answered {answered}, rejected {rejected}"

@@ -249,3 +249,20 @@ class ShardStore:
 
         spec = self.job.table_spec(name)
         return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
+
+
+def write_batch(path: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:
+    """Write an input batch (records with ``id`` and ``field``) atomically: Parquet when ``path``
+    ends in .parquet, else JSONL, one compact object per line."""
+    tmp = f"{path}{_TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        if path.lower().endswith(".parquet"):
+            pq.write_table(pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), tmp)
+        else:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n"
+                                  for i, v in zip(ids, values))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

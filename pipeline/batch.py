@@ -1,0 +1,79 @@
+"""Jobs over a batch of records in one JSONL or Parquet file: the part every such job shares.
+
+A record batch job has one shard per slice of the input, two tables (``answers`` for records it
+could answer, ``errors`` for the rest, both keyed and ordered by the record's line) and the
+accounting rule read = answered + rejected.  Subclasses say which payload field records carry,
+which limits apply, how the answers table looks and how a shard is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from pipeline.cli import positive_int
+from pipeline.inputs import accounting_summary, describe_input, plan_slices
+from pipeline.job import Column, Job, Shard, TableSpec
+
+__all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments"]
+
+ERRORS_TABLE = TableSpec(
+    "errors",
+    columns=(
+        Column("id", "string"),  # the record's id, or "line N" / "row N" when it has none
+        Column("error", "string"),  # a plain reason, starting with the record's position
+        Column("line", "int64"),  # the record's line (JSONL) or row (Parquet), 1-based
+    ),
+    key=("line",),
+    sort=("line",),
+)
+
+
+class RecordBatchJob(Job):
+    """Base of jobs that answer every record of ``input_path``.
+
+    input_path:        JSONL (one object per line with ``id`` and the payload field) or Parquet.
+    records_per_shard: input lines (or rows) per shard, at least 1.
+    """
+
+    field: str = ""  # the payload field every record carries ("grid", "doors")
+
+    def __init__(self, input_path: str, records_per_shard: int):
+        if records_per_shard < 1:
+            raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
+        self.input_path = os.path.abspath(input_path)
+        self.records_per_shard = records_per_shard
+
+    def limits(self) -> dict[str, Any]:
+        """The job's own parameters that change answers (recorded with the input in params)."""
+        return {}
+
+    def params(self) -> dict[str, Any]:
+        """The input (with its size and modification time, so a changed file is not reused), the
+        slicing and the limits."""
+        described = describe_input(self.input_path)
+        return {
+            "input": described["path"],
+            "input_size": described["size"],
+            "input_mtime_ns": described["mtime_ns"],
+            "records_per_shard": self.records_per_shard,
+            **self.limits(),
+        }
+
+    def plan(self) -> list[Shard]:
+        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
+        slices = plan_slices(self.input_path, self.field, self.records_per_shard)
+        return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
+
+    def summary(self, tables: dict[str, Any]) -> str:
+        """``NAME: read N, answered A, rejected R`` (N = A + R)."""
+        return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
+
+
+def add_batch_arguments(parser: argparse.ArgumentParser, field: str, records_per_shard: int) -> None:
+    """``--input FILE`` and ``--records-per-shard N`` for a record batch job's ``run`` command."""
+    parser.add_argument("--input", required=True, metavar="FILE",
+                        help=f'JSONL (one {{"id", "{field}"}} object per line) or Parquet (columns id, {field})')
+    parser.add_argument("--records-per-shard", type=positive_int, default=records_per_shard, metavar="N",
+                        help=f"input lines or rows per shard (default {records_per_shard:,})")
