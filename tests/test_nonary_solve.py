@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from solvers.nonary import PlanError, SolveTimeout, brute_force, generate, parse, solve, verify_plan
-from solvers.nonary.solve import _compile, _Search, solve_parsed
+from solvers.nonary.solve import _compile, _fits_kernel, _Search, solve_parsed
 
 # Graphs that a plain exhaustive search (solvers.nonary.oracle.brute_force) took 27 to 199 s to
 # answer; the answers are its results.
@@ -85,11 +85,18 @@ def test_pure_python_search_agrees_with_the_kernel():
 
 
 def test_many_rooms_use_the_pure_python_search():
-    # 16 rooms in a chain is past the kernel's 14-room layout
-    chain = [[3 + r % 2, r, r + 1] for r in range(15)] + [[9, 15, -1], [9, 0, -1], [1, 0, 15]]
-    assert _compile(parse(chain)).rooms > 14
+    # 70 rooms in a chain is past the kernel's 62-room layout
+    chain = [[3 + r % 2, r, r + 1] for r in range(69)] + [[9, 69, -1], [9, 0, -1], [1, 0, 69], [3, 0, 69]]
+    assert not _fits_kernel(_compile(parse(chain)))
     escaped, plan = solve(chain)
     assert escaped == brute_force(chain) and verify_plan(chain, plan) == escaped
+
+
+def test_deep_plans_pass_the_recursion_limit():
+    # one group walks 1100 doors of a chain: 1101 moves, deeper than Python's default limit
+    chain = [[3, r, r + 1] for r in range(1100)] + [[9, 1100, -1]]
+    escaped, plan = solve(chain, timeout=120)
+    assert escaped == 4 and len(plan) == 1101 and verify_plan(chain, plan) == 4
 
 
 def test_relabelled_and_shuffled_graphs_have_the_same_answer():

@@ -35,7 +35,7 @@ MAX_NINES = 3  # 3 groups of at least 3 players cover all 9
 
 # Columns of the per-mask table Tables.masks.
 M_RESIDUE = 4  # sum of the mask's players, modulo 9 (columns 0..3: cover with 0..3 doors 9)
-M_SPREAD = 5  # the mask with player p moved to bit 4 * (p - 1), for memo keys
+M_SPREAD = 5  # the mask with player p moved to bit 6 * (p - 1), for memo keys
 
 
 class Tables:
@@ -53,7 +53,7 @@ class Tables:
         self.group_start[1:] = np.cumsum([len(g) for g in groups])
         self.group_list = np.array([g for gs in groups for g in gs], dtype=np.int64)
         self.masks = np.array(
-            [(*cover[m], sum(p + 1 for p in range(9) if m >> p & 1) % 9, sum(1 << 4 * p for p in range(9) if m >> p & 1))
+            [(*cover[m], sum(p + 1 for p in range(9) if m >> p & 1) % 9, sum(1 << 6 * p for p in range(9) if m >> p & 1))
              for m in range(512)],
             dtype=np.int64,
         )
@@ -63,7 +63,7 @@ class Tables:
         return self.group_start, self.group_list, self.masks
 
 
-_VALUE_SHIFT = 48  # a memo slot is [key_a | value << 48, key_b]; key_a uses 36 bits
+_VALUE_SHIFT = 56  # a memo slot is [key_a | value << 56, key_b]; key_a uses 54 bits
 _KEY_MASK = (1 << _VALUE_SHIFT) - 1
 
 
@@ -478,7 +478,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
         ctl[C_STARTED] = 1
     if f_esc[d] + bound <= best:
         return bound
-    # Memo key: each player's room + 1 (0 when gone) in 4 bits, and the unused-door counts.
+    # Memo key: each player's room + 1 (0 when gone) in 6 bits, and the unused-door counts.
     key_a = 0
     for r in range(rooms):
         key_a += masks[f_occ[d, r], M_SPREAD] * (r + 1)
@@ -527,7 +527,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
       f_bound, f_known     upper bound, memo value (-1: none) of the state
       f_result             best value found below the frame so far
       f_type, f_next, f_end  move cursor: current type, next / end index into group_list
-      f_key                the state's memo key (each player's room + 1 in 4 bits)
+      f_key                the state's memo key (each player's room + 1 in 6 bits)
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.

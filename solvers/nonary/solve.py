@@ -31,12 +31,13 @@ Memo.  For each canonical state the memo keeps an upper bound on its value; with
 the best plan.
 
 Two implementations share this design: the numba kernel (``kernel.py``), used whenever the graph
-fits its int64 layout (at most 14 rooms, 62 bits of packed counts, 62 door types), and the
+fits its int64 layout (at most 62 rooms, 62 bits of packed counts, 62 door types), and the
 pure-Python :class:`_Search` for larger graphs, without the residue and exit tests.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -56,7 +57,7 @@ _CHECK_EVERY = 4096  # nodes between two looks at the clock (pure-Python search)
 _NODE_BUDGET = 100_000  # kernel nodes between two looks at the clock (about 10-50 ms)
 _MAX_MEMO_BYTES = 1 << 28  # memory for the memo table (256 MiB)
 _MAX_NETS_BYTES = 1 << 26  # memory for the escape test's sets (64 MiB)
-_KERNEL_MAX_ROOMS = 14  # a player's room + 1 must fit in 4 bits of the kernel's memo key
+_KERNEL_MAX_ROOMS = 62  # a player's room + 1 must fit in 6 bits of the kernel's memo key
 
 
 class SolveTimeout(NonaryError):
@@ -229,6 +230,10 @@ class _Search:
     def __init__(self, graph: _Graph, deadline: float | None) -> None:
         self.graph = graph
         self.deadline = deadline
+        self.into: list[list[int]] = [[] for _ in range(graph.rooms)]  # non-9 types into each room
+        for t, (_, _, dst) in enumerate(graph.types):
+            if dst != EXIT:
+                self.into[dst].append(t)
         self.live_cache: dict[int, _Live] = {}
         self.usable_cache: dict[tuple[int, int], _Usable] = {}
         self.memo: dict[tuple[int, int], int] = {}
@@ -242,18 +247,13 @@ class _Search:
         """Rooms that can reach an unused door 9 through the unused types ``avail``."""
         graph = self.graph
         types = [t for t in range(len(graph.types)) if avail >> t & 1]
+        frontier = [graph.types[t][1] for t in types if t < graph.nines]
         rooms = 0
-        for t in types:
-            if t < graph.nines:
-                rooms |= 1 << graph.types[t][1]
-        grown = True
-        while grown:
-            grown = False
-            for t in types:
-                _, src, dst = graph.types[t]
-                if dst != EXIT and rooms >> dst & 1 and not rooms >> src & 1:
-                    rooms |= 1 << src
-                    grown = True
+        while frontier:  # backwards from the rooms with doors 9
+            room = frontier.pop()
+            if not rooms >> room & 1:
+                rooms |= 1 << room
+                frontier.extend(graph.types[t][1] for t in self.into[room] if avail >> t & 1)
         succ = [0] * graph.rooms
         for t in types:
             _, src, dst = graph.types[t]
@@ -264,14 +264,12 @@ class _Search:
 
     def usable(self, avail: int, active: int, live: _Live) -> _Usable:
         """Rooms reachable from the ``active`` rooms, and the unused types that can still help."""
-        rooms = frontier = active
+        rooms = active
+        frontier = list(_bits(active))
         while frontier:
-            nxt = 0
-            for r in range(self.graph.rooms):
-                if frontier >> r & 1:
-                    nxt |= live.succ[r]
-            frontier = nxt & ~rooms
-            rooms |= nxt
+            grown = live.succ[frontier.pop()] & ~rooms
+            rooms |= grown
+            frontier.extend(_bits(grown))
         graph = self.graph
         keep = 0
         counts = 0
@@ -285,10 +283,15 @@ class _Search:
         """Search from the start (everyone in room 0, every door unused)."""
         graph = self.graph
         avail = (1 << len(graph.types)) - 1
+        depth = sum(len(m) for m in graph.members)  # one frame per move, one move per door
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, depth + 200))
         try:
             self.dfs(_FULL, graph.counts, avail, 0, True)
         except _Done:
             pass
+        finally:
+            sys.setrecursionlimit(limit)
         return self.best, self.best_path
 
     def dfs(self, occ: int, counts: int, avail: int, escaped: int, root: bool = False) -> int:
@@ -302,26 +305,23 @@ class _Search:
             live = self.live_cache[avail] = self.live(avail)
         occ &= live.occ_mask
         active = small = alive = 0
-        rest, room = occ, 0
-        while rest:
-            mask = rest & _FULL
-            if mask:
-                alive |= mask
-                if mask.bit_count() >= 3:
-                    active |= 1 << room
-                else:
-                    small |= 1 << room
-            rest >>= 9
-            room += 1
+        rest = occ
+        while rest:  # one step per occupied room
+            room = ((rest & -rest).bit_length() - 1) // 9
+            mask = (rest >> (9 * room)) & _FULL
+            rest &= ~(_FULL << (9 * room))
+            alive |= mask
+            if mask.bit_count() >= 3:
+                active |= 1 << room
+            else:
+                small |= 1 << room
         usable = self.usable_cache.get((avail, active))
         if usable is None:
             usable = self.usable_cache[(avail, active)] = self.usable(avail, active, live)
         stuck = small & ~usable.rooms
-        if stuck:
-            for r in range(self.graph.rooms):
-                if stuck >> r & 1:
-                    alive &= ~((occ >> (9 * r)) & _FULL)
-                    occ &= ~(_FULL << (9 * r))
+        for r in _bits(stuck):
+            alive &= ~((occ >> (9 * r)) & _FULL)
+            occ &= ~(_FULL << (9 * r))
         avail = usable.avail
         counts &= usable.counts
         graph = self.graph
@@ -380,6 +380,14 @@ class _Search:
         return result
 
 
+def _bits(mask: int):
+    """The positions of the set bits of ``mask``, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
 class _Done(Exception):
     """The best plan reached the root bound: nothing can beat it."""
 
@@ -396,7 +404,7 @@ def _plan(graph: _Graph, path: list[tuple[int, int]]) -> list[Move]:
 
 
 def _fits_kernel(graph: _Graph) -> bool:
-    """True when the graph fits the kernel's int64 layout (4 bits per player's room in the memo
+    """True when the graph fits the kernel's int64 layout (6 bits per player's room in the memo
     key, packed counts and the type bitmask in one int64 each)."""
     return graph.rooms <= _KERNEL_MAX_ROOMS and graph.count_bits <= 62 and len(graph.types) <= 62
 
