@@ -43,7 +43,9 @@ class Tables:
 
     group_start: int64[512 * 9 + 1]; the groups for (mask, residue) are
                  group_list[group_start[mask * 9 + residue] : group_start[mask * 9 + residue + 1]]
-    group_list:  int64[...] submasks of 3..5 players, largest first
+    group_list:  int64[...] submasks of 3..5 players, largest first (tried first through a door 9)
+    group_small: int64[...] the same, smallest first (tried first through other doors: small
+                 groups leave more choice behind)
     masks:       int64[512, 6]; for each mask of players: columns 0..3 the most of them that 0..3
                  disjoint groups with a sum divisible by 9 can hold, M_RESIDUE, M_SPREAD
     """
@@ -52,6 +54,7 @@ class Tables:
         self.group_start = np.zeros(512 * 9 + 1, dtype=np.int64)
         self.group_start[1:] = np.cumsum([len(g) for g in groups])
         self.group_list = np.array([g for gs in groups for g in gs], dtype=np.int64)
+        self.group_small = np.array([g for gs in groups for g in reversed(gs)], dtype=np.int64)
         self.masks = np.array(
             [(*cover[m], sum(p + 1 for p in range(9) if m >> p & 1) % 9, sum(1 << 6 * p for p in range(9) if m >> p & 1))
              for m in range(512)],
@@ -60,7 +63,7 @@ class Tables:
 
     def arrays(self) -> tuple:
         """The tables in the order :func:`search` takes them."""
-        return self.group_start, self.group_list, self.masks
+        return self.group_start, self.group_list, self.group_small, self.masks
 
 
 _VALUE_SHIFT = 56  # a memo slot is [key_a | value << 56, key_b]; key_a uses 54 bits
@@ -406,7 +409,7 @@ def _enter(d, f_occ, f_counts, f_avail, f_esc, f_bound, f_known, f_result, f_typ
     f_occ: int64[depth, rooms] occupancy masks; f_counts / f_avail / f_esc: int64[depth] packed
     unused-door counts, bitmask of types with unused doors, players escaped so far.
     """
-    masks = tables[2]
+    masks = tables[3]
     rooms = f_occ.shape[1]
     types = t_src.shape[0]
     avail = f_avail[d]
@@ -531,11 +534,11 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
     mask of the type's count in f_counts; types 0..nines-1 are doors 9.
-    tables: ``Tables.arrays()``: group_start, group_list, masks.
+    tables: ``Tables.arrays()``: group_start, group_list, group_small, masks.
     nets: the escape test's tables, ``Nets.arrays()``.
     Returns DONE, PAUSED (node_budget spent), GROW (memo half full) or GROW_NETS.
     """
-    group_start, group_list, _ = tables
+    group_start, group_list, group_small, _ = tables
     net_keys = nets[4]
     capacity = memo.shape[0]
     if ctl[C_STARTED] == 0:
@@ -589,7 +592,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
                 f_result[d] = value
             continue
         t = f_type[d]
-        group = group_list[f_next[d]]
+        group = group_list[f_next[d]] if t < nines else group_small[f_next[d]]
         f_next[d] += 1
         # Build the child state in frame d + 1.
         c = d + 1

@@ -4,7 +4,8 @@ Graph.  Doors that can never matter are dropped first (self-loops, doors out of 
 cannot reach or that cannot reach a door 9, doors into such rooms); rooms are relabelled
 0..R-1 (room 0 stays 0) and identical doors ``[n, a, b]`` form one *door type*: they are
 interchangeable, so a state only counts how many of each are unused.  Doors 9 come first, then
-doors leading closer to an exit, so that good plans are tried early.
+doors leading closer to an exit, and the kernel sends the largest groups through doors 9 and the
+smallest through the others first, so that good plans are tried early.
 
 State.  The occupancy of every room as a 9-bit mask (player p is bit p-1) and the packed
 unused-door counts.  Players who escaped are simply absent, so the value of a state (how many
