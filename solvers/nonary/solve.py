@@ -490,8 +490,10 @@ def solve(doors: Any, timeout: float | None = None) -> tuple[int, list[Move]]:
     """The most players who can escape through ``doors``, and one plan that achieves it.
 
     ``doors`` is a door list as in the input (checked with :func:`parse`); ``timeout`` is a time
-    budget in seconds (``None``: unlimited) after which :class:`SolveTimeout` is raised.  The plan
-    is a list of moves ``(door_index, [players...])`` in order.
+    budget in seconds (``None``: unlimited) after which :class:`SolveTimeout` is raised (the
+    search looks at the clock every 100,000 states in the kernel, a few hundredths of a second,
+    and every 4,096 in the pure-Python search).  The plan is a list of moves
+    ``(door_index, [players...])`` in order.
 
     >>> solve([[9, 0, -1]])
     (5, [(0, [1, 2, 4, 5, 6])])
