@@ -1,10 +1,11 @@
-"""The numba kernel behind :func:`solvers.nonary.solve.solve`: the same branch and bound as the
-pure-Python search in ``solve.py`` (read that module's docstring first), on arrays, with an
-explicit stack and an open-addressing memo table.
+"""The numba kernel behind :func:`solvers.nonary.solve.solve`: the branch and bound described in
+``solve.py``'s docstring (read it first) on arrays, with an explicit stack, an open-addressing
+memo table, and one more cut that the pure-Python search lacks: the escape test
+(:func:`_escapes_possible`), which joins residues with exit capacities.
 
 The kernel is resumable: it runs until the search ends, a node budget is spent (so the Python
-wrapper can look at the clock) or the memo table needs to grow, and keeps everything it needs
-to continue in the arrays it was given.
+wrapper can look at the clock) or a table needs to grow, and keeps everything it needs to
+continue in the arrays it was given.
 """
 
 from __future__ import annotations
@@ -530,6 +531,7 @@ def search(f_occ, f_counts, f_avail, f_esc, f_gain, f_bound, f_known, f_result, 
       f_bound, f_known     upper bound, memo value (-1: none) of the state
       f_result             best value found below the frame so far
       f_type, f_next, f_end  move cursor: current type, next / end index into group_list
+                           (doors 9) or group_small (other doors)
       f_key                the state's memo key (each player's room + 1 in 6 bits)
     path_type/path_group[depth]: the moves of the current path; best_type/best_group the best one.
     Types (arrays of length types): residue, from room, to room (-1: exit), bit offset and field
