@@ -43,7 +43,8 @@ INVALID = [
 ]
 
 
-@pytest.mark.parametrize("doors, kind, words", INVALID, ids=[f"{k.__name__}-{i}" for i, (_, k, _) in enumerate(INVALID)])
+@pytest.mark.parametrize("doors, kind, words", INVALID,
+                         ids=[f"{kind.__name__}-{i}" for i, (_, kind, _) in enumerate(INVALID)])
 def test_each_invalid_kind_has_its_reason(doors, kind, words):
     with pytest.raises(kind) as caught:
         parse(doors)

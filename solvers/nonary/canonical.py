@@ -26,7 +26,7 @@ def _refine(colours: Colours, incident: dict[int, list[tuple[str, int, int]]]) -
     stable; colours stay ordered as before (a room's old colour leads its signature)."""
     while True:
         signature = {
-            room: (colours[room], tuple(sorted((kind, number, colours.get(other, EXIT)) for kind, number, other in doors)))
+            room: (colours[room], tuple(sorted((kind, n, colours.get(other, EXIT)) for kind, n, other in doors)))
             for room, doors in incident.items()
         }
         rank = {sig: i for i, sig in enumerate(sorted(set(signature.values())))}

@@ -56,9 +56,9 @@ class Tables:
         self.group_start[1:] = np.cumsum([len(g) for g in groups])
         self.group_list = np.array([g for gs in groups for g in gs], dtype=np.int64)
         self.group_small = np.array([g for gs in groups for g in reversed(gs)], dtype=np.int64)
+        players = [[p for p in range(9) if m >> p & 1] for m in range(512)]
         self.masks = np.array(
-            [(*cover[m], sum(p + 1 for p in range(9) if m >> p & 1) % 9, sum(1 << 6 * p for p in range(9) if m >> p & 1))
-             for m in range(512)],
+            [(*cover[m], sum(p + 1 for p in players[m]) % 9, sum(1 << 6 * p for p in players[m])) for m in range(512)],
             dtype=np.int64,
         )
 

@@ -28,7 +28,8 @@ def _fits(number: int, group: Iterable[int]) -> bool:
     return sum(group) % 9 == number % 9
 
 
-def _check_move(step: int, move: Any, doors: tuple[Door, ...], used: set[int], where: dict[int, int]) -> tuple[int, list[int]]:
+def _check_move(step: int, move: Any, doors: tuple[Door, ...], used: set[int],
+                where: dict[int, int]) -> tuple[int, list[int]]:
     """Check move number ``step`` against the ``doors``, the ``used`` door indices and the players'
     rooms ``where``; return (door index, players) or raise :class:`PlanError`."""
     if not isinstance(move, (list, tuple)) or len(move) != 2:

@@ -78,10 +78,12 @@ def _check_door(index: int, door: Any) -> Door:
     if not isinstance(door, (list, tuple)):
         raise DoorShapeError(f"door {index}: must be a list [number, from_room, to_room], not {door!r}")
     if len(door) != 3:
-        raise DoorShapeError(f"door {index} {list(door)!r}: must have 3 fields [number, from_room, to_room], not {len(door)}")
+        raise DoorShapeError(
+            f"door {index} {list(door)!r}: must have 3 fields [number, from_room, to_room], not {len(door)}")
     for name, value in zip(("number", "from_room", "to_room"), door):
         if not _is_integer(value):
-            raise DoorTypeError(f"door {index} {list(door)!r}: {name} must be an integer, not {value!r} ({type(value).__name__})")
+            raise DoorTypeError(
+                f"door {index} {list(door)!r}: {name} must be an integer, not {value!r} ({type(value).__name__})")
     number, src, dst = (int(v) for v in door)
     shown = [number, src, dst]
     if not 1 <= number <= 9:
