@@ -10,6 +10,7 @@ import pytest
 
 import palago_oracle as oracle
 from solvers.palago import (
+    SearchCounts,
     Tile,
     canonical_tiles,
     count_creatures,
@@ -92,20 +93,22 @@ def _tiles_of_oracle_creature(creature) -> list[Tile]:
 @pytest.mark.parametrize("max_n,depth", [(12, 1), (14, 3), (16, 6), (17, 9)])
 def test_shards_add_up_to_the_whole(max_n, depth):
     whole, _ = count_creatures(max_n)
-    prefixes = frontier(max_n, depth)
+    trunk = SearchCounts.zeros(max_n)
+    prefixes = frontier(max_n, depth, trunk)
     assert len(set(prefixes)) == len(prefixes)
     # split the prefixes among shards in a shuffled order: the sum must not depend on how
     shuffled = prefixes[:]
     random.Random(depth).shuffle(shuffled)
     for shard_count in (1, 3, 7):
-        total_fixed = np.zeros_like(whole.fixed)
-        total_free = np.zeros_like(whole.free)
+        total = SearchCounts.zeros(max_n)
+        total += trunk  # the nodes above the cut
         for index in range(shard_count):
             part, _ = count_creatures(max_n, shuffled[index::shard_count])
-            total_fixed += part.fixed
-            total_free += part.free
-        assert (total_fixed == whole.fixed).all()
-        assert (total_free == whole.free).all()
+            total += part
+        assert (total.fixed == whole.fixed).all()
+        assert (total.free == whole.free).all()
+        assert (total.by_stabiliser == whole.by_stabiliser).all()
+        assert (total.nodes == whole.nodes).all()
 
 
 def test_frontier_at_depth_zero_is_the_root():
