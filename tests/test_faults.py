@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -170,8 +171,10 @@ def test_tables_do_not_depend_on_the_number_of_workers(tmp_path):
 
 @pytest.mark.slow
 def test_node_removed_from_a_cluster_mid_run(tmp_path):
+    # the simulated cluster gets its own token, so that nothing depends on ~/.ray/auth_token
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     result = subprocess.run([sys.executable, str(REPO / "tests" / "scenarios" / "node_loss.py"), str(tmp_path)],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr
     # Ray's own processes may log to the same stdout; the report is the line marked RESULT
     report = json.loads(next(line[len("RESULT "):] for line in result.stdout.splitlines() if line.startswith("RESULT ")))
@@ -220,7 +223,8 @@ def token_cluster(tmp_path_factory):
                                             "metrics", "node_manager", "object_manager", "client")}
     # the job's entrypoint `python` must be this environment's, as it is with the venv activated
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
+    # the cluster's own token, so that nothing depends on ~/.ray/auth_token existing already
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PATH": path}
     command = [
         sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "2",
         "--temp-dir", tempfile_dir, "--port", str(ports["gcs"]), "--include-dashboard", "true",
@@ -235,7 +239,7 @@ def token_cluster(tmp_path_factory):
     assert started.returncode == 0, started.stderr
     address = re.search(r"ray start --address='([^']+)'", started.stdout + started.stderr).group(1)
     try:
-        yield {"address": address, "dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
+        yield {"address": address, "dashboard": f"http://127.0.0.1:{ports['dashboard']}", "env": env}
     finally:
         owned = {int(p) for p in subprocess.run(["pgrep", "-f", tempfile_dir], capture_output=True,
                                                  text=True).stdout.split()}
@@ -266,7 +270,7 @@ def test_cluster_recipe_ray_job_submit(token_cluster, tmp_path):
         [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", token_cluster["dashboard"],
          "--working-dir", str(REPO), "--", "python", "-m", "jobs", "run", "palago", "--max-n", "12",
          "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_AUTH_MODE": "token"}, cwd=REPO,
+        capture_output=True, text=True, timeout=600, env=token_cluster["env"], cwd=REPO,
     )
     assert submit.returncode == 0, submit.stdout + submit.stderr
     assert "computing on a local Ray" not in submit.stdout  # it used the cluster, not a private Ray
