@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import (
@@ -26,7 +27,6 @@ from pipeline.inputs import (
     string_list_buffers,
 )
 from pipeline.job import Column, Shard, ShardOutput, TableSpec
-from pipeline.store import write_batch
 from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
@@ -182,26 +182,19 @@ def build_job(args: argparse.Namespace) -> DungeonJob:
 
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``batchenum generate dungeons``."""
-    parser.add_argument("--count", type=positive_int, required=True, help="how many dungeons")
+    batch.add_generate_arguments(parser, "dungeons")
     parser.add_argument("--height", type=_size, default=32, help="rows, or a range like 1-60 (default 32)")
     parser.add_argument("--width", type=_size, default=32, help="columns, or a range like 1-60 (default 32)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--wall", type=probability, default=0.25, help="wall density (default 0.25)")
     parser.add_argument("--gold", type=probability, default=0.05, help="gold density (default 0.05)")
     parser.add_argument("--monster", type=probability, default=0.03, help="monster density (default 0.03)")
-    parser.add_argument("--out", required=True, metavar="FILE",
-                        help="output file: Parquet if it ends in .parquet, else JSONL")
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """Write the generated dungeons to ``args.out`` (atomically); returns the exit status."""
     grids = generate(args.count, args.height, args.width, args.seed,
                      wall=args.wall, gold=args.gold, monster=args.monster)
-    digits = len(str(args.count))
-    ids = [f"d{k:0{digits}d}" for k in range(1, len(grids) + 1)]
-    write_batch(args.out, "grid", ids, grids, _GRID_TYPE)
-    print(f"wrote {len(grids)} dungeons to {args.out}")
-    return 0
+    return batch.write_generated(args.out, "grid", "d", grids, _GRID_TYPE, "dungeons")
 
 
 COMMAND = JobCommand("dungeons", "count the gold a rogue can reach in every dungeon of a JSONL or Parquet batch",

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import read_slice
 from pipeline.job import Column, Shard, ShardOutput, TableSpec
-from pipeline.store import write_batch
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
@@ -184,28 +184,21 @@ def build_job(args: argparse.Namespace) -> NonaryJob:
 
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``batchenum generate nonary``."""
-    parser.add_argument("--count", type=positive_int, required=True, help="how many door graphs")
+    batch.add_generate_arguments(parser, "door graphs")
     parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
     parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--cycles", type=probability, default=0.2,
                         help="chance that a door goes back to an earlier room or itself (default 0.2)")
     parser.add_argument("--parallel", type=probability, default=0.2,
                         help="chance that a door repeats the rooms of an earlier one (default 0.2)")
     parser.add_argument("--nines", type=probability, default=0.25, help="share of doors numbered 9 (default 0.25)")
-    parser.add_argument("--out", required=True, metavar="FILE",
-                        help="output file: Parquet if it ends in .parquet, else JSONL")
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """Write the generated door graphs to ``args.out`` (atomically); returns the exit status."""
     graphs = generate(args.count, rooms=args.rooms, doors=args.doors, seed=args.seed,
                       cycles=args.cycles, parallel=args.parallel, nines=args.nines)
-    digits = len(str(args.count))
-    ids = [f"g{k:0{digits}d}" for k in range(1, len(graphs) + 1)]
-    write_batch(args.out, "doors", ids, graphs, _DOORS_TYPE)
-    print(f"wrote {len(graphs)} door graphs to {args.out}")
-    return 0
+    return batch.write_generated(args.out, "doors", "g", graphs, _DOORS_TYPE, "door graphs")
 
 
 COMMAND = JobCommand("nonary", "find how many players can escape, with a plan, for every door graph of a batch",

@@ -15,8 +15,9 @@ from typing import Any
 from pipeline.cli import positive_int
 from pipeline.inputs import accounting_summary, describe_input, plan_slices
 from pipeline.job import Column, Job, Shard, TableSpec
+from pipeline.store import write_batch
 
-__all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments"]
+__all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments", "add_generate_arguments", "write_generated"]
 
 ERRORS_TABLE = TableSpec(
     "errors",
@@ -77,3 +78,21 @@ def add_batch_arguments(parser: argparse.ArgumentParser, field: str, records_per
                         help=f'JSONL (one {{"id", "{field}"}} object per line) or Parquet (columns id, {field})')
     parser.add_argument("--records-per-shard", type=positive_int, default=records_per_shard, metavar="N",
                         help=f"input lines or rows per shard (default {records_per_shard:,})")
+
+
+def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:
+    """``--count``, ``--seed`` and ``--out`` for a ``generate`` command writing a batch of ``noun``."""
+    parser.add_argument("--count", type=positive_int, required=True, help=f"how many {noun}")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", required=True, metavar="FILE",
+                        help="output file: Parquet if it ends in .parquet, else JSONL")
+
+
+def write_generated(path: str, field: str, id_prefix: str, values: list[Any], value_type: Any, noun: str) -> int:
+    """Write generated records with ids ``<prefix>1``, ``<prefix>2``... (zero-padded) atomically,
+    say so, and return the exit status."""
+    digits = len(str(len(values)))
+    ids = [f"{id_prefix}{k:0{digits}d}" for k in range(1, len(values) + 1)]
+    write_batch(path, field, ids, values, value_type)
+    print(f"wrote {len(values)} {noun} to {path}")
+    return 0

@@ -150,14 +150,9 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callabl
         if failures:
             raise failures[0]
     finally:
-        _shutdown_local_ray()
+        import ray
 
-
-def _shutdown_local_ray() -> None:
-    """Stop the private local Ray now rather than at interpreter exit (which first sleeps)."""
-    import ray
-
-    ray.shutdown()
+        ray.shutdown()  # now, rather than at interpreter exit, which first sleeps
 
 
 def _explain_connect_failure(address: str, error: Exception) -> str:
