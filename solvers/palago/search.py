@@ -274,8 +274,8 @@ def _search(
     catalogue_max_n: canonical creatures up to this size are appended to cat_codes (tile codes) and
     cat_meta (n, stabiliser, offset); cat_count = [creatures, codes, overflowed].
     Work arrays in_s, rot, req (grid-sized) must be zero / -1 / zero and are left so.
-    stack: int64[max_n + 2, 5] frames (triangle, its corner at the head vertex, last rotation tried,
-    saved |S|, saved head).
+    stack: int64[max_n + 2, 8] frames (hex, bit mask of the rotations still to try, rotation being
+    tried, saved |S|, saved head, then for rotations 0, 1, 2 the vertex it pulls into S or -1).
     """
     sums = np.zeros(5, dtype=np.int64)
     scratch = np.empty((max_n + 1, 4), dtype=np.int64)
@@ -296,7 +296,6 @@ def _search(
     while True:
         if descend:
             t_next = -1
-            corner = -1
             if depth != frontier_depth:
                 while head < s_len:
                     v = s_list[head]
@@ -304,7 +303,6 @@ def _search(
                         t = v - off[c]
                         if rot[t] < 0:
                             t_next = t
-                            corner = c
                             break
                     if t_next >= 0:
                         break
@@ -357,81 +355,91 @@ def _search(
                     break
                 depth -= 1
             else:
-                stack[depth, 0] = t_next
-                stack[depth, 1] = corner
-                stack[depth, 2] = -1
+                # Which vertex each rotation pulls into S (-1: none), and which rotations can
+                # succeed: a vertex may join only if it is not below the anchor and its hexes not
+                # yet required fit in the room left.  The others are counted as tried but never
+                # entered.  The corners of hex t are t + 1, t + width, t (the tips of rotations
+                # 0, 1, 2); a rotation's body joins the other two, and pulls in the end not in S
+                # when exactly one end is in S.
+                t = t_next
+                a0 = t + 1
+                a1 = t + width
+                s0 = in_s[a0]
+                s1 = in_s[a1]
+                s2 = in_s[t]
+                room = max_n - tri_len
+                mask = 0
+                # rotation 0: body a1 - t
+                join = -1 if s1 == s2 else (t if s1 else a1)
+                if join < 0 or (join >= anchor and (req[join - 1] == 0) + (req[join - width] == 0) + (req[join] == 0) <= room):
+                    mask |= 1
+                stack[depth, 5] = join
+                # rotation 1: body t - a0
+                join = -1 if s2 == s0 else (a0 if s2 else t)
+                if join < 0 or (join >= anchor and (req[join - 1] == 0) + (req[join - width] == 0) + (req[join] == 0) <= room):
+                    mask |= 2
+                stack[depth, 6] = join
+                # rotation 2: body a0 - a1
+                join = -1 if s0 == s1 else (a1 if s0 else a0)
+                if join < 0 or (join >= anchor and (req[join - 1] == 0) + (req[join - width] == 0) + (req[join] == 0) <= room):
+                    mask |= 4
+                stack[depth, 7] = join
+                if depth < prefix_len:
+                    mask &= 1 << prefix[depth]
+                else:
+                    nodes[depth + 1] += 3  # every rotation counts as a node, as if tried one by one
+                stack[depth, 0] = t
+                stack[depth, 1] = mask
                 stack[depth, 3] = s_len
                 stack[depth, 4] = head
                 descend = False
                 # fall through to try this frame's first rotation
 
-        # Try the next rotation of the frame at `depth`, undoing the previous attempt first.
+        # Try the next possible rotation of the frame at `depth`, undoing the previous attempt first.
         t = stack[depth, 0]
-        cv = stack[depth, 1]
         saved_len = stack[depth, 3]
         tri_len = _pop_vertices(saved_len, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
         s_len = saved_len
         rot[t] = -1
         head = stack[depth, 4]
 
-        r = stack[depth, 2] + 1
-        if depth < prefix_len:
-            r = prefix[depth] if stack[depth, 2] < 0 else 3
-        if r >= 3:
+        mask = stack[depth, 1]
+        if mask == 0:
             if depth == 0:
                 break
             depth -= 1
             continue
+        r = 0 if mask & 1 else (1 if mask & 2 else 2)
+        stack[depth, 1] = mask & (mask - 1)
         stack[depth, 2] = r
         rot[t] = r
-        if depth >= prefix_len:  # a forced prefix step was counted by the trunk (see frontier)
-            nodes[depth + 1] += 1
-
-        # Which vertex must join S now, if any.
-        join = -1
-        if r == cv:
-            # the head vertex is the tip: a body with one end in S pulls in the other end
-            b = t + off[1 if r == 0 else (0 if r == 2 else 2)]
-            c2 = t + off[2 if r == 0 else (1 if r == 2 else 0)]
-            if in_s[b] != in_s[c2]:
-                join = c2 if in_s[b] else b
-        else:
-            w = t + off[3 - r - cv]  # the body's other end
-            if in_s[w] == 0:
-                join = w
+        join = stack[depth, 5 + r]
 
         ok = True
-        if join >= 0:
-            fresh = 0  # hexes around `join` that are not yet required
-            for c in range(3):
-                if req[join - off[c]] == 0:
-                    fresh += 1
-            if join < anchor or tri_len + fresh > max_n:
-                ok = False
-            else:
-                p = s_len
-                tri_len = _push_vertex(join, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
-                s_len += 1
-                # Each vertex that joins pulls in the far ends of bodies already decided around it.
-                while p < s_len and ok:
-                    if tri_len > max_n:
-                        ok = False
-                        break
-                    x = s_list[p]
-                    p += 1
-                    for c in range(3):
-                        tx = x - off[c]
-                        rx = rot[tx]
-                        if rx >= 0 and rx != c:
-                            y = tx + off[3 - rx - c]
-                            if in_s[y] == 0:
-                                if y < anchor:
-                                    ok = False
-                                    break
-                                tri_len = _push_vertex(y, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
-                                s_len += 1
+        if join >= 0:  # the frame checked that `join` may join
+            p = s_len
+            tri_len = _push_vertex(join, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
+            s_len += 1
+            # Each vertex that joins pulls in the far ends of bodies already decided around it.
+            while p < s_len and ok:
                 if tri_len > max_n:
                     ok = False
+                    break
+                x = s_list[p]
+                p += 1
+                for c in range(3):
+                    tx = x - off[c]
+                    rx = rot[tx]
+                    if rx >= 0 and rx != c:
+                        y = tx + off[3 - rx - c]
+                        if in_s[y] == 0:
+                            if y < anchor:
+                                ok = False
+                                break
+                            tri_len = _push_vertex(y, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
+                            s_len += 1
+            if tri_len > max_n:
+                ok = False
         if ok:
             depth += 1
             descend = True
@@ -459,7 +467,7 @@ class _Workspace:
         self.req = np.zeros(cells, dtype=np.int8)
         self.s_list = np.zeros(cells, dtype=np.int64)
         self.tri_list = np.zeros(cells, dtype=np.int64)
-        self.stack = np.zeros((max_n + 2, 5), dtype=np.int64)
+        self.stack = np.zeros((max_n + 2, 8), dtype=np.int64)
         # coordinates of every cell relative to the anchor, so the kernel never divides
         index = np.arange(cells, dtype=np.int64)
         self.ci = index % self.grid.width - self.grid.anchor % self.grid.width
