@@ -274,13 +274,18 @@ def _search(
     catalogue_max_n: canonical creatures up to this size are appended to cat_codes (tile codes) and
     cat_meta (n, stabiliser, offset); cat_count = [creatures, codes, overflowed].
     Work arrays in_s, rot, req (grid-sized) must be zero / -1 / zero and are left so.
-    stack: int64[max_n + 2, 8] frames (hex, bit mask of the rotations still to try, rotation being
-    tried, saved |S|, saved head, then for rotations 0, 1, 2 the vertex it pulls into S or -1).
+    stack: int64[max_n + 2, 10] frames (hex, bit mask of the rotations still to try, rotation being
+    tried, saved |S|, saved head, for rotations 0, 1, 2 the vertex it pulls into S or -1, the
+    frame's depth in decisions, the length of ``forced`` when it was made).  Forced decisions
+    get no frame, so frames and depths differ below the prefix; in frontier mode they coincide.
     """
     sums = np.zeros(5, dtype=np.int64)
     scratch = np.empty((max_n + 1, 4), dtype=np.int64)
     own = np.empty(max_n + 1, dtype=np.int64)
     image = np.empty(max_n + 1, dtype=np.int64)
+    forced = np.empty(max_n + 1, dtype=np.int64)  # hexes set without a frame, in order
+    forced_len = 0
+    top = 0  # frames on the stack
 
     # The anchor joins S.
     tri_len = _push_vertex(anchor, in_s, s_list, 0, req, tri_list, 0, sums, ci, cj, off)
@@ -295,19 +300,84 @@ def _search(
 
     while True:
         if descend:
-            t_next = -1
-            if depth != frontier_depth:
-                while head < s_len:
-                    v = s_list[head]
-                    for c in range(3):
-                        t = v - off[c]
-                        if rot[t] < 0:
-                            t_next = t
+            # Decide hexes in head-scan order.  A hex with only one rotation that can succeed, and
+            # that rotation pulling in no vertex, is forced: below the prefix (and when counting)
+            # it is set at once and listed in `forced` instead of getting a frame; the frame above
+            # undoes it.  Its three rotations still count as nodes.
+            while True:
+                t = -1
+                if depth != frontier_depth:
+                    while head < s_len:
+                        v = s_list[head]
+                        for c in range(3):
+                            tc = v - off[c]
+                            if rot[tc] < 0:
+                                t = tc
+                                break
+                        if t >= 0:
                             break
-                    if t_next >= 0:
-                        break
-                    head += 1
-            if t_next < 0:
+                        head += 1
+                if t < 0:
+                    break
+                # Which vertex each rotation pulls into S (-1: none), and which rotations can
+                # succeed: a vertex may join only if it is not below the anchor and its hexes not
+                # yet required fit in the room left.  The others are counted as tried but never
+                # entered.  The corners of hex t are t + 1, t + width, t (the tips of rotations
+                # 0, 1, 2); a rotation's body joins the other two, and pulls in the end not in S
+                # when exactly one end is in S.
+                a0 = t + 1
+                a1 = t + width
+                s0 = in_s[a0]
+                s1 = in_s[a1]
+                s2 = in_s[t]
+                room = max_n - tri_len
+                mask = 0
+                # rotation 0: body a1 - t
+                j0 = -1 if s1 == s2 else (t if s1 else a1)
+                if j0 < 0 or (j0 >= anchor and (req[j0 - 1] == 0) + (req[j0 - width] == 0) + (req[j0] == 0) <= room):
+                    mask |= 1
+                # rotation 1: body t - a0
+                j1 = -1 if s2 == s0 else (a0 if s2 else t)
+                if j1 < 0 or (j1 >= anchor and (req[j1 - 1] == 0) + (req[j1 - width] == 0) + (req[j1] == 0) <= room):
+                    mask |= 2
+                # rotation 2: body a0 - a1
+                j2 = -1 if s0 == s1 else (a1 if s0 else a0)
+                if j2 < 0 or (j2 >= anchor and (req[j2 - 1] == 0) + (req[j2 - width] == 0) + (req[j2] == 0) <= room):
+                    mask |= 4
+                if depth < prefix_len:
+                    mask &= 1 << prefix[depth]
+                else:
+                    nodes[depth + 1] += 3  # every rotation counts as a node, as if tried one by one
+                    if frontier_depth < 0:
+                        r = -1
+                        if mask == 1:
+                            if j0 < 0:
+                                r = 0
+                        elif mask == 2:
+                            if j1 < 0:
+                                r = 1
+                        elif mask == 4:
+                            if j2 < 0:
+                                r = 2
+                        if r >= 0:
+                            rot[t] = r
+                            forced[forced_len] = t
+                            forced_len += 1
+                            depth += 1
+                            continue
+                stack[top, 0] = t
+                stack[top, 1] = mask
+                stack[top, 3] = s_len
+                stack[top, 4] = head
+                stack[top, 5] = j0
+                stack[top, 6] = j1
+                stack[top, 7] = j2
+                stack[top, 8] = depth
+                stack[top, 9] = forced_len
+                top += 1
+                break
+            descend = False
+            if t < 0:
                 if frontier_depth >= 0:
                     k = path_count[0]
                     if k < paths.shape[0]:
@@ -350,70 +420,35 @@ def _search(
                                 cat_count[1] = pos + n
                             else:
                                 cat_count[2] = 1
-                descend = False
-                if depth == 0:
+                if top == 0:
                     break
-                depth -= 1
-            else:
-                # Which vertex each rotation pulls into S (-1: none), and which rotations can
-                # succeed: a vertex may join only if it is not below the anchor and its hexes not
-                # yet required fit in the room left.  The others are counted as tried but never
-                # entered.  The corners of hex t are t + 1, t + width, t (the tips of rotations
-                # 0, 1, 2); a rotation's body joins the other two, and pulls in the end not in S
-                # when exactly one end is in S.
-                t = t_next
-                a0 = t + 1
-                a1 = t + width
-                s0 = in_s[a0]
-                s1 = in_s[a1]
-                s2 = in_s[t]
-                room = max_n - tri_len
-                mask = 0
-                # rotation 0: body a1 - t
-                join = -1 if s1 == s2 else (t if s1 else a1)
-                if join < 0 or (join >= anchor and (req[join - 1] == 0) + (req[join - width] == 0) + (req[join] == 0) <= room):
-                    mask |= 1
-                stack[depth, 5] = join
-                # rotation 1: body t - a0
-                join = -1 if s2 == s0 else (a0 if s2 else t)
-                if join < 0 or (join >= anchor and (req[join - 1] == 0) + (req[join - width] == 0) + (req[join] == 0) <= room):
-                    mask |= 2
-                stack[depth, 6] = join
-                # rotation 2: body a0 - a1
-                join = -1 if s0 == s1 else (a1 if s0 else a0)
-                if join < 0 or (join >= anchor and (req[join - 1] == 0) + (req[join - width] == 0) + (req[join] == 0) <= room):
-                    mask |= 4
-                stack[depth, 7] = join
-                if depth < prefix_len:
-                    mask &= 1 << prefix[depth]
-                else:
-                    nodes[depth + 1] += 3  # every rotation counts as a node, as if tried one by one
-                stack[depth, 0] = t
-                stack[depth, 1] = mask
-                stack[depth, 3] = s_len
-                stack[depth, 4] = head
-                descend = False
-                # fall through to try this frame's first rotation
+            # else fall through to try the new frame's first rotation
 
-        # Try the next possible rotation of the frame at `depth`, undoing the previous attempt first.
-        t = stack[depth, 0]
-        saved_len = stack[depth, 3]
+        # Try the next possible rotation of the top frame, undoing the previous attempt first.
+        f = top - 1
+        t = stack[f, 0]
+        base = stack[f, 9]
+        while forced_len > base:
+            forced_len -= 1
+            rot[forced[forced_len]] = -1
+        saved_len = stack[f, 3]
         tri_len = _pop_vertices(saved_len, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
         s_len = saved_len
         rot[t] = -1
-        head = stack[depth, 4]
+        head = stack[f, 4]
 
-        mask = stack[depth, 1]
+        mask = stack[f, 1]
         if mask == 0:
-            if depth == 0:
+            top -= 1
+            if top == 0:
                 break
-            depth -= 1
             continue
         r = 0 if mask & 1 else (1 if mask & 2 else 2)
-        stack[depth, 1] = mask & (mask - 1)
-        stack[depth, 2] = r
+        stack[f, 1] = mask & (mask - 1)
+        stack[f, 2] = r
         rot[t] = r
-        join = stack[depth, 5 + r]
+        join = stack[f, 5 + r]
+        depth = stack[f, 8]
 
         ok = True
         if join >= 0:  # the frame checked that `join` may join
@@ -445,8 +480,11 @@ def _search(
             descend = True
 
     # Leave the work arrays clean for the next call.
+    while forced_len > 0:
+        forced_len -= 1
+        rot[forced[forced_len]] = -1
     _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
-    for m in range(depth + 1):
+    for m in range(top):
         rot[stack[m, 0]] = -1
 
 
@@ -467,7 +505,7 @@ class _Workspace:
         self.req = np.zeros(cells, dtype=np.int8)
         self.s_list = np.zeros(cells, dtype=np.int64)
         self.tri_list = np.zeros(cells, dtype=np.int64)
-        self.stack = np.zeros((max_n + 2, 8), dtype=np.int64)
+        self.stack = np.zeros((max_n + 2, 10), dtype=np.int64)
         # coordinates of every cell relative to the anchor, so the kernel never divides
         index = np.arange(cells, dtype=np.int64)
         self.ci = index % self.grid.width - self.grid.anchor % self.grid.width
