@@ -8,10 +8,10 @@ frontier (round robin spreads heavy and light subtrees evenly).  A shard's spec 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 import pandas as pd
+import pyarrow as pa
 
 from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
@@ -49,6 +49,7 @@ class PalagoJob(Job):
     code_modules = (
         "jobs.palago",
         "solvers.palago.search",
+        "solvers.palago.catalogue",
         "solvers.palago.canonical",
         "solvers.palago.model",
         "solvers.palago.sums",
@@ -78,8 +79,8 @@ class PalagoJob(Job):
         ]
 
     def run_shard(self, shard: Shard) -> dict:
-        from solvers.palago import SearchCounts, count_creatures, decode_codes, frontier, key_of
-        from solvers.palago.sums import encode
+        from solvers.palago import SearchCounts, count_creatures, frontier
+        from solvers.palago.catalogue import catalogue_text
 
         spec = shard.spec
         trunk = SearchCounts.zeros(spec["max_n"])
@@ -98,13 +99,14 @@ class PalagoJob(Job):
         }
         outputs = {"partial_counts": partial}
         if spec["catalogue_max_n"]:
-            creatures = [decode_codes(catalogue.tile_codes(k)) for k in range(len(catalogue))]
+            # key, tiles and sum text come packed from compiled code: no Python object per creature
+            text = catalogue_text(catalogue)
             outputs["creatures"] = {
-                "n": catalogue.sizes.tolist(),
-                "key": [key_of(tiles) for tiles in creatures],
-                "stabiliser": catalogue.stabilisers.tolist(),
-                "tiles": [json.dumps([list(t) for t in tiles]) for tiles in creatures],
-                "sum": [encode(tiles) for tiles in creatures],
+                "n": catalogue.sizes,
+                "key": _string_array(text.key_data, text.key_offsets),
+                "stabiliser": catalogue.stabilisers,
+                "tiles": _string_array(text.tiles_data, text.tiles_offsets),
+                "sum": _string_array(text.sum_data, text.sum_offsets),
             }
         return outputs
 
@@ -132,6 +134,13 @@ class PalagoJob(Job):
         if "creatures" in tables:
             line += f"; catalogue of {len(tables['creatures'])} creatures up to n = {self.catalogue_max_n}"
         return line
+
+
+def _string_array(data, offsets) -> pa.Array:
+    """An Arrow string array over packed UTF-8 ``data``: row k is data[offsets[k]:offsets[k + 1]]."""
+    if offsets[-1] >= 2**31:
+        raise PipelineError(f"a shard's catalogue text is too large ({int(offsets[-1]):,} bytes): use more --shards")
+    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype("int32")), pa.py_buffer(data))
 
 
 def _check_identities(counts: pd.DataFrame) -> None:
