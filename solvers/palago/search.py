@@ -272,7 +272,9 @@ def _search(
     and every creature completed above it (path_count[0] counts them; rows past the buffer are
     counted but dropped, so the caller can retry larger).  -1: count.
     catalogue_max_n: canonical creatures up to this size are appended to cat_codes (tile codes) and
-    cat_meta (n, stabiliser, offset); cat_count = [creatures, codes, overflowed].
+    cat_meta (n, stabiliser, offset) from the positions cat_count = [creatures, codes], which are
+    advanced.  Full buffers are replaced by larger copies: returns (cat_codes, cat_meta), the
+    buffers now in use.
     Work arrays in_s, rot, req (grid-sized) must be zero / -1 / zero and are left so.
     stack: int64[max_n + 2, 10] frames (hex, bit mask of the rotations still to try, rotation being
     tried, saved |S|, saved head, for rotations 0, 1, 2 the vertex it pulls into S or -1, the
@@ -296,7 +298,7 @@ def _search(
     descend = tri_len <= max_n
     if not descend:
         _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
-        return
+        return cat_codes, cat_meta
 
     while True:
         if descend:
@@ -410,16 +412,21 @@ def _search(
                                 _tile_codes(0, tri_list, n, rot, in_s, width, off, matrices, scratch, own)
                             k = cat_count[0]
                             pos = cat_count[1]
-                            if k < cat_meta.shape[0] and pos + n <= cat_codes.shape[0]:
-                                for m in range(n):
-                                    cat_codes[pos + m] = own[m]
-                                cat_meta[k, 0] = n
-                                cat_meta[k, 1] = stabiliser
-                                cat_meta[k, 2] = pos
-                                cat_count[0] = k + 1
-                                cat_count[1] = pos + n
-                            else:
-                                cat_count[2] = 1
+                            if k == cat_meta.shape[0]:  # full: double the buffer
+                                grown_meta = np.empty((2 * k + 1024, 3), dtype=np.int64)
+                                grown_meta[:k] = cat_meta[:k]
+                                cat_meta = grown_meta
+                            if pos + n > cat_codes.shape[0]:
+                                grown_codes = np.empty(2 * pos + 1024 * max_n, dtype=np.int64)
+                                grown_codes[:pos] = cat_codes[:pos]
+                                cat_codes = grown_codes
+                            for m in range(n):
+                                cat_codes[pos + m] = own[m]
+                            cat_meta[k, 0] = n
+                            cat_meta[k, 1] = stabiliser
+                            cat_meta[k, 2] = pos
+                            cat_count[0] = k + 1
+                            cat_count[1] = pos + n
                 if top == 0:
                     break
             # else fall through to try the new frame's first rotation
@@ -486,6 +493,7 @@ def _search(
     _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
     for m in range(top):
         rot[stack[m, 0]] = -1
+    return cat_codes, cat_meta
 
 
 def _check_max_n(max_n: int) -> None:
@@ -513,12 +521,13 @@ class _Workspace:
 
     def run(self, prefix, frontier_depth, counts, paths, path_lens, path_count,
             catalogue_max_n=0, cat_codes=None, cat_meta=None, cat_count=None):
+        """One kernel call; returns the catalogue buffers in use afterwards (see _search)."""
         g = self.grid
         if cat_codes is None:
             cat_codes = np.zeros(0, dtype=np.int64)
             cat_meta = np.zeros((0, 3), dtype=np.int64)
-            cat_count = np.zeros(3, dtype=np.int64)
-        _search(
+            cat_count = np.zeros(2, dtype=np.int64)
+        return _search(
             g.max_n, g.width, g.anchor, g.corner_offsets, self.ci, self.cj, _PERM, _MATRICES,
             prefix, len(prefix), frontier_depth,
             self.in_s, self.rot, self.req, self.s_list, self.tri_list, self.stack,
@@ -598,39 +607,13 @@ def count_creatures(
     counts = SearchCounts.zeros(max_n)
     paths, lens = _NO_PATHS
     count = np.zeros(1, dtype=np.int64)
-    cat_capacity = 4096 if catalogue_max_n else 0
-    cat_codes = np.zeros(cat_capacity * max(catalogue_max_n, 1), dtype=np.int64)
-    cat_meta = np.zeros((cat_capacity, 3), dtype=np.int64)
-    chunks: list[tuple[np.ndarray, np.ndarray]] = []
+    # The catalogue of every prefix goes into one pair of buffers, which the kernel grows.
+    cat_codes = np.zeros(4096 * catalogue_max_n, dtype=np.int64)
+    cat_meta = np.zeros((4096 if catalogue_max_n else 0, 3), dtype=np.int64)
+    cat_count = np.zeros(2, dtype=np.int64)
     for prefix in prefixes:
-        prefix_array = np.asarray(prefix, dtype=np.int8)
-        while True:
-            cat_count = np.zeros(3, dtype=np.int64)
-            attempt = SearchCounts.zeros(max_n)
-            workspace.run(prefix_array, -1, attempt, paths, lens, count,
-                          catalogue_max_n, cat_codes, cat_meta, cat_count)
-            if not cat_count[2]:
-                break
-            cat_capacity *= 4  # the catalogue buffer overflowed: grow it and search this prefix again
-            cat_codes = np.zeros(cat_capacity * catalogue_max_n, dtype=np.int64)
-            cat_meta = np.zeros((cat_capacity, 3), dtype=np.int64)
-        counts += attempt
-        if cat_count[0]:
-            found = int(cat_count[0])
-            meta = cat_meta[:found].copy()
-            chunks.append((meta, cat_codes[: int(cat_count[1])].copy()))
-    return counts, _join_catalogue(chunks)
-
-
-def _join_catalogue(chunks: list[tuple[np.ndarray, np.ndarray]]) -> Catalogue:
-    sizes, stabs, offsets, codes = [], [], [], []
-    base = 0
-    for meta, chunk_codes in chunks:
-        sizes.append(meta[:, 0])
-        stabs.append(meta[:, 1])
-        offsets.append(meta[:, 2] + base)
-        codes.append(chunk_codes)
-        base += len(chunk_codes)
-    empty = np.zeros(0, dtype=np.int64)
-    cat = lambda parts: np.concatenate(parts) if parts else empty  # noqa: E731
-    return Catalogue(cat(sizes), cat(stabs), cat(offsets), cat(codes))
+        cat_codes, cat_meta = workspace.run(np.asarray(prefix, dtype=np.int8), -1, counts, paths, lens, count,
+                                            catalogue_max_n, cat_codes, cat_meta, cat_count)
+    meta = cat_meta[: int(cat_count[0])]
+    codes = cat_codes[: int(cat_count[1])].copy()
+    return counts, Catalogue(meta[:, 0].copy(), meta[:, 1].copy(), meta[:, 2].copy(), codes)
