@@ -77,27 +77,23 @@ def catalogue_text(catalogue: Catalogue) -> CatalogueText:
                          sums[: sum_offsets[-1]], sum_offsets)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _write_int(buf, pos, value):
-    """Write the decimal digits of ``value`` >= 0 at buf[pos:]; return the position after them."""
-    if value == 0:
-        buf[pos] = 48
+    """Write the decimal digits of 0 <= ``value`` < 1000 at buf[pos:]; return the position after."""
+    if value < 10:
+        buf[pos] = 48 + value
         return pos + 1
-    digits = 0
-    v = value
-    while v > 0:
-        digits += 1
-        v //= 10
-    end = pos + digits
-    v = value
-    while v > 0:
-        end -= 1
-        buf[end] = 48 + v % 10
-        v //= 10
-    return pos + digits
+    if value < 100:
+        buf[pos] = 48 + value // 10
+        buf[pos + 1] = 48 + value % 10
+        return pos + 2
+    buf[pos] = 48 + value // 100
+    buf[pos + 1] = 48 + (value // 10) % 10
+    buf[pos + 2] = 48 + value % 10
+    return pos + 3
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _encode_all(sizes, offsets, codes, directions, letters,
                 key, key_offsets, tiles, tiles_offsets, sums, sum_offsets):
     count = sizes.shape[0]
@@ -228,7 +224,7 @@ def _encode_all(sizes, offsets, codes, directions, letters,
             grid[(q[m] + 1) * _GRID + r[m] + 1] = 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _order_children(node, pointer, n_children, child, child_dir, order):
     """order[node, :] = the slots of node's children sorted by (has children, clockwise turn from
     ``pointer``), as sums._emit sorts them."""
