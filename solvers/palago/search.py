@@ -118,9 +118,11 @@ class SearchCounts:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, out):
-    """Fill out[:n] with the sorted, translation-normalised codes of the creature's image under
-    symmetry g.  scratch: int64[n, 4] work space.  matrices: int64[6, 4] row-major 2x2 maps."""
+def _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out):
+    """Fill out[:n] with the translation-normalised codes of the creature's image under symmetry g,
+    in the order of tri_list (unsorted).  scratch: int64[n, 4] work space.  matrices: int64[6, 4]
+    row-major 2x2 maps.  ci, cj: each cell's coordinates (relative to the anchor, which the
+    normalisation cancels)."""
     a = matrices[g, 0]
     b = matrices[g, 1]
     c = matrices[g, 2]
@@ -129,11 +131,11 @@ def _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, out):
     min_j = 1 << 30
     for k in range(n):
         t = tri_list[k]
-        i = t % width
-        j = t // width
+        i = ci[t]
+        j = cj[t]
         r = rot[t]
         tip = t + off[r]
-        flags = in_s[tip] + 2 * in_s[t + off[(r + 1) % 3]]
+        flags = in_s[tip] + 2 * in_s[t + off[1 if r == 0 else (2 if r == 1 else 0)]]
         # images of the corners (i+1, j), (i, j+1), (i, j): rotations 0, 1, 2
         x0 = a * (i + 1) + b * j
         y0 = c * (i + 1) + d * j
@@ -163,17 +165,49 @@ def _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, out):
         min_j = min(min_j, ll_j)
     for k in range(n):
         code = ((scratch[k, 1] - min_j) * _CODE_WIDTH + (scratch[k, 0] - min_i)) * 16
-        code += scratch[k, 2] * 4 + scratch[k, 3]
-        # insertion sort: n is small
-        m = k
-        while m > 0 and out[m - 1] > code:
-            out[m] = out[m - 1]
-            m -= 1
-        out[m] = code
+        out[k] = code + scratch[k, 2] * 4 + scratch[k, 3]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _compare_codes(x, y, n):
+def _tile_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out):
+    """Fill out[:n] with the sorted, translation-normalised codes of the creature's image under
+    symmetry g (see _raw_codes)."""
+    _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out)
+    _insertion_sort(out, n)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _insertion_sort(x, n):
+    for k in range(1, n):
+        code = x[k]
+        m = k
+        while m > 0 and x[m - 1] > code:
+            x[m] = x[m - 1]
+            m -= 1
+        x[m] = code
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _compare_sorted(x, y, n):
+    """Compare sorted(x[:n]) with sorted(y[:n]) lexicographically (-1, 0, 1).  The first few
+    smallest codes are found by scans, which settle most asymmetric pairs; pairs still equal
+    (symmetric creatures) are sorted in place and compared.  Codes of one creature are distinct."""
+    previous = -1
+    for k in range(min(n, 2)):
+        next_x = 1 << 62
+        next_y = 1 << 62
+        for m in range(n):
+            v = x[m]
+            if v > previous and v < next_x:
+                next_x = v
+            v = y[m]
+            if v > previous and v < next_y:
+                next_y = v
+        if next_x != next_y:
+            return -1 if next_x < next_y else 1
+        previous = next_x
+    _insertion_sort(x, n)
+    _insertion_sort(y, n)
     for k in range(n):
         if x[k] != y[k]:
             return -1 if x[k] < y[k] else 1
@@ -181,10 +215,9 @@ def _compare_codes(x, y, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _classify(v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, scratch, own, image):
-    """Return (is_canonical, stabiliser_order, own_ready) for a complete creature whose axis
-    variances v0, v1, v2 tie.  Tile codes are compared for the symmetries that map the variances
-    onto themselves; own[:n] then holds the creature's own codes (own_ready) for the catalogue."""
+def _classify(v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, scratch, own, image):
+    """Return (is_canonical, stabiliser_order) for a complete creature whose axis variances v0, v1,
+    v2 tie.  Tile codes are compared for the symmetries that map the variances onto themselves."""
     var = (v0, v1, v2)
     canonical = True
     stabiliser = 1
@@ -199,15 +232,15 @@ def _classify(v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, sc
                 break
         if cmp == 0:
             if not own_ready:
-                _tile_codes(0, tri_list, n, rot, in_s, width, off, matrices, scratch, own)
+                _raw_codes(0, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, own)
                 own_ready = True
-            _tile_codes(g, tri_list, n, rot, in_s, width, off, matrices, scratch, image)
-            cmp = _compare_codes(image, own, n)
+            _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, image)
+            cmp = _compare_sorted(image, own, n)
         if cmp == 0:
             stabiliser += 1
         elif cmp < 0:
             canonical = False
-    return canonical, stabiliser, own_ready
+    return canonical, stabiliser
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -395,21 +428,19 @@ def _search(
                     v0 = n * sums[2] - sums[0] * sums[0]
                     v1 = n * sums[3] - sums[1] * sums[1]
                     v2 = n * (sums[2] + 2 * sums[4] + sums[3]) - (sums[0] + sums[1]) * (sums[0] + sums[1])
-                    own_ready = False
                     stabiliser = 1
                     if v0 != v1 and v1 != v2 and v0 != v2:
                         canonical = v0 < v1 and v1 < v2
                     else:
-                        canonical, stabiliser, own_ready = _classify(
-                            v0, v1, v2, tri_list, n, rot, in_s, width, off, perm, matrices, scratch, own, image)
+                        canonical, stabiliser = _classify(
+                            v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, scratch, own, image)
                     stab_sum[n] += stabiliser
                     if canonical:
                         free[n] += 1
                         column = 0 if stabiliser == 1 else (1 if stabiliser == 2 else (2 if stabiliser == 3 else 3))
                         by_stab[n, column] += 1
                         if n <= catalogue_max_n:
-                            if not own_ready:
-                                _tile_codes(0, tri_list, n, rot, in_s, width, off, matrices, scratch, own)
+                            _tile_codes(0, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, own)
                             k = cat_count[0]
                             pos = cat_count[1]
                             if k == cat_meta.shape[0]:  # full: double the buffer
