@@ -1,11 +1,11 @@
 """Palago catalogue cost against count-only cost, per n.
 
-In one process on one core: the search alone (``count_creatures(n)``), the search collecting the
-catalogue, and the compiled text encoding (``catalogue_text``: key, tiles, sum), with the ratio of
-catalogue to count.  Then the whole job through the CLI, ``batchenum run palago --max-n N`` with
-and without ``--catalogue-max-n N`` (wall clock: Ray start-up, merge and Parquet included).
-``--python-max-n M`` also times the former pure-Python text path (key_of, json.dumps, encode) on
-the catalogue up to M, per creature.
+In one process on one core, over the job's prefixes (the tree cut at jobs.palago.SPLIT_DEPTH): the
+search alone, the search collecting the catalogue, and the compiled text encoding
+(``catalogue_text``: key, tiles, sum), with the ratio of catalogue to count.  Then the whole job
+through the CLI, ``batchenum run palago --max-n N`` with and without ``--catalogue-max-n N``
+(wall clock: Ray start-up, merge and Parquet included).  ``--python-max-n M`` also times the former
+pure-Python text path (key_of, json.dumps, encode) on the catalogue up to M, per creature.
 
     python benchmarks/palago_catalogue.py                  # n = 18, 20, 22; jobs with 2 workers
     python benchmarks/palago_catalogue.py --n 18 --python-max-n 16 --skip-jobs
@@ -27,7 +27,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from solvers.palago import count_creatures, decode_codes, key_of  # noqa: E402
+from jobs.palago import SPLIT_DEPTH  # noqa: E402
+from solvers.palago import count_creatures, decode_codes, frontier, key_of  # noqa: E402
 from solvers.palago.catalogue import catalogue_text  # noqa: E402
 from solvers.palago.sums import encode  # noqa: E402
 
@@ -39,8 +40,9 @@ def cpu_seconds(function):
 
 
 def in_process(n: int) -> dict:
-    count_s, _ = cpu_seconds(lambda: count_creatures(n))
-    search_s, (_, catalogue) = cpu_seconds(lambda: count_creatures(n, catalogue_max_n=n))
+    prefixes = frontier(n, SPLIT_DEPTH)  # searched as the job's shards search them, all here
+    count_s, _ = cpu_seconds(lambda: count_creatures(n, prefixes))
+    search_s, (_, catalogue) = cpu_seconds(lambda: count_creatures(n, prefixes, n))
     text_s, text = cpu_seconds(lambda: catalogue_text(catalogue))
     return {"n": n, "creatures": len(catalogue), "count s": count_s, "search+cat s": search_s, "text s": text_s,
             "text us/creature": 1e6 * text_s / max(len(catalogue), 1),
