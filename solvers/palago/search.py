@@ -245,7 +245,7 @@ def _classify(v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, s
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off):
-    """Add vertex x to S (at s_list[np.uint64(s_len)]); the hexes around it become required.  Returns the new
+    """Add vertex x to S (at s_list[s_len]); the hexes around it become required.  Returns the new
     number of required hexes.  sums: running sums of the required hexes' coordinates
     (i, j, i*i, j*j, i*j), read from the lookup tables ci, cj."""
     in_s[np.uint64(x)] = 1
@@ -268,7 +268,7 @@ def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, o
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
-    """Undo _push_vertex for s_list[np.uint64(keep:s_len)], newest first.  Returns the new number of required
+    """Undo _push_vertex for s_list[keep:s_len], newest first.  Returns the new number of required
     hexes."""
     while s_len > keep:
         s_len -= 1
