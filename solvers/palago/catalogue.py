@@ -70,9 +70,9 @@ def catalogue_text(catalogue: Catalogue) -> CatalogueText:
     key_offsets = np.zeros(count + 1, dtype=np.int64)
     tiles_offsets = np.zeros(count + 1, dtype=np.int64)
     sum_offsets = np.zeros(count + 1, dtype=np.int64)
-    _encode_all(catalogue.sizes.astype(np.int64), catalogue.offsets.astype(np.int64),
-                catalogue.codes.astype(np.int64), _DIRECTIONS, _LETTERS,
-                key, key_offsets, tiles, tiles_offsets, sums, sum_offsets)
+    as_int64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731  (no copy when it already is)
+    _encode_all(as_int64(catalogue.sizes), as_int64(catalogue.offsets), as_int64(catalogue.codes),
+                _DIRECTIONS, _LETTERS, key, key_offsets, tiles, tiles_offsets, sums, sum_offsets)
     return CatalogueText(key[: key_offsets[-1]], key_offsets, tiles[: tiles_offsets[-1]], tiles_offsets,
                          sums[: sum_offsets[-1]], sum_offsets)
 

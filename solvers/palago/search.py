@@ -658,9 +658,8 @@ def count_creatures(
             cat_codes = _grown(cat_codes, int(start[1]), int(start[1] + (free * sizes).sum()))
             cat_count[:] = (start[0], start[1], 0)
         counts += attempt
-    meta = cat_meta[: int(cat_count[0])]
-    codes = cat_codes[: int(cat_count[1])].copy()
-    return counts, Catalogue(meta[:, 0].copy(), meta[:, 1].copy(), meta[:, 2].copy(), codes)
+    meta = cat_meta[: int(cat_count[0])]  # views into the buffers: no copy of a large catalogue
+    return counts, Catalogue(meta[:, 0], meta[:, 1], meta[:, 2], cat_codes[: int(cat_count[1])])
 
 
 def _grown(buffer: np.ndarray, used: int, needed: int) -> np.ndarray:
