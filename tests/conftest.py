@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-CASES = REPO.parent / "shared" / "cases"
+CASES = REPO / "tests" / "data"  # the seed reference cases (docs/rules.md explains them)
 
 # Ray 2.60 enables token authentication on a fresh local instance; say so explicitly so that the
 # CLI subprocesses that the tests start connect to ours the same way.
@@ -19,7 +19,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "token")
 @pytest.fixture(scope="session")
 def cases_dir() -> pathlib.Path:
     if not CASES.is_dir():
-        pytest.fail(f"reference cases not found at {CASES}: the shared/ folder must sit beside the repo")
+        pytest.fail(f"reference cases not found at {CASES}")
     return CASES
 
 

@@ -1,4 +1,4 @@
-"""The door-list contract (SPEC section 3, "Input that breaks the contract"): every invalid kind is
+"""The door-list contract (docs/rules.md section 3, "Invalid door lists"): every invalid kind is
 rejected with its own error class and a message naming the door; valid oddities pass."""
 
 from __future__ import annotations

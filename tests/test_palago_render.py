@@ -18,7 +18,7 @@ from solvers.palago.sums import decode
 
 SVG = "{http://www.w3.org/2000/svg}"
 TWELVE = "0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b"
-FREE_1_TO_12 = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81]  # SPEC.md / cases/palago_seed.jsonl
+FREE_1_TO_12 = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81]  # docs/rules.md / tests/data/palago_seed.jsonl
 
 
 def batchenum(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""Checking a Nonary door list against the contract (SPEC section 3).
+"""Checking a Nonary door list against the contract (docs/rules.md section 3).
 
 A door is ``[number, from_room, to_room]``: JSON integers, number in 1..9, rooms integers with
 ``-1`` the exit.  Every door 9 leads to the exit and no other door does; nothing leaves the exit.
