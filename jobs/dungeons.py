@@ -26,7 +26,7 @@ from pipeline.inputs import (
     read_slice_arrow,
     string_list_buffers,
 )
-from pipeline.job import Column, Shard, ShardOutput, TableSpec
+from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
@@ -99,14 +99,14 @@ class DungeonJob(RecordBatchJob):
         any other slice is read record by record, so that every line is accounted for.
         """
         spec = dict(shard.spec)
-        fast = read_slice_arrow(spec, "grid", _GRID_TYPE)
+        fast = read_slice_arrow(spec, "grid", _GRID_TYPE, self.input)
         if fast is not None:
             records = RecordSlice(fast.positions, fast.ids, [None] * len(fast.ids), [None] * len(fast.ids),
                                   fast.position_label)
             readable = list(range(len(fast.ids)))
             batch = parse_flat(*string_list_buffers(fast.values), max_cells=self.max_cells)
         else:
-            records = read_slice(spec, "grid")
+            records = read_slice(spec, "grid", source=self.input)
             readable = [i for i, error in enumerate(records.errors) if error is None]
             batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
         return self._outputs(records, readable, batch)
@@ -131,6 +131,7 @@ class DungeonJob(RecordBatchJob):
                 "line": np.asarray([records.positions[i] for i in answered], dtype=np.int64),
             },
             "errors": self._error_rows(records, readable, batch.errors),
+            STATS_KEY: {"records": len(records)},
         }
 
     def _error_rows(self, records: RecordSlice, readable: list[int], parse_errors: list) -> dict[str, list]:

@@ -23,7 +23,7 @@ from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import read_slice
-from pipeline.job import Column, Shard, ShardOutput, TableSpec
+from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
@@ -101,7 +101,7 @@ class NonaryJob(RecordBatchJob):
         Records are read without a pyarrow fast path on purpose: the parser must see the original
         JSON types to reject ``9.0``, ``"9"`` or ``true`` rather than have them coerced.
         """
-        records = read_slice(dict(shard.spec), "doors")
+        records = read_slice(dict(shard.spec), "doors", source=self.input)
         answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "line": []}
         errors: dict[str, list] = {"id": [], "error": [], "line": []}
         solved: dict[tuple, tuple[int, list] | str] = {}  # canonical key -> (escaped, plan) or reason
@@ -123,6 +123,7 @@ class NonaryJob(RecordBatchJob):
                         "doors": np.asarray(answers["doors"], dtype=np.int64),
                         "line": np.asarray(answers["line"], dtype=np.int64)},
             "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
+            STATS_KEY: {"records": len(records)},
         }
 
     def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 import pandas as pd
 
 from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
+from pipeline.storage import Storage
 
 __all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
 
@@ -108,7 +108,7 @@ class PalagoJob(Job):
             }
         return outputs
 
-    def finalize(self, tables: dict, out_dir: str) -> dict:
+    def finalize(self, tables: dict, out) -> dict:
         partial = tables["partial_counts"]
         counts = partial.groupby("n", as_index=False, sort=True).sum()
         counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
@@ -120,8 +120,8 @@ class PalagoJob(Job):
             if len(creatures) != expected:
                 raise PipelineError(f"catalogue holds {len(creatures)} creatures, the counts say {expected}")
             final["creatures"] = creatures
-        _write_markdown(counts, os.path.join(out_dir, "creature_counts.md"))
-        _write_plot(counts, os.path.join(out_dir, "creature_counts.svg"))
+        out.write_text(out.join("creature_counts.md"), _markdown(counts))
+        out.write_text(out.join("creature_counts.svg"), _plot(counts))
         return final
 
     def summary(self, tables: dict) -> str:
@@ -144,7 +144,7 @@ def _check_identities(counts: pd.DataFrame) -> None:
         raise PipelineError(f"internal error: Burnside identities fail for n = {bad.n.tolist()}")
 
 
-def _write_markdown(counts: pd.DataFrame, path: str) -> None:
+def _markdown(counts: pd.DataFrame) -> str:
     header = ["n", "free", "fixed", "stab 1", "stab 2", "stab 3", "stab 6", "search nodes"]
     lines = [
         "# Palago creatures",
@@ -159,21 +159,14 @@ def _write_markdown(counts: pd.DataFrame, path: str) -> None:
     for row in counts.itertuples(index=False):
         cells = [row.n, row.free, row.fixed, *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS), row.nodes]
         lines.append("| " + " | ".join(f"{int(c):,}" if i else str(int(c)) for i, c in enumerate(cells)) + " |")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    return "\n".join(lines) + "\n"
 
 
-def _write_plot(counts: pd.DataFrame, path: str) -> None:
-    """The growth plot (free and fixed by n, log scale) next to the Markdown table, atomically."""
+def _plot(counts: pd.DataFrame) -> str:
+    """The growth plot (free and fixed by n, log scale) that goes next to the Markdown table."""
     from solvers.palago.render import growth_plot_svg
 
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as handle:
-        handle.write(growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n")
-    os.replace(tmp, path)
+    return growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n"
 
 
 # ---------------------------------------------------------------------------------------- CLI
@@ -194,14 +187,15 @@ def _build(args: argparse.Namespace) -> PalagoJob:
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", metavar="DIR",
-                        help="the directory a palago run wrote to (default: results)")
+                        help="the folder or URI a palago run wrote to (default: results)")
 
 
 def _print_table(args: argparse.Namespace) -> int:
-    path = os.path.join(args.out, "palago", "creature_counts.parquet")
-    if not os.path.exists(path):
-        raise PipelineError(f"no count table at {path}: run `batchenum run palago --out {args.out}` first")
-    counts = pd.read_parquet(path)
+    folder = Storage.at(args.out).child("palago")
+    path = folder.join("creature_counts.parquet")
+    if not folder.is_file(path):
+        raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
+    counts = pd.read_parquet(path, filesystem=folder.fs)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(counts.to_string(index=False))
     return 0

@@ -9,7 +9,6 @@ Exit status: 0 when the job ran (whatever records it rejected), 1 on an error th
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -67,8 +66,9 @@ def probability(text: str) -> float:
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where and how to run")
     group.add_argument("--out", default="results", metavar="DIR",
-                       help="output directory; tables go to DIR/JOB/ (default: results). Rerunning into "
-                            "the same directory reuses every committed shard with matching provenance")
+                       help="output folder or object-store URI (s3://bucket/prefix, gs://..., file://...); "
+                            "tables go to DIR/JOB/ (default: results). Rerunning into the same place reuses "
+                            "every committed shard with matching provenance")
     group.add_argument("--workers", type=positive_int, metavar="K",
                        help="CPUs of the private local Ray (default: all cores); not with --address")
     group.add_argument("--address", metavar="A",
@@ -116,7 +116,7 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     print(job.summary(result.tables))
     print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"
           + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
-          + f") in {result.seconds:.1f}s; tables in {os.path.join(args.out, job.name)}")
+          + f") in {result.seconds:.1f}s; tables in {result.location}")
     return 0
 
 

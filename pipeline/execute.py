@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import runner
+from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard
 from pipeline.progress import Progress
+from pipeline.storage import Storage, StorageError
 from pipeline.store import Provenance, ShardStore
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
@@ -22,12 +24,12 @@ _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are c
 
 @dataclass(frozen=True)
 class RunOptions:
-    out_dir: str = "results"
+    out_dir: str = "results"  # a local folder or a URI (s3://bucket/prefix)
     workers: int | None = None  # local Ray CPUs (default: all cores)
     address: str | None = None  # a Ray cluster; None: RAY_ADDRESS or a private local Ray
     serial: bool = False  # run every shard in this process, without Ray
     head_start: bool = True  # compute shards in this process while a private local Ray starts
-    window: int | None = None  # tasks in flight (default: 4 per worker, at least 8)
+    window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
 
 
 @dataclass
@@ -38,6 +40,8 @@ class RunResult:
     reused: int
     recomputed: list[str] = field(default_factory=list)  # shards whose committed files were bad
     seconds: float = 0.0
+    totals: dict[str, int] = field(default_factory=dict)  # stats the shards recorded, summed
+    location: str = ""  # the job folder, as a path or URI
 
 
 def code_version(job: Job) -> str:
@@ -57,7 +61,7 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     started = time.monotonic()
     params = job.params()
     json.dumps(params)  # provenance must be JSON: fail early, not in a worker
-    store = ShardStore(options.out_dir, job, Provenance(job.name, code_version(job), params))
+    store = ShardStore(_output_storage(options.out_dir), job, Provenance(job.name, code_version(job), params))
     removed = store.remove_temporaries()
     if removed:
         progress.stage(f"removed {removed} temporary files left by an interrupted run")
@@ -66,14 +70,51 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
     progress.stage(f"{len(shards)} shards: {reused} reused, {len(pending)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
-    _compute(job, store, pending, len(shards), reused, options, progress)
+    nodes = _compute(job, store, pending, len(shards), reused, options, progress)
 
+    totals = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
     merged = _merge(job, store, shards)
-    final = job.finalize(merged, store.root)
+    job.check_totals(merged, totals)
+    final = job.finalize(merged, store.storage)
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
-    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started)
+    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+
+
+def _output_storage(location: str) -> Storage:
+    """The --out location, checked writable before anything is computed."""
+    try:
+        out = Storage.at(location)
+        out.check_writable()
+    except StorageError as error:
+        raise PipelineError(f"--out: {error}") from None
+    return out
+
+
+def _check_complete(job: Job, store: ShardStore, shards: list[Shard], nodes: dict[str, str]) -> dict[str, int]:
+    """Every planned shard must be committed and readable from here before any final table is
+    written; returns the shards' recorded stats, summed.  Otherwise PipelineError names each
+    missing shard and the node it ran on."""
+    tables = _shard_tables(job)
+    missing, totals = [], {}
+    for shard in shards:
+        problem = store.check_shard(shard, tables)
+        if problem is not None:
+            missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {problem})")
+            continue
+        for name, value in store.shard_stats(tables[0], shard.id).items():
+            if isinstance(value, int):
+                totals[name] = totals.get(name, 0) + value
+    if missing:
+        listed = "; ".join(missing[:_DAMAGE_LINES]) + (f"; and {len(missing) - _DAMAGE_LINES} more"
+                                                      if len(missing) > _DAMAGE_LINES else "")
+        raise PipelineError(
+            f"{len(missing)} of {len(shards)} shards are not committed where this driver can read them "
+            f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this driver "
+            "does not see: use a folder every node mounts at the same path, or object storage "
+            "(--out s3://bucket/prefix); then run the same command again to reuse what is committed.")
+    return totals
 
 
 def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
@@ -99,16 +140,18 @@ def _shard_tables(job: Job) -> list[str]:
     return list(job.shard_tables or [spec.name for spec in job.tables])
 
 
-def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress) -> None:
+def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress) -> dict[str, str]:
+    """Compute the pending shards; returns {shard id: the node it ran on}."""
+    nodes: dict[str, str] = {}
     if not pending:
-        return
+        return nodes
     lock = threading.Lock()
 
-    def on_done(shard: Shard) -> None:  # called from the head-start thread too
+    def on_done(shard: Shard, info: dict) -> None:  # called from the head-start thread too
         with lock:
+            nodes[shard.id] = info.get("node", "?")
             progress.shard_done()
 
-    window = options.window or max(8, 4 * (options.workers or 2))
     progress.start_shards(total, reused)
     try:
         if options.serial:
@@ -116,13 +159,29 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
             runner.run_serial(job, pending, store, on_done)
         elif options.head_start and runner.is_local(options.address):
             progress.stage("starting a local Ray; computing shards here meanwhile")
-            runner.run_local(job, pending, store, on_done, options.workers, window,
+            runner.run_local(job, pending, store, on_done, options.workers,
                              on_connected=lambda where: progress.stage(f"computing on {where}"))
         else:
-            progress.stage(f"computing on {runner.connect(options.address, options.workers)}")
-            runner.run_on_ray(job, pending, store, on_done, window)
+            where = runner.connect(options.address, options.workers)
+            if not runner.is_private_local():
+                _check_cluster_sees_files(job, store, progress)
+            progress.stage(f"computing on {where}")
+            runner.run_on_ray(job, pending, store, on_done, options.window)
     finally:
         progress.finish_shards()
+    return nodes
+
+
+def _check_cluster_sees_files(job: Job, store: ShardStore, progress: Progress) -> None:
+    """On a cluster, every node must see the local folders and files this run uses."""
+    folders = {"--out": store.storage.root} if store.storage.local else {}
+    files = {}
+    source = getattr(job, "input", None)
+    if isinstance(source, Storage) and source.local:
+        files[source.root] = source.stat(source.root)
+    if folders or files:
+        progress.stage("checking that every node sees " + " and ".join([*folders, *(["--input"] if files else [])]))
+        runner.check_shared_folders(folders, files)
 
 
 def _merge(job: Job, store: ShardStore, shards: list[Shard]) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any
 
@@ -24,6 +23,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from pipeline.errors import InputError
+from pipeline.storage import Storage, StorageError
 
 __all__ = [
     "RecordSlice",
@@ -33,6 +33,7 @@ __all__ = [
     "read_slice_arrow",
     "string_list_buffers",
     "describe_input",
+    "input_storage",
     "InputError",
 ]
 
@@ -97,10 +98,11 @@ class ArrowSlice:
 # ---------------------------------------------------------------------------------------- planning
 
 
-def plan_slices(path: str, field: str, records_per_slice: int) -> list[dict]:
+def plan_slices(path: str | Storage, field: str, records_per_slice: int) -> list[dict]:
     """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
 
-    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes).
+    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes):
+                       a local path, a URI (``s3://bucket/batch.jsonl``) or a Storage for one.
     field:             the payload field every record should carry (checked up front for Parquet).
     records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
 
@@ -111,44 +113,58 @@ def plan_slices(path: str, field: str, records_per_slice: int) -> list[dict]:
     """
     if not isinstance(records_per_slice, int) or records_per_slice < 1:
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
-    base = describe_input(path)
-    path = base["path"]
-    if _detect_format(path) == "parquet":
-        return [{**base, **rows} for rows in _plan_parquet(path, field, records_per_slice)]
-    return [{**base, **cut} for cut in _plan_jsonl(path, records_per_slice)]
+    source = input_storage(path)
+    base = describe_input(source)
+    if _detect_format(source) == "parquet":
+        return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
+    return [{**base, **cut} for cut in _plan_jsonl(source, records_per_slice)]
 
 
-def describe_input(path: str) -> dict:
-    """{"path": absolute path, "size": bytes, "mtime_ns": modification time} of an input file, for
+def input_storage(path: str | Storage) -> Storage:
+    """The Storage of one input file; InputError for a location that cannot be used."""
+    if isinstance(path, Storage):
+        return path
+    try:
+        return Storage.at(path)
+    except StorageError as error:
+        raise InputError(f"input: {error}") from None
+
+
+def describe_input(path: str | Storage) -> dict:
+    """{"path": path or URI, "size": bytes, "mtime_ns": modification time} of an input file, for
     provenance (a changed file is not mistaken for the one already processed).  Raises InputError
     for a missing or unreadable file."""
-    path = os.path.abspath(path)
-    stat = _stat_input(path)
-    return {"path": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    source = input_storage(path)
+    size, mtime_ns = _stat_input(source)
+    return {"path": source.display_root, "size": size, "mtime_ns": mtime_ns}
 
 
-def _stat_input(path: str) -> os.stat_result:
-    """The file's stat, or an InputError saying why the input cannot be used."""
+def _stat_input(source: Storage) -> tuple[int, int]:
+    """(size, mtime_ns) of the input file, or an InputError saying why it cannot be used."""
+    where = source.display_root
     try:
-        stat = os.stat(path)
+        size, mtime_ns = source.stat(source.root)
+        if source.local:
+            with open(source.root, "rb"):
+                pass
     except FileNotFoundError:
-        raise InputError(f"input file {path} does not exist") from None
+        raise InputError(f"input file {where} does not exist") from None
+    except StorageError as error:
+        raise InputError(f"input {error}") from None
+    except PermissionError:
+        raise InputError(f"cannot read input file {where}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"cannot read input file {path}: {exc.strerror}") from None
-    if not os.path.isfile(path):
-        raise InputError(f"input {path} is not a regular file")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"cannot read input file {path}: permission denied")
-    return stat
+        raise InputError(f"cannot read input file {where}: {exc.strerror or exc}") from None
+    return size, mtime_ns
 
 
-def _detect_format(path: str) -> str:
+def _detect_format(source: Storage) -> str:
     """"parquet" or "jsonl", from the suffix, else from the first bytes."""
+    path = source.display_root
     lower = path.lower()
     if lower.endswith(".parquet"):
         return "parquet"
-    with open(path, "rb") as handle:
-        head = handle.read(4)
+    head = source.read_bytes(source.root, 0, 4)
     if head == _PARQUET_MAGIC:
         return "parquet"
     if lower.endswith(_JSONL_SUFFIXES) or head.lstrip()[:1] in (b"{", b""):
@@ -159,12 +175,12 @@ def _detect_format(path: str) -> str:
     )
 
 
-def _plan_jsonl(path: str, lines_per_slice: int) -> list[dict]:
+def _plan_jsonl(source: Storage, lines_per_slice: int) -> list[dict]:
     """Byte ranges of ``lines_per_slice`` lines each, found by counting newlines in blocks."""
     cuts = [0]
     lines_seen = 0
     offset = 0
-    with open(path, "rb") as handle:
+    with source.open_input(source.root) as handle:
         while block := handle.read(_SCAN_BLOCK):
             newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
             # Cut after every newline that ends a multiple of lines_per_slice lines.
@@ -180,9 +196,10 @@ def _plan_jsonl(path: str, lines_per_slice: int) -> list[dict]:
     ]
 
 
-def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
+def _plan_parquet(source: Storage, field: str, rows_per_slice: int) -> list[dict]:
     """Row ranges of ``rows_per_slice`` rows each; checks that the payload column exists."""
-    parquet_file = _open_parquet(path)
+    path = source.display_root
+    parquet_file = _open_parquet(source)
     names = parquet_file.schema_arrow.names
     if field not in names:
         raise InputError(f"Parquet input {path} has no column {field!r} (its columns: {', '.join(names)})")
@@ -193,18 +210,19 @@ def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
     ]
 
 
-def _open_parquet(path: str):
+def _open_parquet(source: Storage):
     """A pyarrow ParquetFile, or an InputError if the file is not readable Parquet."""
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(source.open_input(source.root))
     except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
-        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
+        raise InputError(f"cannot read {source.display_root} as Parquet: {exc}") from None
 
 
 # ----------------------------------------------------------------------------------------- reading
 
 
-def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> RecordSlice:
+def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None,
+               source: Storage | None = None) -> RecordSlice:
     """Read the records of one slice planned by ``plan_slices``.
 
     spec:      one slice spec.
@@ -215,13 +233,16 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> 
                parse or type error, blank lines, a missing or null id or payload) the slice is
                read again line by line with ``json.loads`` so that every line is accounted for and
                payloads keep their JSON types.  None reads line by line directly.
+    source:    the input's Storage (carries object-store credentials to workers); default: the
+               one ``spec["path"]`` names, reached with this process's environment.
 
     Every non-blank line becomes exactly one record; blank lines are skipped.  Raises InputError
     if the file changed size since it was planned.
     """
+    source = source or input_storage(spec["path"])
     if spec["format"] == "parquet":
-        return _read_parquet_slice(spec, field)
-    data = _slice_bytes(spec)
+        return _read_parquet_slice(spec, field, source)
+    data = _slice_bytes(spec, source)
     if fast_type is not None:
         table = _jsonl_table(data, field, fast_type)
         if table is not None:
@@ -235,7 +256,8 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> 
     return _read_jsonl_lines(data, spec["first_line"], field)
 
 
-def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType) -> ArrowSlice | None:
+def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType,
+                     source: Storage | None = None) -> ArrowSlice | None:
     """The slice as one Arrow array of payloads when pyarrow reads every record without doubt;
     None otherwise (then ``read_slice`` accounts for every record, line by line).
 
@@ -246,13 +268,14 @@ def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType) -> ArrowSli
 
     Lets a job validate payloads in bulk from Arrow buffers instead of Python objects.
     """
+    source = source or input_storage(spec["path"])
     if spec["format"] == "parquet":
-        table = _parquet_rows(spec, field)
+        table = _parquet_rows(spec, field, source)
         label, first = "row", spec["start_row"] + 1
         if "id" not in table.column_names or not table.schema.field(field).type.equals(fast_type):
             return None
     else:
-        table = _jsonl_table(_slice_bytes(spec), field, fast_type)
+        table = _jsonl_table(_slice_bytes(spec, source), field, fast_type)
         label, first = "line", spec["first_line"]
         if table is None:
             return None
@@ -304,14 +327,15 @@ def _is_id_type(arrow_type) -> bool:
     return _is_string(arrow_type) or pa.types.is_integer(arrow_type)
 
 
-def _slice_bytes(spec: dict) -> bytes:
+def _slice_bytes(spec: dict, source: Storage) -> bytes:
     """The bytes of a JSONL slice; InputError if the file changed size since planning."""
-    path = spec["path"]
-    if _stat_input(path).st_size != spec["size"]:
-        raise InputError(f"input file {path} changed since the batch was planned; run it again")
-    with open(path, "rb") as handle:
-        handle.seek(spec["start"])
-        return handle.read(spec["end"] - spec["start"])
+    _check_unchanged(spec, source)
+    return source.read_bytes(source.root, spec["start"], spec["end"])
+
+
+def _check_unchanged(spec: dict, source: Storage) -> None:
+    if _stat_input(source)[0] != spec["size"]:
+        raise InputError(f"input file {spec['path']} changed since the batch was planned; run it again")
 
 
 def _jsonl_table(data: bytes, field: str, fast_type: pa.DataType) -> pa.Table | None:
@@ -384,12 +408,11 @@ def _json_type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _parquet_rows(spec: dict, field: str):
+def _parquet_rows(spec: dict, field: str, source: Storage):
     """The rows ``[start_row, end_row)`` as a pyarrow Table of the id (if any) and payload columns,
     reading only the row groups that overlap them."""
-    if _stat_input(spec["path"]).st_size != spec["size"]:
-        raise InputError(f"input file {spec['path']} changed since the batch was planned; run it again")
-    parquet_file = _open_parquet(spec["path"])
+    _check_unchanged(spec, source)
+    parquet_file = _open_parquet(source)
     start, end = spec["start_row"], spec["end_row"]
     groups, group_start, first = [], 0, None
     for index in range(parquet_file.metadata.num_row_groups):
@@ -402,9 +425,9 @@ def _parquet_rows(spec: dict, field: str):
     return parquet_file.read_row_groups(groups, columns=columns).slice(start - (first or 0), end - start)
 
 
-def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
+def _read_parquet_slice(spec: dict, field: str, source: Storage) -> RecordSlice:
     """Every row of a Parquet slice as a record; a missing or invalid id is the row's error."""
-    table = _parquet_rows(spec, field)
+    table = _parquet_rows(spec, field, source)
     values = table.column(field).to_pylist()
     raw_ids = table.column("id").to_pylist() if "id" in table.column_names else [None] * len(values)
     records = RecordSlice(position_label="row")

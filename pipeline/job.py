@@ -13,12 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES"]
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY"]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
 
 ShardOutput = dict[str, dict[str, Any]]
+# A shard output may also carry {STATS_KEY: {name: int}}: counts the worker measured (records read),
+# recorded with the shard's files and summed over all shards for ``Job.check_totals``.
+STATS_KEY = "_stats"
 
 
 @dataclass(frozen=True)
@@ -100,14 +103,19 @@ class Job:
         """Compute one shard.  Runs in a Ray worker (or in-process with --serial)."""
         raise NotImplementedError
 
-    def finalize(self, tables: dict[str, Any], out_dir: str) -> dict[str, Any]:
+    def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
         """Turn merged, deduplicated tables (pandas DataFrames) into the published ones.
 
         Runs once on the driver.  May aggregate (sum per-shard partial counts), add tables, or
-        write side files (a Markdown rendering) into ``out_dir``.  Returns the tables to write;
-        default: unchanged.
+        write side files (a Markdown rendering) through ``out``, the job folder's
+        ``pipeline.storage.Storage`` (``out.write_text(out.join("x.md"), text)``).  Returns the
+        tables to write; default: unchanged.
         """
         return tables
+
+    def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
+        """Check the merged tables against the stats every shard recorded, summed (``totals``);
+        raise PipelineError when they disagree.  Runs before any final table is written."""
 
     def summary(self, tables: dict[str, Any]) -> str:
         """One or a few human lines describing the final tables."""

@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
-from typing import Callable, Iterable
+import time
+import uuid
+from typing import Any, Callable, Iterable
 
 from pipeline.errors import PipelineError
-from pipeline.job import Job, Shard
+from pipeline.job import STATS_KEY, Job, Shard
 from pipeline.store import ShardStore
 
-__all__ = ["ClusterError", "ShardFailedError", "run_serial", "run_on_ray", "run_local", "connect", "is_local"]
+__all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "run_serial", "run_on_ray", "run_local", "connect",
+           "is_local", "check_shared_folders"]
 
 # A dead worker (SIGKILL, lost node) is retried this many times; a Python exception never is,
 # since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
+_private_local = False  # set by connect() when it starts a private local Ray
+
 # Test hook: a shard id whose first attempt kills its own worker process with SIGKILL, so tests
 # can prove that a real worker death is retried.  Never set in normal use.
 _KILL_ENV = "BATCHENUM_TEST_KILL_SHARD"
@@ -38,42 +44,62 @@ class ShardFailedError(PipelineError):
     """A shard raised an exception or its worker kept dying."""
 
 
-def execute_shard(job: Job, shard: Shard, store: ShardStore) -> dict[str, int]:
-    """Run one shard and commit its tables; returns rows per table."""
-    return store.write_shard(shard, job.run_shard(shard))
+class SharedFolderError(PipelineError):
+    """A cluster node does not see the local folder the run reads or writes."""
 
 
-def _execute_in_worker(job: Job, shard: Shard, store: ShardStore) -> dict[str, int]:
+# What a finished shard reports to the driver: {"node": where it ran, "seconds": compute time, ...}
+ShardInfo = dict[str, Any]
+OnDone = Callable[[Shard, ShardInfo], None]
+
+
+def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str) -> ShardInfo:
+    """Run one shard and commit its tables; returns where it ran, how long it took and its stats
+    (which are also recorded in its files)."""
+    started = time.monotonic()
+    outputs = dict(job.run_shard(shard))
+    stats = {**outputs.pop(STATS_KEY, {}), "node": node, "seconds": round(time.monotonic() - started, 3),
+             "committed_at": round(time.time(), 3)}
+    store.write_shard(shard, outputs, stats)
+    return stats
+
+
+def _execute_in_worker(job: Job, shard: Shard, store: ShardStore) -> ShardInfo:
     _maybe_kill_for_test(shard, store)
-    return execute_shard(job, shard, store)
+    return execute_shard(job, shard, store, _worker_node())
+
+
+def _worker_node() -> str:
+    """This Ray worker's node, as an operator can find it: host, IP and Ray node id."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return f"{socket.gethostname()} ({ray.util.get_node_ip_address()}, Ray node {context.get_node_id()[:12]})"
 
 
 def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
     if os.environ.get(_KILL_ENV) != shard.id:
         return
-    marker = os.path.join(store.root, f".killed-{shard.id}")
+    marker = os.path.join(store.storage.root, f".killed-{shard.id}")
     if os.path.exists(marker):
         return
-    os.makedirs(store.root, exist_ok=True)
+    os.makedirs(store.storage.root, exist_ok=True)
     with open(marker, "w") as handle:
         handle.write(str(os.getpid()))
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _execute_here(job: Job, shard: Shard, store: ShardStore) -> None:
+def _execute_here(job: Job, shard: Shard, store: ShardStore) -> ShardInfo:
     """Run a shard in this process, turning its exception into one that names it."""
     try:
-        execute_shard(job, shard, store)
-    except PipelineError:
-        raise
+        return execute_shard(job, shard, store, f"{socket.gethostname()} (the driver)")
     except Exception as error:
         raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
 
 
-def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: Callable[[Shard], None]) -> None:
+def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone) -> None:
     for shard in shards:
-        _execute_here(job, shard, store)
-        on_done(shard)
+        on_done(shard, _execute_here(job, shard, store))
 
 
 # ------------------------------------------------------------------------------------------- Ray
@@ -94,6 +120,7 @@ def connect(address: str | None, workers: int | None) -> str:
     """
     import ray
 
+    global _private_local
     if ray.is_initialized():
         return "an already initialised Ray"
     address = address or os.environ.get("RAY_ADDRESS") or "local"
@@ -102,6 +129,7 @@ def connect(address: str | None, workers: int | None) -> str:
             cpus = workers or os.cpu_count()
             ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                      logging_level="WARNING", configure_logging=True, log_to_driver=True)
+            _private_local = True
             return f"a local Ray with {cpus} CPUs"
         if workers:
             raise ClusterError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
@@ -113,8 +141,13 @@ def connect(address: str | None, workers: int | None) -> str:
         raise ClusterError(_explain_connect_failure(address, error)) from error
 
 
-def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callable[[Shard], None],
-              workers: int | None, window: int, on_connected: Callable[[str], None]) -> None:
+def is_private_local() -> bool:
+    """Whether the connected Ray is a private local instance that ``connect`` started."""
+    return _private_local
+
+
+def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
+              workers: int | None, on_connected: Callable[[str], None]) -> None:
     """Start a private local Ray and run the shards on it, computing shards in this process (from
     the end of the list) until Ray is up; shut the local Ray down at the end."""
     queue = list(shards)
@@ -129,11 +162,11 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callabl
                     return
                 shard = queue.pop()
             try:
-                _execute_here(job, shard, store)
+                info = _execute_here(job, shard, store)
             except BaseException as error:  # reported by the main thread
                 failures.append(error)
                 return
-            on_done(shard)
+            on_done(shard, info)
 
     helper = threading.Thread(target=head_start, name="batchenum-head-start", daemon=True)
     helper.start()
@@ -145,14 +178,79 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callabl
         with lock:
             rest, queue[:] = list(queue), []
         if not failures:
-            run_on_ray(job, rest, store, on_done, window)
+            run_on_ray(job, rest, store, on_done)
         helper.join()
         if failures:
             raise failures[0]
     finally:
         import ray
 
+        global _private_local
         ray.shutdown()  # now, rather than at interpreter exit, which first sleeps
+        _private_local = False
+
+
+def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, int]]) -> None:
+    """Refuse, before any shard runs, a cluster node that does not see the driver's local folders.
+
+    folders: {option: local folder the workers write}, e.g. {"--out": "/data/runs/palago"}; the
+             driver writes a probe file there and every alive node must read it back.
+    files:   {option: (size, mtime_ns)} keyed by local input path; every node must see the same.
+    Raises SharedFolderError naming the node and the two fixes.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    token = uuid.uuid4().hex
+    probes = {}
+    for option, folder in folders.items():
+        os.makedirs(folder, exist_ok=True)
+        probes[option] = (folder, os.path.join(folder, f".batchenum-probe-{token}"))
+        with open(probes[option][1], "w") as handle:
+            handle.write(token)
+    try:
+        nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
+        probe = ray.remote(num_cpus=0, max_retries=0)(_probe_node)
+        refs = {probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                .remote({o: p for o, (_, p) in probes.items()}, token, files): node for node in nodes}
+        for ref, node in refs.items():
+            where, problems = ray.get(ref, timeout=120)
+            if problems:
+                raise SharedFolderError(_not_shared_message(where, problems))
+    finally:
+        for _, path in probes.values():
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def _probe_node(probes: dict[str, str], token: str, files: dict[str, tuple[int, int]]) -> tuple[str, list[str]]:
+    """On one node: which of the driver's folders and files it does not see as the driver does."""
+    problems = []
+    for option, path in probes.items():
+        try:
+            with open(path) as handle:
+                seen = handle.read() == token
+        except OSError:
+            seen = False
+        if not seen:
+            problems.append(f"{option} {os.path.dirname(path)}")
+    for path, (size, mtime_ns) in files.items():
+        try:
+            stat = os.stat(path)
+            same = (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns)
+        except OSError:
+            same = False
+        if not same:
+            problems.append(f"--input {path}")
+    return _worker_node(), problems
+
+
+def _not_shared_message(node: str, problems: list[str]) -> str:
+    return (f"node {node} does not see {' or '.join(problems)} as this driver does: on a cluster, shards are "
+            "read and committed by the node that computes them, so every node must see the same files. "
+            "Either give a folder that every node mounts at the same path (NFS or another shared file "
+            "system), or use object storage (--out s3://bucket/prefix, --input s3://bucket/batch.jsonl). "
+            "Nothing was computed.")
 
 
 def _explain_connect_failure(address: str, error: Exception) -> str:
@@ -170,14 +268,10 @@ def _explain_connect_failure(address: str, error: Exception) -> str:
             f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
 
 
-def run_on_ray(
-    job: Job,
-    shards: list[Shard],
-    store: ShardStore,
-    on_done: Callable[[Shard], None],
-    window: int,
-) -> None:
-    """Run shards as Ray tasks, at most ``window`` in flight, consuming them as they finish."""
+def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, window: int | None = None) -> None:
+    """Run shards as Ray tasks, consuming them as they finish.  Tasks in flight: ``window``, or by
+    default twice the cluster's CPUs (at least 8), re-read every few seconds so that the window
+    follows nodes joining and leaving an autoscaling cluster."""
     import ray
     from ray.exceptions import RayTaskError, TaskCancelledError, WorkerCrashedError
 
@@ -193,22 +287,43 @@ def run_on_ray(
         for shard in _take(queue, count):
             in_flight[task.remote(job_ref, shard, store_ref)] = shard
 
-    submit(window)
+    size = _WindowSize(window)
+    submit(size.current())
     try:
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
             for ref in ready:
                 shard = in_flight.pop(ref)
                 try:
-                    ray.get(ref)
+                    info = ray.get(ref)
                 except (RayTaskError, WorkerCrashedError, TaskCancelledError) as error:
                     raise ShardFailedError(f"shard {shard.id} failed: {_cause(error)}") from error
-                on_done(shard)
-            submit(window - len(in_flight))
+                on_done(shard, info)
+            submit(size.current() - len(in_flight))
     except BaseException:
         for ref in in_flight:
             ray.cancel(ref, force=True)
         raise
+
+
+class _WindowSize:
+    """Tasks to keep in flight: fixed, or twice the cluster's CPUs (re-read at most every 5 s)."""
+
+    def __init__(self, fixed: int | None):
+        self.fixed = fixed
+        self.value = 8
+        self.read_at = -1e9
+
+    def current(self) -> int:
+        if self.fixed:
+            return self.fixed
+        now = time.monotonic()
+        if now - self.read_at >= 5.0:
+            import ray
+
+            self.read_at = now
+            self.value = max(8, 2 * int(ray.cluster_resources().get("CPU", 0)))
+        return self.value
 
 
 def _take(iterator, count: int) -> Iterable:

@@ -9,18 +9,17 @@ Layout under ``OUT/<job>/``:
 
 A shard is committed when every table it produces has a file whose provenance (job, code version,
 parameters, shard id and spec, row count) matches the run; the committed files themselves are the
-record of finished work, not anything the driver remembers.  Each file is written under a unique
-temporary name, fsynced, then renamed onto its deterministic path, so a retried or duplicate
-attempt merely replaces identical content and a killed writer leaves only a temporary file, which
-is never read as a result.
+record of finished work, not anything the driver remembers.  Each file is committed whole onto its
+deterministic path (storage.py: rename on a disk, one upload on an object store), so a retried or
+duplicate attempt merely replaces identical content and a killed writer leaves at most a temporary
+file, which is never read as a result.  ``OUT`` is a local folder or any pyarrow.fs URI.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
+import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -29,11 +28,11 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, ShardOutput, TableSpec
+from pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type"]
 
 _META_PREFIX = "batchenum."
-_TMP_MARK = ".tmp-"
 _ARROW_TYPES = {
     "int64": pa.int64(),
     "float64": pa.float64(),
@@ -96,30 +95,6 @@ def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
     return out
 
 
-def _write_atomic(table: pa.Table, path: str) -> None:
-    """Write under a unique temporary name, fsync, then rename onto ``path``."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}{_TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        # page checksums let a reader tell a damaged file from a good one
-        pq.write_table(table, tmp, write_page_checksum=True, compression="zstd")
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    _fsync_dir(os.path.dirname(path))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
     """Build an Arrow table with exactly the declared columns and types."""
     missing = [c for c in spec.column_names if c not in columns]
@@ -136,27 +111,33 @@ def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
 
 
 class ShardStore:
-    """Committed shard files and final tables of one job under ``out_dir/<job>``."""
+    """Committed shard files and final tables of one job under ``<out>/<job>`` (any Storage)."""
 
-    def __init__(self, out_dir: str, job: Job, provenance: Provenance):
-        self.root = os.path.join(os.path.abspath(out_dir), job.name)
-        self.shard_root = os.path.join(self.root, "_shards")
+    def __init__(self, out: Storage, job: Job, provenance: Provenance):
+        self.storage = out.child(job.name)
         self.job = job
         self.provenance = provenance
+
+    @property
+    def where(self) -> str:
+        """The job folder as people type it (a path or a URI)."""
+        return self.storage.display_root
 
     # ------------------------------------------------------------------------------------ shards
 
     def shard_path(self, table: str, shard_id: str) -> str:
-        return os.path.join(self.shard_root, table, f"{shard_id}.parquet")
+        return self.storage.join("_shards", table, f"{shard_id}.parquet")
 
-    def write_shard(self, shard: Shard, outputs: ShardOutput) -> dict[str, int]:
-        """Commit one shard's outputs; returns rows per table."""
+    def write_shard(self, shard: Shard, outputs: ShardOutput, stats: dict[str, Any] | None = None) -> dict[str, int]:
+        """Commit one shard's outputs; returns rows per table.  ``stats`` (where and how long it ran,
+        records read) is recorded beside the provenance, not checked by it."""
         rows = {}
+        extra = {"stats": json.dumps(stats or {}, sort_keys=True)}
         for name, columns in outputs.items():
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
-            meta = _encode_metadata(self.provenance.shard_metadata(shard, name, table.num_rows))
-            _write_atomic(table.replace_schema_metadata(meta), self.shard_path(name, shard.id))
+            meta = _encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra})
+            self._write_parquet(table.replace_schema_metadata(meta), self.shard_path(name, shard.id))
             rows[name] = table.num_rows
         return rows
 
@@ -165,16 +146,16 @@ class ShardStore:
         why not ("missing" when it simply was never written)."""
         for name in tables:
             path = self.shard_path(name, shard.id)
-            if not os.path.exists(path):
+            if not self.storage.exists(path):
                 return "missing"
             problem = self._check_file(path, shard, name)
             if problem:
-                return f"{os.path.relpath(path, self.root)}: {problem}"
+                return f"{self.storage.relative(path)}: {problem}"
         return None
 
     def _check_file(self, path: str, shard: Shard, name: str) -> str | None:
         try:
-            table = pq.read_table(path, page_checksum_verification=True)
+            table = pq.read_table(path, filesystem=self.storage.fs, page_checksum_verification=True)
         except Exception as error:  # any failure to read means the file cannot be trusted
             return f"unreadable ({type(error).__name__}: {error})"
         found = _decode_metadata(table.schema.metadata)
@@ -189,24 +170,24 @@ class ShardStore:
             return "columns do not match the table's declaration"
         return None
 
+    def shard_stats(self, table: str, shard_id: str) -> dict[str, Any]:
+        """What a committed shard recorded about its run (node, seconds, records read)."""
+        metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
+        return json.loads(_decode_metadata(metadata).get("stats") or "{}")
+
     def remove_temporaries(self) -> int:
         """Delete temporary files left by killed writers; returns how many."""
-        removed = 0
-        for directory, _, files in os.walk(self.root):
-            for name in files:
-                if _TMP_MARK in name:
-                    os.remove(os.path.join(directory, name))
-                    removed += 1
-        return removed
+        leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]
+        for path in leftovers:
+            self.storage.delete_file(path)
+        return len(leftovers)
 
     def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
-        """Concatenate one table's committed shard files, in the given shard order."""
+        """Concatenate one table's committed shard files, in the given shard order.  Every file must
+        be there: a missing one is an error, never skipped."""
         spec = self.job.table_spec(name)
-        parts = []
-        for shard_id in shard_ids:
-            path = self.shard_path(name, shard_id)
-            if os.path.exists(path):
-                parts.append(pq.read_table(path).replace_schema_metadata(None))
+        parts = [pq.read_table(self.shard_path(name, shard_id), filesystem=self.storage.fs).replace_schema_metadata(None)
+                 for shard_id in shard_ids]
         if not parts:
             return _schema(spec).empty_table()
         return pa.concat_tables(parts)
@@ -214,33 +195,42 @@ class ShardStore:
     # ------------------------------------------------------------------------------ final tables
 
     def write_final(self, name: str, frame: Any) -> str:
-        """Write a final table (a pandas DataFrame) atomically; returns its path."""
+        """Write a final table (a pandas DataFrame) atomically; returns where (path or URI)."""
         spec = self.job.table_spec(name)
         table = to_arrow(spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy()
                                 for c in frame.columns})
         meta = _encode_metadata(self.provenance.final_metadata(name))
         if spec.partition is None:
-            path = os.path.join(self.root, f"{name}.parquet")
-            _write_atomic(table.replace_schema_metadata(meta), path)
-            return path
+            path = self.storage.join(f"{name}.parquet")
+            self._write_parquet(table.replace_schema_metadata(meta), path)
+            return self.storage.uri(path)
         return self._write_partitioned(spec, table, meta)
 
     def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
-        """Write ``name/<col>=<v>/part-0.parquet`` into a fresh directory, then swap it in."""
-        final = os.path.join(self.root, spec.name)
-        staging = f"{final}{_TMP_MARK}{uuid.uuid4().hex[:8]}"
+        """Write ``name/<col>=<v>/part-0.parquet``, each file committed atomically in place, then
+        remove partitions the new table does not have.  The folder is never absent, and each of its
+        files is whole at every moment."""
+        final = self.storage.join(spec.name)
         column = table.column(spec.partition).to_pylist()
         body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
+        wanted = set()
         for value in sorted(set(column)):
             mask = pa.array([v == value for v in column])
-            _write_atomic(body.filter(mask), os.path.join(staging, f"{spec.partition}={value}", "part-0.parquet"))
-        os.makedirs(staging, exist_ok=True)
-        retired = f"{final}{_TMP_MARK}old-{uuid.uuid4().hex[:8]}"
-        if os.path.exists(final):
-            os.replace(final, retired)
-        os.replace(staging, final)
-        shutil.rmtree(retired, ignore_errors=True)
-        return final
+            folder = f"{spec.partition}={value}"
+            wanted.add(folder)
+            self._write_parquet(body.filter(mask), self.storage.join(spec.name, folder, "part-0.parquet"))
+        for folder in self.storage.list_dirs(final):
+            if posixpath.basename(folder.replace(os.sep, "/")) not in wanted:
+                self.storage.delete_dir(folder)
+        for leftover in self.storage.list_dirs(self.storage.root):  # staging folders of older versions
+            if posixpath.basename(leftover.replace(os.sep, "/")).startswith(spec.name + TMP_MARK):
+                self.storage.delete_dir(leftover)
+        return self.storage.uri(final)
+
+    def _write_parquet(self, table: pa.Table, path: str) -> None:
+        # page checksums let a reader tell a damaged file from a good one
+        self.storage.write_atomic(
+            path, lambda local: pq.write_table(table, local, write_page_checksum=True, compression="zstd"))
 
     def partitioning(self, name: str) -> Any:
         """The explicit hive partitioning to read a partitioned table back (so the partition column
@@ -251,18 +241,17 @@ class ShardStore:
         return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
 
 
-def write_batch(path: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:
-    """Write an input batch (records with ``id`` and ``field``) atomically: Parquet when ``path``
-    ends in .parquet, else JSONL, one compact object per line."""
-    tmp = f"{path}{_TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        if path.lower().endswith(".parquet"):
-            pq.write_table(pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), tmp)
-        else:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.writelines(json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n"
-                                  for i, v in zip(ids, values))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+def write_batch(location: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:
+    """Write an input batch (records with ``id`` and ``field``) atomically to a local path or a URI:
+    Parquet when it ends in .parquet, else JSONL, one compact object per line."""
+    target = Storage.at(location)
+
+    def write(local: str) -> None:
+        if location.lower().endswith(".parquet"):
+            pq.write_table(pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), local)
+            return
+        with open(local, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n"
+                              for i, v in zip(ids, values))
+
+    target.write_atomic(target.root, write)

@@ -32,3 +32,63 @@ def ray_session():
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto's standalone server) over HTTP on 127.0.0.1, started as a
+    subprocess and stopped by pid.  Yields the AWS environment that reaches it; ``new_bucket``
+    below makes a fresh bucket per test."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    server = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which("moto_server")
+    if server is None:
+        pytest.fail("moto_server not found: install the test extra (pip install -e '.[test]')")
+    port = free_port()
+    process = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=2).close()
+            break
+        except Exception:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"moto_server did not start on {endpoint}")
+            time.sleep(0.2)
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "batchenum-test-key",
+           "AWS_SECRET_ACCESS_KEY": "s3cr3t-" + os.urandom(8).hex(), "AWS_REGION": "us-east-1"}
+    try:
+        yield env
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def new_bucket(s3_server, request):
+    """A fresh bucket on the test S3 server; returns its name."""
+    import re
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:6]
+    pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], access_key=s3_server["AWS_ACCESS_KEY_ID"],
+                      secret_key=s3_server["AWS_SECRET_ACCESS_KEY"], region="us-east-1",
+                      allow_bucket_creation=True).create_dir(name)
+    return name

@@ -11,7 +11,8 @@ import pytest
 from ray import cloudpickle
 
 import toy_job
-from pipeline.execute import RunOptions, run_job
+from pipeline.errors import PipelineError
+from pipeline.execute import RunOptions, code_version, run_job
 from pipeline.progress import Progress
 from pipeline.runner import ShardFailedError
 from toy_job import ToyJob
@@ -108,3 +109,18 @@ def test_provenance_is_in_the_metadata(tmp_path):
     assert meta[b"batchenum.shard"] == b"s000"
     assert b'"width": 5' in meta[b"batchenum.params"]
     assert meta[b"batchenum.version"].startswith(b"1+")
+
+
+def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path):
+    """A shard committed where the driver does not see it (a node's own disk) is never skipped: the
+    run names it and the node it ran on, and writes no final table."""
+    from pipeline.execute import _check_complete
+    from pipeline.storage import Storage
+    from pipeline.store import Provenance, ShardStore
+
+    job = ToyJob()
+    run(tmp_path)
+    os.remove(tmp_path / "toy" / "_shards" / "items" / "s004.parquet")
+    store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
+    with pytest.raises(PipelineError, match=r"1 of 6 shards are not committed .*s004 \(ran on node-b"):
+        _check_complete(job, store, job.plan(), {"s004": "node-b (10.0.0.2)"})
