@@ -158,6 +158,7 @@ def _tile_svg(tile: Tile, scale: float) -> str:
 _PLOT = {"width": 640, "height": 400, "left": 78, "right": 20, "top": 44, "bottom": 52}
 _SERIES = (("free", "#1f4fa3", "free (up to rotation and reflection)"),
            ("fixed", "#c48a00", "fixed (up to translation)"))
+_BELOW_ONE = 0.3  # decades of room between the n axis and the count 1
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
@@ -177,13 +178,14 @@ def growth_plot_svg(rows: Iterable[tuple[int, int, int]], *, title: str = "Palag
     p = _PLOT
     plot_w, plot_h = p["width"] - p["left"] - p["right"], p["height"] - p["top"] - p["bottom"]
     x_of = lambda n: p["left"] + (n - n_low) / (n_high - n_low) * plot_w  # noqa: E731
-    y_of = lambda v: p["top"] + plot_h * (1 - math.log10(v) / decades)  # noqa: E731
+    # The axis sits a little below 1, so that counts of 1 (n = 3, 5, 6) stand clear of it
+    y_of = lambda v: p["top"] + plot_h * (1 - (math.log10(v) + _BELOW_ONE) / (decades + _BELOW_ONE))  # noqa: E731
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{p["width"]}" height="{p["height"]}" '
         f'viewBox="0 0 {p["width"]} {p["height"]}" font-family="sans-serif" font-size="12">',
         f'<rect width="{p["width"]}" height="{p["height"]}" fill="white"/>',
         f'<text x="{p["width"] / 2}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>',
-        *_y_axis(decades, y_of, p["left"], p["left"] + plot_w),
+        *_y_axis(decades, y_of, p["left"], p["left"] + plot_w, p["top"] + plot_h),
         *_x_axis([n for n, _, _ in rows], x_of, p["top"] + plot_h),
         f'<text x="{p["left"] + plot_w / 2}" y="{p["height"] - 10}" text-anchor="middle">n (tiles in the creature)</text>',
         f'<text transform="translate(16,{p["top"] + plot_h / 2}) rotate(-90)" text-anchor="middle">'
@@ -220,9 +222,9 @@ def _power_label(k: int) -> str:
     return f"{10 ** k:,}" if k <= 3 else "10" + str(k).translate(_SUPERSCRIPT)
 
 
-def _y_axis(decades: int, y_of, x_left: float, x_right: float) -> list[str]:
+def _y_axis(decades: int, y_of, x_left: float, x_right: float, y_bottom: float) -> list[str]:
     """Grid lines and labels at every power of ten, faint lines at 2..9 times each."""
-    parts = [f'<line x1="{x_left}" y1="{y_of(1):.1f}" x2="{x_left}" y2="{y_of(10 ** decades):.1f}" stroke="black"/>']
+    parts = [f'<line x1="{x_left}" y1="{y_bottom}" x2="{x_left}" y2="{y_of(10 ** decades):.1f}" stroke="black"/>']
     for k in range(decades + 1):
         y = y_of(10 ** k)
         parts.append(f'<line x1="{x_left - 5}" y1="{y:.1f}" x2="{x_right}" y2="{y:.1f}" stroke="#cccccc"/>')
