@@ -43,18 +43,24 @@ _SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'
 
 
 def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | None = None,
-                 standalone: bool = True) -> str:
-    """An SVG picture of the creature ``tiles``: one ``<g class="tile">`` per tile.
+                 standalone: bool = True, shared_tiles: bool = False) -> str:
+    """An SVG picture of the creature ``tiles``: one element of class ``tile`` per tile.
 
-    radius:     a hex's circumradius in pixels (its side length);
-    title:      a tooltip (``<title>``), e.g. the creature's sum;
-    standalone: include the SVG namespace (a file); False for SVG inlined in HTML, which needs none.
+    radius:       a hex's circumradius in pixels (its side length);
+    title:        a tooltip (``<title>``), e.g. the creature's sum;
+    standalone:   include the SVG namespace (a file); False for SVG inlined in HTML, which needs none;
+    shared_tiles: draw each tile as ``<use class="tile">`` of the drawings in ``tile_defs_svg(radius)``
+                  (same radius), which the HTML page must hold once: a gallery page gets about 15 times
+                  smaller and faster to write.  Only for inlined SVG (standalone=False).
+                  Otherwise each tile is a ``<g class="tile">`` holding its own paths.
     """
     tiles = list(tiles)
     if not tiles:
         raise ValueError("nothing to draw: a creature has at least one tile")
     if radius <= 0:
         raise ValueError(f"radius must be positive, not {radius}")
+    if shared_tiles and standalone:
+        raise ValueError("shared_tiles needs standalone=False: the tile drawings live in the page, not the file")
     scale = radius / _CIRCUMRADIUS  # pixels per unit of hex-centre distance
     margin = radius * 0.25
     xs, ys = zip(*(_point(_corner(tile.q, tile.r, k), scale) for tile in tiles for k in range(6)))
@@ -64,7 +70,8 @@ def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | No
              f'viewBox="{left:.2f} {top:.2f} {width:.2f} {height:.2f}" role="img">']
     if title:
         parts.append(f"<title>{escape(title)}</title>")
-    parts += [_tile_svg(tile, scale) for tile in sorted(tiles, key=lambda t: (t.r, t.q))]
+    draw = _tile_use if shared_tiles else _tile_svg
+    parts += [draw(tile, scale) for tile in sorted(tiles, key=lambda t: (t.r, t.q))]
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -129,6 +136,15 @@ def _tile_paths(tile: Tile, scale: float) -> dict[str, str]:
 
 def _tile_svg(tile: Tile, scale: float) -> str:
     """One tile as ``<g class="tile">``: four filled regions, the creature's outline, the border."""
+    return "\n".join([
+        f'<g class="tile" data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}">',
+        *_tile_parts(tile, scale),
+        "</g>",
+    ])
+
+
+def _tile_parts(tile: Tile, scale: float) -> list[str]:
+    """The paths of one tile: four filled regions, the border, the creature's outline on top."""
     paths = _tile_paths(tile, scale)
     tip_in = bool(tile.regions & REGION_TIP)
     body_in = bool(tile.regions & REGION_BODY)
@@ -139,8 +155,7 @@ def _tile_svg(tile: Tile, scale: float) -> str:
     if body_in:
         outline += [paths["yellow_arc"], paths["line"]]
     stroke_width = scale * 0.035
-    return "\n".join([
-        f'<g class="tile" data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}">',
+    return [
         f'<path class="blue tip{" creature" if tip_in else ""}" d="{paths["blue_tip"]}" fill="{fill(tip_in)}"/>',
         f'<path class="blue body{" creature" if body_in else ""}" d="{paths["blue_body"]}" fill="{fill(body_in)}"/>',
         f'<path class="yellow tip" d="{paths["yellow_tip"]}" fill="{COLOURS["yellow"]}"/>',
@@ -149,8 +164,34 @@ def _tile_svg(tile: Tile, scale: float) -> str:
         f'stroke-width="{stroke_width:.2f}" stroke-linejoin="round"/>',
         *(f'<path class="outline" d="{d}" fill="none" stroke="{COLOURS["outline"]}" '
           f'stroke-width="{2.5 * stroke_width:.2f}" stroke-linecap="round"/>' for d in outline),
-        "</g>",
-    ])
+    ]
+
+
+def _tile_id(t: int, regions: int) -> str:
+    return f"palago-tile-{t}-{regions}"
+
+
+def _tile_use(tile: Tile, scale: float) -> str:
+    """One tile as ``<use class="tile">`` of its drawing at hex (0, 0), moved to its hex."""
+    x, y = _point(_centre(tile.q, tile.r), scale)
+    return (f'<use class="tile" href="#{_tile_id(tile.t, tile.regions)}" x="{x:.2f}" y="{y:.2f}" '
+            f'data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}"/>')
+
+
+def tile_defs_svg(radius: float = 24.0) -> str:
+    """The drawings that ``creature_svg(..., shared_tiles=True)`` refers to: every rotation and
+    region choice of a tile at hex (0, 0), as an invisible inline ``<svg>`` to put once in an HTML
+    page (before the pictures).  Kept in the layout at size 0 rather than ``display: none``, which
+    would stop some browsers from drawing the references."""
+    scale = radius / _CIRCUMRADIUS
+    parts = ['<svg class="tile-defs" width="0" height="0" style="position:absolute" aria-hidden="true"><defs>']
+    for t in range(3):
+        for regions in range(4):
+            parts.append(f'<g id="{_tile_id(t, regions)}">')
+            parts += _tile_parts(Tile(0, 0, t, regions), scale)
+            parts.append("</g>")
+    parts.append("</defs></svg>")
+    return "\n".join(parts)
 
 
 # ----------------------------------------------------------------------------------- growth plot
