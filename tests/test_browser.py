@@ -36,8 +36,9 @@ pytestmark = pytest.mark.skipif(
            "install one with `apt-get install -y chromium-headless-shell`")
 
 # Runs at the end of the page, after layout: for every card, scroll it into view, then record its
-# box, its picture's box, viewBox and drawn bounds, and for every tile its drawn bounds and whether
-# the browser hit-tests the tile's own centre to that tile (it does only where the tile is painted).
+# box, its content box (the caption's width), its picture's box, viewBox and drawn bounds, and for
+# every tile its drawn bounds and whether the browser hit-tests the tile's own centre to that tile
+# (it does only where the tile is painted).
 PROBE = """
 <script>
 (function () {
@@ -48,6 +49,7 @@ PROBE = """
       var card = cards[i], svg = card.querySelector("svg");
       card.scrollIntoView({block: "center"});
       var c = card.getBoundingClientRect(), s = svg.getBoundingClientRect();
+      var t = card.querySelector("figcaption").getBoundingClientRect();  // spans the card's content box
       var vb = svg.viewBox.baseVal, drawn = svg.getBBox();
       var tiles = [], uses = svg.querySelectorAll(".tile");
       for (var k = 0; k < uses.length; k++) {
@@ -57,6 +59,7 @@ PROBE = """
         tiles.push({w: b.width, h: b.height, hit: hit === uses[k], inside: inside});
       }
       out.cards.push({id: card.id, card: [c.left, c.top, c.right, c.bottom], svg: [s.left, s.top, s.right, s.bottom],
+                      content: [t.left, t.right],
                       viewBox: [vb.x, vb.y, vb.width, vb.height], drawn: [drawn.x, drawn.y, drawn.width, drawn.height],
                       tiles: tiles});
     }
@@ -100,11 +103,38 @@ def gallery(tmp_path_factory):
     return out / "palago" / "gallery_n12"
 
 
+@pytest.fixture(scope="module")
+def wide_page(tmp_path_factory):
+    """A page of the 12 widest creatures of size 16, pictures wider than a card (235 px in 228)."""
+    from jobs.palago_views import gallery_items
+    from solvers.palago.render import gallery_page_html, gallery_pages
+
+    def width(item):
+        xs = [tile.q + tile.r / 2 for tile in item.tiles]
+        return max(xs) - min(xs)
+
+    items = sorted(gallery_items(16), key=width, reverse=True)[:12]
+    page = tmp_path_factory.mktemp("wide") / "page-1.html"
+    counts = {order: sum(i.stabiliser == order for i in items) for order in {i.stabiliser for i in items}}
+    page.write_text(gallery_page_html(16, items, gallery_pages([i.stabiliser for i in items], 12)[0], 1, counts),
+                    encoding="utf-8")
+    return page
+
+
 @pytest.mark.parametrize("name", ["page-1.html", "page-2.html", "page-3.html"])
 def test_every_picture_is_drawn_whole_inside_its_card(gallery, name):
-    page = gallery / name
+    _check_page(gallery / name, cards=30 if name != "page-3.html" else 21, tiles=12)
+
+
+def test_pictures_wider_than_a_card_shrink_to_fit_it(wide_page):
+    assert max(int(w) for w in re.findall(r'class="creature" width="(\d+)"', wide_page.read_text())) > 228
+    _check_page(wide_page, cards=12, tiles=16)
+
+
+def _check_page(page, *, cards: int, tiles: int) -> None:
+    name = page.name
     expected = [f.get("id") for f in ET.parse(page).getroot().iter("figure") if f.get("class") == "creature-card"]
-    assert len(expected) == (30 if name != "page-3.html" else 21)
+    assert len(expected) == cards
     report = _probe(page)
     assert [card["id"] for card in report["cards"]] == expected
     for card in report["cards"]:
@@ -114,12 +144,15 @@ def test_every_picture_is_drawn_whole_inside_its_card(gallery, name):
         c_left, c_top, c_right, c_bottom = card["card"]
         assert c_left <= left and right <= c_right and c_top <= top and bottom <= c_bottom, \
             f"{where}: picture {card['svg']} spills out of its card {card['card']}"
+        inner_left, inner_right = card["content"]
+        assert inner_left - 0.5 <= left and right <= inner_right + 0.5, \
+            f"{where}: picture {card['svg']} wider than the card's content box {card['content']}"
         x, y, width, height = card["viewBox"]
         dx, dy, dwidth, dheight = card["drawn"]
         assert dwidth > 0 and dheight > 0, f"{where}: nothing drawn (do the tiles' <use> find their drawings?)"
         assert x <= dx and y <= dy and dx + dwidth <= x + width and dy + dheight <= y + height, \
             f"{where}: drawing {card['drawn']} clipped by the viewBox {card['viewBox']}"
-        assert len(card["tiles"]) == 12, f"{where}: {len(card['tiles'])} tiles"
+        assert len(card["tiles"]) == tiles, f"{where}: {len(card['tiles'])} tiles"
         for k, tile in enumerate(card["tiles"]):
             assert abs(tile["w"] - HEX_WIDTH) < 0.5 and abs(tile["h"] - HEX_HEIGHT) < 0.5, \
                 f"{where}: tile {k} drawn {tile['w']:.1f} x {tile['h']:.1f}, not a whole hex"
