@@ -16,6 +16,7 @@ import shutil
 
 from pipeline.cli import Command, positive_int
 from pipeline.errors import PipelineError
+from pipeline.storage import Storage
 
 __all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items"]
 
@@ -142,17 +143,19 @@ def _read_catalogue(n: int, source: str, stabilisers):
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    root = os.path.join(source, "palago", "creatures")
-    if not os.path.isdir(root):
-        raise PipelineError(f"no catalogue at {root}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
+    catalogue = Storage.at(source).child("palago", "creatures")
+    where = catalogue.display_root
+    if not catalogue.exists(catalogue.root):
+        raise PipelineError(f"no catalogue at {where}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
                             f"--out {source}` first, or drop --from to search directly")
-    if not os.path.isdir(os.path.join(root, f"n={n}")):
-        known = sorted(int(name[2:]) for name in os.listdir(root) if name.startswith("n=") and name[2:].isdigit())
+    if not catalogue.exists(catalogue.join(f"n={n}")):
+        names = [folder.rstrip("/").rsplit("/", 1)[-1] for folder in catalogue.list_dirs(catalogue.root)]
+        known = sorted(int(name[2:]) for name in names if name.startswith("n=") and name[2:].isdigit())
         if known and n <= known[-1]:  # the catalogue covers n, and no creature has exactly n tiles
             return pd.DataFrame(columns=_COLUMNS), {}
-        raise PipelineError(f"the catalogue at {root} stops at n = {known[-1] if known else 0}: rerun with "
+        raise PipelineError(f"the catalogue at {where} stops at n = {known[-1] if known else 0}: rerun with "
                             f"--catalogue-max-n {n} or more, or drop --from")
-    dataset = ds.dataset(root, format="parquet",
+    dataset = ds.dataset(catalogue.root, format="parquet", filesystem=catalogue.fs,
                          partitioning=ds.partitioning(pa.schema([("n", pa.int64())]), flavor="hive"))
     size = ds.field("n") == n  # a partition filter: the other sizes' files are never opened
     orders = dataset.to_table(columns=["stabiliser"], filter=size).column("stabiliser").to_pylist()

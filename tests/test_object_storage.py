@@ -99,6 +99,9 @@ def test_palago_counts_and_catalogue_on_s3_match_local(s3_server, new_bucket, tm
     assert f"{new_bucket}/run/palago/creature_counts.md" in names
     table = run(s3_server, "table", "--out", f"s3://{new_bucket}/run")
     assert table.stdout.split()[-9] == "14"  # the last row, n = 14
+    gallery = run(s3_server, "palago", "gallery", "--n", "12", "--from", f"s3://{new_bucket}/run",
+                  "--out", str(tmp_path / "pictures"))
+    assert "81 of 81 creatures of size 12" in gallery.stdout
 
 
 def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, new_bucket):
