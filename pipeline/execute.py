@@ -15,7 +15,7 @@ from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard
 from pipeline.progress import Progress
 from pipeline.storage import Storage, StorageError
-from pipeline.store import Provenance, ShardStore
+from pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -30,6 +30,7 @@ class RunOptions:
     serial: bool = False  # run every shard in this process, without Ray
     head_start: bool = True  # compute shards in this process while a private local Ray starts
     window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
+    overwrite: bool = False  # replace final tables that another run (other input or parameters) made
 
 
 @dataclass
@@ -62,6 +63,7 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     params = job.params()
     json.dumps(params)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(_output_storage(options.out_dir), job, Provenance(job.name, code_version(job), params))
+    _refuse_to_replace_other_results(store, options.overwrite)
     removed = store.remove_temporaries()
     if removed:
         progress.stage(f"removed {removed} temporary files left by an interrupted run")
@@ -80,6 +82,17 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+
+
+def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
+    """Final tables made with other input or parameters are replaced only with --overwrite."""
+    found = store.final_params()
+    expected = store.provenance.final_metadata("")["params"]
+    if found is None or found == expected or overwrite:
+        return
+    raise PipelineError(
+        f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). "
+        "Give another --out to keep both, or --overwrite to replace them.")
 
 
 def _output_storage(location: str) -> Storage:
@@ -120,19 +133,23 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard], nodes: dic
 def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
     """Split shards into those to compute and those committed with matching provenance."""
     tables = _shard_tables(job)
-    pending, damaged = [], []
+    pending, damaged, other_runs = [], [], []
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is None:
             continue
         pending.append(shard)
-        if problem != "missing":
+        if problem.startswith(OTHER_PARAMETERS):
+            other_runs.append(shard.id)
+        elif problem != "missing":
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
     if len(damaged) > _DAMAGE_LINES:
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
-    return pending, len(shards) - len(pending), damaged
+    if other_runs:
+        progress.stage(f"{len(other_runs)} shards were committed with other parameters; computing them anew")
+    return pending, len(shards) - len(pending), damaged + other_runs
 
 
 def _shard_tables(job: Job) -> list[str]:

@@ -30,7 +30,11 @@ from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, ShardOutput, TableSpec
 from pipeline.storage import TMP_MARK, Storage
 
-__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type"]
+__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS"]
+
+# How check_shard's answer starts when a shard was committed by a run with other parameters: not
+# damage, just another run's work.
+OTHER_PARAMETERS = "committed with other parameters"
 
 _META_PREFIX = "batchenum."
 _ARROW_TYPES = {
@@ -150,7 +154,19 @@ class ShardStore:
                 return "missing"
             problem = self._check_file(path, shard, name)
             if problem:
-                return f"{self.storage.relative(path)}: {problem}"
+                return problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
+        return None
+
+    def final_params(self) -> str | None:
+        """The parameters (JSON) recorded in the job's final tables already in place, if any."""
+        for spec in self.job.tables:
+            path = self.storage.join(f"{spec.name}.parquet")
+            if spec.partition is None and self.storage.is_file(path):
+                try:
+                    metadata = pq.read_schema(path, filesystem=self.storage.fs).metadata
+                except Exception:  # an unreadable table is replaced, whatever made it
+                    continue
+                return _decode_metadata(metadata).get("params")
         return None
 
     def _check_file(self, path: str, shard: Shard, name: str) -> str | None:
@@ -160,6 +176,8 @@ class ShardStore:
             return f"unreadable ({type(error).__name__}: {error})"
         found = _decode_metadata(table.schema.metadata)
         expected = self.provenance.shard_metadata(shard, name, table.num_rows)
+        if found.get("job") == expected["job"] and found.get("params") != expected["params"]:
+            return f"{OTHER_PARAMETERS} ({found.get('params')})"
         for key in ("job", "version", "params", "table", "shard", "shard_spec"):
             if found.get(key) != expected[key]:
                 return f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"

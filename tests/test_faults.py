@@ -214,9 +214,10 @@ def descendants(pids: set[int]) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def token_cluster(tmp_path_factory):
+def token_cluster(tmp_path_factory, s3_server):
     """A head node started with `ray start --head` that requires token authentication; stopped by
-    pid (every process whose command line names its private temp dir, and their children)."""
+    pid (every process whose command line names its private temp dir, and their children).  Its
+    environment reaches the test S3 server, as a head node's would reach its cloud's store."""
     tempfile_dir = f"/tmp/bh{os.getpid()}"
     temp_dir = Path(tempfile_dir)
     ports = {name: free_port() for name in ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env",
@@ -224,7 +225,7 @@ def token_cluster(tmp_path_factory):
     # the job's entrypoint `python` must be this environment's, as it is with the venv activated
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # the cluster's own token, so that nothing depends on ~/.ray/auth_token existing already
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PATH": path}
+    env = {**os.environ, **s3_server, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PATH": path}
     command = [
         sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "2",
         "--temp-dir", tempfile_dir, "--port", str(ports["gcs"]), "--include-dashboard", "true",
@@ -262,16 +263,34 @@ def test_missing_token_gets_one_clear_message(token_cluster, tmp_path):
     assert "RAY_AUTH_MODE=token" in last and "RAY_AUTH_TOKEN" in last and "ray get-auth-token" in last
 
 
-@pytest.mark.slow
-def test_cluster_recipe_ray_job_submit(token_cluster, tmp_path):
-    """The README's cluster recipe: `ray job submit --working-dir . -- python -m jobs run ...`."""
-    out = tmp_path / "submitted"
-    submit = subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", token_cluster["dashboard"],
-         "--working-dir", str(REPO), "--", "python", "-m", "jobs", "run", "palago", "--max-n", "12",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=token_cluster["env"], cwd=REPO,
+def job_submit(cluster: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", cluster["dashboard"],
+         "--working-dir", str(REPO), "--", "python", "-m", "jobs", *args],
+        capture_output=True, text=True, timeout=600, env=cluster["env"], cwd=REPO,
     )
+
+
+@pytest.mark.slow
+def test_cluster_recipe_ray_job_submit(token_cluster, new_bucket, tmp_path):
+    """The README's cluster recipe: `ray job submit --working-dir . -- python -m jobs run ...
+    --out s3://...`, the head's environment reaching the store."""
+    submit = job_submit(token_cluster, "run", "palago", "--max-n", "12", "--out", f"s3://{new_bucket}/runs")
     assert submit.returncode == 0, submit.stdout + submit.stderr
     assert "computing on a local Ray" not in submit.stdout  # it used the cluster, not a private Ray
-    assert_matches_published(out, 12)
+    assert f"tables in s3://{new_bucket}/runs/palago" in submit.stdout
+    out = tmp_path / "copy"
+    cli("run", "palago", "--max-n", "12", "--serial", "--out", str(out))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in token_cluster["env"].items():
+            if name.startswith("AWS_"):
+                patch.setenv(name, value)
+        found = pd.read_parquet(f"s3://{new_bucket}/runs/palago/creature_counts.parquet")
+    pd.testing.assert_frame_equal(found, pd.read_parquet(out / "palago" / "creature_counts.parquet"))
+
+
+@pytest.mark.slow
+def test_relative_out_under_ray_job_submit_is_refused(token_cluster):
+    submit = job_submit(token_cluster, "run", "palago", "--max-n", "6", "--out", "relout")
+    assert submit.returncode != 0
+    assert "--out relout is relative" in submit.stdout + submit.stderr

@@ -49,7 +49,9 @@ def test_rerun_reuses_every_committed_shard(tmp_path):
 
 def test_changed_parameters_are_not_reused(tmp_path):
     run(tmp_path)
-    result = run(tmp_path, ToyJob(width=4))
+    with pytest.raises(PipelineError, match=r"holds the tables of another run .* --overwrite to replace them"):
+        run(tmp_path, ToyJob(width=4))
+    result = run(tmp_path, ToyJob(width=4), overwrite=True)
     assert result.reused == 0
     assert sorted(result.recomputed) == [f"s{k:03d}" for k in range(6)]
     assert result.tables["items"].value.tolist() == list(range(28))
