@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,6 +71,7 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
         progress.stage(f"removed {removed} temporary files left by an interrupted run")
 
     shards = job.plan()
+    store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
     progress.stage(f"{len(shards)} shards: {reused} reused, {len(pending)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))

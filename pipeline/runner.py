@@ -12,8 +12,10 @@ files are the same wherever it ran.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -106,10 +108,10 @@ def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
 
 
 def is_local(address: str | None) -> bool:
-    """Whether ``connect(address, ...)`` would start a private local Ray."""
-    import ray
-
-    return not ray.is_initialized() and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
+    """Whether ``connect(address, ...)`` would start a private local Ray (without importing Ray, so
+    that ``connect`` can still set up the token before Ray reads its configuration)."""
+    initialised = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    return not initialised and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
 
 
 def connect(address: str | None, workers: int | None) -> str:
@@ -118,6 +120,8 @@ def connect(address: str | None, workers: int | None) -> str:
     address: None (or "local") for a private local instance with ``workers`` CPUs; anything else
     (or the RAY_ADDRESS environment variable) for an existing cluster, whose resources are its own.
     """
+    if is_local(address):
+        _private_token()  # before Ray is imported: it reads the mode and token once, at import
     import ray
 
     global _private_local
@@ -139,6 +143,16 @@ def connect(address: str | None, workers: int | None) -> str:
         raise
     except Exception as error:
         raise ClusterError(_explain_connect_failure(address, error)) from error
+
+
+def _private_token() -> None:
+    """A private local Ray requires a token, as Ray 2.60 does by default, but says so explicitly (so
+    Ray prints no advice to turn it off) and, when the user has no token, uses a fresh one for this
+    run instead of writing ~/.ray/auth_token as a side effect."""
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    has_token_file = os.path.exists(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
+    if os.environ["RAY_AUTH_MODE"].lower() == "token" and not os.environ.get("RAY_AUTH_TOKEN") and not has_token_file:
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def is_private_local() -> bool:
@@ -170,11 +184,11 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
 
     helper = threading.Thread(target=head_start, name="batchenum-head-start", daemon=True)
     helper.start()
-    try:
-        on_connected(connect(None, workers))
-    finally:
-        ray_up.set()
-    try:
+    try:  # one try: Ctrl-C while Ray is still starting must shut down what has started
+        try:
+            on_connected(connect(None, workers))
+        finally:
+            ray_up.set()
         with lock:
             rest, queue[:] = list(queue), []
         if not failures:

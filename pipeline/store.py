@@ -30,11 +30,12 @@ from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, ShardOutput, TableSpec
 from pipeline.storage import TMP_MARK, Storage
 
-__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS"]
+__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE", "read_metadata"]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
 OTHER_PARAMETERS = "committed with other parameters"
+PLAN_FILE = "_plan.json"
 
 _META_PREFIX = "batchenum."
 _ARROW_TYPES = {
@@ -88,6 +89,11 @@ class Provenance:
 
 def _encode_metadata(meta: dict[str, str]) -> dict[bytes, bytes]:
     return {(_META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
+
+
+def read_metadata(path: str, filesystem: Any) -> dict[str, str]:
+    """The batchenum metadata of a Parquet file (provenance, stats) from its footer alone."""
+    return _decode_metadata(pq.read_schema(path, filesystem=filesystem).metadata)
 
 
 def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
@@ -156,6 +162,15 @@ class ShardStore:
             if problem:
                 return problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
         return None
+
+    def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
+        """Record the plan when a run starts (``_plan.json``), so that ``batchenum status`` knows the
+        total while the run is in progress, from anywhere that reaches the folder."""
+        record = {"job": self.provenance.job, "version": self.provenance.version, "params": self.provenance.params,
+                  "shards": [shard.id for shard in shards], "tables": list(self.job.shard_tables
+                                                                          or [t.name for t in self.job.tables]),
+                  **run}
+        self.storage.write_text(self.storage.join(PLAN_FILE), json.dumps(record, sort_keys=True) + "\n")
 
     def final_params(self) -> str | None:
         """The parameters (JSON) recorded in the job's final tables already in place, if any."""
