@@ -12,14 +12,17 @@ as Arrow buffers, and fall back to ``read_slice`` when it declines.
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
@@ -33,13 +36,33 @@ __all__ = [
     "read_slice_arrow",
     "string_list_buffers",
     "describe_input",
+    "plain_reason",
     "InputError",
+    "MAX_DEPTH",
+    "MAX_NUMBER_DIGITS",
 ]
 
 _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
 _SCAN_BLOCK = 1 << 24  # bytes read at a time when counting lines on the driver
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
+# Compressed files are recognised by their first bytes and refused with a message saying so.
+_COMPRESSED_MAGIC = (
+    (b"\x1f\x8b", "gzip", "gunzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+    (b"BZh", "bzip2", "bunzip2"),
+    (b"\xfd7zXZ\x00", "xz", "unxz"),
+    (b"PK\x03\x04", "zip", "unzip"),
+)
+# A JSONL line is rejected when it nests arrays and objects deeper than MAX_DEPTH or holds a number
+# of more than MAX_NUMBER_DIGITS digits: records never need either, and json.loads could not read
+# them the same way everywhere (its recursion limit depends on the caller's stack, its integer
+# limit on PYTHONINTMAXSTRDIGITS), while pyarrow reads both; so both readers refuse them up front.
+MAX_DEPTH = 64
+MAX_NUMBER_DIGITS = 1000
+_REASON_CHARS = 300  # reasons longer than this are cut (they never echo a whole record)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -148,10 +171,16 @@ def _detect_format(path: str) -> str:
     if lower.endswith(".parquet"):
         return "parquet"
     with open(path, "rb") as handle:
-        head = handle.read(4)
-    if head == _PARQUET_MAGIC:
+        head = handle.read(6)
+    if head[:4] == _PARQUET_MAGIC:
         return "parquet"
-    if lower.endswith(_JSONL_SUFFIXES) or head.lstrip()[:1] in (b"{", b""):
+    for magic, kind, tool in _COMPRESSED_MAGIC:
+        if head.startswith(magic):
+            raise InputError(
+                f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
+                "and pass the .jsonl or .parquet file"
+            )
+    if lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
         return "jsonl"
     raise InputError(
         f"cannot tell the format of {path}: name it .jsonl (one JSON object per line) "
@@ -186,6 +215,12 @@ def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
     names = parquet_file.schema_arrow.names
     if field not in names:
         raise InputError(f"Parquet input {path} has no column {field!r} (its columns: {', '.join(names)})")
+    for name in ("id", field):
+        if names.count(name) > 1:
+            raise InputError(
+                f"Parquet input {path} has {names.count(name)} columns named {name!r}: "
+                "keep exactly one and write the file again"
+            )
     total = parquet_file.metadata.num_rows
     return [
         {"format": "parquet", "start_row": start, "end_row": min(start + rows_per_slice, total)}
@@ -223,7 +258,7 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> 
         return _read_parquet_slice(spec, field)
     data = _slice_bytes(spec)
     if fast_type is not None:
-        table = _jsonl_table(data, field, fast_type)
+        table = _jsonl_table(data, spec["first_line"], field, fast_type)
         if table is not None:
             return RecordSlice(
                 positions=list(range(spec["first_line"], spec["first_line"] + table.num_rows)),
@@ -252,12 +287,14 @@ def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType) -> ArrowSli
         if "id" not in table.column_names or not table.schema.field(field).type.equals(fast_type):
             return None
     else:
-        table = _jsonl_table(_slice_bytes(spec), field, fast_type)
+        table = _jsonl_table(_slice_bytes(spec), spec["first_line"], field, fast_type)
         label, first = "line", spec["first_line"]
         if table is None:
             return None
     ids, values = table.column("id").combine_chunks(), table.column(field).combine_chunks()
     if ids.null_count or _has_nulls(values) or not _is_id_type(ids.type):
+        return None
+    if spec["format"] == "parquet" and not (_valid(ids) and _valid(values)):  # JSONL input was checked
         return None
     return ArrowSlice(
         positions=list(range(first, first + table.num_rows)),
@@ -283,6 +320,16 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         string_offsets.astype(np.int64),
         np.asarray(values.offsets, dtype=np.int64),
     )
+
+
+def _valid(array) -> bool:
+    """Whether an Arrow array passes full validation (for strings: valid UTF-8, which Parquet
+    does not guarantee)."""
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _has_nulls(array) -> bool:
@@ -314,9 +361,19 @@ def _slice_bytes(spec: dict) -> bytes:
         return handle.read(spec["end"] - spec["start"])
 
 
-def _jsonl_table(data: bytes, field: str, fast_type: pa.DataType) -> pa.Table | None:
-    """The slice as a pyarrow Table {id, field}, or None when it could differ from ``json.loads``."""
+def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataType) -> pa.Table | None:
+    """The slice as a pyarrow Table {id, field}, or None when it could differ from the line-by-line
+    reading (``_read_jsonl_lines``), which is the reference: then the caller reads line by line."""
+    # pyarrow.json does not check UTF-8 outside the columns it keeps, skips a BOM at the start of
+    # any block, and reads deep nesting and huge numbers that the line reader refuses: decline all.
+    if not data.isascii() and not _is_utf8(data):
+        return None
+    if data.startswith(_BOM) and first_line != 1:
+        return None
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    depth, digits, blank = _scan_lines(data)
+    if line_count and (blank[:line_count].any() or depth.max() > MAX_DEPTH or digits.max() > MAX_NUMBER_DIGITS):
+        return None
     schema = pa.schema([("id", pa.string()), (field, fast_type)])
     try:
         table = pa_json.read_json(
@@ -326,34 +383,120 @@ def _jsonl_table(data: bytes, field: str, fast_type: pa.DataType) -> pa.Table | 
         )
     except Exception:  # any parse or type problem: the line-by-line reader explains it per line
         return None
-    # A row count that differs from the line count means blank lines or several objects on a line;
-    # a null means "missing" and "null" cannot be told apart.  Either way, read line by line.
+    # With no blank line, as many rows as lines means one object per line (pyarrow also splits
+    # objects at a space or a carriage return, so a line can hold two); a null means "missing"
+    # and "null" cannot be told apart.  Either way, read line by line.
     if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
         return None
     return table
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8 (Python's strict decoder: no surrogates, no overlong forms)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _scan_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(depth, digits, blank), one entry per ``\\n``-separated line of ``data`` (as ``data.split``):
+    the deepest nesting of arrays and objects, the longest run of digits outside strings, and
+    whether the line holds only ASCII whitespace (what ``bytes.strip`` removes)."""
+    lines = data.count(b"\n") + 1
+    depth = np.zeros(lines, dtype=np.int64)
+    digits = np.zeros(lines, dtype=np.int64)
+    blank = np.ones(lines, dtype=np.bool_)
+    _scan_kernel(np.frombuffer(data, dtype=np.uint8), depth, digits, blank)
+    return depth, digits, blank
+
+
+@njit(cache=True, nogil=True)
+def _scan_kernel(data, depth, digits, blank):  # pragma: no cover - compiled
+    """Fill depth[k], digits[k] (int64) and blank[k] (bool) for line k of data (uint8[n]); strings
+    (between unescaped double quotes) are skipped.  Outputs have one entry per line and start at
+    0, 0, True."""
+    n = len(data)
+    line = 0
+    level = 0
+    run = 0
+    i = 0
+    while i < n:
+        byte = data[i]
+        i += 1
+        if byte == 34:  # a string: skip to its closing quote (or the end of the line)
+            blank[line] = False
+            run = 0
+            while i < n:
+                byte = data[i]
+                if byte == 34 or byte == 10:
+                    break
+                i += 2 if byte == 92 and data[i + 1 if i + 1 < n else i] != 10 else 1
+            if i < n and data[i] == 34:
+                i += 1
+            continue
+        if byte == 10:
+            line += 1
+            level = 0
+            run = 0
+        elif byte == 32 or byte == 9 or byte == 13 or byte == 11 or byte == 12:
+            run = 0
+        elif 48 <= byte <= 57:
+            blank[line] = False
+            run += 1
+            if run > digits[line]:
+                digits[line] = run
+        else:
+            blank[line] = False
+            run = 0
+            if byte == 91 or byte == 123:
+                level += 1
+                if level > depth[line]:
+                    depth[line] = level
+            elif byte == 93 or byte == 125:
+                level -= 1
+
+
 def _read_jsonl_lines(data: bytes, first_line: int, field: str) -> RecordSlice:
-    """The slice line by line with ``json.loads``: every non-blank line becomes one record."""
+    """The slice line by line with ``json.loads``: every non-blank line becomes one record.  This is
+    the reference reading; the pyarrow fast path is used only where it gives the same records."""
     records = RecordSlice(position_label="line")
+    depth, digits, _ = _scan_lines(data)
     for offset, raw in enumerate(data.split(b"\n")):
+        if offset == 0 and first_line == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]  # a byte order mark at the very start of the file is allowed
         if raw.strip():
             line = first_line + offset
-            records._add(line, *_parse_json_line(raw, line, field))
+            records._add(line, *_parse_json_line(raw, line, field, int(depth[offset]), int(digits[offset])))
     return records
 
 
-def _parse_json_line(raw: bytes, line: int, field: str) -> tuple[str | None, Any, str | None]:
-    """(id, value, error) for one non-blank line."""
+def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int) -> tuple[str | None, Any, str | None]:
+    """(id, value, error) for one non-blank line; depth and digits as ``_scan_lines`` found them."""
     where = f"line {line}"
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, None, f"{where}: not valid UTF-8 (byte {exc.start})"
+        return None, None, f"{where}: not valid UTF-8 (byte {exc.start + 1} of the line)"
+    if text.lstrip().startswith("\ufeff"):
+        return None, None, f"{where}: a byte order mark (U+FEFF) is allowed only at the very start of the file"
+    if depth > MAX_DEPTH:
+        return None, None, f"{where}: arrays and objects nested more than {MAX_DEPTH} deep"
+    if digits > MAX_NUMBER_DIGITS:
+        return None, None, f"{where}: a number of {digits:,} digits (at most {MAX_NUMBER_DIGITS:,} are read)"
+    try:
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, None, f"{where}: not valid JSON: {exc.msg} at column {exc.colno}"
-    except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
-        return None, None, f"{where}: not valid JSON: {exc}"
+        message = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        return None, None, f"{where}: not valid JSON: {message} at column {exc.colno}"
+    except (ValueError, RecursionError):  # a lower PYTHONINTMAXSTRDIGITS, a very deep stack
+        return None, None, f"{where}: not valid JSON: a number too long or nesting too deep to read"
+    if _SURROGATE_ESCAPE.search(raw):
+        surrogate = _lone_surrogate(obj)
+        if surrogate is not None:
+            return None, None, (f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
+                                "surrogate pair without its other half (not a character)")
     if not isinstance(obj, dict):
         return None, None, f"{where}: not a JSON object but {_json_type_name(obj)}"
     id_, id_error = _record_id(obj.get("id"), "id" in obj, where)
@@ -362,6 +505,25 @@ def _parse_json_line(raw: bytes, line: int, field: str) -> tuple[str | None, Any
     if field not in obj:
         return id_, None, f"{where}: no {field!r}"
     return id_, obj[field], None
+
+
+def _lone_surrogate(value: Any) -> int | None:
+    """The code point of the first unpaired surrogate in any string (or key) of a decoded JSON
+    value, or None.  Paired escapes such as ``\\ud83d\\ude00`` are decoded to one character."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                for char in item:
+                    if 0xD800 <= ord(char) <= 0xDFFF:
+                        return ord(char)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _record_id(value: Any, present: bool, where: str) -> tuple[str | None, str | None]:
@@ -378,10 +540,19 @@ def _record_id(value: Any, present: bool, where: str) -> tuple[str | None, str |
 def _json_type_name(value: Any) -> str:
     """The JSON name of a decoded value's type, for messages."""
     for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-                       (list, "an array"), (dict, "an object")):
+                       (list, "an array"), (dict, "an object"), ((bytes, bytearray), "binary data"),
+                       (decimal.Decimal, "a decimal number")):
         if isinstance(value, kind):
             return name
-    return "null" if value is None else type(value).__name__
+    return "null" if value is None else f"a value of type {type(value).__name__}"
+
+
+def plain_reason(reason: str) -> str:
+    """A reason as written to an errors table: at most a few hundred characters (a reason names
+    the record and the problem, it never echoes a whole record)."""
+    if len(reason) <= _REASON_CHARS:
+        return reason
+    return reason[: _REASON_CHARS - 30].rstrip() + f"... ({len(reason):,} characters in all)"
 
 
 def _parquet_rows(spec: dict, field: str):
@@ -403,16 +574,72 @@ def _parquet_rows(spec: dict, field: str):
 
 
 def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
-    """Every row of a Parquet slice as a record; a missing or invalid id is the row's error."""
+    """Every row of a Parquet slice as a record; a missing or invalid id, or a string that is not
+    valid UTF-8 (Parquet does not check), is the row's error."""
     table = _parquet_rows(spec, field)
-    values = table.column(field).to_pylist()
-    raw_ids = table.column("id").to_pylist() if "id" in table.column_names else [None] * len(values)
+    values, bad_values = _column_values(table.column(field))
+    if "id" in table.column_names:
+        raw_ids, bad_ids = _column_values(table.column("id"))
+    else:
+        raw_ids, bad_ids = [None] * len(values), set()
     records = RecordSlice(position_label="row")
     for offset, (raw_id, value) in enumerate(zip(raw_ids, values)):
         row = spec["start_row"] + 1 + offset
+        if offset in bad_ids or offset in bad_values:
+            column = "id" if offset in bad_ids else field
+            records._add(row, None, None, f"row {row}: {column!r} holds text that is not valid UTF-8")
+            continue
         id_, error = _record_id(raw_id, True, f"row {row}")
         records._add(row, id_, None if error else value, error)
     return records
+
+
+def _column_values(column) -> tuple[list, set[int]]:
+    """(the column as Python values, indices of the rows holding a string that is not valid UTF-8;
+    their values are None)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        pass
+    else:
+        return column.to_pylist(), set()
+    # Read every string as bytes and decode it row by row.
+    raw = column.cast(_as_binary(column.type)).to_pylist()
+    values, bad = [], set()
+    for row, value in enumerate(raw):
+        try:
+            values.append(_decode_strings(value))
+        except UnicodeDecodeError:
+            values.append(None)
+            bad.add(row)
+    return values, bad
+
+
+def _as_binary(arrow_type):
+    """``arrow_type`` with every (large) string replaced by (large) binary, at any list depth."""
+    if pa.types.is_string(arrow_type):
+        return pa.binary()
+    if pa.types.is_large_string(arrow_type):
+        return pa.large_binary()
+    if pa.types.is_list(arrow_type):
+        return pa.list_(_as_binary(arrow_type.value_type))
+    if pa.types.is_large_list(arrow_type):
+        return pa.large_list(_as_binary(arrow_type.value_type))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([f.with_type(_as_binary(f.type)) for f in arrow_type])
+    return arrow_type
+
+
+def _decode_strings(value: Any) -> Any:
+    """A value read through ``_as_binary`` with its bytes decoded back to strings (strict UTF-8)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, list):
+        return [_decode_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _decode_strings(item) for key, item in value.items()}
+    return value
 
 
 def accounting_summary(job: str, answered: int, rejected: int) -> str:
