@@ -22,7 +22,7 @@ import pyarrow as pa
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import read_slice
+from pipeline.inputs import plain_reason, read_slice
 from pipeline.job import Column, Shard, ShardOutput, TableSpec
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
@@ -109,7 +109,7 @@ class NonaryJob(RecordBatchJob):
             outcome = records.errors[i] or self._answer(records.values[i], solved)
             if isinstance(outcome, str):
                 errors["id"].append(records.name(i))
-                errors["error"].append(outcome if records.errors[i] else f"{records.where(i)}: {outcome}")
+                errors["error"].append(plain_reason(outcome if records.errors[i] else f"{records.where(i)}: {outcome}"))
                 errors["line"].append(position)
             else:
                 escaped, plan = outcome
