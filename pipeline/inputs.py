@@ -166,20 +166,19 @@ def _stat_input(path: str) -> os.stat_result:
 
 
 def _detect_format(path: str) -> str:
-    """"parquet" or "jsonl", from the suffix, else from the first bytes."""
+    """"parquet" or "jsonl", from the suffix, else from the first bytes; InputError for a
+    compressed file (whatever its name) or one whose format cannot be told."""
     lower = path.lower()
-    if lower.endswith(".parquet"):
-        return "parquet"
     with open(path, "rb") as handle:
         head = handle.read(6)
-    if head[:4] == _PARQUET_MAGIC:
-        return "parquet"
     for magic, kind, tool in _COMPRESSED_MAGIC:
         if head.startswith(magic):
             raise InputError(
                 f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
                 "and pass the .jsonl or .parquet file"
             )
+    if lower.endswith(".parquet") or head[:4] == _PARQUET_MAGIC:
+        return "parquet"
     if lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
         return "jsonl"
     raise InputError(
@@ -570,7 +569,11 @@ def _parquet_rows(spec: dict, field: str):
             first = group_start if first is None else first
         group_start = group_end
     columns = [name for name in ("id", field) if name in parquet_file.schema_arrow.names]
-    return parquet_file.read_row_groups(groups, columns=columns).slice(start - (first or 0), end - start)
+    try:
+        table = parquet_file.read_row_groups(groups, columns=columns)
+    except Exception as exc:  # a damaged page or an unsupported encoding: pyarrow raises several types
+        raise InputError(f"cannot read rows {start + 1}..{end} of Parquet input {spec['path']}: {exc}") from None
+    return table.slice(start - (first or 0), end - start)
 
 
 def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
