@@ -367,11 +367,16 @@ def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataTyp
     # any block, and reads deep nesting and huge numbers that the line reader refuses: decline all.
     if not data.isascii() and not _is_utf8(data):
         return None
-    if data.startswith(_BOM) and first_line != 1:
-        return None
+    if data.startswith(_BOM):
+        if first_line != 1:
+            return None
+        data = data[len(_BOM):]
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-    depth, digits, blank = _scan_lines(data)
-    if line_count and (blank[:line_count].any() or depth.max() > MAX_DEPTH or digits.max() > MAX_NUMBER_DIGITS):
+    depth, digits, opening = _scan_lines(data)
+    # Every line must open an object: pyarrow 26 crashes (SIGSEGV) on a block whose first line is
+    # ``null``, and a line without content could hide a second object on another line.
+    if line_count and ((opening[:line_count] != ord("{")).any() or depth.max() > MAX_DEPTH
+                       or digits.max() > MAX_NUMBER_DIGITS):
         return None
     schema = pa.schema([("id", pa.string()), (field, fast_type)])
     try:
@@ -382,8 +387,9 @@ def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataTyp
         )
     except Exception:  # any parse or type problem: the line-by-line reader explains it per line
         return None
-    # With no blank line, as many rows as lines means one object per line (pyarrow also splits
-    # objects at a space or a carriage return, so a line can hold two); a null means "missing"
+    # With every line opening an object, as many rows as lines means one object per line (pyarrow
+    # also splits objects at a space or a carriage return, so a line can hold two, and skips blank
+    # lines, which could make up for it); a null means "missing"
     # and "null" cannot be told apart.  Either way, read line by line.
     if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
         return None
@@ -400,22 +406,22 @@ def _is_utf8(data: bytes) -> bool:
 
 
 def _scan_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(depth, digits, blank), one entry per ``\\n``-separated line of ``data`` (as ``data.split``):
+    """(depth, digits, opening), one entry per ``\\n``-separated line of ``data`` (as ``data.split``):
     the deepest nesting of arrays and objects, the longest run of digits outside strings, and
-    whether the line holds only ASCII whitespace (what ``bytes.strip`` removes)."""
+    the first byte that is not ASCII whitespace (what ``bytes.strip`` removes), -1 for a blank line."""
     lines = data.count(b"\n") + 1
     depth = np.zeros(lines, dtype=np.int64)
     digits = np.zeros(lines, dtype=np.int64)
-    blank = np.ones(lines, dtype=np.bool_)
-    _scan_kernel(np.frombuffer(data, dtype=np.uint8), depth, digits, blank)
-    return depth, digits, blank
+    opening = np.full(lines, -1, dtype=np.int16)
+    _scan_kernel(np.frombuffer(data, dtype=np.uint8), depth, digits, opening)
+    return depth, digits, opening
 
 
 @njit(cache=True, nogil=True)
-def _scan_kernel(data, depth, digits, blank):  # pragma: no cover - compiled
-    """Fill depth[k], digits[k] (int64) and blank[k] (bool) for line k of data (uint8[n]); strings
-    (between unescaped double quotes) are skipped.  Outputs have one entry per line and start at
-    0, 0, True."""
+def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
+    """Fill depth[k], digits[k] (int64) and opening[k] (int16) for line k of data (uint8[n]);
+    strings (between unescaped double quotes) are skipped.  Outputs have one entry per line and
+    start at 0, 0 and -1."""
     n = len(data)
     line = 0
     level = 0
@@ -424,8 +430,17 @@ def _scan_kernel(data, depth, digits, blank):  # pragma: no cover - compiled
     while i < n:
         byte = data[i]
         i += 1
+        if byte == 10:
+            line += 1
+            level = 0
+            run = 0
+            continue
+        if byte == 32 or byte == 9 or byte == 13 or byte == 11 or byte == 12:
+            run = 0
+            continue
+        if opening[line] < 0:
+            opening[line] = byte
         if byte == 34:  # a string: skip to its closing quote (or the end of the line)
-            blank[line] = False
             run = 0
             while i < n:
                 byte = data[i]
@@ -434,20 +449,11 @@ def _scan_kernel(data, depth, digits, blank):  # pragma: no cover - compiled
                 i += 2 if byte == 92 and data[i + 1 if i + 1 < n else i] != 10 else 1
             if i < n and data[i] == 34:
                 i += 1
-            continue
-        if byte == 10:
-            line += 1
-            level = 0
-            run = 0
-        elif byte == 32 or byte == 9 or byte == 13 or byte == 11 or byte == 12:
-            run = 0
         elif 48 <= byte <= 57:
-            blank[line] = False
             run += 1
             if run > digits[line]:
                 digits[line] = run
         else:
-            blank[line] = False
             run = 0
             if byte == 91 or byte == 123:
                 level += 1

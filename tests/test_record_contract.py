@@ -211,6 +211,15 @@ def test_two_objects_on_a_line_next_to_a_blank_line(tmp_path):
         assert_rejected(result[4], "line 4", "Extra data")
 
 
+@pytest.mark.parametrize("first", [b"null", b"5", b'"x"', b"[]", b"{}"])
+def test_a_first_line_that_is_not_an_object_is_a_record_error(tmp_path, first):
+    """pyarrow 26 crashes the process (SIGSEGV) reading a block whose first line is null."""
+    dungeons, nonary = both_jobs(tmp_path, [first] + CLEAN)
+    for result in (dungeons, nonary):
+        assert result[1][0] == "error" and result[1][1] == "line 1"
+        assert_answered(result[2], "c1")
+
+
 def test_control_character_message_says_at_once(tmp_path):
     dungeons, nonary = both_jobs(tmp_path, [b'{"id": "t", "grid": ["@\t$"]}'])
     for result in (dungeons, nonary):
