@@ -6,6 +6,12 @@ Python values, and every record that cannot be read is still accounted for with 
 A job that can validate payloads in bulk may first ask ``read_slice_arrow`` for the whole slice
 as Arrow buffers, and fall back to ``read_slice`` when it declines.
 
+The line-by-line reader (``json.loads``) is the reference: the pyarrow fast path is used only for
+slices it reads exactly the same way, so that a record's verdict depends neither on the reader nor
+on the records sharing its slice.  JSONL must be UTF-8 without unpaired surrogate escapes; a byte
+order mark is skipped at the very start of the file only; lines nested deeper than ``MAX_DEPTH`` or
+with a number longer than ``MAX_NUMBER_DIGITS`` digits are rejected.
+
     >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
     >>> records = read_slice(specs[0], "grid")                                  # doctest: +SKIP
 """
