@@ -615,46 +615,17 @@ def _column_values(column) -> tuple[list, set[int]]:
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     try:
         column.validate(full=True)
-    except pa.ArrowInvalid:
-        pass
-    else:
         return column.to_pylist(), set()
-    # Read every string as bytes and decode it row by row.
-    raw = column.cast(_as_binary(column.type)).to_pylist()
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        pass
     values, bad = [], set()
-    for row, value in enumerate(raw):
+    for row in range(len(column)):  # the rare damaged slice: row by row, whatever the type
         try:
-            values.append(_decode_strings(value))
+            values.append(column[row].as_py())
         except UnicodeDecodeError:
             values.append(None)
             bad.add(row)
     return values, bad
-
-
-def _as_binary(arrow_type):
-    """``arrow_type`` with every (large) string replaced by (large) binary, at any list depth."""
-    if pa.types.is_string(arrow_type):
-        return pa.binary()
-    if pa.types.is_large_string(arrow_type):
-        return pa.large_binary()
-    if pa.types.is_list(arrow_type):
-        return pa.list_(_as_binary(arrow_type.value_type))
-    if pa.types.is_large_list(arrow_type):
-        return pa.large_list(_as_binary(arrow_type.value_type))
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([f.with_type(_as_binary(f.type)) for f in arrow_type])
-    return arrow_type
-
-
-def _decode_strings(value: Any) -> Any:
-    """A value read through ``_as_binary`` with its bytes decoded back to strings (strict UTF-8)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, list):
-        return [_decode_strings(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _decode_strings(item) for key, item in value.items()}
-    return value
 
 
 def accounting_summary(job: str, answered: int, rejected: int) -> str:

@@ -281,9 +281,12 @@ def _invalid_strings(values: list[bytes]) -> pa.Array:
     return pa.array(values, type=pa.binary()).view(pa.string())
 
 
-def test_parquet_strings_that_are_not_utf8_are_row_errors(tmp_path):
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_parquet_strings_that_are_not_utf8_are_row_errors(tmp_path, dictionary):
     path = tmp_path / "b.parquet"
     ids = _invalid_strings([b"ok", b"bad\xff", b"ok2", b"x", b"sur\xed\xa0\x80"])
+    if dictionary:  # read back as dictionary<string>: another Arrow layout for the same strings
+        ids = pa.DictionaryArray.from_arrays(pa.array(range(5), type=pa.int32()), ids)
     rows = _invalid_strings([b"@$", b"@$", b"@$", b"@\xff", b"@$"])
     grid = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3, 4, 5], type=pa.int32()), rows)
     pq.write_table(pa.table({"id": ids, "grid": grid}), path, row_group_size=2)
@@ -295,7 +298,7 @@ def test_parquet_strings_that_are_not_utf8_are_row_errors(tmp_path):
         5: ("error", "row 5", "row 5: 'id' holds text that is not valid UTF-8"),
     }
     for size in (1, 2, 10):
-        assert verdicts(DungeonJob(str(path), records_per_shard=size)) == expected
+        assert {int(k): v for k, v in verdicts(DungeonJob(str(path), records_per_shard=size)).items()} == expected
     for spec in plan_slices(str(path), "grid", 2):
         fast = read_slice_arrow(spec, "grid", GRID)
         assert fast is None or fast.ids == read_slice(spec, "grid").ids
