@@ -57,7 +57,7 @@ _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a 
 _COMPRESSED_MAGIC = (
     (b"\x1f\x8b", "gzip", "gunzip"),
     (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
-    (b"BZh", "bzip2", "bunzip2"),
+    (b"BZh", "bzip2", "bunzip2"),  # followed by a block size digit and the block magic, checked below
     (b"\xfd7zXZ\x00", "xz", "unxz"),
     (b"PK\x03\x04", "zip", "unzip"),
 )
@@ -68,6 +68,7 @@ _COMPRESSED_MAGIC = (
 MAX_DEPTH = 64
 MAX_NUMBER_DIGITS = 1000
 _REASON_CHARS = 300  # reasons longer than this are cut (they never echo a whole record)
+_BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
@@ -176,9 +177,9 @@ def _detect_format(path: str) -> str:
     compressed file (whatever its name) or one whose format cannot be told."""
     lower = path.lower()
     with open(path, "rb") as handle:
-        head = handle.read(6)
+        head = handle.read(10)
     for magic, kind, tool in _COMPRESSED_MAGIC:
-        if head.startswith(magic):
+        if head.startswith(magic) and (kind != "bzip2" or _BZIP2_BLOCK.fullmatch(head[3:])):
             raise InputError(
                 f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
                 "and pass the .jsonl or .parquet file"
@@ -414,7 +415,7 @@ def _is_utf8(data: bytes) -> bool:
 def _scan_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(depth, digits, opening), one entry per ``\\n``-separated line of ``data`` (as ``data.split``):
     the deepest nesting of arrays and objects, the longest run of digits outside strings, and
-    the first byte that is not ASCII whitespace (what ``bytes.strip`` removes), -1 for a blank line."""
+    the first byte that is not JSON whitespace (space, tab, carriage return), -1 for none."""
     lines = data.count(b"\n") + 1
     depth = np.zeros(lines, dtype=np.int64)
     digits = np.zeros(lines, dtype=np.int64)
@@ -441,7 +442,7 @@ def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
             level = 0
             run = 0
             continue
-        if byte == 32 or byte == 9 or byte == 13 or byte == 11 or byte == 12:
+        if byte == 32 or byte == 9 or byte == 13:  # JSON whitespace (not \v or \f, which bytes.strip removes)
             run = 0
             continue
         if opening[line] < 0:

@@ -385,3 +385,10 @@ def test_record_timeout_inf_answers(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_bytes(OK_DOORS + b"\n")
     assert verdicts(NonaryJob(str(path), record_timeout=math.inf)) == {1: ("answer", "ok", None)}
+
+
+def test_text_that_starts_like_bzip2_is_not_called_compressed(tmp_path):
+    path = tmp_path / "b.jsonl"
+    path.write_bytes(b"BZh, not bzip2\n" + OK_DUNGEON + b"\n")
+    result = verdicts(DungeonJob(str(path)))
+    assert result[1][0] == "error" and result[2] == ("answer", "ok", None)
