@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
+from numba import njit
 
 from pipeline.errors import InputError
 
@@ -396,8 +396,8 @@ def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataTyp
         return None
     # With every line opening an object, as many rows as lines means one object per line (pyarrow
     # also splits objects at a space or a carriage return, so a line can hold two, and skips blank
-    # lines, which could make up for it); a null means "missing"
-    # and "null" cannot be told apart.  Either way, read line by line.
+    # lines, which could make up for it); a null means "missing" and "null" cannot be told apart.
+    # Either way, read line by line.
     if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
         return None
     return table

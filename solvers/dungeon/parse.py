@@ -15,6 +15,7 @@ whole batch with a lookup table.
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -355,7 +356,7 @@ def _type_name(value: Any) -> str:
              list: "a list", tuple: "a list", str: "a string", bytes: "binary data", bytearray: "binary data"}
     if type(value) in names:
         return names[type(value)]
-    return "a decimal number" if type(value).__name__ == "Decimal" else f"a value of type {type(value).__name__}"
+    return "a decimal number" if isinstance(value, decimal.Decimal) else f"a value of type {type(value).__name__}"
 
 
 # ------------------------------------------------------------------------------- per-cell checks

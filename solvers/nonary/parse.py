@@ -97,7 +97,9 @@ def _json_text(value: Any, depth: int = 0) -> str:
     if isinstance(value, float):
         return json.dumps(value)  # 9.0, NaN, Infinity
     if isinstance(value, str):
-        return json.dumps(value if len(value) <= _SHOWN_CHARS else value[:_SHOWN_CHARS], ensure_ascii=False)
+        value = value[: _SHOWN_CHARS + 1]
+        text = json.dumps(value, ensure_ascii=False)
+        return text if text.isascii() or _encodable(text) else json.dumps(value)  # a lone surrogate: escape it
     if isinstance(value, (list, tuple)):
         if depth >= 2:
             return "[...]"
@@ -110,6 +112,15 @@ def _json_text(value: Any, depth: int = 0) -> str:
     if isinstance(value, decimal.Decimal):
         return str(value) if len(value.as_tuple().digits) <= _SHOWN_DIGITS else "a long decimal"
     return f"a value of type {type(value).__name__}"
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _integer_text(value: int) -> str:
