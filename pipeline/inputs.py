@@ -64,9 +64,10 @@ _COMPRESSED_MAGIC = (
 # A JSONL line is rejected when it nests arrays and objects deeper than MAX_DEPTH or holds a number
 # of more than MAX_NUMBER_DIGITS digits: records never need either, and json.loads could not read
 # them the same way everywhere (its recursion limit depends on the caller's stack, its integer
-# limit on PYTHONINTMAXSTRDIGITS), while pyarrow reads both; so both readers refuse them up front.
+# limit on PYTHONINTMAXSTRDIGITS, which cannot be set below 640), while pyarrow reads both; so both
+# readers refuse them up front.
 MAX_DEPTH = 64
-MAX_NUMBER_DIGITS = 1000
+MAX_NUMBER_DIGITS = 640
 _REASON_CHARS = 300  # reasons longer than this are cut (they never echo a whole record)
 _BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -174,7 +175,7 @@ def _stat_input(path: str) -> os.stat_result:
 
 def _detect_format(path: str) -> str:
     """"parquet" or "jsonl", from the suffix, else from the first bytes; InputError for a
-    compressed file (whatever its name) or one whose format cannot be told."""
+    compressed file or UTF-16/32 text (whatever its name) or one whose format cannot be told."""
     lower = path.lower()
     with open(path, "rb") as handle:
         head = handle.read(10)
@@ -184,6 +185,9 @@ def _detect_format(path: str) -> str:
                 f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
                 "and pass the .jsonl or .parquet file"
             )
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
+        raise InputError(f"input {path} is UTF-16 or UTF-32 text (it starts with that byte order mark): "
+                         "convert it to UTF-8, for example with iconv -t UTF-8")
     if lower.endswith(".parquet") or head[:4] == _PARQUET_MAGIC:
         return "parquet"
     if lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):

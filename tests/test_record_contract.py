@@ -236,9 +236,9 @@ def test_control_character_message_says_at_once(tmp_path):
     ("[[9.0, 0, -1]]", ["not 9.0 (a number)"]),
     ('[[9, 0, -1], {"a": 1}]', ["door 1: must be a list [number, from_room, to_room], not an object"]),
     ('"doors"', ['doors must be a list of [number, from_room, to_room] triples, not "doors" (a string)']),
-    ("[[" + "4" * 800 + ", 0, 1], [9, 1, -1]]", ["number must be in 1..9, not 444444... (800 digits)"]),
-    ("[[9, 0, -1], [2, 0, -" + "3" * 900 + "]]", ["to_room -333333... (900 digits) is negative"]),
-    ("[[" + "4" * 4200 + ", 0, 1], [9, 1, -1]]", ["line 1: a number of 4,200 digits (at most 1,000 are read)"]),
+    ("[[" + "4" * 600 + ", 0, 1], [9, 1, -1]]", ["number must be in 1..9, not 444444... (600 digits)"]),
+    ("[[9, 0, -1], [2, 0, -" + "3" * 640 + "]]", ["to_room -333333... (640 digits) is negative"]),
+    ("[[" + "4" * 4200 + ", 0, 1], [9, 1, -1]]", ["line 1: a number of 4,200 digits (at most 640 are read)"]),
 ])
 def test_nonary_reasons_are_plain_words(tmp_path, doors, words):
     path = tmp_path / "d.jsonl"
@@ -392,3 +392,11 @@ def test_text_that_starts_like_bzip2_is_not_called_compressed(tmp_path):
     path.write_bytes(b"BZh, not bzip2\n" + OK_DUNGEON + b"\n")
     result = verdicts(DungeonJob(str(path)))
     assert result[1][0] == "error" and result[2] == ("answer", "ok", None)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_utf16_or_utf32_input_says_to_convert(tmp_path, encoding):
+    path = tmp_path / "wide.jsonl"
+    path.write_bytes(OK_DUNGEON.decode().encode(encoding))  # Python writes the byte order mark
+    with pytest.raises(InputError, match="is UTF-16 or UTF-32 text .*: convert it to UTF-8"):
+        plan_slices(str(path), "grid", 10)
