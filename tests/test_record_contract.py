@@ -202,7 +202,8 @@ def test_nesting_and_number_limits_hold_on_both_paths(tmp_path):
 
 def test_two_objects_on_a_line_next_to_a_blank_line(tmp_path):
     """pyarrow splits objects on one line, so two objects plus a blank line used to look clean."""
-    lines = [record(b'"a"') + b" " + record(b'"b"'), b"   ", record(b'"c"'), record(b'"d"') + b"\r" + record(b'"e"'), b""]
+    lines = [record(b'"a"') + b" " + record(b'"b"'), b"   ", record(b'"c"'),
+             record(b'"d"') + b"\r" + record(b'"e"'), b""]
     dungeons, nonary = both_jobs(tmp_path, lines)
     for result in (dungeons, nonary):
         assert sorted(result) == [1, 3, 4]
