@@ -26,7 +26,8 @@ SETTINGS = settings(max_examples=40, deadline=None, database=None,
 
 # Bytes that readers disagree on when handled carelessly.
 HOSTILE = [b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"\\ud800", b"\\udc00", b"\\ud83d\\ude00", BOM,
-           b"\t", b"\r", b"\x0b", b"\x0c", b" ", b"\n", b"{", b"}", b"[", b"]", b'"', b"\\", b"\x00", b",", b"9" * 641, b"[" * 70, b"1e400", b"NaN"]
+           b"\t", b"\r", b"\x0b", b"\x0c", b" ", b"\n", b"{", b"}", b"[", b"]", b'"', b"\\", b"\x00", b",",
+           b"9" * 641, b"[" * 70, b"1e400", b"NaN"]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-20, 20) | st.floats(allow_nan=True) | st.text(max_size=6),
