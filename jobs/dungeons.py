@@ -22,6 +22,7 @@ from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import (
     RecordSlice,
+    plain_reason,
     read_slice,
     read_slice_arrow,
     string_list_buffers,
@@ -143,7 +144,7 @@ class DungeonJob(RecordBatchJob):
         rejected = sorted(i for i, reason in reasons.items() if reason is not None)
         return {
             "id": [records.name(i) for i in rejected],
-            "error": [reasons[i] for i in rejected],
+            "error": [plain_reason(reasons[i]) for i in rejected],
             "line": [records.positions[i] for i in rejected],
         }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import pyarrow as pa
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import read_slice
+from pipeline.inputs import plain_reason, read_slice
 from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
@@ -39,7 +40,7 @@ __all__ = [
 
 RECORDS_PER_SHARD = 2_000  # a hard graph can take a good fraction of a second
 MAX_DOORS = 200
-RECORD_TIMEOUT = 60.0  # seconds of search per distinct graph before it becomes an error row
+RECORD_TIMEOUT = 60.0  # seconds of preparation and search per distinct graph before it becomes an error row
 _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 
 
@@ -50,8 +51,9 @@ class NonaryJob(RecordBatchJob):
                        ``id``, ``doors``).
     records_per_shard: input lines (or rows) per shard.
     max_doors:         longer door lists are rejected as errors, not solved.
-    record_timeout:    seconds of search allowed per distinct graph; past it the record (and any
-                       identical one in the shard) gets an error row.
+    record_timeout:    seconds allowed per distinct graph, for preparing it (its canonical form)
+                       and searching it; past it the record (and any identical one in the shard)
+                       gets an error row.  ``math.inf`` for no limit.
     """
 
     name = "nonary"
@@ -109,7 +111,7 @@ class NonaryJob(RecordBatchJob):
             outcome = records.errors[i] or self._answer(records.values[i], solved)
             if isinstance(outcome, str):
                 errors["id"].append(records.name(i))
-                errors["error"].append(outcome if records.errors[i] else f"{records.where(i)}: {outcome}")
+                errors["error"].append(plain_reason(outcome if records.errors[i] else f"{records.where(i)}: {outcome}"))
                 errors["line"].append(position)
             else:
                 escaped, plan = outcome
@@ -130,26 +132,45 @@ class NonaryJob(RecordBatchJob):
         """(escaped, plan) for one record's door list, or the reason it has no answer.
 
         solved: canonical key -> (escaped, plan over the canonical door list) or a reason, shared
-        by the shard so that each distinct graph is searched once.
+        by the shard so that each distinct graph is searched once; a door list whose time ran
+        out before its canonical form was known is remembered as itself.
+
+        The record's time budget covers all the work on a new graph: its canonical form (the
+        preparation, which grows with the square of the doors on a long chain of rooms) and the
+        search.
         """
+        deadline = time.monotonic() + self.record_timeout
         try:
             doors = parse(value, max_doors=self.max_doors)
         except TooManyDoorsError as error:
             return f"{error.doors} doors is more than the limit of {error.limit} (raise it with --max-doors)"
         except NonaryError as error:
             return str(error)
-        key, order = canonical_form(doors)
+        if doors in solved:
+            return solved[doors]
+        try:
+            key, order = canonical_form(doors, deadline=deadline)
+        except SolveTimeout as error:
+            solved[doors] = self._timeout_reason(error)
+            return solved[doors]
         if key not in solved:
             try:
-                solved[key] = solve_parsed(key[1], timeout=self.record_timeout)
+                solved[key] = solve_parsed(key[1], timeout=max(0.0, deadline - time.monotonic()))
             except SolveTimeout as error:
-                solved[key] = (f"no optimal plan within the time budget of {self.record_timeout:g} s "
-                               f"({error.states:,} states searched); raise it with --record-timeout")
+                solved[key] = self._timeout_reason(error)
         outcome = solved[key]
         if isinstance(outcome, str):
             return outcome
         escaped, plan = outcome
         return escaped, [[order[j], players] for j, players in plan]
+
+    def _timeout_reason(self, error: SolveTimeout) -> str:
+        """The error row's reason for a graph whose time budget ran out."""
+        if error.stage == "search":
+            return (f"no optimal plan within the time budget of {self.record_timeout:g} s "
+                    f"({error.states:,} states searched); raise it with --record-timeout")
+        return (f"the time budget of {self.record_timeout:g} s ran out while preparing the graph, "
+                f"before the search; raise it with --record-timeout")
 
 
 
@@ -157,7 +178,7 @@ class NonaryJob(RecordBatchJob):
 
 
 def _seconds(text: str) -> float:
-    """argparse type: a positive number of seconds."""
+    """argparse type: a positive number of seconds, or ``inf`` for no limit."""
     try:
         value = float(text)
     except ValueError:
@@ -173,8 +194,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-doors", type=positive_int, default=MAX_DOORS, metavar="N",
                         help=f"reject door lists longer than this (default {MAX_DOORS})")
     parser.add_argument("--record-timeout", type=_seconds, default=RECORD_TIMEOUT, metavar="SECONDS",
-                        help=f"search time allowed per distinct graph before its records become error rows "
-                             f"(default {RECORD_TIMEOUT:g})")
+                        help=f"time allowed per distinct graph, preparation (its canonical form) and search "
+                             f"together, before its records become error rows (default {RECORD_TIMEOUT:g}; "
+                             f"'inf' for no limit)")
 
 
 def build_job(args: argparse.Namespace) -> NonaryJob:
