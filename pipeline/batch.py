@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from pipeline.cli import positive_int
-from pipeline.inputs import accounting_summary, describe_input, input_storage, plan_slices
+from pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
 from pipeline.store import write_batch
@@ -53,16 +53,14 @@ class RecordBatchJob(Job):
         return {}
 
     def params(self) -> dict[str, Any]:
-        """The input (with its size and modification time, so a changed file is not reused), the
-        slicing and the limits."""
-        described = describe_input(self.input)
-        return {
-            "input": described["path"],
-            "input_size": described["size"],
-            "input_mtime_ns": described["mtime_ns"],
-            "records_per_shard": self.records_per_shard,
-            **self.limits(),
-        }
+        """The input, the slicing and the limits.  The input's size and modification time are in
+        each shard's spec, and each shard records a checksum of the bytes it read
+        (``input_fingerprint``), so a changed file is never taken for the one already processed."""
+        return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
+
+    def input_fingerprint(self, shard: Shard) -> str:
+        """A checksum of the bytes the shard reads from the input (computed where the shard runs)."""
+        return slice_fingerprint(dict(shard.spec), self.input)
 
     def plan(self) -> list[Shard]:
         """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""

@@ -73,9 +73,16 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     shards = job.plan()
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
-    progress.stage(f"{len(shards)} shards: {reused} reused, {len(pending)} to compute"
+    verify = frozenset(shard.id for shard in reused if _reads_input(job))
+    pending += [shard for shard in reused if shard.id in verify]
+    reused = len(reused) - len(verify)
+    progress.stage(f"{len(shards)} shards: {reused + len(verify)} committed"
+                   + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
+                   + f", {len(pending) - len(verify)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
-    nodes = _compute(job, store, pending, len(shards), reused, options, progress)
+    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, options, progress, verify)
+    reused += verified
+    damaged += changed
 
     totals = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
@@ -152,7 +159,14 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
     if other_runs:
         progress.stage(f"{len(other_runs)} shards were committed with other parameters; computing them anew")
-    return pending, len(shards) - len(pending), damaged + other_runs
+    pending_ids = {shard.id for shard in pending}
+    committed = [shard for shard in shards if shard.id not in pending_ids]
+    return pending, committed, damaged + other_runs
+
+
+def _reads_input(job: Job) -> bool:
+    """Whether the job fingerprints an input (then committed shards are checked against it)."""
+    return type(job).input_fingerprint is not Job.input_fingerprint
 
 
 def _shard_tables(job: Job) -> list[str]:
@@ -160,36 +174,46 @@ def _shard_tables(job: Job) -> list[str]:
     return list(job.shard_tables or [spec.name for spec in job.tables])
 
 
-def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress) -> dict[str, str]:
-    """Compute the pending shards; returns {shard id: the node it ran on}."""
+def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress,
+             verify: frozenset) -> tuple[dict[str, str], int, list[str]]:
+    """Compute the pending shards (checking those in ``verify`` against their input first);
+    returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
+    those whose input had changed."""
     nodes: dict[str, str] = {}
+    verified, changed = [0], []
     if not pending:
-        return nodes
+        return nodes, 0, changed
     lock = threading.Lock()
 
     def on_done(shard: Shard, info: dict) -> None:  # called from the head-start thread too
         with lock:
             nodes[shard.id] = info.get("node", "?")
+            if info.get("reused"):
+                verified[0] += 1
+            elif info.get("verified"):
+                changed.append(shard.id)
+                if len(changed) <= _DAMAGE_LINES:
+                    progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
             progress.shard_done()
 
     progress.start_shards(total, reused)
     try:
         if options.serial:
             progress.stage("computing in this process (--serial)")
-            runner.run_serial(job, pending, store, on_done)
+            runner.run_serial(job, pending, store, on_done, verify)
         elif options.head_start and runner.is_local(options.address):
             progress.stage("starting a local Ray; computing shards here meanwhile")
             runner.run_local(job, pending, store, on_done, options.workers,
-                             on_connected=lambda where: progress.stage(f"computing on {where}"))
+                             on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify)
         else:
             where = runner.connect(options.address, options.workers)
             if not runner.is_private_local():
                 _check_cluster_sees_files(job, store, progress)
             progress.stage(f"computing on {where}")
-            runner.run_on_ray(job, pending, store, on_done, options.window)
+            runner.run_on_ray(job, pending, store, on_done, options.window, verify)
     finally:
         progress.finish_shards()
-    return nodes
+    return nodes, verified[0], changed
 
 
 def _check_cluster_sees_files(job: Job, store: ShardStore, progress: Progress) -> None:

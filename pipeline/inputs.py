@@ -19,6 +19,7 @@ with a number longer than ``MAX_NUMBER_DIGITS`` digits are rejected.
 from __future__ import annotations
 
 import decimal
+import hashlib
 import io
 import json
 import re
@@ -44,6 +45,7 @@ __all__ = [
     "describe_input",
     "input_storage",
     "plain_reason",
+    "slice_fingerprint",
     "InputError",
     "MAX_DEPTH",
     "MAX_NUMBER_DIGITS",
@@ -391,8 +393,45 @@ def _slice_bytes(spec: dict, source: Storage) -> bytes:
 
 
 def _check_unchanged(spec: dict, source: Storage) -> None:
-    if _stat_input(source)[0] != spec["size"]:
-        raise InputError(f"input file {spec['path']} changed since the batch was planned; run it again")
+    """InputError when the file's size or modification time differ from the plan's: it changed
+    during the run, and slices read before and after would mix two contents."""
+    if _stat_input(source) != (spec["size"], spec["mtime_ns"]):
+        raise InputError(f"input file {spec['path']} changed during the run (its size or modification time "
+                         "differ from when the batch was planned); run it again once it no longer changes")
+
+
+def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
+    """A checksum of the bytes a slice reads: the slice's byte range of a JSONL file, or the column
+    chunks of the Parquet row groups that hold its rows.  Workers record it with each shard, and a
+    rerun reuses a shard only when the fingerprint of its slice is unchanged, so content changed
+    behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
+    source = source or input_storage(spec["path"])
+    digest = hashlib.blake2b(digest_size=16)
+    if spec["format"] == "jsonl":
+        digest.update(_slice_bytes(spec, source))
+        return digest.hexdigest()
+    _check_unchanged(spec, source)
+    metadata = _open_parquet(source).metadata
+    digest.update(f"{spec['start_row']}:{spec['end_row']}".encode())
+    with source.open_input(source.root) as handle:
+        for group in _overlapping_row_groups(metadata, spec["start_row"], spec["end_row"])[0]:
+            for k in range(metadata.row_group(group).num_columns):
+                chunk = metadata.row_group(group).column(k)
+                offset = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                digest.update(handle.read_at(chunk.total_compressed_size, offset))
+    return digest.hexdigest()
+
+
+def _overlapping_row_groups(metadata, start: int, end: int) -> tuple[list[int], int | None]:
+    """The row groups holding rows [start, end), and the first row of the first of them."""
+    groups, group_start, first = [], 0, None
+    for index in range(metadata.num_row_groups):
+        group_end = group_start + metadata.row_group(index).num_rows
+        if group_start < end and group_end > start:
+            groups.append(index)
+            first = group_start if first is None else first
+        group_start = group_end
+    return groups, first
 
 
 def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataType) -> pa.Table | None:
@@ -601,13 +640,7 @@ def _parquet_rows(spec: dict, field: str, source: Storage):
     _check_unchanged(spec, source)
     parquet_file = _open_parquet(source)
     start, end = spec["start_row"], spec["end_row"]
-    groups, group_start, first = [], 0, None
-    for index in range(parquet_file.metadata.num_row_groups):
-        group_end = group_start + parquet_file.metadata.row_group(index).num_rows
-        if group_start < end and group_end > start:
-            groups.append(index)
-            first = group_start if first is None else first
-        group_start = group_end
+    groups, first = _overlapping_row_groups(parquet_file.metadata, start, end)
     columns = [name for name in ("id", field) if name in parquet_file.schema_arrow.names]
     try:
         table = parquet_file.read_row_groups(groups, columns=columns)

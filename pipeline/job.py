@@ -113,6 +113,12 @@ class Job:
         """
         return tables
 
+    def input_fingerprint(self, shard: Shard) -> str | None:
+        """A checksum of the input the shard reads, or None when the shard reads no input file.
+        Recorded with the shard; a committed shard is reused only while it still matches, and the
+        check runs where the shard would run (the driver never reads the whole input)."""
+        return None
+
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
         """Check the merged tables against the stats every shard recorded, summed (``totals``);
         raise PipelineError when they disagree.  Runs before any final table is written."""

@@ -55,20 +55,29 @@ ShardInfo = dict[str, Any]
 OnDone = Callable[[Shard, ShardInfo], None]
 
 
-def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str) -> ShardInfo:
+def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False) -> ShardInfo:
     """Run one shard and commit its tables; returns where it ran, how long it took and its stats
-    (which are also recorded in its files)."""
+    (which are also recorded in its files).
+
+    verify: the shard is committed with matching provenance; reuse it ({"reused": True}) when the
+            fingerprint of its input is still the one recorded, else compute it again.
+    """
+    fingerprint = job.input_fingerprint(shard)
+    if verify and store.recorded_stats(shard).get("input_fingerprint") == fingerprint:
+        return {"node": node, "reused": True}
     started = time.monotonic()
     outputs = dict(job.run_shard(shard))
     stats = {**outputs.pop(STATS_KEY, {}), "node": node, "seconds": round(time.monotonic() - started, 3),
              "committed_at": round(time.time(), 3)}
+    if fingerprint is not None:
+        stats["input_fingerprint"] = fingerprint
     store.write_shard(shard, outputs, stats)
-    return stats
+    return {**stats, "reused": False, "verified": verify}
 
 
-def _execute_in_worker(job: Job, shard: Shard, store: ShardStore) -> ShardInfo:
+def _execute_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
     _maybe_kill_for_test(shard, store)
-    return execute_shard(job, shard, store, _worker_node())
+    return execute_shard(job, shard, store, _worker_node(), verify)
 
 
 def _worker_node() -> str:
@@ -91,17 +100,17 @@ def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _execute_here(job: Job, shard: Shard, store: ShardStore) -> ShardInfo:
+def _execute_here(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
     """Run a shard in this process, turning its exception into one that names it."""
     try:
-        return execute_shard(job, shard, store, f"{socket.gethostname()} (the driver)")
+        return execute_shard(job, shard, store, f"{socket.gethostname()} (the driver)", verify)
     except Exception as error:
         raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
 
 
-def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone) -> None:
+def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, verify: frozenset = frozenset()) -> None:
     for shard in shards:
-        on_done(shard, _execute_here(job, shard, store))
+        on_done(shard, _execute_here(job, shard, store, shard.id in verify))
 
 
 # ------------------------------------------------------------------------------------------- Ray
@@ -161,7 +170,7 @@ def is_private_local() -> bool:
 
 
 def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
-              workers: int | None, on_connected: Callable[[str], None]) -> None:
+              workers: int | None, on_connected: Callable[[str], None], verify: frozenset = frozenset()) -> None:
     """Start a private local Ray and run the shards on it, computing shards in this process (from
     the end of the list) until Ray is up; shut the local Ray down at the end."""
     queue = list(shards)
@@ -176,7 +185,7 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
                     return
                 shard = queue.pop()
             try:
-                info = _execute_here(job, shard, store)
+                info = _execute_here(job, shard, store, shard.id in verify)
             except BaseException as error:  # reported by the main thread
                 failures.append(error)
                 return
@@ -192,7 +201,7 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
         with lock:
             rest, queue[:] = list(queue), []
         if not failures:
-            run_on_ray(job, rest, store, on_done)
+            run_on_ray(job, rest, store, on_done, verify=verify)
         helper.join()
         if failures:
             raise failures[0]
@@ -282,7 +291,8 @@ def _explain_connect_failure(address: str, error: Exception) -> str:
             f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
 
 
-def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, window: int | None = None) -> None:
+def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, window: int | None = None,
+               verify: frozenset = frozenset()) -> None:
     """Run shards as Ray tasks, consuming them as they finish.  Tasks in flight: ``window``, or by
     default twice the cluster's CPUs (at least 8), re-read every few seconds so that the window
     follows nodes joining and leaving an autoscaling cluster."""
@@ -299,7 +309,7 @@ def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
 
     def submit(count: int) -> None:
         for shard in _take(queue, count):
-            in_flight[task.remote(job_ref, shard, store_ref)] = shard
+            in_flight[task.remote(job_ref, shard, store_ref, shard.id in verify)] = shard
 
     size = _WindowSize(window)
     submit(size.current())

@@ -208,6 +208,14 @@ class ShardStore:
         metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
         return json.loads(_decode_metadata(metadata).get("stats") or "{}")
 
+    def recorded_stats(self, shard: Shard) -> dict[str, Any]:
+        """The stats of a committed shard's first table ({} when it cannot be read)."""
+        try:
+            return self.shard_stats(self.job.shard_tables[0] if self.job.shard_tables else self.job.tables[0].name,
+                                    shard.id)
+        except Exception:  # damaged or gone since it was checked: it is then computed again
+            return {}
+
     def remove_temporaries(self) -> int:
         """Delete temporary files left by killed writers; returns how many."""
         leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]

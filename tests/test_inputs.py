@@ -185,7 +185,7 @@ def test_changed_file_is_detected(tmp_path):
     path = write_lines(tmp_path, good_lines(3))
     spec = plan_slices(str(path), "grid", 10)[0]
     path.write_bytes(path.read_bytes() + b"\n")
-    with pytest.raises(InputError, match="changed since"):
+    with pytest.raises(InputError, match="changed during the run"):
         read_slice(spec, "grid")
 
 
