@@ -97,6 +97,13 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
         job.add_arguments(sub)
         _add_run_options(sub)
         sub.set_defaults(handler=lambda args, job=job: _run(job, args, prog))
+    status = top.add_parser("status", help="what each job folder under DIR holds (works during a run)",
+                            description="For every job found under DIR: shards committed out of planned, "
+                                        "stale or damaged ones, parameters, code version, the last commit and "
+                                        "an estimate of the time left, and the final tables with their provenance.")
+    status.add_argument("--out", default="results", metavar="DIR",
+                        help="the folder or URI the runs write to (default: results)")
+    status.set_defaults(handler=_status)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
     for command in commands:
         actions = groups[()]
@@ -124,6 +131,15 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"
           + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
           + f") in {result.seconds:.1f}s; tables in {result.location}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from pipeline.status import job_statuses, render
+
+    statuses = job_statuses(args.out)
+    if statuses:
+        print(render(statuses))
     return 0
 
 

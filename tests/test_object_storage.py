@@ -118,6 +118,7 @@ def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, 
     driver.wait(timeout=60)
     committed = len(objects(s3_server, shard_prefix))
     assert 3 <= committed < 24
+    assert f"{committed}/24 shards committed" in run(s3_server, "status", "--out", out).stdout
     rerun = run(s3_server, "run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
     assert reused(rerun) >= committed
     counts = read_s3(s3_server, f"{out}/palago/creature_counts.parquet")
