@@ -70,6 +70,11 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     if removed:
         progress.stage(f"removed {removed} temporary files left by an interrupted run")
 
+    where = None
+    if not options.serial and not runner.is_local(options.address):
+        where = runner.connect(options.address, options.workers)  # a cluster: plan for its size
+    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
+                                                            else options.workers or os.cpu_count())
     shards = job.plan()
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
@@ -80,7 +85,7 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
                    + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
                    + f", {len(pending) - len(verify)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
-    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, options, progress, verify)
+    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, options, progress, verify, where)
     reused += verified
     damaged += changed
 
@@ -158,7 +163,9 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
     if len(damaged) > _DAMAGE_LINES:
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
     if other_runs:
-        progress.stage(f"{len(other_runs)} shards were committed with other parameters; computing them anew")
+        counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
+        progress.stage(f"{counted} committed with other parameters (a change of parameters, not damage); "
+                       "computing them anew")
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
     return pending, committed, damaged + other_runs
@@ -175,7 +182,7 @@ def _shard_tables(job: Job) -> list[str]:
 
 
 def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress,
-             verify: frozenset) -> tuple[dict[str, str], int, list[str]]:
+             verify: frozenset, where: str | None) -> tuple[dict[str, str], int, list[str]]:
     """Compute the pending shards (checking those in ``verify`` against their input first);
     returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
     those whose input had changed."""
@@ -206,7 +213,7 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
             runner.run_local(job, pending, store, on_done, options.workers,
                              on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify)
         else:
-            where = runner.connect(options.address, options.workers)
+            where = where or runner.connect(options.address, options.workers)
             if not runner.is_private_local():
                 _check_cluster_sees_files(job, store, progress)
             progress.stage(f"computing on {where}")

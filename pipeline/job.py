@@ -87,6 +87,9 @@ class Job:
     # Modules whose source is hashed into the code version recorded with every shard: a change to
     # any of them invalidates committed shards.  Default: the job's own module.
     code_modules: tuple[str, ...] = ()
+    # The CPUs the run will have (set by the pipeline before ``plan``; None when unknown): a job may
+    # cut its work finer for a bigger cluster.
+    cluster_cpus: int | None = None
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
     # only finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()

@@ -164,6 +164,13 @@ def _private_token() -> None:
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
+def cluster_cpus() -> int:
+    """The CPUs of the connected Ray cluster now."""
+    import ray
+
+    return int(ray.cluster_resources().get("CPU", 0))
+
+
 def is_private_local() -> bool:
     """Whether the connected Ray is a private local instance that ``connect`` started."""
     return _private_local
@@ -346,7 +353,7 @@ class _WindowSize:
             import ray
 
             self.read_at = now
-            self.value = max(8, 2 * int(ray.cluster_resources().get("CPU", 0)))
+            self.value = max(8, 2 * cluster_cpus())
         return self.value
 
 
