@@ -40,6 +40,7 @@ class RecordBatchJob(Job):
     """
 
     field: str = ""  # the payload field every record carries ("grid", "doors")
+    streamed_tables = ("answers", "errors")  # in input order already: never all in driver memory
 
     def __init__(self, input_path: str, records_per_shard: int):
         if records_per_shard < 1:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline import runner
 from pipeline.errors import PipelineError
-from pipeline.job import Job, Shard
+from pipeline.job import Job, Shard, StreamedTable
 from pipeline.progress import Progress
 from pipeline.storage import Storage, StorageError
 from pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
@@ -89,12 +89,17 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     reused += verified
     damaged += changed
 
-    totals = _check_complete(job, store, shards, nodes)
+    totals, rows = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
-    merged = _merge(job, store, shards)
-    job.check_totals(merged, totals)
+    ids = [shard.id for shard in shards]
+    merged = _merge(job, store, ids)
+    streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
+    job.check_totals({**merged, **streamed}, totals)
     final = job.finalize(merged, store.storage)
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
+    for name in job.streamed_tables:
+        paths[name] = store.write_streamed(name, ids)
+        final[name] = StreamedTable(rows[name], paths[name])
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
 
@@ -120,12 +125,13 @@ def _output_storage(location: str) -> Storage:
     return out
 
 
-def _check_complete(job: Job, store: ShardStore, shards: list[Shard], nodes: dict[str, str]) -> dict[str, int]:
+def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
+                    nodes: dict[str, str]) -> tuple[dict[str, int], dict[str, int]]:
     """Every planned shard must be committed and readable from here before any final table is
-    written; returns the shards' recorded stats, summed.  Otherwise PipelineError names each
-    missing shard and the node it ran on."""
+    written; returns the shards' recorded stats, summed, and the rows of each shard table.
+    Otherwise PipelineError names each missing shard and the node it ran on."""
     tables = _shard_tables(job)
-    missing, totals = [], {}
+    missing, totals, rows = [], {}, dict.fromkeys(tables, 0)
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is not None:
@@ -134,6 +140,8 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard], nodes: dic
         for name, value in store.shard_stats(tables[0], shard.id).items():
             if isinstance(value, int):
                 totals[name] = totals.get(name, 0) + value
+        for name in tables:
+            rows[name] += store.shard_rows(name, shard.id)
     if missing:
         listed = "; ".join(missing[:_DAMAGE_LINES]) + (f"; and {len(missing) - _DAMAGE_LINES} more"
                                                       if len(missing) > _DAMAGE_LINES else "")
@@ -142,7 +150,7 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard], nodes: dic
             f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this driver "
             "does not see: use a folder every node mounts at the same path, or object storage "
             "(--out s3://bucket/prefix); then run the same command again to reuse what is committed.")
-    return totals
+    return totals, rows
 
 
 def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
@@ -235,11 +243,13 @@ def _check_cluster_sees_files(job: Job, store: ShardStore, progress: Progress) -
         runner.check_shared_folders(folders, files)
 
 
-def _merge(job: Job, store: ShardStore, shards: list[Shard]) -> dict[str, Any]:
-    """Each shard table concatenated in shard order, deduplicated on its key, sorted."""
-    ids = [shard.id for shard in shards]
+def _merge(job: Job, store: ShardStore, ids: list[str]) -> dict[str, Any]:
+    """Each shard table that is not streamed, concatenated in shard order, deduplicated on its key,
+    sorted (as pandas DataFrames, for ``finalize``)."""
     merged = {}
     for name in _shard_tables(job):
+        if name in job.streamed_tables:
+            continue
         spec = job.table_spec(name)
         frame = store.read_shards(name, ids).to_pandas()
         if spec.sort:

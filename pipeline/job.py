@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY"]
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY", "StreamedTable"]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
@@ -74,6 +74,17 @@ class Shard:
     spec: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StreamedTable:
+    """A final table written straight from the shard files: its row count and where it is."""
+
+    rows: int
+    path: str = ""
+
+    def __len__(self) -> int:
+        return self.rows
+
+
 class Job:
     """Base class for a job.  Subclasses set ``name``, ``version`` and ``tables`` and implement
     ``params``, ``plan`` and ``run_shard``; ``finalize`` and ``summary`` are optional.
@@ -87,6 +98,11 @@ class Job:
     # Modules whose source is hashed into the code version recorded with every shard: a change to
     # any of them invalidates committed shards.  Default: the job's own module.
     code_modules: tuple[str, ...] = ()
+    # Tables written straight from the shard files, one shard at a time in plan order, so the driver
+    # never holds all their rows: each shard's rows come in ``sort`` order, shards follow one
+    # another in that order, and ``key`` (one int64 column) is unique, which the writer checks.
+    # ``finalize`` does not see them; ``check_totals`` and ``summary`` get a ``StreamedTable``.
+    streamed_tables: tuple[str, ...] = ()
     # The CPUs the run will have (set by the pipeline before ``plan``; None when unknown): a job may
     # cut its work finer for a bigger cluster.
     cluster_cpus: int | None = None

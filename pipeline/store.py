@@ -208,6 +208,11 @@ class ShardStore:
         metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
         return json.loads(_decode_metadata(metadata).get("stats") or "{}")
 
+    def shard_rows(self, table: str, shard_id: str) -> int:
+        """Rows of a committed shard table, from its footer."""
+        with self.storage.open_input(self.shard_path(table, shard_id)) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+
     def recorded_stats(self, shard: Shard) -> dict[str, Any]:
         """The stats of a committed shard's first table ({} when it cannot be read)."""
         try:
@@ -247,6 +252,28 @@ class ShardStore:
             return self.storage.uri(path)
         return self._write_partitioned(spec, table, meta)
 
+    def write_streamed(self, name: str, shard_ids: list[str]) -> str:
+        """Write a final table from its shard files one at a time (never all rows in memory),
+        checking that its int64 key rises strictly across the whole table: a duplicate or an
+        out-of-order key is an error naming it and the shard, never a silently dropped row."""
+        spec = self.job.table_spec(name)
+        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
+        path = self.storage.join(f"{name}.parquet")
+
+        def write(local: str) -> None:
+            last = None
+            with pq.ParquetWriter(local, schema, compression="zstd", write_page_checksum=True) as writer:
+                for shard_id in shard_ids:
+                    part = pq.read_table(self.shard_path(name, shard_id), filesystem=self.storage.fs)
+                    part = part.replace_schema_metadata(schema.metadata)
+                    if key is not None and part.num_rows:
+                        last = _check_rising(part.column(key), last, name, key, shard_id)
+                    writer.write_table(part)
+
+        self.storage.write_atomic(path, write)
+        return self.storage.uri(path)
+
     def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
         """Write ``name/<col>=<v>/part-0.parquet``, each file committed atomically in place, then
         remove partitions the new table does not have.  The folder is never absent, and each of its
@@ -280,6 +307,20 @@ class ShardStore:
 
         spec = self.job.table_spec(name)
         return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
+
+
+def _check_rising(column: pa.ChunkedArray, last: int | None, table: str, key: str, shard_id: str) -> int:
+    """The column's last value, after checking that it rises strictly from ``last``."""
+    values = column.to_numpy()
+    steps = values[1:] <= values[:-1]
+    if last is not None and values[0] <= last:
+        bad = int(values[0])
+    elif steps.any():
+        bad = int(values[1:][steps][0])
+    else:
+        return int(values[-1])
+    raise StoreError(f"table {table!r}: {key} = {bad} in shard {shard_id} repeats or comes out of order; "
+                     "its rows would be lost or misplaced, so no table was written (a bug: please report it)")
 
 
 def write_batch(location: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:

@@ -13,8 +13,10 @@ from ray import cloudpickle
 import toy_job
 from pipeline.errors import PipelineError
 from pipeline.execute import RunOptions, code_version, run_job
+from pipeline.job import Column, Shard, TableSpec
 from pipeline.progress import Progress
 from pipeline.runner import ShardFailedError
+from pipeline.store import StoreError
 from toy_job import ToyJob
 
 # Ray workers cannot import the tests folder; ship the toy job's module by value.
@@ -126,3 +128,32 @@ def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path)
     store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
     with pytest.raises(PipelineError, match=r"1 of 6 shards are not committed .*s004 \(ran on node-b"):
         _check_complete(job, store, job.plan(), {"s004": "node-b (10.0.0.2)"})
+
+
+class _StreamedToy(ToyJob):
+    """ToyJob's overlapping shards, written as a streamed table: the overlap must be an error."""
+
+    name = "streamed_toy"
+    tables = (TableSpec("rows", (Column("value", "int64"),), key=("value",), sort=("value",)),)
+    shard_tables = ("rows",)
+    streamed_tables = ("rows",)
+
+    def run_shard(self, shard):
+        return {"rows": {"value": list(range(shard.spec["start"], shard.spec["stop"]))}}
+
+    def finalize(self, tables, out):
+        return tables
+
+
+def test_a_streamed_table_names_a_repeated_key_instead_of_dropping_rows(tmp_path):
+    with pytest.raises(StoreError, match=r"'rows': value = 5 in shard s001 repeats or comes out of order"):
+        run(tmp_path, _StreamedToy())
+    assert not (tmp_path / "streamed_toy" / "rows.parquet").exists()
+
+
+def test_a_streamed_table_is_written_shard_by_shard(tmp_path):
+    job = _StreamedToy(width=5)
+    job.plan = lambda: [Shard(f"s{k:03d}", {"start": 5 * k, "stop": 5 * k + 5}) for k in range(6)]
+    result = run(tmp_path, job)
+    assert len(result.tables["rows"]) == 30
+    assert pd.read_parquet(tmp_path / "streamed_toy" / "rows.parquet").value.tolist() == list(range(30))
