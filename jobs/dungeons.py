@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from jobs import CODE_PACKAGES
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
@@ -57,15 +58,7 @@ class DungeonJob(RecordBatchJob):
     name = "dungeons"
     field = "grid"
     version = "1"
-    # Everything that can change an answer or an error message; a change invalidates committed shards.
-    code_modules = (
-        "jobs.dungeons",
-        "pipeline.inputs",
-        "solvers.dungeon.errors",
-        "solvers.dungeon.parse",
-        "solvers.dungeon.kernel",
-        "solvers.dungeon.solve",
-    )
+    code_packages = CODE_PACKAGES
     tables = (
         TableSpec(
             "answers",

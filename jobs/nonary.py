@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from jobs import CODE_PACKAGES
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
@@ -59,15 +60,7 @@ class NonaryJob(RecordBatchJob):
     name = "nonary"
     field = "doors"
     version = "1"
-    # Everything that can change an answer or an error message; a change invalidates committed shards.
-    code_modules = (
-        "jobs.nonary",
-        "pipeline.inputs",
-        "solvers.nonary.parse",
-        "solvers.nonary.canonical",
-        "solvers.nonary.kernel",
-        "solvers.nonary.solve",
-    )
+    code_packages = CODE_PACKAGES
     tables = (
         TableSpec(
             "answers",

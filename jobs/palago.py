@@ -12,6 +12,7 @@ import json
 
 import pandas as pd
 
+from jobs import CODE_PACKAGES
 from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
@@ -48,14 +49,7 @@ class PalagoJob(Job):
     name = "palago"
     version = "2"
     tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
-    code_modules = (
-        "jobs.palago",
-        "solvers.palago.search",
-        "solvers.palago.canonical",
-        "solvers.palago.model",
-        "solvers.palago.sums",
-        "solvers.palago.regions",
-    )
+    code_packages = CODE_PACKAGES
 
     def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
         from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
 import socket
@@ -13,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import runner
+from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, StreamedTable
 from pipeline.progress import Progress
@@ -45,18 +44,6 @@ class RunResult:
     seconds: float = 0.0
     totals: dict[str, int] = field(default_factory=dict)  # stats the shards recorded, summed
     location: str = ""  # the job folder, as a path or URI
-
-
-def code_version(job: Job) -> str:
-    """The job's declared version plus a hash of its code modules' source."""
-    digest = hashlib.sha256()
-    for name in job.code_modules or (type(job).__module__,):
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.origin:
-            raise ValueError(f"job {job.name!r}: code module {name!r} not found")
-        with open(spec.origin, "rb") as handle:
-            digest.update(name.encode() + b"\0" + handle.read())
-    return f"{job.version}+{digest.hexdigest()[:16]}"
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:

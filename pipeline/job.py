@@ -95,9 +95,10 @@ class Job:
     name: str = ""
     version: str = "0"  # bump when a change alters results, so committed shards are not reused
     tables: tuple[TableSpec, ...] = ()
-    # Modules whose source is hashed into the code version recorded with every shard: a change to
-    # any of them invalidates committed shards.  Default: the job's own module.
-    code_modules: tuple[str, ...] = ()
+    # Packages whose every source file is hashed, with the numba, numpy and pyarrow versions, into
+    # the code version recorded with every shard (pipeline/codeversion.py): a change to any of them
+    # invalidates committed shards.  Default: the job module's top-level package and pipeline.
+    code_packages: tuple[str, ...] = ()
     # Tables written straight from the shard files, one shard at a time in plan order, so the driver
     # never holds all their rows: each shard's rows come in ``sort`` order, shards follow one
     # another in that order, and ``key`` (one int64 column) is unique, which the writer checks.

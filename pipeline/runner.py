@@ -21,6 +21,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable
 
+from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
 from pipeline.job import STATS_KEY, Job, Shard
 from pipeline.store import ShardStore
@@ -46,6 +47,10 @@ class ShardFailedError(PipelineError):
     """A shard raised an exception or its worker kept dying."""
 
 
+class CodeMismatchError(PipelineError):
+    """A worker's installed code differs from the driver's."""
+
+
 class SharedFolderError(PipelineError):
     """A cluster node does not see the local folder the run reads or writes."""
 
@@ -62,6 +67,7 @@ def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: 
     verify: the shard is committed with matching provenance; reuse it ({"reused": True}) when the
             fingerprint of its input is still the one recorded, else compute it again.
     """
+    _refuse_other_code(job, store, node)
     fingerprint = job.input_fingerprint(shard)
     if verify and store.recorded_stats(shard).get("input_fingerprint") == fingerprint:
         return {"node": node, "reused": True}
@@ -73,6 +79,16 @@ def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: 
         stats["input_fingerprint"] = fingerprint
     store.write_shard(shard, outputs, stats)
     return {**stats, "reused": False, "verified": verify}
+
+
+def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
+    """A worker whose installed code differs from the driver's must not commit under its name."""
+    here = code_version(job)
+    if here != store.provenance.version:
+        raise CodeMismatchError(
+            f"node {node} runs other code than the driver (code version {here}, the driver's "
+            f"{store.provenance.version}): install the same batchenum (and numba, numpy, pyarrow) on every "
+            "node, or let the code travel with the job (ray job submit --working-dir .)")
 
 
 def _execute_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
@@ -350,8 +366,6 @@ class _WindowSize:
             return self.fixed
         now = time.monotonic()
         if now - self.read_at >= 5.0:
-            import ray
-
             self.read_at = now
             self.value = max(8, 2 * cluster_cpus())
         return self.value

@@ -6,46 +6,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
-import shutil
-import signal
 import subprocess
-import sys
 
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import free_port
-from test_faults import PUBLISHED, cli_command, descendants
+import clusters
+from test_faults import PUBLISHED, cli_command
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def sixteen_cpus():
-    temp_dir = f"/tmp/bc{os.getpid()}"
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    ports = []
-    for option in ("--port", "--node-manager-port", "--object-manager-port", "--metrics-export-port",
-                   "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
-                   "--ray-client-server-port"):
-        ports += [option, str(free_port())]
-    head = subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "16",
-                           "--temp-dir", temp_dir, "--include-dashboard", "false", "--disable-usage-stats", *ports],
-                          capture_output=True, text=True, timeout=180, env=env)
-    assert head.returncode == 0, head.stderr
-    address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
+    temp_dir, env = f"/tmp/bc{os.getpid()}", clusters.token_env()
     try:
-        yield {"address": address, "env": env}
+        yield {"address": clusters.start_head(temp_dir, env, "--num-cpus", "16", "--include-dashboard", "false"),
+               "env": env}
     finally:
-        owned = {int(p) for p in subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()}
-        for pid in descendants(owned):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        clusters.stop(temp_dir)
 
 
 def most_at_once(intervals: list[tuple[float, float]]) -> int:

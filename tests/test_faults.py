@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO
+import clusters
+from conftest import REPO, free_port
 
 PUBLISHED = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
 COUNT_COLUMNS = ["n", "free", "fixed", "free_stabiliser_1", "free_stabiliser_2", "free_stabiliser_3",
@@ -188,38 +188,12 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
 # ------------------------------------------------------------------ a real `ray start --head` cluster
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def descendants(pids: set[int]) -> set[int]:
-    """pids and every process below them, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, stack = set(), list(pids)
-    while stack:
-        pid = stack.pop()
-        if pid not in found:
-            found.add(pid)
-            stack.extend(children.get(pid, []))
-    return found
-
-
 @pytest.fixture(scope="module")
 def token_cluster(tmp_path_factory, s3_server):
     """A head node started with `ray start --head` that requires token authentication; stopped by
     pid (every process whose command line names its private temp dir, and their children).  Its
     environment reaches the test S3 server, as a head node's would reach its cloud's store."""
     tempfile_dir = f"/tmp/bh{os.getpid()}"
-    temp_dir = Path(tempfile_dir)
     ports = {name: free_port() for name in ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env",
                                             "metrics", "node_manager", "object_manager", "client")}
     # the job's entrypoint `python` must be this environment's, as it is with the venv activated
@@ -242,14 +216,7 @@ def token_cluster(tmp_path_factory, s3_server):
     try:
         yield {"address": address, "dashboard": f"http://127.0.0.1:{ports['dashboard']}", "env": env}
     finally:
-        owned = {int(p) for p in subprocess.run(["pgrep", "-f", tempfile_dir], capture_output=True,
-                                                 text=True).stdout.split()}
-        for pid in descendants(owned):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run(["rm", "-rf", str(temp_dir)])
+        clusters.stop(tempfile_dir)
 
 
 @pytest.mark.slow

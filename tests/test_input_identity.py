@@ -48,7 +48,7 @@ def test_content_changed_behind_same_size_and_mtime_is_recomputed(tmp_path):
     second = run(batch, tmp_path / "out")
     assert second.reused == first.shards - 1
     assert second.recomputed == ["s00000"]
-    fresh = run(batch, tmp_path / "fresh")
+    run(batch, tmp_path / "fresh")
     answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet")
     pd.testing.assert_frame_equal(answers, pd.read_parquet(tmp_path / "fresh" / "dungeons" / "answers.parquet"))
     # the monster next to the start blocked both gold cells; without it both are reached

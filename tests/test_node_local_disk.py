@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -21,8 +17,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import free_port
-from test_faults import cli, cli_command, descendants
+import clusters
+from test_faults import cli, cli_command
 
 pytestmark = pytest.mark.slow
 
@@ -37,18 +33,6 @@ def _mount_namespaces_work() -> str | None:
     return None if probe.returncode == 0 else f"unshare -m failed: {probe.stderr.strip()}"
 
 
-def _ray_start(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--disable-usage-stats"]
-
-
-def _node_ports() -> list[str]:
-    ports = []
-    for option in ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
-                   "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port"):
-        ports += [option, str(free_port())]
-    return ports
-
-
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     reason = _mount_namespaces_work()
@@ -56,41 +40,18 @@ def two_nodes(tmp_path_factory):
         pytest.skip(f"no node-local disk can be imitated here: {reason}")
     private = tmp_path_factory.mktemp("node_local")  # the second node sees an empty tmpfs here
     temp_dir = f"/tmp/bn{os.getpid()}"
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    for name in [k for k in env if k.startswith("AWS_")]:
-        del env[name]  # the nodes know nothing of S3: what they need must come with the run
-    head = subprocess.run(_ray_start("--head", "--num-cpus", "1", "--temp-dir", temp_dir, "--port", str(free_port()),
-                                     "--include-dashboard", "false", "--ray-client-server-port", str(free_port()),
-                                     *_node_ports()),
-                          capture_output=True, text=True, timeout=180, env=env)
-    assert head.returncode == 0, head.stderr
-    address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
-    joined = " ".join(_ray_start("--address", address, "--num-cpus", "1", *_node_ports()))
-    second = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "bash", "-c", f"mount -t tmpfs tmpfs {private} && {joined}"],
-        capture_output=True, text=True, timeout=180, env=env)
+    env = {k: v for k, v in clusters.token_env().items() if not k.startswith("AWS_")}  # no S3 on the nodes
     try:
+        address = clusters.start_head(temp_dir, env, "--num-cpus", "1", "--include-dashboard", "false")
+        joined = " ".join(clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()))
+        second = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
+                                 f"mount -t tmpfs tmpfs {private} && {joined}"],
+                                capture_output=True, text=True, timeout=180, env=env)
         assert second.returncode == 0, second.stderr
-        _wait_for_nodes(address, env, 2)
+        clusters.wait_for_nodes(address, env, 2)
         yield {"address": address, "env": env, "private": private}
     finally:
-        owned = {int(p) for p in subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()}
-        for pid in descendants(owned):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _wait_for_nodes(address: str, env: dict, count: int) -> None:
-    script = ("import ray, time, sys\n"
-              f"ray.init(address={address!r}, logging_level='ERROR')\n"
-              "deadline = time.monotonic() + 120\n"
-              f"while sum(n['Alive'] for n in ray.nodes()) < {count}:\n"
-              "    assert time.monotonic() < deadline, 'the second node never joined'\n"
-              "    time.sleep(0.5)\n")
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=300, env=env, capture_output=True)
+        clusters.stop(temp_dir)
 
 
 def _dungeons(tmp_path: Path) -> Path:
