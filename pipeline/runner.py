@@ -34,8 +34,9 @@ __all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "run_serial"
 TASK_MAX_RETRIES = 3
 _private_local = False  # set by connect() when it starts a private local Ray
 
-# Test hook: a shard id whose first attempt kills its own worker process with SIGKILL, so tests
-# can prove that a real worker death is retried.  Never set in normal use.
+# Test hook: a shard id whose first attempt (or, with ":always", every attempt) kills its own worker
+# process with SIGKILL, so tests can prove that a real worker death is retried or named.  Never set
+# in normal use.
 _KILL_ENV = "BATCHENUM_TEST_KILL_SHARD"
 
 
@@ -105,10 +106,12 @@ def _worker_node() -> str:
 
 
 def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
-    if os.environ.get(_KILL_ENV) != shard.id:
+    """The test hook: ``sXXXX`` kills the shard's first attempt, ``sXXXX:always`` every attempt."""
+    target, _, mode = os.environ.get(_KILL_ENV, "").partition(":")
+    if target != shard.id:
         return
     marker = os.path.join(store.storage.root, f".killed-{shard.id}")
-    if os.path.exists(marker):
+    if os.path.exists(marker) and mode != "always":
         return
     os.makedirs(store.storage.root, exist_ok=True)
     with open(marker, "w") as handle:
@@ -320,7 +323,7 @@ def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
     default twice the cluster's CPUs (at least 8), re-read every few seconds so that the window
     follows nodes joining and leaving an autoscaling cluster."""
     import ray
-    from ray.exceptions import RayTaskError, TaskCancelledError, WorkerCrashedError
+    from ray.exceptions import RayError
 
     if not shards:
         return
@@ -343,8 +346,8 @@ def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
                 shard = in_flight.pop(ref)
                 try:
                     info = ray.get(ref)
-                except (RayTaskError, WorkerCrashedError, TaskCancelledError) as error:
-                    raise ShardFailedError(f"shard {shard.id} failed: {_cause(error)}") from error
+                except RayError as error:
+                    raise ShardFailedError(_failure_message(shard, error)) from error
                 on_done(shard, info)
             submit(size.current() - len(in_flight))
     except BaseException:
@@ -377,6 +380,31 @@ def _take(iterator, count: int) -> Iterable:
             yield next(iterator)
         except StopIteration:
             return
+
+
+def _failure_message(shard: Shard, error: Exception) -> str:
+    """One message for a shard Ray could not finish: what happened and what to do.  Committed
+    shards are kept either way, and a rerun of the same command reuses them."""
+    from ray import exceptions as rex
+
+    rerun = "committed shards are kept: run the same command again to reuse them"
+    if isinstance(error, rex.OutOfMemoryError):
+        return (f"shard {shard.id}: Ray's memory monitor killed its worker (the node ran short of memory) "
+                f"on every attempt. Give the workers more memory, run fewer at once (--workers), or cut the "
+                f"work smaller (more shards); {rerun}.")
+    if isinstance(error, (rex.NodeDiedError, rex.LocalRayletDiedError)):
+        return f"shard {shard.id}: the node running it died. Check the cluster's nodes; {rerun}."
+    if isinstance(error, (rex.ObjectLostError, rex.OwnerDiedError, rex.ObjectFetchTimedOutError)):
+        return (f"shard {shard.id}: Ray lost an object the shard needed ({type(error).__name__}), usually because "
+                f"a node left the cluster. {rerun[0].upper() + rerun[1:]}.")
+    if isinstance(error, rex.WorkerCrashedError):
+        return (f"shard {shard.id}: its worker process died on every one of {TASK_MAX_RETRIES + 1} attempts "
+                f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}.")
+    if isinstance(error, rex.TaskCancelledError):
+        return f"shard {shard.id} was cancelled; {rerun}."
+    if isinstance(error, rex.RayTaskError):
+        return f"shard {shard.id} failed: {_cause(error)}"
+    return f"shard {shard.id}: Ray failed ({_cause(error)}); {rerun}."
 
 
 def _cause(error: Exception) -> str:

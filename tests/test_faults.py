@@ -261,3 +261,33 @@ def test_relative_out_under_ray_job_submit_is_refused(token_cluster):
     submit = job_submit(token_cluster, "run", "palago", "--max-n", "6", "--out", "relout")
     assert submit.returncode != 0
     assert "--out relout is relative" in submit.stdout + submit.stderr
+
+
+# ------------------------------------------------------------------ failures named, shards kept
+
+
+@pytest.mark.slow
+def test_a_worker_killed_on_every_attempt_is_named_and_committed_shards_kept(tmp_path):
+    out = tmp_path / "run"
+    failed = cli(*palago_args(out, 16, 8, "--workers", "2", "--no-head-start"),
+                 env={"BATCHENUM_TEST_KILL_SHARD": "s0003:always"}, check=False)
+    assert failed.returncode == 1
+    message = failed.stderr.strip().splitlines()[-1]
+    assert "shard s0003: its worker process died on every one of 4 attempts" in message
+    assert "run the same command again to reuse them" in message
+    assert not (out / "palago" / "creature_counts.parquet").exists()
+    kept = committed(out)
+    assert not (out / "palago" / "_shards" / "partial_counts" / "s0003.parquet").exists()
+    rerun = cli(*palago_args(out, 16, 8, "--workers", "2"))
+    assert reused(rerun) == kept
+    assert_matches_published(out, 16)
+
+
+@pytest.mark.slow
+def test_memory_monitor_kill_is_named(tmp_path):
+    """Ray's memory monitor with a threshold below what the machine already uses kills every task."""
+    env = {"RAY_memory_usage_threshold": "0.001", "RAY_memory_monitor_refresh_ms": "20", "RAY_task_oom_retries": "0"}
+    failed = cli(*palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start"), env=env, check=False)
+    assert failed.returncode == 1, failed.stdout
+    message = failed.stderr.strip().splitlines()[-1]
+    assert re.search(r"shard s000\d: Ray's memory monitor killed its worker", message), message
