@@ -88,7 +88,9 @@ class NonaryJob(RecordBatchJob):
         self.record_timeout = record_timeout
 
     def limits(self) -> dict[str, Any]:
-        return {"max_doors": self.max_doors, "record_timeout": self.record_timeout}
+        """--max-doors changes answers; --record-timeout does not (a record that times out is
+        retried by the next run, with whatever budget it is given), so it is not a parameter."""
+        return {"max_doors": self.max_doors}
 
     def run_shard(self, shard: Shard) -> ShardOutput:
         """Read, check and solve one slice; every record gets exactly one row.
@@ -97,15 +99,39 @@ class NonaryJob(RecordBatchJob):
         JSON types to reject ``9.0``, ``"9"`` or ``true`` rather than have them coerced.
         """
         records = read_slice(dict(shard.spec), "doors", source=self.input)
+        answers, errors, timed_out = self._rows(records, range(len(records)))
+        return self._outputs(answers, errors, len(records), timed_out)
+
+    def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardOutput:
+        """The committed shard with its timed-out records (``retry``: their lines) searched again;
+        every other row is kept as committed."""
+        records = read_slice(dict(shard.spec), "doors", source=self.input)
+        again = set(retry)
+        answers, errors, timed_out = self._rows(records, [i for i, p in enumerate(records.positions) if p in again])
+        for table, rows in (("answers", answers), ("errors", errors)):
+            kept = previous[table].to_pydict()
+            for name, values in kept.items():
+                rows[name] = [v for v, line in zip(values, kept["line"]) if line not in again] + rows[name]
+            order = sorted(range(len(rows["line"])), key=rows["line"].__getitem__)
+            for name in rows:
+                rows[name] = [rows[name][k] for k in order]
+        return self._outputs(answers, errors, len(records), timed_out)
+
+    def _rows(self, records, indices) -> tuple[dict, dict, list[int]]:
+        """Answers and errors rows for the records at ``indices``, and the lines that timed out."""
         answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "line": []}
         errors: dict[str, list] = {"id": [], "error": [], "line": []}
         solved: dict[tuple, tuple[int, list] | str] = {}  # canonical key -> (escaped, plan) or reason
-        for i, position in enumerate(records.positions):
+        timed_out = []
+        for i in indices:
+            position = records.positions[i]
             outcome = records.errors[i] or self._answer(records.values[i], solved)
             if isinstance(outcome, str):
                 errors["id"].append(records.name(i))
                 errors["error"].append(plain_reason(outcome if records.errors[i] else f"{records.where(i)}: {outcome}"))
                 errors["line"].append(position)
+                if isinstance(outcome, _TimedOut):
+                    timed_out.append(position)
             else:
                 escaped, plan = outcome
                 answers["id"].append(records.ids[i])
@@ -113,12 +139,18 @@ class NonaryJob(RecordBatchJob):
                 answers["plan"].append(json.dumps(plan, separators=(",", ":")))
                 answers["doors"].append(len(records.values[i]))
                 answers["line"].append(position)
+        return answers, errors, timed_out
+
+    @staticmethod
+    def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int]) -> ShardOutput:
+        """A timeout depends on the machine's load, not on the record: the shard asks a rerun to
+        retry exactly those records (``retry``) rather than reuse their error rows."""
         return {
             "answers": {**answers, "escaped": np.asarray(answers["escaped"], dtype=np.int64),
                         "doors": np.asarray(answers["doors"], dtype=np.int64),
                         "line": np.asarray(answers["line"], dtype=np.int64)},
             "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
-            STATS_KEY: {"records": len(records)},
+            STATS_KEY: {"records": records, "timeouts": len(timed_out), "retry": timed_out},
         }
 
     def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:
@@ -160,11 +192,25 @@ class NonaryJob(RecordBatchJob):
     def _timeout_reason(self, error: SolveTimeout) -> str:
         """The error row's reason for a graph whose time budget ran out."""
         if error.stage == "search":
-            return (f"no optimal plan within the time budget of {self.record_timeout:g} s "
-                    f"({error.states:,} states searched); raise it with --record-timeout")
-        return (f"the time budget of {self.record_timeout:g} s ran out while preparing the graph, "
-                f"before the search; raise it with --record-timeout")
+            return _TimedOut(f"timed out: no optimal plan within the time budget of {self.record_timeout:g} s "
+                             f"({error.states:,} states searched); raise it with --record-timeout, or rerun "
+                             "into the same folder to retry only the timed-out records")
+        return _TimedOut(f"timed out: the time budget of {self.record_timeout:g} s ran out while preparing the "
+                         "graph, before the search; raise it with --record-timeout")
 
+    def summary(self, tables: dict) -> str:
+        line = super().summary(tables)
+        timeouts = getattr(self, "timeouts", 0)
+        return line + (f" ({timeouts} timed out: rerun into the same folder to retry only those)" if timeouts else "")
+
+    def check_totals(self, tables: dict, totals: dict) -> None:
+        super().check_totals(tables, totals)
+        self.timeouts = totals.get("timeouts", 0)
+
+
+
+class _TimedOut(str):
+    """A reason that is a timeout (it depends on the run, not on the record)."""
 
 
 # --------------------------------------------------------------------------------------------- CLI

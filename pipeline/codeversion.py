@@ -37,8 +37,10 @@ def _digest(packages: tuple[str, ...]) -> str:
 def _source_files(package: str) -> list[tuple[str, str]]:
     """(path relative to the package, absolute path) of every .py file of an installed package."""
     spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
+    if spec is None or not (spec.submodule_search_locations or spec.origin):
         raise ValueError(f"code package {package!r} not found")
+    if not spec.submodule_search_locations:  # a plain module
+        return [(os.path.basename(spec.origin), spec.origin)]
     files = []
     for root in spec.submodule_search_locations:
         for folder, dirs, names in os.walk(root):

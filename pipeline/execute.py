@@ -190,6 +190,9 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
     def on_done(shard: Shard, info: dict) -> None:  # called from the head-start thread too
         with lock:
             nodes[shard.id] = info.get("node", "?")
+            if info.get("retried"):
+                progress.stage(f"shard {shard.id}: {info['retried']} records whose outcome depended on the run "
+                               "(timeouts) computed again")
             if info.get("reused"):
                 verified[0] += 1
             elif info.get("verified"):

@@ -139,6 +139,13 @@ class Job:
         check runs where the shard would run (the driver never reads the whole input)."""
         return None
 
+    def retry_shard(self, shard: Shard, previous: dict[str, Any], retry: list) -> ShardOutput:
+        """A committed shard's outputs with only some records computed again.  A shard asks for
+        this by recording ``{"retry": [...]}`` in its stats (records whose outcome depended on the
+        run, such as a timeout); a rerun then calls this with its committed tables (pyarrow) instead
+        of ``run_shard``."""
+        return self.run_shard(shard)
+
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
         """Check the merged tables against the stats every shard recorded, summed (``totals``);
         raise PipelineError when they disagree.  Runs before any final table is written."""

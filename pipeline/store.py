@@ -208,6 +208,12 @@ class ShardStore:
         metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
         return json.loads(_decode_metadata(metadata).get("stats") or "{}")
 
+    def read_shard_tables(self, shard: Shard) -> dict[str, pa.Table]:
+        """Every committed table of one shard (for a job that redoes only some of its records)."""
+        tables = self.job.shard_tables or [spec.name for spec in self.job.tables]
+        return {name: pq.read_table(self.shard_path(name, shard.id), filesystem=self.storage.fs)
+                .replace_schema_metadata(None) for name in tables}
+
     def shard_rows(self, table: str, shard_id: str) -> int:
         """Rows of a committed shard table, from its footer."""
         with self.storage.open_input(self.shard_path(table, shard_id)) as handle:

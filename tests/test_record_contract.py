@@ -356,10 +356,10 @@ def test_record_timeout_covers_the_preparation_of_a_long_chain(tmp_path):
     started = time.monotonic()
     result = verdicts(NonaryJob(str(path), max_doors=100_000, record_timeout=0.5))
     elapsed = time.monotonic() - started
-    assert result[1] == ("error", "chain", "line 1: the time budget of 0.5 s ran out while preparing the graph, "
-                                           "before the search; raise it with --record-timeout")
+    assert result[1] == ("error", "chain", "line 1: timed out: the time budget of 0.5 s ran out while preparing "
+                                           "the graph, before the search; raise it with --record-timeout")
     assert result[2] == ("answer", "ok", None)
-    assert elapsed < 10, f"took {elapsed:.1f} s"
+    assert elapsed < 60, f"took {elapsed:.1f} s: the budget did not stop the preparation (about 100 s)"
 
 
 def test_record_timeout_inf_means_no_limit():

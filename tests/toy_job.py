@@ -20,6 +20,7 @@ class ToyJob(Job):
     must deduplicate."""
 
     name = "toy"
+    code_packages = ("pipeline",)  # this module is pickled by value to Ray workers, not installed
     version = "1"
     tables = (ITEMS, TOTALS)
     shard_tables = ("items",)
