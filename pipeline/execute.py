@@ -14,6 +14,7 @@ from pipeline import runner
 from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, StreamedTable
+from pipeline.lease import Lease
 from pipeline.progress import Progress
 from pipeline.storage import Storage, StorageError
 from pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
@@ -52,11 +53,16 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     params = job.params()
     json.dumps(params)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(_output_storage(options.out_dir), job, Provenance(job.name, code_version(job), params))
-    _refuse_to_replace_other_results(store, options.overwrite)
-    removed = store.remove_temporaries()
-    if removed:
-        progress.stage(f"removed {removed} temporary files left by an interrupted run")
+    with Lease(store.storage, say=progress.stage):  # one run per job folder; cleanup is then safe
+        _refuse_to_replace_other_results(store, options.overwrite)
+        removed = store.remove_temporaries()
+        if removed:
+            progress.stage(f"removed {removed} temporary files left by an interrupted run")
+        return _run_holding_the_folder(job, store, options, progress, started)
 
+
+def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, progress: Progress,
+                            started: float) -> RunResult:
     where = None
     if not options.serial and not runner.is_local(options.address):
         where = runner.connect(options.address, options.workers)  # a cluster: plan for its size

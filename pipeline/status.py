@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.lease import LEASE_FILE, STALE_AFTER
 from pipeline.storage import TMP_MARK, Storage
 from pipeline.store import PLAN_FILE, read_metadata
 
@@ -32,6 +33,7 @@ class JobStatus:
     commit_times: list[float] = field(default_factory=list)  # when the last run committed them
     last_commit: float | None = None  # the latest commit of any shard
     tables: list[dict[str, Any]] = field(default_factory=list)  # final tables: name, rows, params, version
+    lease: dict[str, Any] | None = None  # the lease of a run writing there now (or of a dead one)
 
     @property
     def planned(self) -> int | None:
@@ -57,6 +59,7 @@ def _job_status(folder: Storage) -> JobStatus | None:
     if plan is None and not shard_files and not finals:
         return None
     status = JobStatus(_basename(folder.root), folder.display_root, plan)
+    status.lease = _read_json(folder, LEASE_FILE)
     _read_shards(status, folder, shard_files)
     status.tables = _group_partitions([_final_table(folder, path) for path in finals])
     return status
@@ -77,7 +80,11 @@ def _group_partitions(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _read_plan(folder: Storage) -> dict[str, Any] | None:
-    path = folder.join(PLAN_FILE)
+    return _read_json(folder, PLAN_FILE)
+
+
+def _read_json(folder: Storage, name: str) -> dict[str, Any] | None:
+    path = folder.join(name)
     if not folder.is_file(path):
         return None
     try:
@@ -156,6 +163,10 @@ def _render_one(status: JobStatus, now: float) -> str:
         lines.append(f"  code:        version {plan.get('version')}")
         lines.append(f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} "
                      f"(pid {plan.get('pid')})")
+    if status.lease:
+        beat = now - float(status.lease.get("heartbeat_at", 0))
+        lines.append(f"  running:     host {status.lease.get('host')}, pid {status.lease.get('pid')}, "
+                     f"last heartbeat {_ago(beat)} ago" + (" (stale: the run looks dead)" if beat > STALE_AFTER else ""))
     total = status.planned
     shard_line = f"{len(status.committed)}" + (f"/{total}" if total is not None else "") + " shards committed"
     if status.stale or status.damaged:

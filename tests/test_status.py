@@ -28,6 +28,7 @@ def test_status_during_and_after_an_interrupted_run(tmp_path):
     shown = int(re.search(r"(\d+)/64 shards committed", during).group(1))
     assert 3 <= shown < 64
     assert '"max_n": 24' in during and "last commit:" in during and "estimate:    about" in during
+    assert "running:     host" in during and f"pid {driver.pid}" in during
     after = status(tmp_path).stdout
     assert f"{committed(tmp_path)}/64 shards committed" in after
     assert "table:" not in after  # an interrupted run wrote no table
