@@ -212,6 +212,10 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
         if options.serial:
             progress.stage("computing in this process (--serial)")
             runner.run_serial(job, pending, store, on_done, verify)
+        elif len(pending) == 1 and options.head_start and runner.is_local(options.address):
+            # starting a private Ray takes seconds that one shard cannot win back
+            progress.stage("one shard to compute: computing it here, without starting Ray")
+            runner.run_serial(job, pending, store, on_done, verify)
         elif options.head_start and runner.is_local(options.address):
             progress.stage("starting a local Ray; computing shards here meanwhile")
             runner.run_local(job, pending, store, on_done, options.workers,
