@@ -62,6 +62,8 @@ class PalagoJob(Job):
         self.catalogue_max_n = catalogue_max_n
         self.shards = shards  # None: cut by the CPUs the run will have (plan)
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
+        # the catalogue is written one n at a time, never all in the driver's memory
+        self.streamed_tables = ("creatures",) if catalogue_max_n else ()
 
     def params(self) -> dict:
         return {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
@@ -114,18 +116,20 @@ class PalagoJob(Job):
             }
         return outputs
 
+    def check_totals(self, tables: dict, totals: dict) -> None:
+        """The catalogue holds exactly the free creatures the counts say (checked before writing)."""
+        if self.catalogue_max_n:
+            partial = tables["partial_counts"]
+            expected = int(partial.loc[partial.n <= self.catalogue_max_n, "free"].sum())
+            if len(tables["creatures"]) != expected:
+                raise PipelineError(f"catalogue holds {len(tables['creatures'])} creatures, the counts say {expected}")
+
     def finalize(self, tables: dict, out) -> dict:
         partial = tables["partial_counts"]
         counts = partial.groupby("n", as_index=False, sort=True).sum()
         counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
         _check_identities(counts)
         final = {"creature_counts": counts}
-        if self.catalogue_max_n:
-            creatures = tables["creatures"]
-            expected = int(counts.loc[counts.n <= self.catalogue_max_n, "free"].sum())
-            if len(creatures) != expected:
-                raise PipelineError(f"catalogue holds {len(creatures)} creatures, the counts say {expected}")
-            final["creatures"] = creatures
         out.write_text(out.join("creature_counts.md"), _markdown(counts))
         out.write_text(out.join("creature_counts.svg"), _plot(counts))
         return final

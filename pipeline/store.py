@@ -259,10 +259,38 @@ class ShardStore:
         return self._write_partitioned(spec, table, meta)
 
     def write_streamed(self, name: str, shard_ids: list[str]) -> str:
-        """Write a final table from its shard files one at a time (never all rows in memory),
-        checking that its int64 key rises strictly across the whole table: a duplicate or an
-        out-of-order key is an error naming it and the shard, never a silently dropped row."""
+        """Write a final table from its shard files without holding all its rows: a plain table one
+        shard at a time (``_write_in_shard_order``), a partitioned one one partition at a time."""
         spec = self.job.table_spec(name)
+        if spec.partition is not None:
+            return self._write_partitions_streamed(spec, shard_ids)
+        return self._write_in_shard_order(spec, shard_ids)
+
+    def _write_partitions_streamed(self, spec: TableSpec, shard_ids: list[str]) -> str:
+        """Each partition read from every shard (a filter on the partition column), sorted, checked
+        for a repeated key (an error naming it, never a dropped row) and written; the driver holds
+        one partition at a time."""
+        paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
+        values = sorted({v for path in paths for v in pq.read_table(
+            path, columns=[spec.partition], filesystem=self.storage.fs).column(0).to_pylist()})
+        meta = _encode_metadata(self.provenance.final_metadata(spec.name))
+        for value in values:
+            parts = [pq.read_table(path, filesystem=self.storage.fs, filters=[(spec.partition, "==", value)])
+                     .replace_schema_metadata(None) for path in paths]
+            table = pa.concat_tables(parts)
+            if spec.sort:
+                table = table.sort_by([(column, "ascending") for column in spec.sort])
+            if spec.key:
+                _check_unique(table, spec, value)
+            body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
+            self._write_parquet(body, self.storage.join(spec.name, f"{spec.partition}={value}", "part-0.parquet"))
+        self._remove_other_partitions(spec, {f"{spec.partition}={value}" for value in values})
+        return self.storage.uri(self.storage.join(spec.name))
+
+    def _write_in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> str:
+        """Shard files appended in plan order, checking that the int64 key rises strictly across
+        the whole table: a duplicate or an out-of-order key is an error naming it and the shard."""
+        name = spec.name
         key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
         schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
         path = self.storage.join(f"{name}.parquet")
@@ -293,13 +321,18 @@ class ShardStore:
             folder = f"{spec.partition}={value}"
             wanted.add(folder)
             self._write_parquet(body.filter(mask), self.storage.join(spec.name, folder, "part-0.parquet"))
+        self._remove_other_partitions(spec, wanted)
+        return self.storage.uri(final)
+
+    def _remove_other_partitions(self, spec: TableSpec, wanted: set[str]) -> None:
+        """Partitions an earlier table had and this one has not, and older staging folders."""
+        final = self.storage.join(spec.name)
         for folder in self.storage.list_dirs(final):
             if posixpath.basename(folder.replace(os.sep, "/")) not in wanted:
                 self.storage.delete_dir(folder)
         for leftover in self.storage.list_dirs(self.storage.root):  # staging folders of older versions
             if posixpath.basename(leftover.replace(os.sep, "/")).startswith(spec.name + TMP_MARK):
                 self.storage.delete_dir(leftover)
-        return self.storage.uri(final)
 
     def _write_parquet(self, table: pa.Table, path: str) -> None:
         # page checksums let a reader tell a damaged file from a good one
@@ -313,6 +346,19 @@ class ShardStore:
 
         spec = self.job.table_spec(name)
         return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
+
+
+def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any) -> None:
+    """StoreError naming a key that appears twice in a sorted partition."""
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(table.column(spec.key[0]) if len(spec.key) == 1 else
+                             pc.binary_join_element_wise(*[pc.cast(table.column(k), pa.string()) for k in spec.key], "\x1f"))
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        raise StoreError(f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
+                         f"{repeated[0]['values'].as_py()!r} appears {repeated[0]['counts'].as_py()} times; no row is "
+                         "dropped silently, so no table was written (a bug: please report it)")
 
 
 def _check_rising(column: pa.ChunkedArray, last: int | None, table: str, key: str, shard_id: str) -> int:
