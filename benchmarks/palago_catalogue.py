@@ -1,8 +1,8 @@
 """Palago catalogue cost against count-only cost, per n.
 
-In one process on one core, over the job's prefixes (the tree cut at jobs.palago.SPLIT_DEPTH): the
-search alone, the search collecting the catalogue, and the compiled text encoding
-(``catalogue_text``: key, tiles, sum), with the ratio of catalogue to count.  Then the whole job
+In one process on one core, over the prefixes of a small run (the tree cut at depth 10, the first of
+jobs.palago.SPLIT_DEPTHS): the search alone, the search collecting the catalogue, and the compiled
+text encoding (``catalogue_text``: key, tiles, sum), with the ratio of catalogue to count.  Then the whole job
 through the CLI, ``batchenum run palago --max-n N`` with and without ``--catalogue-max-n N``
 (wall clock: Ray start-up, merge and Parquet included).  ``--python-max-n M`` also times the former
 pure-Python text path (key_of, json.dumps, encode) on the catalogue up to M, per creature.
@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from jobs.palago import SPLIT_DEPTH  # noqa: E402
+from jobs.palago import SPLIT_DEPTHS  # noqa: E402
 from solvers.palago import count_creatures, decode_codes, frontier, key_of  # noqa: E402
 from solvers.palago.catalogue import catalogue_text  # noqa: E402
 from solvers.palago.sums import encode  # noqa: E402
@@ -40,7 +40,7 @@ def cpu_seconds(function):
 
 
 def in_process(n: int) -> dict:
-    prefixes = frontier(n, SPLIT_DEPTH)  # searched as the job's shards search them, all here
+    prefixes = frontier(n, SPLIT_DEPTHS[0][0])  # as the shards of a small run search them, all here
     count_s, _ = cpu_seconds(lambda: count_creatures(n, prefixes))
     search_s, (_, catalogue) = cpu_seconds(lambda: count_creatures(n, prefixes, n))
     text_s, text = cpu_seconds(lambda: catalogue_text(catalogue))

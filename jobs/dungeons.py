@@ -17,16 +17,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from jobs import CODE_PACKAGES
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import (
     RecordSlice,
+    plain_reason,
     read_slice,
     read_slice_arrow,
     string_list_buffers,
 )
-from pipeline.job import Column, Shard, ShardOutput, TableSpec
+from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
@@ -56,15 +58,7 @@ class DungeonJob(RecordBatchJob):
     name = "dungeons"
     field = "grid"
     version = "1"
-    # Everything that can change an answer or an error message; a change invalidates committed shards.
-    code_modules = (
-        "jobs.dungeons",
-        "pipeline.inputs",
-        "solvers.dungeon.errors",
-        "solvers.dungeon.parse",
-        "solvers.dungeon.kernel",
-        "solvers.dungeon.solve",
-    )
+    code_packages = CODE_PACKAGES
     tables = (
         TableSpec(
             "answers",
@@ -99,14 +93,14 @@ class DungeonJob(RecordBatchJob):
         any other slice is read record by record, so that every line is accounted for.
         """
         spec = dict(shard.spec)
-        fast = read_slice_arrow(spec, "grid", _GRID_TYPE)
+        fast = read_slice_arrow(spec, "grid", _GRID_TYPE, self.input)
         if fast is not None:
             records = RecordSlice(fast.positions, fast.ids, [None] * len(fast.ids), [None] * len(fast.ids),
                                   fast.position_label)
             readable = list(range(len(fast.ids)))
             batch = parse_flat(*string_list_buffers(fast.values), max_cells=self.max_cells)
         else:
-            records = read_slice(spec, "grid")
+            records = read_slice(spec, "grid", source=self.input)
             readable = [i for i, error in enumerate(records.errors) if error is None]
             batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
         return self._outputs(records, readable, batch)
@@ -131,6 +125,7 @@ class DungeonJob(RecordBatchJob):
                 "line": np.asarray([records.positions[i] for i in answered], dtype=np.int64),
             },
             "errors": self._error_rows(records, readable, batch.errors),
+            STATS_KEY: {"records": len(records)},
         }
 
     def _error_rows(self, records: RecordSlice, readable: list[int], parse_errors: list) -> dict[str, list]:
@@ -142,7 +137,7 @@ class DungeonJob(RecordBatchJob):
         rejected = sorted(i for i, reason in reasons.items() if reason is not None)
         return {
             "id": [records.name(i) for i in rejected],
-            "error": [reasons[i] for i in rejected],
+            "error": [plain_reason(reasons[i]) for i in rejected],
             "line": [records.positions[i] for i in rejected],
         }
 

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from jobs import CODE_PACKAGES
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import read_slice
-from pipeline.job import Column, Shard, ShardOutput, TableSpec
+from pipeline.inputs import plain_reason, read_slice
+from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
@@ -39,7 +41,7 @@ __all__ = [
 
 RECORDS_PER_SHARD = 2_000  # a hard graph can take a good fraction of a second
 MAX_DOORS = 200
-RECORD_TIMEOUT = 60.0  # seconds of search per distinct graph before it becomes an error row
+RECORD_TIMEOUT = 60.0  # seconds of preparation and search per distinct graph before it becomes an error row
 _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 
 
@@ -50,22 +52,15 @@ class NonaryJob(RecordBatchJob):
                        ``id``, ``doors``).
     records_per_shard: input lines (or rows) per shard.
     max_doors:         longer door lists are rejected as errors, not solved.
-    record_timeout:    seconds of search allowed per distinct graph; past it the record (and any
-                       identical one in the shard) gets an error row.
+    record_timeout:    seconds allowed per distinct graph, for preparing it (its canonical form)
+                       and searching it; past it the record (and any identical one in the shard)
+                       gets an error row.  ``math.inf`` for no limit.
     """
 
     name = "nonary"
     field = "doors"
     version = "1"
-    # Everything that can change an answer or an error message; a change invalidates committed shards.
-    code_modules = (
-        "jobs.nonary",
-        "pipeline.inputs",
-        "solvers.nonary.parse",
-        "solvers.nonary.canonical",
-        "solvers.nonary.kernel",
-        "solvers.nonary.solve",
-    )
+    code_packages = CODE_PACKAGES
     tables = (
         TableSpec(
             "answers",
@@ -93,7 +88,9 @@ class NonaryJob(RecordBatchJob):
         self.record_timeout = record_timeout
 
     def limits(self) -> dict[str, Any]:
-        return {"max_doors": self.max_doors, "record_timeout": self.record_timeout}
+        """--max-doors changes answers; --record-timeout does not (a record that times out is
+        retried by the next run, with whatever budget it is given), so it is not a parameter."""
+        return {"max_doors": self.max_doors}
 
     def run_shard(self, shard: Shard) -> ShardOutput:
         """Read, check and solve one slice; every record gets exactly one row.
@@ -101,16 +98,40 @@ class NonaryJob(RecordBatchJob):
         Records are read without a pyarrow fast path on purpose: the parser must see the original
         JSON types to reject ``9.0``, ``"9"`` or ``true`` rather than have them coerced.
         """
-        records = read_slice(dict(shard.spec), "doors")
+        records = read_slice(dict(shard.spec), "doors", source=self.input)
+        answers, errors, timed_out = self._rows(records, range(len(records)))
+        return self._outputs(answers, errors, len(records), timed_out)
+
+    def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardOutput:
+        """The committed shard with its timed-out records (``retry``: their lines) searched again;
+        every other row is kept as committed."""
+        records = read_slice(dict(shard.spec), "doors", source=self.input)
+        again = set(retry)
+        answers, errors, timed_out = self._rows(records, [i for i, p in enumerate(records.positions) if p in again])
+        for table, rows in (("answers", answers), ("errors", errors)):
+            kept = previous[table].to_pydict()
+            for name, values in kept.items():
+                rows[name] = [v for v, line in zip(values, kept["line"]) if line not in again] + rows[name]
+            order = sorted(range(len(rows["line"])), key=rows["line"].__getitem__)
+            for name in rows:
+                rows[name] = [rows[name][k] for k in order]
+        return self._outputs(answers, errors, len(records), timed_out)
+
+    def _rows(self, records, indices) -> tuple[dict, dict, list[int]]:
+        """Answers and errors rows for the records at ``indices``, and the lines that timed out."""
         answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "line": []}
         errors: dict[str, list] = {"id": [], "error": [], "line": []}
         solved: dict[tuple, tuple[int, list] | str] = {}  # canonical key -> (escaped, plan) or reason
-        for i, position in enumerate(records.positions):
+        timed_out = []
+        for i in indices:
+            position = records.positions[i]
             outcome = records.errors[i] or self._answer(records.values[i], solved)
             if isinstance(outcome, str):
                 errors["id"].append(records.name(i))
-                errors["error"].append(outcome if records.errors[i] else f"{records.where(i)}: {outcome}")
+                errors["error"].append(plain_reason(outcome if records.errors[i] else f"{records.where(i)}: {outcome}"))
                 errors["line"].append(position)
+                if isinstance(outcome, _TimedOut):
+                    timed_out.append(position)
             else:
                 escaped, plan = outcome
                 answers["id"].append(records.ids[i])
@@ -118,45 +139,85 @@ class NonaryJob(RecordBatchJob):
                 answers["plan"].append(json.dumps(plan, separators=(",", ":")))
                 answers["doors"].append(len(records.values[i]))
                 answers["line"].append(position)
+        return answers, errors, timed_out
+
+    @staticmethod
+    def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int]) -> ShardOutput:
+        """A timeout depends on the machine's load, not on the record: the shard asks a rerun to
+        retry exactly those records (``retry``) rather than reuse their error rows."""
         return {
             "answers": {**answers, "escaped": np.asarray(answers["escaped"], dtype=np.int64),
                         "doors": np.asarray(answers["doors"], dtype=np.int64),
                         "line": np.asarray(answers["line"], dtype=np.int64)},
             "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
+            STATS_KEY: {"records": records, "timeouts": len(timed_out), "retry": timed_out},
         }
 
     def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:
         """(escaped, plan) for one record's door list, or the reason it has no answer.
 
         solved: canonical key -> (escaped, plan over the canonical door list) or a reason, shared
-        by the shard so that each distinct graph is searched once.
+        by the shard so that each distinct graph is searched once; a door list whose time ran
+        out before its canonical form was known is remembered as itself.
+
+        The record's time budget covers all the work on a new graph: its canonical form (the
+        preparation, which grows with the square of the doors on a long chain of rooms) and the
+        search.
         """
+        deadline = time.monotonic() + self.record_timeout
         try:
             doors = parse(value, max_doors=self.max_doors)
         except TooManyDoorsError as error:
             return f"{error.doors} doors is more than the limit of {error.limit} (raise it with --max-doors)"
         except NonaryError as error:
             return str(error)
-        key, order = canonical_form(doors)
+        if doors in solved:
+            return solved[doors]
+        try:
+            key, order = canonical_form(doors, deadline=deadline)
+        except SolveTimeout as error:
+            solved[doors] = self._timeout_reason(error)
+            return solved[doors]
         if key not in solved:
             try:
-                solved[key] = solve_parsed(key[1], timeout=self.record_timeout)
+                solved[key] = solve_parsed(key[1], timeout=max(0.0, deadline - time.monotonic()))
             except SolveTimeout as error:
-                solved[key] = (f"no optimal plan within the time budget of {self.record_timeout:g} s "
-                               f"({error.states:,} states searched); raise it with --record-timeout")
+                solved[key] = self._timeout_reason(error)
         outcome = solved[key]
         if isinstance(outcome, str):
             return outcome
         escaped, plan = outcome
         return escaped, [[order[j], players] for j, players in plan]
 
+    def _timeout_reason(self, error: SolveTimeout) -> str:
+        """The error row's reason for a graph whose time budget ran out."""
+        if error.stage == "search":
+            return _TimedOut(f"timed out: no optimal plan within the time budget of {self.record_timeout:g} s "
+                             f"({error.states:,} states searched); raise it with --record-timeout, or rerun "
+                             "into the same folder to retry only the timed-out records")
+        return _TimedOut(f"timed out: the time budget of {self.record_timeout:g} s ran out while preparing the "
+                         "graph, before the search; raise it with --record-timeout")
+
+    def summary(self, tables: dict) -> str:
+        line = super().summary(tables)
+        timeouts = getattr(self, "timeouts", 0)
+        return line + (f" ({timeouts} timed out: rerun into the same folder to retry only those)" if timeouts else "")
+
+    def check_totals(self, tables: dict, totals: dict) -> None:
+        super().check_totals(tables, totals)
+        self.timeouts = totals.get("timeouts", 0)
+
+
+
+class _TimedOut(str):
+    """A reason that is a timeout (it depends on the run, not on the record)."""
 
 
 # --------------------------------------------------------------------------------------------- CLI
 
 
 def _seconds(text: str) -> float:
-    """argparse type: a positive number of seconds."""
+    """argparse type: a positive number of seconds, or ``inf`` for no limit."""
     try:
         value = float(text)
     except ValueError:
@@ -172,8 +233,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-doors", type=positive_int, default=MAX_DOORS, metavar="N",
                         help=f"reject door lists longer than this (default {MAX_DOORS})")
     parser.add_argument("--record-timeout", type=_seconds, default=RECORD_TIMEOUT, metavar="SECONDS",
-                        help=f"search time allowed per distinct graph before its records become error rows "
-                             f"(default {RECORD_TIMEOUT:g})")
+                        help=f"time allowed per distinct graph, preparation (its canonical form) and search "
+                             f"together, before its records become error rows (default {RECORD_TIMEOUT:g}; "
+                             f"'inf' for no limit)")
 
 
 def build_job(args: argparse.Namespace) -> NonaryJob:

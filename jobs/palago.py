@@ -8,18 +8,21 @@ frontier (round robin spreads heavy and light subtrees evenly).  A shard's spec 
 from __future__ import annotations
 
 import argparse
-import os
 
 import pandas as pd
 import pyarrow as pa
 
+from jobs import CODE_PACKAGES
 from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
+from pipeline.storage import Storage
 
 __all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
 
-SPLIT_DEPTH = 10  # about 3,800 prefixes for n >= 16
+# (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
+# frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
+SPLIT_DEPTHS = ((10, 3_820), (12, 28_984), (14, 219_877))
 STABILISER_ORDERS = (1, 2, 3, 6)
 
 _COUNT_COLUMNS = (
@@ -46,15 +49,7 @@ class PalagoJob(Job):
     name = "palago"
     version = "2"
     tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
-    code_modules = (
-        "jobs.palago",
-        "solvers.palago.search",
-        "solvers.palago.catalogue",
-        "solvers.palago.canonical",
-        "solvers.palago.model",
-        "solvers.palago.sums",
-        "solvers.palago.regions",
-    )
+    code_packages = CODE_PACKAGES
 
     def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
         from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
@@ -65,17 +60,29 @@ class PalagoJob(Job):
             raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
         self.max_n = max_n
         self.catalogue_max_n = catalogue_max_n
-        self.shard_count = shards or (32 if max_n >= 18 else 4)
+        self.shards = shards  # None: cut by the CPUs the run will have (plan)
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
+        # the catalogue is written one n at a time, never all in the driver's memory
+        self.streamed_tables = ("creatures",) if catalogue_max_n else ()
 
     def params(self) -> dict:
         return {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
 
+    def shard_count(self) -> int:
+        """--shards, else 4 for small N, else at least 4 per CPU of the run (and at least 32)."""
+        if self.shards:
+            return self.shards
+        return 4 if self.max_n < 18 else max(32, 4 * (self.cluster_cpus or 1))
+
     def plan(self) -> list[Shard]:
+        """Shard k of K searches every K-th prefix of the tree cut at a depth that leaves about 20
+        prefixes or more per shard, so that round robin deals heavy and light subtrees evenly."""
+        count = self.shard_count()
+        depth = next((d for d, prefixes in SPLIT_DEPTHS if prefixes >= 20 * count), SPLIT_DEPTHS[-1][0])
         return [
-            Shard(f"s{index:04d}", {"max_n": self.max_n, "depth": SPLIT_DEPTH, "index": index,
-                                    "count": self.shard_count, "catalogue_max_n": self.catalogue_max_n})
-            for index in range(self.shard_count)
+            Shard(f"s{index:04d}", {"max_n": self.max_n, "depth": depth, "index": index,
+                                    "count": count, "catalogue_max_n": self.catalogue_max_n})
+            for index in range(count)
         ]
 
     def run_shard(self, shard: Shard) -> dict:
@@ -110,20 +117,22 @@ class PalagoJob(Job):
             }
         return outputs
 
-    def finalize(self, tables: dict, out_dir: str) -> dict:
+    def check_totals(self, tables: dict, totals: dict) -> None:
+        """The catalogue holds exactly the free creatures the counts say (checked before writing)."""
+        if self.catalogue_max_n:
+            partial = tables["partial_counts"]
+            expected = int(partial.loc[partial.n <= self.catalogue_max_n, "free"].sum())
+            if len(tables["creatures"]) != expected:
+                raise PipelineError(f"catalogue holds {len(tables['creatures'])} creatures, the counts say {expected}")
+
+    def finalize(self, tables: dict, out) -> dict:
         partial = tables["partial_counts"]
         counts = partial.groupby("n", as_index=False, sort=True).sum()
         counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
         _check_identities(counts)
         final = {"creature_counts": counts}
-        if self.catalogue_max_n:
-            creatures = tables["creatures"]
-            expected = int(counts.loc[counts.n <= self.catalogue_max_n, "free"].sum())
-            if len(creatures) != expected:
-                raise PipelineError(f"catalogue holds {len(creatures)} creatures, the counts say {expected}")
-            final["creatures"] = creatures
-        _write_markdown(counts, os.path.join(out_dir, "creature_counts.md"))
-        _write_plot(counts, os.path.join(out_dir, "creature_counts.svg"))
+        out.write_text(out.join("creature_counts.md"), _markdown(counts))
+        out.write_text(out.join("creature_counts.svg"), _plot(counts))
         return final
 
     def summary(self, tables: dict) -> str:
@@ -153,7 +162,7 @@ def _check_identities(counts: pd.DataFrame) -> None:
         raise PipelineError(f"internal error: Burnside identities fail for n = {bad.n.tolist()}")
 
 
-def _write_markdown(counts: pd.DataFrame, path: str) -> None:
+def _markdown(counts: pd.DataFrame) -> str:
     header = ["n", "free", "fixed", "stab 1", "stab 2", "stab 3", "stab 6", "search nodes"]
     lines = [
         "# Palago creatures",
@@ -168,21 +177,14 @@ def _write_markdown(counts: pd.DataFrame, path: str) -> None:
     for row in counts.itertuples(index=False):
         cells = [row.n, row.free, row.fixed, *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS), row.nodes]
         lines.append("| " + " | ".join(f"{int(c):,}" if i else str(int(c)) for i, c in enumerate(cells)) + " |")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    return "\n".join(lines) + "\n"
 
 
-def _write_plot(counts: pd.DataFrame, path: str) -> None:
-    """The growth plot (free and fixed by n, log scale) next to the Markdown table, atomically."""
+def _plot(counts: pd.DataFrame) -> str:
+    """The growth plot (free and fixed by n, log scale) that goes next to the Markdown table."""
     from solvers.palago.render import growth_plot_svg
 
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as handle:
-        handle.write(growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n")
-    os.replace(tmp, path)
+    return growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n"
 
 
 # ---------------------------------------------------------------------------------------- CLI
@@ -194,7 +196,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalogue-max-n", type=int, default=0, metavar="M",
                         help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)")
     parser.add_argument("--shards", type=positive_int, default=None, metavar="K",
-                        help="number of shards (default: 32 for N >= 18, else 4)")
+                        help="number of shards (default: for N >= 18, 4 per CPU of the run and at least 32; "
+                             "else 4)")
 
 
 def _build(args: argparse.Namespace) -> PalagoJob:
@@ -203,14 +206,15 @@ def _build(args: argparse.Namespace) -> PalagoJob:
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", metavar="DIR",
-                        help="the directory a palago run wrote to (default: results)")
+                        help="the folder or URI a palago run wrote to (default: results)")
 
 
 def _print_table(args: argparse.Namespace) -> int:
-    path = os.path.join(args.out, "palago", "creature_counts.parquet")
-    if not os.path.exists(path):
-        raise PipelineError(f"no count table at {path}: run `batchenum run palago --out {args.out}` first")
-    counts = pd.read_parquet(path)
+    folder = Storage.at(args.out).child("palago")
+    path = folder.join("creature_counts.parquet")
+    if not folder.is_file(path):
+        raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
+    counts = pd.read_parquet(path, filesystem=folder.fs)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(counts.to_string(index=False))
     return 0

@@ -2,8 +2,9 @@
 
 show:    one creature, given by a sum (``4b+5c``) or a key (``1,0,1,1 0,1,0,1 1,1,2,1``): prints its
          canonical key, size, stabiliser order and sum, and optionally draws it as SVG.
-gallery: one self-contained HTML page with every creature of size N, grouped by symmetry, computed
-         on the spot or read from a catalogue written by ``batchenum run palago --catalogue-max-n``.
+gallery: every creature of size N (or those of some stabiliser orders, or the first L) as
+         self-contained HTML pages of at most P creatures and an index page, computed on the spot or
+         read from a catalogue written by ``batchenum run palago --catalogue-max-n``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 
 from pipeline.cli import Command, positive_int
 from pipeline.errors import PipelineError
+from pipeline.storage import Storage
 
-__all__ = ["COMMANDS", "creature_from_text", "gallery_items"]
+__all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items"]
 
 
 def creature_from_text(text: str) -> list:
@@ -72,73 +75,200 @@ def _show(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------- gallery
 
 
+STABILISER_ORDERS = (1, 2, 3, 6)
+_COLUMNS = ["key", "stabiliser", "sum", "tiles"]
+
+
 def _add_gallery_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=positive_int, required=True, metavar="N",
-                        help="creature size (n = 16 has 1,335 creatures; n = 20 has 23,592)")
+                        help="creature size (n = 16 has 3,404 creatures; n = 20 has 167,622: read those from "
+                             "a catalogue with --from rather than searching)")
     parser.add_argument("--out", default="results", metavar="DIR",
-                        help="write DIR/palago/gallery_nN.html (default: results)")
+                        help="write DIR/palago/gallery_nN/index.html and page-1.html, page-2.html, ... "
+                             "(default: results); filters add to the folder name, e.g. gallery_n20_stabiliser2")
     parser.add_argument("--from", dest="source", metavar="DIR",
                         help="read the creatures from the catalogue DIR/palago/creatures/ written by "
                              "`batchenum run palago --catalogue-max-n M` (M >= N) instead of searching")
+    parser.add_argument("--per-page", type=positive_int, default=500, metavar="P",
+                        help="at most P creatures per page (default: 500)")
+    parser.add_argument("--stabiliser", type=int, choices=STABILISER_ORDERS, action="append", metavar="S",
+                        help="only creatures whose symmetry group has order S (1, 2, 3 or 6); repeat for several")
+    parser.add_argument("--limit", type=positive_int, metavar="L",
+                        help="only the first L creatures in gallery order (most symmetric first, then by key)")
+
+
+def gallery_frame(n: int, source: str | None = None, stabilisers=None, limit: int | None = None):
+    """The creatures of size ``n`` that a gallery shows, and how many there are of each stabiliser.
+
+    Returns ``(frame, counts)``: ``frame`` has columns key, stabiliser, sum and tiles (JSON text, as in
+    the catalogue), one row per creature whose stabiliser is in ``stabilisers`` (all when None), in
+    gallery order (stabiliser descending, then key), at most ``limit`` rows; ``counts`` maps each
+    stabiliser order to the number of creatures of size n with it, whatever the filters.  Searched for,
+    or read from the catalogue under ``source``/palago/creatures (only its n partition, only the
+    requested stabilisers) when ``source`` is given.
+    """
+    import pandas as pd
+
+    frame, counts = _read_catalogue(n, source, stabilisers) if source is not None else _search(n, stabilisers)
+    frame = frame.sort_values(["stabiliser", "key"], ascending=[False, True], kind="stable", ignore_index=True)
+    if limit is not None:
+        frame = frame.head(limit)
+    return pd.DataFrame(frame, columns=_COLUMNS), counts
+
+
+def _search(n: int, stabilisers):
+    import pandas as pd
+
+    from solvers.palago import count_creatures, decode_codes, key_of
+    from solvers.palago.sums import encode
+
+    _, catalogue = count_creatures(n, catalogue_max_n=n)
+    rows, counts = [], {}
+    for k in range(len(catalogue)):
+        if catalogue.sizes[k] != n:
+            continue
+        stabiliser = int(catalogue.stabilisers[k])
+        counts[stabiliser] = counts.get(stabiliser, 0) + 1
+        if stabilisers and stabiliser not in stabilisers:
+            continue
+        tiles = decode_codes(catalogue.tile_codes(k))
+        rows.append((key_of(tiles), stabiliser, encode(tiles), json.dumps([list(t) for t in tiles])))
+    return pd.DataFrame(rows, columns=_COLUMNS), counts
+
+
+def _read_catalogue(n: int, source: str, stabilisers):
+    """The rows of size ``n`` (and of the given stabilisers) from a catalogue, and the stabiliser
+    counts of size n.  Reads only the n=N partition, the stabiliser column first."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    catalogue = Storage.at(source).child("palago", "creatures")
+    where = catalogue.display_root
+    if not catalogue.exists(catalogue.root):
+        raise PipelineError(f"no catalogue at {where}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
+                            f"--out {source}` first, or drop --from to search directly")
+    if not catalogue.exists(catalogue.join(f"n={n}")):
+        names = [folder.rstrip("/").rsplit("/", 1)[-1] for folder in catalogue.list_dirs(catalogue.root)]
+        known = sorted(int(name[2:]) for name in names if name.startswith("n=") and name[2:].isdigit())
+        if known and n <= known[-1]:  # the catalogue covers n, and no creature has exactly n tiles
+            return pd.DataFrame(columns=_COLUMNS), {}
+        raise PipelineError(f"the catalogue at {where} stops at n = {known[-1] if known else 0}: rerun with "
+                            f"--catalogue-max-n {n} or more, or drop --from")
+    dataset = ds.dataset(catalogue.root, format="parquet", filesystem=catalogue.fs,
+                         partitioning=ds.partitioning(pa.schema([("n", pa.int64())]), flavor="hive"))
+    size = ds.field("n") == n  # a partition filter: the other sizes' files are never opened
+    orders = dataset.to_table(columns=["stabiliser"], filter=size).column("stabiliser").to_pylist()
+    counts = {}
+    for order in orders:
+        counts[order] = counts.get(order, 0) + 1
+    wanted = size if not stabilisers else size & ds.field("stabiliser").isin(sorted(stabilisers))
+    columns = [c for c in _COLUMNS if c in dataset.schema.names]  # catalogues before the sum column lack it
+    frame = dataset.to_table(columns=columns, filter=wanted).to_pandas()
+    frame["stabiliser"] = frame["stabiliser"].astype("int64")
+    return frame, counts
+
+
+def _items(frame) -> list:
+    """GalleryItem per row of a gallery frame (tiles decoded, sums made for catalogues without them)."""
+    from solvers.palago import Tile
+    from solvers.palago.render import GalleryItem
+    from solvers.palago.sums import encode
+
+    items = []
+    for key, stabiliser, name, tiles_json in frame[_COLUMNS].itertuples(index=False):
+        tiles = [Tile(*values) for values in json.loads(tiles_json)]
+        name = name if isinstance(name, str) and name else encode(tiles)  # catalogues before the sum column
+        items.append(GalleryItem(key, int(stabiliser), name, tiles))
+    return items
 
 
 def gallery_items(n: int, source: str | None = None) -> list:
-    """The creatures of size ``n`` as ``GalleryItem``: searched for, or read from the catalogue
-    under ``source``/palago/creatures when ``source`` is given."""
-    from solvers.palago.render import GalleryItem
-
-    if source is None:
-        from solvers.palago import count_creatures, decode_codes, key_of
-        from solvers.palago.sums import encode
-
-        _, catalogue = count_creatures(n, catalogue_max_n=n)
-        found = [decode_codes(catalogue.tile_codes(k)) for k in range(len(catalogue)) if catalogue.sizes[k] == n]
-        stabilisers = [int(s) for s, size in zip(catalogue.stabilisers, catalogue.sizes) if size == n]
-        return [GalleryItem(key_of(tiles), stabiliser, encode(tiles), tiles)
-                for tiles, stabiliser in zip(found, stabilisers)]
-    return [GalleryItem(row["key"], row["stabiliser"], row["sum"], row["tiles"]) for row in _read_catalogue(n, source)]
+    """Every creature of size ``n`` as ``GalleryItem``, in gallery order: searched for, or read from
+    the catalogue under ``source``/palago/creatures when ``source`` is given."""
+    return _items(gallery_frame(n, source)[0])
 
 
-def _read_catalogue(n: int, source: str) -> list[dict]:
-    """Rows of size ``n`` from a catalogue; catalogues written before the sum column get sums now."""
-    import pandas as pd
+def gallery_folder(n: int, stabilisers=None, limit: int | None = None) -> str:
+    """The folder name of a gallery: gallery_nN, plus _stabiliserS... and _firstL for its filters."""
+    name = f"gallery_n{n}"
+    if stabilisers:
+        name += "_stabiliser" + "-".join(str(s) for s in sorted(set(stabilisers), reverse=True))
+    if limit is not None:
+        name += f"_first{limit}"
+    return name
 
-    from solvers.palago import Tile
-    from solvers.palago.sums import encode
 
-    root = os.path.join(source, "palago", "creatures")
-    if not os.path.isdir(root):
-        raise PipelineError(f"no catalogue at {root}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
-                            f"--out {source}` first, or drop --from to search directly")
-    part = os.path.join(root, f"n={n}")
-    if not os.path.isdir(part):
-        known = sorted(int(name[2:]) for name in os.listdir(root) if name.startswith("n="))
-        if known and n <= known[-1]:
-            return []  # the catalogue covers n, and no creature has exactly n tiles
-        raise PipelineError(f"the catalogue at {root} stops at n = {known[-1] if known else 0}: rerun with "
-                            f"--catalogue-max-n {n} or more, or drop --from")
-    frame = pd.read_parquet(part)
-    rows = []
-    for record in frame.to_dict("records"):
-        tiles = [Tile(*values) for values in json.loads(record["tiles"])]
-        rows.append({"key": record["key"], "stabiliser": int(record["stabiliser"]), "tiles": tiles,
-                     "sum": record.get("sum") or encode(tiles)})
-    return rows
+def _selection(stabilisers, limit: int | None) -> str | None:
+    words = []
+    if stabilisers:
+        words.append("stabiliser " + " or ".join(str(s) for s in sorted(set(stabilisers), reverse=True)) + " only")
+    if limit is not None:
+        words.append(f"the first {limit:,}")
+    return ", ".join(words) or None
+
+
+def _remove_leftovers(folder: str) -> None:
+    """Delete the half-written ``folder.tmp-PID`` and ``folder.old-PID`` of writers no longer running."""
+    parent, name = os.path.split(folder)
+    if not os.path.isdir(parent):
+        return
+    for entry in os.listdir(parent):
+        stem, _, pid = entry.rpartition("-")
+        if stem in (f"{name}.tmp", f"{name}.old") and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours, from an earlier call in this process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _gallery(args: argparse.Namespace) -> int:
-    from solvers.palago.render import gallery_html
+    from solvers.palago.render import gallery_index_html, gallery_page_html, gallery_page_name, gallery_pages
 
-    items = gallery_items(args.n, args.source)
-    path = os.path.join(args.out, "palago", f"gallery_n{args.n}.html")
-    _write_text(path, gallery_html(args.n, items) + "\n")
-    print(f"palago gallery: {len(items)} creatures of size {args.n} in {path}")
+    stabilisers = sorted(set(args.stabiliser)) if args.stabiliser else None
+    frame, counts = gallery_frame(args.n, args.source, stabilisers, args.limit)
+    pages = gallery_pages(frame["stabiliser"].tolist(), args.per_page)
+    folder = os.path.join(args.out, "palago", gallery_folder(args.n, stabilisers, args.limit))
+    # Write the pages into a fresh folder, then swap it in: no page of an earlier gallery (which may
+    # have had more pages) is left behind, and an interrupted run leaves the old gallery whole.
+    tmp = f"{folder}.tmp-{os.getpid()}"
+    _remove_leftovers(folder)
+    os.makedirs(tmp)
+    try:
+        for page in pages:
+            items = _items(frame.iloc[page.first - 1:page.last])
+            html = gallery_page_html(args.n, items, page, len(pages), counts)
+            with open(os.path.join(tmp, gallery_page_name(page.number)), "w", encoding="utf-8") as handle:
+                handle.write(html + "\n")
+        index = gallery_index_html(args.n, pages, counts, per_page=args.per_page,
+                                   selection=_selection(stabilisers, args.limit))
+        with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as handle:
+            handle.write(index + "\n")
+        old = f"{folder}.old-{os.getpid()}"
+        if os.path.exists(folder):
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    index_path = os.path.join(folder, "index.html")
+    print(f"palago gallery: {len(frame):,} of {sum(counts.values()):,} creatures of size {args.n} on "
+          f"{len(pages):,} page{'' if len(pages) == 1 else 's'}; open {index_path}")
     return 0
 
 
 COMMANDS = [
     Command(("palago", "show"), "show one Palago creature: canonical key, size, symmetry, sum, picture",
             _add_show_arguments, _show),
-    Command(("palago", "gallery"), "write an HTML page with every Palago creature of size N",
+    Command(("palago", "gallery"), "write HTML pages (and an index) showing every Palago creature of size N",
             _add_gallery_arguments, _gallery),
 ]

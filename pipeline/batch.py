@@ -9,11 +9,11 @@ which limits apply, how the answers table looks and how a shard is run.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from pipeline.cli import positive_int
-from pipeline.inputs import accounting_summary, describe_input, plan_slices
+from pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
+from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
 from pipeline.store import write_batch
 
@@ -34,16 +34,19 @@ ERRORS_TABLE = TableSpec(
 class RecordBatchJob(Job):
     """Base of jobs that answer every record of ``input_path``.
 
-    input_path:        JSONL (one object per line with ``id`` and the payload field) or Parquet.
+    input_path:        JSONL (one object per line with ``id`` and the payload field) or Parquet; a
+                       local path or a URI (``s3://bucket/batch.jsonl``).
     records_per_shard: input lines (or rows) per shard, at least 1.
     """
 
     field: str = ""  # the payload field every record carries ("grid", "doors")
+    streamed_tables = ("answers", "errors")  # in input order already: never all in driver memory
 
     def __init__(self, input_path: str, records_per_shard: int):
         if records_per_shard < 1:
             raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
-        self.input_path = os.path.abspath(input_path)
+        self.input = input_storage(input_path)  # pickled to workers with what reaches the store
+        self.input_path = self.input.display_root
         self.records_per_shard = records_per_shard
 
     def limits(self) -> dict[str, Any]:
@@ -51,24 +54,29 @@ class RecordBatchJob(Job):
         return {}
 
     def params(self) -> dict[str, Any]:
-        """The input (with its size and modification time, so a changed file is not reused), the
-        slicing and the limits."""
-        described = describe_input(self.input_path)
-        return {
-            "input": described["path"],
-            "input_size": described["size"],
-            "input_mtime_ns": described["mtime_ns"],
-            "records_per_shard": self.records_per_shard,
-            **self.limits(),
-        }
+        """The input, the slicing and the limits.  The input's size and modification time are in
+        each shard's spec, and each shard records a checksum of the bytes it read
+        (``input_fingerprint``), so a changed file is never taken for the one already processed."""
+        return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
+
+    def input_fingerprint(self, shard: Shard) -> str:
+        """A checksum of the bytes the shard reads from the input (computed where the shard runs)."""
+        return slice_fingerprint(dict(shard.spec), self.input)
 
     def plan(self) -> list[Shard]:
         """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
-        slices = plan_slices(self.input_path, self.field, self.records_per_shard)
+        slices = plan_slices(self.input, self.field, self.records_per_shard)
         return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
 
+    def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
+        """Every record the workers read (``records`` summed over shards) is in exactly one table."""
+        read, answered, rejected = totals.get("records", 0), len(tables["answers"]), len(tables["errors"])
+        if read != answered + rejected:
+            raise PipelineError(f"{self.name}: the workers read {read} records but the tables hold {answered} answers "
+                                f"and {rejected} errors; no table was written (a bug: please report it)")
+
     def summary(self, tables: dict[str, Any]) -> str:
-        """``NAME: read N, answered A, rejected R`` (N = A + R)."""
+        """``NAME: read N, answered A, rejected R`` (N = A + R, checked by ``check_totals``)."""
         return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
 
 

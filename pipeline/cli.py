@@ -9,6 +9,7 @@ Exit status: 0 when the job ran (whatever records it rejected), 1 on an error th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pipeline.errors import PipelineError
 from pipeline.execute import RunOptions, run_job
 from pipeline.job import Job
 from pipeline.progress import Progress
+from pipeline.storage import is_uri
 
 __all__ = ["JobCommand", "Command", "main", "positive_int", "probability"]
 
@@ -67,8 +69,9 @@ def probability(text: str) -> float:
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where and how to run")
     group.add_argument("--out", default="results", metavar="DIR",
-                       help="output directory; tables go to DIR/JOB/ (default: results). Rerunning into "
-                            "the same directory reuses every committed shard with matching provenance")
+                       help="output folder or object-store URI (s3://bucket/prefix, gs://..., file://...); "
+                            "tables go to DIR/JOB/ (default: results). Rerunning into the same place reuses "
+                            "every committed shard with matching provenance")
     group.add_argument("--workers", type=positive_int, metavar="K",
                        help="CPUs of the private local Ray (default: all cores); not with --address")
     group.add_argument("--address", metavar="A",
@@ -78,6 +81,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-head-start", dest="head_start", action="store_false",
                        help="do not compute shards in this process while the local Ray starts "
                             "(every shard then runs in a Ray worker)")
+    group.add_argument("--overwrite", action="store_true",
+                       help="replace tables that a run with other input or parameters left in DIR/JOB "
+                            "(without it such a run is refused, so nothing is replaced silently)")
     group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
 
 
@@ -91,6 +97,13 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
         job.add_arguments(sub)
         _add_run_options(sub)
         sub.set_defaults(handler=lambda args, job=job: _run(job, args, prog))
+    status = top.add_parser("status", help="what each job folder under DIR holds (works during a run)",
+                            description="For every job found under DIR: shards committed out of planned, "
+                                        "stale or damaged ones, parameters, code version, the last commit and "
+                                        "an estimate of the time left, and the final tables with their provenance.")
+    status.add_argument("--out", default="results", metavar="DIR",
+                        help="the folder or URI the runs write to (default: results)")
+    status.set_defaults(handler=_status)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
     for command in commands:
         actions = groups[()]
@@ -109,15 +122,41 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
 def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     if args.serial and (args.workers or args.address):
         raise PipelineError("--serial runs without Ray: drop --workers/--address, or drop --serial")
+    _refuse_relative_out_under_job_submit(args.out)
     job = job_command.build(args)
     options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
-                         head_start=args.head_start)
+                         head_start=args.head_start, overwrite=args.overwrite)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
     print(job.summary(result.tables))
     print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"
           + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
-          + f") in {result.seconds:.1f}s; tables in {os.path.join(args.out, job.name)}")
+          + f") in {result.seconds:.1f}s; tables in {result.location}")
     return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from pipeline.status import job_statuses, render
+
+    statuses = job_statuses(args.out)
+    if statuses:
+        print(render(statuses))
+    return 0
+
+
+def _refuse_relative_out_under_job_submit(out: str) -> None:
+    """Under `ray job submit --working-dir`, the driver runs in Ray's temporary copy of the working
+    directory: a relative --out would be written there and lost with it."""
+    config = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not config or is_uri(out) or os.path.isabs(out):
+        return
+    try:
+        working_dir = json.loads(config).get("runtime_env", {}).get("working_dir")
+    except (ValueError, AttributeError):
+        working_dir = None
+    if working_dir:
+        raise PipelineError(f"--out {out} is relative, and under `ray job submit --working-dir` it would land in "
+                            "Ray's temporary copy of the working directory and be lost: give an object-store URI "
+                            "(s3://bucket/prefix) or an absolute path that every node sees")
 
 
 def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Sequence[Command],

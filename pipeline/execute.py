@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import runner
-from pipeline.job import Job, Shard
+from pipeline.codeversion import code_version
+from pipeline.errors import PipelineError
+from pipeline.job import Job, Shard, StreamedTable
+from pipeline.lease import Lease
 from pipeline.progress import Progress
-from pipeline.store import Provenance, ShardStore
+from pipeline.storage import Storage, StorageError
+from pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -22,12 +26,13 @@ _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are c
 
 @dataclass(frozen=True)
 class RunOptions:
-    out_dir: str = "results"
+    out_dir: str = "results"  # a local folder or a URI (s3://bucket/prefix)
     workers: int | None = None  # local Ray CPUs (default: all cores)
     address: str | None = None  # a Ray cluster; None: RAY_ADDRESS or a private local Ray
     serial: bool = False  # run every shard in this process, without Ray
     head_start: bool = True  # compute shards in this process while a private local Ray starts
-    window: int | None = None  # tasks in flight (default: 4 per worker, at least 8)
+    window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
+    overwrite: bool = False  # replace final tables that another run (other input or parameters) made
 
 
 @dataclass
@@ -38,18 +43,8 @@ class RunResult:
     reused: int
     recomputed: list[str] = field(default_factory=list)  # shards whose committed files were bad
     seconds: float = 0.0
-
-
-def code_version(job: Job) -> str:
-    """The job's declared version plus a hash of its code modules' source."""
-    digest = hashlib.sha256()
-    for name in job.code_modules or (type(job).__module__,):
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.origin:
-            raise ValueError(f"job {job.name!r}: code module {name!r} not found")
-        with open(spec.origin, "rb") as handle:
-            digest.update(name.encode() + b"\0" + handle.read())
-    return f"{job.version}+{digest.hexdigest()[:16]}"
+    totals: dict[str, int] = field(default_factory=dict)  # stats the shards recorded, summed
+    location: str = ""  # the job folder, as a path or URI
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -57,41 +52,129 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     started = time.monotonic()
     params = job.params()
     json.dumps(params)  # provenance must be JSON: fail early, not in a worker
-    store = ShardStore(options.out_dir, job, Provenance(job.name, code_version(job), params))
-    removed = store.remove_temporaries()
-    if removed:
-        progress.stage(f"removed {removed} temporary files left by an interrupted run")
+    store = ShardStore(_output_storage(options.out_dir), job, Provenance(job.name, code_version(job), params))
+    with Lease(store.storage, say=progress.stage):  # one run per job folder; cleanup is then safe
+        _refuse_to_replace_other_results(store, options.overwrite)
+        removed = store.remove_temporaries()
+        if removed:
+            progress.stage(f"removed {removed} temporary files left by an interrupted run")
+        return _run_holding_the_folder(job, store, options, progress, started)
 
+
+def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, progress: Progress,
+                            started: float) -> RunResult:
+    where = None
+    if not options.serial and not runner.is_local(options.address):
+        where = runner.connect(options.address, options.workers)  # a cluster: plan for its size
+    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
+                                                            else options.workers or os.cpu_count())
     shards = job.plan()
+    store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
-    progress.stage(f"{len(shards)} shards: {reused} reused, {len(pending)} to compute"
+    verify = frozenset(shard.id for shard in reused if _reads_input(job))
+    pending += [shard for shard in reused if shard.id in verify]
+    reused = len(reused) - len(verify)
+    progress.stage(f"{len(shards)} shards: {reused + len(verify)} committed"
+                   + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
+                   + f", {len(pending) - len(verify)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
-    _compute(job, store, pending, len(shards), reused, options, progress)
+    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, options, progress, verify, where)
+    reused += verified
+    damaged += changed
 
+    totals, rows = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
-    merged = _merge(job, store, shards)
-    final = job.finalize(merged, store.root)
+    ids = [shard.id for shard in shards]
+    merged = _merge(job, store, ids)
+    streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
+    job.check_totals({**merged, **streamed}, totals)
+    final = job.finalize(merged, store.storage)
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
+    for name in job.streamed_tables:
+        paths[name] = store.write_streamed(name, ids)
+        final[name] = StreamedTable(rows[name], paths[name])
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
-    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started)
+    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+
+
+def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
+    """Final tables made with other input or parameters are replaced only with --overwrite."""
+    found = store.final_params()
+    expected = store.provenance.final_metadata("")["params"]
+    if found is None or found == expected or overwrite:
+        return
+    raise PipelineError(
+        f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). "
+        "Give another --out to keep both, or --overwrite to replace them.")
+
+
+def _output_storage(location: str) -> Storage:
+    """The --out location, checked writable before anything is computed."""
+    try:
+        out = Storage.at(location)
+        out.check_writable()
+    except StorageError as error:
+        raise PipelineError(f"--out: {error}") from None
+    return out
+
+
+def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
+                    nodes: dict[str, str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Every planned shard must be committed and readable from here before any final table is
+    written; returns the shards' recorded stats, summed, and the rows of each shard table.
+    Otherwise PipelineError names each missing shard and the node it ran on."""
+    tables = _shard_tables(job)
+    missing, totals, rows = [], {}, dict.fromkeys(tables, 0)
+    for shard in shards:
+        problem = store.check_shard(shard, tables)
+        if problem is not None:
+            missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {problem})")
+            continue
+        for name, value in store.shard_stats(tables[0], shard.id).items():
+            if isinstance(value, int):
+                totals[name] = totals.get(name, 0) + value
+        for name in tables:
+            rows[name] += store.shard_rows(name, shard.id)
+    if missing:
+        listed = "; ".join(missing[:_DAMAGE_LINES]) + (f"; and {len(missing) - _DAMAGE_LINES} more"
+                                                      if len(missing) > _DAMAGE_LINES else "")
+        raise PipelineError(
+            f"{len(missing)} of {len(shards)} shards are not committed where this driver can read them "
+            f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this driver "
+            "does not see: use a folder every node mounts at the same path, or object storage "
+            "(--out s3://bucket/prefix); then run the same command again to reuse what is committed.")
+    return totals, rows
 
 
 def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
     """Split shards into those to compute and those committed with matching provenance."""
     tables = _shard_tables(job)
-    pending, damaged = [], []
+    pending, damaged, other_runs = [], [], []
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is None:
             continue
         pending.append(shard)
-        if problem != "missing":
+        if problem.startswith(OTHER_PARAMETERS):
+            other_runs.append(shard.id)
+        elif problem != "missing":
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
     if len(damaged) > _DAMAGE_LINES:
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
-    return pending, len(shards) - len(pending), damaged
+    if other_runs:
+        counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
+        progress.stage(f"{counted} committed with other parameters (a change of parameters, not damage); "
+                       "computing them anew")
+    pending_ids = {shard.id for shard in pending}
+    committed = [shard for shard in shards if shard.id not in pending_ids]
+    return pending, committed, damaged + other_runs
+
+
+def _reads_input(job: Job) -> bool:
+    """Whether the job fingerprints an input (then committed shards are checked against it)."""
+    return type(job).input_fingerprint is not Job.input_fingerprint
 
 
 def _shard_tables(job: Job) -> list[str]:
@@ -99,37 +182,74 @@ def _shard_tables(job: Job) -> list[str]:
     return list(job.shard_tables or [spec.name for spec in job.tables])
 
 
-def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress) -> None:
+def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress,
+             verify: frozenset, where: str | None) -> tuple[dict[str, str], int, list[str]]:
+    """Compute the pending shards (checking those in ``verify`` against their input first);
+    returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
+    those whose input had changed."""
+    nodes: dict[str, str] = {}
+    verified, changed = [0], []
     if not pending:
-        return
+        return nodes, 0, changed
     lock = threading.Lock()
 
-    def on_done(shard: Shard) -> None:  # called from the head-start thread too
+    def on_done(shard: Shard, info: dict) -> None:  # called from the head-start thread too
         with lock:
+            nodes[shard.id] = info.get("node", "?")
+            if info.get("retried"):
+                progress.stage(f"shard {shard.id}: {info['retried']} records whose outcome depended on the run "
+                               "(timeouts) computed again")
+            if info.get("reused"):
+                verified[0] += 1
+            elif info.get("verified"):
+                changed.append(shard.id)
+                if len(changed) <= _DAMAGE_LINES:
+                    progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
             progress.shard_done()
 
-    window = options.window or max(8, 4 * (options.workers or 2))
     progress.start_shards(total, reused)
     try:
         if options.serial:
             progress.stage("computing in this process (--serial)")
-            runner.run_serial(job, pending, store, on_done)
+            runner.run_serial(job, pending, store, on_done, verify)
+        elif len(pending) == 1 and options.head_start and runner.is_local(options.address):
+            # starting a private Ray takes seconds that one shard cannot win back
+            progress.stage("one shard to compute: computing it here, without starting Ray")
+            runner.run_serial(job, pending, store, on_done, verify)
         elif options.head_start and runner.is_local(options.address):
             progress.stage("starting a local Ray; computing shards here meanwhile")
-            runner.run_local(job, pending, store, on_done, options.workers, window,
-                             on_connected=lambda where: progress.stage(f"computing on {where}"))
+            runner.run_local(job, pending, store, on_done, options.workers,
+                             on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify)
         else:
-            progress.stage(f"computing on {runner.connect(options.address, options.workers)}")
-            runner.run_on_ray(job, pending, store, on_done, window)
+            where = where or runner.connect(options.address, options.workers)
+            if not runner.is_private_local():
+                _check_cluster_sees_files(job, store, progress)
+            progress.stage(f"computing on {where}")
+            runner.run_on_ray(job, pending, store, on_done, options.window, verify)
     finally:
         progress.finish_shards()
+    return nodes, verified[0], changed
 
 
-def _merge(job: Job, store: ShardStore, shards: list[Shard]) -> dict[str, Any]:
-    """Each shard table concatenated in shard order, deduplicated on its key, sorted."""
-    ids = [shard.id for shard in shards]
+def _check_cluster_sees_files(job: Job, store: ShardStore, progress: Progress) -> None:
+    """On a cluster, every node must see the local folders and files this run uses."""
+    folders = {"--out": store.storage.root} if store.storage.local else {}
+    files = {}
+    source = getattr(job, "input", None)
+    if isinstance(source, Storage) and source.local:
+        files[source.root] = source.stat(source.root)
+    if folders or files:
+        progress.stage("checking that every node sees " + " and ".join([*folders, *(["--input"] if files else [])]))
+        runner.check_shared_folders(folders, files)
+
+
+def _merge(job: Job, store: ShardStore, ids: list[str]) -> dict[str, Any]:
+    """Each shard table that is not streamed, concatenated in shard order, deduplicated on its key,
+    sorted (as pandas DataFrames, for ``finalize``)."""
     merged = {}
     for name in _shard_tables(job):
+        if name in job.streamed_tables:
+            continue
         spec = job.table_spec(name)
         frame = store.read_shards(name, ids).to_pandas()
         if spec.sort:

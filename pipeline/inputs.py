@@ -6,15 +6,23 @@ Python values, and every record that cannot be read is still accounted for with 
 A job that can validate payloads in bulk may first ask ``read_slice_arrow`` for the whole slice
 as Arrow buffers, and fall back to ``read_slice`` when it declines.
 
+The line-by-line reader (``json.loads``) is the reference: the pyarrow fast path is used only for
+slices it reads exactly the same way, so that a record's verdict depends neither on the reader nor
+on the records sharing its slice.  JSONL must be UTF-8 without unpaired surrogate escapes; a byte
+order mark is skipped at the very start of the file only; lines nested deeper than ``MAX_DEPTH`` or
+with a number longer than ``MAX_NUMBER_DIGITS`` digits are rejected.
+
     >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
     >>> records = read_slice(specs[0], "grid")                                  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import decimal
+import hashlib
 import io
 import json
-import os
+import re
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any
 
@@ -22,8 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
+from numba import njit
 
 from pipeline.errors import InputError
+from pipeline.storage import Storage, StorageError
 
 __all__ = [
     "RecordSlice",
@@ -33,13 +43,37 @@ __all__ = [
     "read_slice_arrow",
     "string_list_buffers",
     "describe_input",
+    "input_storage",
+    "plain_reason",
+    "slice_fingerprint",
     "InputError",
+    "MAX_DEPTH",
+    "MAX_NUMBER_DIGITS",
 ]
 
 _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
 _SCAN_BLOCK = 1 << 24  # bytes read at a time when counting lines on the driver
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
+# Compressed files are recognised by their first bytes and refused with a message saying so.
+_COMPRESSED_MAGIC = (
+    (b"\x1f\x8b", "gzip", "gunzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+    (b"BZh", "bzip2", "bunzip2"),  # followed by a block size digit and the block magic, checked below
+    (b"\xfd7zXZ\x00", "xz", "unxz"),
+    (b"PK\x03\x04", "zip", "unzip"),
+)
+# A JSONL line is rejected when it nests arrays and objects deeper than MAX_DEPTH or holds a number
+# of more than MAX_NUMBER_DIGITS digits: records never need either, and json.loads could not read
+# them the same way everywhere (its recursion limit depends on the caller's stack, its integer
+# limit on PYTHONINTMAXSTRDIGITS, which cannot be set below 640), while pyarrow reads both; so both
+# readers refuse them up front.
+MAX_DEPTH = 64
+MAX_NUMBER_DIGITS = 640
+_REASON_CHARS = 300  # reasons longer than this are cut (they never echo a whole record)
+_BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -97,10 +131,11 @@ class ArrowSlice:
 # ---------------------------------------------------------------------------------------- planning
 
 
-def plan_slices(path: str, field: str, records_per_slice: int) -> list[dict]:
+def plan_slices(path: str | Storage, field: str, records_per_slice: int) -> list[dict]:
     """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
 
-    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes).
+    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes):
+                       a local path, a URI (``s3://bucket/batch.jsonl``) or a Storage for one.
     field:             the payload field every record should carry (checked up front for Parquet).
     records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
 
@@ -111,47 +146,69 @@ def plan_slices(path: str, field: str, records_per_slice: int) -> list[dict]:
     """
     if not isinstance(records_per_slice, int) or records_per_slice < 1:
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
-    base = describe_input(path)
-    path = base["path"]
-    if _detect_format(path) == "parquet":
-        return [{**base, **rows} for rows in _plan_parquet(path, field, records_per_slice)]
-    return [{**base, **cut} for cut in _plan_jsonl(path, records_per_slice)]
+    source = input_storage(path)
+    base = describe_input(source)
+    if _detect_format(source) == "parquet":
+        return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
+    return [{**base, **cut} for cut in _plan_jsonl(source, records_per_slice)]
 
 
-def describe_input(path: str) -> dict:
-    """{"path": absolute path, "size": bytes, "mtime_ns": modification time} of an input file, for
+def input_storage(path: str | Storage) -> Storage:
+    """The Storage of one input file; InputError for a location that cannot be used."""
+    if isinstance(path, Storage):
+        return path
+    try:
+        return Storage.at(path)
+    except StorageError as error:
+        raise InputError(f"input: {error}") from None
+
+
+def describe_input(path: str | Storage) -> dict:
+    """{"path": path or URI, "size": bytes, "mtime_ns": modification time} of an input file, for
     provenance (a changed file is not mistaken for the one already processed).  Raises InputError
     for a missing or unreadable file."""
-    path = os.path.abspath(path)
-    stat = _stat_input(path)
-    return {"path": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    source = input_storage(path)
+    size, mtime_ns = _stat_input(source)
+    return {"path": source.display_root, "size": size, "mtime_ns": mtime_ns}
 
 
-def _stat_input(path: str) -> os.stat_result:
-    """The file's stat, or an InputError saying why the input cannot be used."""
+def _stat_input(source: Storage) -> tuple[int, int]:
+    """(size, mtime_ns) of the input file, or an InputError saying why it cannot be used."""
+    where = source.display_root
     try:
-        stat = os.stat(path)
+        size, mtime_ns = source.stat(source.root)
+        if source.local:
+            with open(source.root, "rb"):
+                pass
     except FileNotFoundError:
-        raise InputError(f"input file {path} does not exist") from None
+        raise InputError(f"input file {where} does not exist") from None
+    except StorageError as error:
+        raise InputError(f"input {error}") from None
+    except PermissionError:
+        raise InputError(f"cannot read input file {where}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"cannot read input file {path}: {exc.strerror}") from None
-    if not os.path.isfile(path):
-        raise InputError(f"input {path} is not a regular file")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"cannot read input file {path}: permission denied")
-    return stat
+        raise InputError(f"cannot read input file {where}: {exc.strerror or exc}") from None
+    return size, mtime_ns
 
 
-def _detect_format(path: str) -> str:
-    """"parquet" or "jsonl", from the suffix, else from the first bytes."""
+def _detect_format(source: Storage) -> str:
+    """"parquet" or "jsonl", from the suffix, else from the first bytes; InputError for a
+    compressed file or UTF-16/32 text (whatever its name) or one whose format cannot be told."""
+    path = source.display_root
     lower = path.lower()
-    if lower.endswith(".parquet"):
+    head = source.read_bytes(source.root, 0, 10)
+    for magic, kind, tool in _COMPRESSED_MAGIC:
+        if head.startswith(magic) and (kind != "bzip2" or _BZIP2_BLOCK.fullmatch(head[3:])):
+            raise InputError(
+                f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
+                "and pass the .jsonl or .parquet file"
+            )
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
+        raise InputError(f"input {path} is UTF-16 or UTF-32 text (it starts with that byte order mark): "
+                         "convert it to UTF-8, for example with iconv -t UTF-8")
+    if lower.endswith(".parquet") or head[:4] == _PARQUET_MAGIC:
         return "parquet"
-    with open(path, "rb") as handle:
-        head = handle.read(4)
-    if head == _PARQUET_MAGIC:
-        return "parquet"
-    if lower.endswith(_JSONL_SUFFIXES) or head.lstrip()[:1] in (b"{", b""):
+    if lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
         return "jsonl"
     raise InputError(
         f"cannot tell the format of {path}: name it .jsonl (one JSON object per line) "
@@ -159,12 +216,12 @@ def _detect_format(path: str) -> str:
     )
 
 
-def _plan_jsonl(path: str, lines_per_slice: int) -> list[dict]:
+def _plan_jsonl(source: Storage, lines_per_slice: int) -> list[dict]:
     """Byte ranges of ``lines_per_slice`` lines each, found by counting newlines in blocks."""
     cuts = [0]
     lines_seen = 0
     offset = 0
-    with open(path, "rb") as handle:
+    with source.open_input(source.root) as handle:
         while block := handle.read(_SCAN_BLOCK):
             newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
             # Cut after every newline that ends a multiple of lines_per_slice lines.
@@ -180,12 +237,19 @@ def _plan_jsonl(path: str, lines_per_slice: int) -> list[dict]:
     ]
 
 
-def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
+def _plan_parquet(source: Storage, field: str, rows_per_slice: int) -> list[dict]:
     """Row ranges of ``rows_per_slice`` rows each; checks that the payload column exists."""
-    parquet_file = _open_parquet(path)
+    path = source.display_root
+    parquet_file = _open_parquet(source)
     names = parquet_file.schema_arrow.names
     if field not in names:
         raise InputError(f"Parquet input {path} has no column {field!r} (its columns: {', '.join(names)})")
+    for name in ("id", field):
+        if names.count(name) > 1:
+            raise InputError(
+                f"Parquet input {path} has {names.count(name)} columns named {name!r}: "
+                "keep exactly one and write the file again"
+            )
     total = parquet_file.metadata.num_rows
     return [
         {"format": "parquet", "start_row": start, "end_row": min(start + rows_per_slice, total)}
@@ -193,18 +257,19 @@ def _plan_parquet(path: str, field: str, rows_per_slice: int) -> list[dict]:
     ]
 
 
-def _open_parquet(path: str):
+def _open_parquet(source: Storage):
     """A pyarrow ParquetFile, or an InputError if the file is not readable Parquet."""
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(source.open_input(source.root))
     except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
-        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
+        raise InputError(f"cannot read {source.display_root} as Parquet: {exc}") from None
 
 
 # ----------------------------------------------------------------------------------------- reading
 
 
-def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> RecordSlice:
+def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None,
+               source: Storage | None = None) -> RecordSlice:
     """Read the records of one slice planned by ``plan_slices``.
 
     spec:      one slice spec.
@@ -215,15 +280,18 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> 
                parse or type error, blank lines, a missing or null id or payload) the slice is
                read again line by line with ``json.loads`` so that every line is accounted for and
                payloads keep their JSON types.  None reads line by line directly.
+    source:    the input's Storage (carries object-store credentials to workers); default: the
+               one ``spec["path"]`` names, reached with this process's environment.
 
     Every non-blank line becomes exactly one record; blank lines are skipped.  Raises InputError
     if the file changed size since it was planned.
     """
+    source = source or input_storage(spec["path"])
     if spec["format"] == "parquet":
-        return _read_parquet_slice(spec, field)
-    data = _slice_bytes(spec)
+        return _read_parquet_slice(spec, field, source)
+    data = _slice_bytes(spec, source)
     if fast_type is not None:
-        table = _jsonl_table(data, field, fast_type)
+        table = _jsonl_table(data, spec["first_line"], field, fast_type)
         if table is not None:
             return RecordSlice(
                 positions=list(range(spec["first_line"], spec["first_line"] + table.num_rows)),
@@ -235,7 +303,8 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None) -> 
     return _read_jsonl_lines(data, spec["first_line"], field)
 
 
-def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType) -> ArrowSlice | None:
+def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType,
+                     source: Storage | None = None) -> ArrowSlice | None:
     """The slice as one Arrow array of payloads when pyarrow reads every record without doubt;
     None otherwise (then ``read_slice`` accounts for every record, line by line).
 
@@ -246,18 +315,21 @@ def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType) -> ArrowSli
 
     Lets a job validate payloads in bulk from Arrow buffers instead of Python objects.
     """
+    source = source or input_storage(spec["path"])
     if spec["format"] == "parquet":
-        table = _parquet_rows(spec, field)
+        table = _parquet_rows(spec, field, source)
         label, first = "row", spec["start_row"] + 1
         if "id" not in table.column_names or not table.schema.field(field).type.equals(fast_type):
             return None
     else:
-        table = _jsonl_table(_slice_bytes(spec), field, fast_type)
+        table = _jsonl_table(_slice_bytes(spec, source), spec["first_line"], field, fast_type)
         label, first = "line", spec["first_line"]
         if table is None:
             return None
     ids, values = table.column("id").combine_chunks(), table.column(field).combine_chunks()
     if ids.null_count or _has_nulls(values) or not _is_id_type(ids.type):
+        return None
+    if spec["format"] == "parquet" and not (_valid(ids) and _valid(values)):  # JSONL input was checked
         return None
     return ArrowSlice(
         positions=list(range(first, first + table.num_rows)),
@@ -285,6 +357,16 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
+def _valid(array) -> bool:
+    """Whether an Arrow array passes full validation (for strings: valid UTF-8, which Parquet
+    does not guarantee)."""
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def _has_nulls(array) -> bool:
     """Whether a pyarrow array has a null at any list depth."""
     if array.null_count:
@@ -304,19 +386,72 @@ def _is_id_type(arrow_type) -> bool:
     return _is_string(arrow_type) or pa.types.is_integer(arrow_type)
 
 
-def _slice_bytes(spec: dict) -> bytes:
+def _slice_bytes(spec: dict, source: Storage) -> bytes:
     """The bytes of a JSONL slice; InputError if the file changed size since planning."""
-    path = spec["path"]
-    if _stat_input(path).st_size != spec["size"]:
-        raise InputError(f"input file {path} changed since the batch was planned; run it again")
-    with open(path, "rb") as handle:
-        handle.seek(spec["start"])
-        return handle.read(spec["end"] - spec["start"])
+    _check_unchanged(spec, source)
+    return source.read_bytes(source.root, spec["start"], spec["end"])
 
 
-def _jsonl_table(data: bytes, field: str, fast_type: pa.DataType) -> pa.Table | None:
-    """The slice as a pyarrow Table {id, field}, or None when it could differ from ``json.loads``."""
+def _check_unchanged(spec: dict, source: Storage) -> None:
+    """InputError when the file's size or modification time differ from the plan's: it changed
+    during the run, and slices read before and after would mix two contents."""
+    if _stat_input(source) != (spec["size"], spec["mtime_ns"]):
+        raise InputError(f"input file {spec['path']} changed during the run (its size or modification time "
+                         "differ from when the batch was planned); run it again once it no longer changes")
+
+
+def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
+    """A checksum of the bytes a slice reads: the slice's byte range of a JSONL file, or the column
+    chunks of the Parquet row groups that hold its rows.  Workers record it with each shard, and a
+    rerun reuses a shard only when the fingerprint of its slice is unchanged, so content changed
+    behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
+    source = source or input_storage(spec["path"])
+    digest = hashlib.blake2b(digest_size=16)
+    if spec["format"] == "jsonl":
+        digest.update(_slice_bytes(spec, source))
+        return digest.hexdigest()
+    _check_unchanged(spec, source)
+    metadata = _open_parquet(source).metadata
+    digest.update(f"{spec['start_row']}:{spec['end_row']}".encode())
+    with source.open_input(source.root) as handle:
+        for group in _overlapping_row_groups(metadata, spec["start_row"], spec["end_row"])[0]:
+            for k in range(metadata.row_group(group).num_columns):
+                chunk = metadata.row_group(group).column(k)
+                offset = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                digest.update(handle.read_at(chunk.total_compressed_size, offset))
+    return digest.hexdigest()
+
+
+def _overlapping_row_groups(metadata, start: int, end: int) -> tuple[list[int], int | None]:
+    """The row groups holding rows [start, end), and the first row of the first of them."""
+    groups, group_start, first = [], 0, None
+    for index in range(metadata.num_row_groups):
+        group_end = group_start + metadata.row_group(index).num_rows
+        if group_start < end and group_end > start:
+            groups.append(index)
+            first = group_start if first is None else first
+        group_start = group_end
+    return groups, first
+
+
+def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataType) -> pa.Table | None:
+    """The slice as a pyarrow Table {id, field}, or None when it could differ from the line-by-line
+    reading (``_read_jsonl_lines``), which is the reference: then the caller reads line by line."""
+    # pyarrow.json does not check UTF-8 outside the columns it keeps, skips a BOM at the start of
+    # any block, and reads deep nesting and huge numbers that the line reader refuses: decline all.
+    if not data.isascii() and not _is_utf8(data):
+        return None
+    if data.startswith(_BOM):
+        if first_line != 1:
+            return None
+        data = data[len(_BOM):]
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    depth, digits, opening = _scan_lines(data)
+    # Every line must open an object: pyarrow 26 crashes (SIGSEGV) on a block whose first line is
+    # ``null``, and a line without content could hide a second object on another line.
+    if line_count and ((opening[:line_count] != ord("{")).any() or depth.max() > MAX_DEPTH
+                       or digits.max() > MAX_NUMBER_DIGITS):
+        return None
     schema = pa.schema([("id", pa.string()), (field, fast_type)])
     try:
         table = pa_json.read_json(
@@ -326,34 +461,121 @@ def _jsonl_table(data: bytes, field: str, fast_type: pa.DataType) -> pa.Table | 
         )
     except Exception:  # any parse or type problem: the line-by-line reader explains it per line
         return None
-    # A row count that differs from the line count means blank lines or several objects on a line;
-    # a null means "missing" and "null" cannot be told apart.  Either way, read line by line.
+    # With every line opening an object, as many rows as lines means one object per line (pyarrow
+    # also splits objects at a space or a carriage return, so a line can hold two, and skips blank
+    # lines, which could make up for it); a null means "missing" and "null" cannot be told apart.
+    # Either way, read line by line.
     if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
         return None
     return table
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8 (Python's strict decoder: no surrogates, no overlong forms)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _scan_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(depth, digits, opening), one entry per ``\\n``-separated line of ``data`` (as ``data.split``):
+    the deepest nesting of arrays and objects, the longest run of digits outside strings, and
+    the first byte that is not JSON whitespace (space, tab, carriage return), -1 for none."""
+    lines = data.count(b"\n") + 1
+    depth = np.zeros(lines, dtype=np.int64)
+    digits = np.zeros(lines, dtype=np.int64)
+    opening = np.full(lines, -1, dtype=np.int16)
+    _scan_kernel(np.frombuffer(data, dtype=np.uint8), depth, digits, opening)
+    return depth, digits, opening
+
+
+@njit(cache=True, nogil=True)
+def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
+    """Fill depth[k], digits[k] (int64) and opening[k] (int16) for line k of data (uint8[n]);
+    strings (between unescaped double quotes) are skipped.  Outputs have one entry per line and
+    start at 0, 0 and -1."""
+    n = len(data)
+    line = 0
+    level = 0
+    run = 0
+    i = 0
+    while i < n:
+        byte = data[i]
+        i += 1
+        if byte == 10:
+            line += 1
+            level = 0
+            run = 0
+            continue
+        if byte == 32 or byte == 9 or byte == 13:  # JSON whitespace (not \v or \f, which bytes.strip removes)
+            run = 0
+            continue
+        if opening[line] < 0:
+            opening[line] = byte
+        if byte == 34:  # a string: skip to its closing quote (or the end of the line)
+            run = 0
+            while i < n:
+                byte = data[i]
+                if byte == 34 or byte == 10:
+                    break
+                i += 2 if byte == 92 and data[i + 1 if i + 1 < n else i] != 10 else 1
+            if i < n and data[i] == 34:
+                i += 1
+        elif 48 <= byte <= 57:
+            run += 1
+            if run > digits[line]:
+                digits[line] = run
+        else:
+            run = 0
+            if byte == 91 or byte == 123:
+                level += 1
+                if level > depth[line]:
+                    depth[line] = level
+            elif byte == 93 or byte == 125:
+                level -= 1
+
+
 def _read_jsonl_lines(data: bytes, first_line: int, field: str) -> RecordSlice:
-    """The slice line by line with ``json.loads``: every non-blank line becomes one record."""
+    """The slice line by line with ``json.loads``: every non-blank line becomes one record.  This is
+    the reference reading; the pyarrow fast path is used only where it gives the same records."""
     records = RecordSlice(position_label="line")
+    depth, digits, _ = _scan_lines(data)
     for offset, raw in enumerate(data.split(b"\n")):
+        if offset == 0 and first_line == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]  # a byte order mark at the very start of the file is allowed
         if raw.strip():
             line = first_line + offset
-            records._add(line, *_parse_json_line(raw, line, field))
+            records._add(line, *_parse_json_line(raw, line, field, int(depth[offset]), int(digits[offset])))
     return records
 
 
-def _parse_json_line(raw: bytes, line: int, field: str) -> tuple[str | None, Any, str | None]:
-    """(id, value, error) for one non-blank line."""
+def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int) -> tuple[str | None, Any, str | None]:
+    """(id, value, error) for one non-blank line; depth and digits as ``_scan_lines`` found them."""
     where = f"line {line}"
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, None, f"{where}: not valid UTF-8 (byte {exc.start})"
+        return None, None, f"{where}: not valid UTF-8 (byte {exc.start + 1} of the line)"
+    if text.lstrip().startswith("\ufeff"):
+        return None, None, f"{where}: a byte order mark (U+FEFF) is allowed only at the very start of the file"
+    if depth > MAX_DEPTH:
+        return None, None, f"{where}: arrays and objects nested more than {MAX_DEPTH} deep"
+    if digits > MAX_NUMBER_DIGITS:
+        return None, None, f"{where}: a number of {digits:,} digits (at most {MAX_NUMBER_DIGITS:,} are read)"
+    try:
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, None, f"{where}: not valid JSON: {exc.msg} at column {exc.colno}"
-    except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
-        return None, None, f"{where}: not valid JSON: {exc}"
+        message = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        return None, None, f"{where}: not valid JSON: {message} at column {exc.colno}"
+    except (ValueError, RecursionError):  # a lower PYTHONINTMAXSTRDIGITS, a very deep stack
+        return None, None, f"{where}: not valid JSON: a number too long or nesting too deep to read"
+    if _SURROGATE_ESCAPE.search(raw):
+        surrogate = _lone_surrogate(obj)
+        if surrogate is not None:
+            return None, None, (f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
+                                "surrogate pair without its other half (not a character)")
     if not isinstance(obj, dict):
         return None, None, f"{where}: not a JSON object but {_json_type_name(obj)}"
     id_, id_error = _record_id(obj.get("id"), "id" in obj, where)
@@ -362,6 +584,25 @@ def _parse_json_line(raw: bytes, line: int, field: str) -> tuple[str | None, Any
     if field not in obj:
         return id_, None, f"{where}: no {field!r}"
     return id_, obj[field], None
+
+
+def _lone_surrogate(value: Any) -> int | None:
+    """The code point of the first unpaired surrogate in any string (or key) of a decoded JSON
+    value, or None.  Paired escapes such as ``\\ud83d\\ude00`` are decoded to one character."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                for char in item:
+                    if 0xD800 <= ord(char) <= 0xDFFF:
+                        return ord(char)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _record_id(value: Any, present: bool, where: str) -> tuple[str | None, str | None]:
@@ -378,41 +619,74 @@ def _record_id(value: Any, present: bool, where: str) -> tuple[str | None, str |
 def _json_type_name(value: Any) -> str:
     """The JSON name of a decoded value's type, for messages."""
     for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-                       (list, "an array"), (dict, "an object")):
+                       (list, "an array"), (dict, "an object"), ((bytes, bytearray), "binary data"),
+                       (decimal.Decimal, "a decimal number")):
         if isinstance(value, kind):
             return name
-    return "null" if value is None else type(value).__name__
+    return "null" if value is None else f"a value of type {type(value).__name__}"
 
 
-def _parquet_rows(spec: dict, field: str):
+def plain_reason(reason: str) -> str:
+    """A reason as written to an errors table: at most a few hundred characters (a reason names
+    the record and the problem, it never echoes a whole record)."""
+    if len(reason) <= _REASON_CHARS:
+        return reason
+    return reason[: _REASON_CHARS - 30].rstrip() + f"... ({len(reason):,} characters in all)"
+
+
+def _parquet_rows(spec: dict, field: str, source: Storage):
     """The rows ``[start_row, end_row)`` as a pyarrow Table of the id (if any) and payload columns,
     reading only the row groups that overlap them."""
-    if _stat_input(spec["path"]).st_size != spec["size"]:
-        raise InputError(f"input file {spec['path']} changed since the batch was planned; run it again")
-    parquet_file = _open_parquet(spec["path"])
+    _check_unchanged(spec, source)
+    parquet_file = _open_parquet(source)
     start, end = spec["start_row"], spec["end_row"]
-    groups, group_start, first = [], 0, None
-    for index in range(parquet_file.metadata.num_row_groups):
-        group_end = group_start + parquet_file.metadata.row_group(index).num_rows
-        if group_start < end and group_end > start:
-            groups.append(index)
-            first = group_start if first is None else first
-        group_start = group_end
+    groups, first = _overlapping_row_groups(parquet_file.metadata, start, end)
     columns = [name for name in ("id", field) if name in parquet_file.schema_arrow.names]
-    return parquet_file.read_row_groups(groups, columns=columns).slice(start - (first or 0), end - start)
+    try:
+        table = parquet_file.read_row_groups(groups, columns=columns)
+    except Exception as exc:  # a damaged page or an unsupported encoding: pyarrow raises several types
+        raise InputError(f"cannot read rows {start + 1}..{end} of Parquet input {spec['path']}: {exc}") from None
+    return table.slice(start - (first or 0), end - start)
 
 
-def _read_parquet_slice(spec: dict, field: str) -> RecordSlice:
-    """Every row of a Parquet slice as a record; a missing or invalid id is the row's error."""
-    table = _parquet_rows(spec, field)
-    values = table.column(field).to_pylist()
-    raw_ids = table.column("id").to_pylist() if "id" in table.column_names else [None] * len(values)
+def _read_parquet_slice(spec: dict, field: str, source: Storage) -> RecordSlice:
+    """Every row of a Parquet slice as a record; a missing or invalid id, or a string that is not
+    valid UTF-8 (Parquet does not check), is the row's error."""
+    table = _parquet_rows(spec, field, source)
+    values, bad_values = _column_values(table.column(field))
+    if "id" in table.column_names:
+        raw_ids, bad_ids = _column_values(table.column("id"))
+    else:
+        raw_ids, bad_ids = [None] * len(values), set()
     records = RecordSlice(position_label="row")
     for offset, (raw_id, value) in enumerate(zip(raw_ids, values)):
         row = spec["start_row"] + 1 + offset
+        if offset in bad_ids or offset in bad_values:
+            column = "id" if offset in bad_ids else field
+            records._add(row, None, None, f"row {row}: {column!r} holds text that is not valid UTF-8")
+            continue
         id_, error = _record_id(raw_id, True, f"row {row}")
         records._add(row, id_, None if error else value, error)
     return records
+
+
+def _column_values(column) -> tuple[list, set[int]]:
+    """(the column as Python values, indices of the rows holding a string that is not valid UTF-8;
+    their values are None)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    try:
+        column.validate(full=True)
+        return column.to_pylist(), set()
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        pass
+    values, bad = [], set()
+    for row in range(len(column)):  # the rare damaged slice: row by row, whatever the type
+        try:
+            values.append(column[row].as_py())
+        except UnicodeDecodeError:
+            values.append(None)
+            bad.add(row)
+    return values, bad
 
 
 def accounting_summary(job: str, answered: int, rejected: int) -> str:

@@ -13,12 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES"]
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY", "StreamedTable"]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
 
 ShardOutput = dict[str, dict[str, Any]]
+# A shard output may also carry {STATS_KEY: {name: int}}: counts the worker measured (records read),
+# recorded with the shard's files and summed over all shards for ``Job.check_totals``.
+STATS_KEY = "_stats"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,17 @@ class Shard:
     spec: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StreamedTable:
+    """A final table written straight from the shard files: its row count and where it is."""
+
+    rows: int
+    path: str = ""
+
+    def __len__(self) -> int:
+        return self.rows
+
+
 class Job:
     """Base class for a job.  Subclasses set ``name``, ``version`` and ``tables`` and implement
     ``params``, ``plan`` and ``run_shard``; ``finalize`` and ``summary`` are optional.
@@ -81,9 +95,18 @@ class Job:
     name: str = ""
     version: str = "0"  # bump when a change alters results, so committed shards are not reused
     tables: tuple[TableSpec, ...] = ()
-    # Modules whose source is hashed into the code version recorded with every shard: a change to
-    # any of them invalidates committed shards.  Default: the job's own module.
-    code_modules: tuple[str, ...] = ()
+    # Packages whose every source file is hashed, with the numba, numpy and pyarrow versions, into
+    # the code version recorded with every shard (pipeline/codeversion.py): a change to any of them
+    # invalidates committed shards.  Default: the job module's top-level package and pipeline.
+    code_packages: tuple[str, ...] = ()
+    # Tables written straight from the shard files, one shard at a time in plan order, so the driver
+    # never holds all their rows: each shard's rows come in ``sort`` order, shards follow one
+    # another in that order, and ``key`` (one int64 column) is unique, which the writer checks.
+    # ``finalize`` does not see them; ``check_totals`` and ``summary`` get a ``StreamedTable``.
+    streamed_tables: tuple[str, ...] = ()
+    # The CPUs the run will have (set by the pipeline before ``plan``; None when unknown): a job may
+    # cut its work finer for a bigger cluster.
+    cluster_cpus: int | None = None
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
     # only finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
@@ -100,14 +123,32 @@ class Job:
         """Compute one shard.  Runs in a Ray worker (or in-process with --serial)."""
         raise NotImplementedError
 
-    def finalize(self, tables: dict[str, Any], out_dir: str) -> dict[str, Any]:
+    def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
         """Turn merged, deduplicated tables (pandas DataFrames) into the published ones.
 
         Runs once on the driver.  May aggregate (sum per-shard partial counts), add tables, or
-        write side files (a Markdown rendering) into ``out_dir``.  Returns the tables to write;
-        default: unchanged.
+        write side files (a Markdown rendering) through ``out``, the job folder's
+        ``pipeline.storage.Storage`` (``out.write_text(out.join("x.md"), text)``).  Returns the
+        tables to write; default: unchanged.
         """
         return tables
+
+    def input_fingerprint(self, shard: Shard) -> str | None:
+        """A checksum of the input the shard reads, or None when the shard reads no input file.
+        Recorded with the shard; a committed shard is reused only while it still matches, and the
+        check runs where the shard would run (the driver never reads the whole input)."""
+        return None
+
+    def retry_shard(self, shard: Shard, previous: dict[str, Any], retry: list) -> ShardOutput:
+        """A committed shard's outputs with only some records computed again.  A shard asks for
+        this by recording ``{"retry": [...]}`` in its stats (records whose outcome depended on the
+        run, such as a timeout); a rerun then calls this with its committed tables (pyarrow) instead
+        of ``run_shard``."""
+        return self.run_shard(shard)
+
+    def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
+        """Check the merged tables against the stats every shard recorded, summed (``totals``);
+        raise PipelineError when they disagree.  Runs before any final table is written."""
 
     def summary(self, tables: dict[str, Any]) -> str:
         """One or a few human lines describing the final tables."""

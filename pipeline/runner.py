@@ -12,21 +12,31 @@ files are the same wherever it ran.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
+import sys
 import threading
-from typing import Callable, Iterable
+import time
+import uuid
+from typing import Any, Callable, Iterable
 
+from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
-from pipeline.job import Job, Shard
+from pipeline.job import STATS_KEY, Job, Shard
 from pipeline.store import ShardStore
 
-__all__ = ["ClusterError", "ShardFailedError", "run_serial", "run_on_ray", "run_local", "connect", "is_local"]
+__all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "run_serial", "run_on_ray", "run_local", "connect",
+           "is_local", "check_shared_folders"]
 
 # A dead worker (SIGKILL, lost node) is retried this many times; a Python exception never is,
 # since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
-# Test hook: a shard id whose first attempt kills its own worker process with SIGKILL, so tests
-# can prove that a real worker death is retried.  Never set in normal use.
+_private_local = False  # set by connect() when it starts a private local Ray
+
+# Test hook: a shard id whose first attempt (or, with ":always", every attempt) kills its own worker
+# process with SIGKILL, so tests can prove that a real worker death is retried or named.  Never set
+# in normal use.
 _KILL_ENV = "BATCHENUM_TEST_KILL_SHARD"
 
 
@@ -38,52 +48,106 @@ class ShardFailedError(PipelineError):
     """A shard raised an exception or its worker kept dying."""
 
 
-def execute_shard(job: Job, shard: Shard, store: ShardStore) -> dict[str, int]:
-    """Run one shard and commit its tables; returns rows per table."""
-    return store.write_shard(shard, job.run_shard(shard))
+class CodeMismatchError(PipelineError):
+    """A worker's installed code differs from the driver's."""
 
 
-def _execute_in_worker(job: Job, shard: Shard, store: ShardStore) -> dict[str, int]:
+class SharedFolderError(PipelineError):
+    """A cluster node does not see the local folder the run reads or writes."""
+
+
+# What a finished shard reports to the driver: {"node": where it ran, "seconds": compute time, ...}
+ShardInfo = dict[str, Any]
+OnDone = Callable[[Shard, ShardInfo], None]
+
+
+def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False) -> ShardInfo:
+    """Run one shard and commit its tables; returns where it ran, how long it took and its stats
+    (which are also recorded in its files).
+
+    verify: the shard is committed with matching provenance; reuse it ({"reused": True}) when the
+            fingerprint of its input is still the one recorded, else compute it again.
+    """
+    _refuse_other_code(job, store, node)
+    fingerprint = job.input_fingerprint(shard)
+    retry = []
+    if verify:
+        recorded = store.recorded_stats(shard)
+        if recorded.get("input_fingerprint") == fingerprint:
+            retry = recorded.get("retry") or []
+            if not retry:
+                return {"node": node, "reused": True}
+    started = time.monotonic()
+    if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
+        outputs = dict(job.retry_shard(shard, store.read_shard_tables(shard), retry))
+    else:
+        outputs = dict(job.run_shard(shard))
+    stats = {**outputs.pop(STATS_KEY, {}), "node": node, "seconds": round(time.monotonic() - started, 3),
+             "committed_at": round(time.time(), 3)}
+    if fingerprint is not None:
+        stats["input_fingerprint"] = fingerprint
+    store.write_shard(shard, outputs, stats)
+    return {**stats, "reused": False, "verified": verify and not retry, "retried": len(retry)}
+
+
+def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
+    """A worker whose installed code differs from the driver's must not commit under its name."""
+    here = code_version(job)
+    if here != store.provenance.version:
+        raise CodeMismatchError(
+            f"node {node} runs other code than the driver (code version {here}, the driver's "
+            f"{store.provenance.version}): install the same batchenum (and numba, numpy, pyarrow) on every "
+            "node, or let the code travel with the job (ray job submit --working-dir .)")
+
+
+def _execute_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
     _maybe_kill_for_test(shard, store)
-    return execute_shard(job, shard, store)
+    return execute_shard(job, shard, store, _worker_node(), verify)
+
+
+def _worker_node() -> str:
+    """This Ray worker's node, as an operator can find it: host, IP and Ray node id."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return f"{socket.gethostname()} ({ray.util.get_node_ip_address()}, Ray node {context.get_node_id()[:12]})"
 
 
 def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
-    if os.environ.get(_KILL_ENV) != shard.id:
+    """The test hook: ``sXXXX`` kills the shard's first attempt, ``sXXXX:always`` every attempt."""
+    target, _, mode = os.environ.get(_KILL_ENV, "").partition(":")
+    if target != shard.id:
         return
-    marker = os.path.join(store.root, f".killed-{shard.id}")
-    if os.path.exists(marker):
+    marker = os.path.join(store.storage.root, f".killed-{shard.id}")
+    if os.path.exists(marker) and mode != "always":
         return
-    os.makedirs(store.root, exist_ok=True)
+    os.makedirs(store.storage.root, exist_ok=True)
     with open(marker, "w") as handle:
         handle.write(str(os.getpid()))
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _execute_here(job: Job, shard: Shard, store: ShardStore) -> None:
+def _execute_here(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
     """Run a shard in this process, turning its exception into one that names it."""
     try:
-        execute_shard(job, shard, store)
-    except PipelineError:
-        raise
+        return execute_shard(job, shard, store, f"{socket.gethostname()} (the driver)", verify)
     except Exception as error:
         raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
 
 
-def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: Callable[[Shard], None]) -> None:
+def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, verify: frozenset = frozenset()) -> None:
     for shard in shards:
-        _execute_here(job, shard, store)
-        on_done(shard)
+        on_done(shard, _execute_here(job, shard, store, shard.id in verify))
 
 
 # ------------------------------------------------------------------------------------------- Ray
 
 
 def is_local(address: str | None) -> bool:
-    """Whether ``connect(address, ...)`` would start a private local Ray."""
-    import ray
-
-    return not ray.is_initialized() and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
+    """Whether ``connect(address, ...)`` would start a private local Ray (without importing Ray, so
+    that ``connect`` can still set up the token before Ray reads its configuration)."""
+    initialised = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    return not initialised and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
 
 
 def connect(address: str | None, workers: int | None) -> str:
@@ -92,8 +156,11 @@ def connect(address: str | None, workers: int | None) -> str:
     address: None (or "local") for a private local instance with ``workers`` CPUs; anything else
     (or the RAY_ADDRESS environment variable) for an existing cluster, whose resources are its own.
     """
+    if is_local(address):
+        _private_token()  # before Ray is imported: it reads the mode and token once, at import
     import ray
 
+    global _private_local
     if ray.is_initialized():
         return "an already initialised Ray"
     address = address or os.environ.get("RAY_ADDRESS") or "local"
@@ -102,6 +169,7 @@ def connect(address: str | None, workers: int | None) -> str:
             cpus = workers or os.cpu_count()
             ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                      logging_level="WARNING", configure_logging=True, log_to_driver=True)
+            _private_local = True
             return f"a local Ray with {cpus} CPUs"
         if workers:
             raise ClusterError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
@@ -113,8 +181,30 @@ def connect(address: str | None, workers: int | None) -> str:
         raise ClusterError(_explain_connect_failure(address, error)) from error
 
 
-def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callable[[Shard], None],
-              workers: int | None, window: int, on_connected: Callable[[str], None]) -> None:
+def _private_token() -> None:
+    """A private local Ray requires a token, as Ray 2.60 does by default, but says so explicitly (so
+    Ray prints no advice to turn it off) and, when the user has no token, uses a fresh one for this
+    run instead of writing ~/.ray/auth_token as a side effect."""
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    has_token_file = os.path.exists(os.path.join(os.path.expanduser("~"), ".ray", "auth_token"))
+    if os.environ["RAY_AUTH_MODE"].lower() == "token" and not os.environ.get("RAY_AUTH_TOKEN") and not has_token_file:
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
+def cluster_cpus() -> int:
+    """The CPUs of the connected Ray cluster now."""
+    import ray
+
+    return int(ray.cluster_resources().get("CPU", 0))
+
+
+def is_private_local() -> bool:
+    """Whether the connected Ray is a private local instance that ``connect`` started."""
+    return _private_local
+
+
+def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
+              workers: int | None, on_connected: Callable[[str], None], verify: frozenset = frozenset()) -> None:
     """Start a private local Ray and run the shards on it, computing shards in this process (from
     the end of the list) until Ray is up; shut the local Ray down at the end."""
     queue = list(shards)
@@ -129,30 +219,95 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: Callabl
                     return
                 shard = queue.pop()
             try:
-                _execute_here(job, shard, store)
+                info = _execute_here(job, shard, store, shard.id in verify)
             except BaseException as error:  # reported by the main thread
                 failures.append(error)
                 return
-            on_done(shard)
+            on_done(shard, info)
 
     helper = threading.Thread(target=head_start, name="batchenum-head-start", daemon=True)
     helper.start()
-    try:
-        on_connected(connect(None, workers))
-    finally:
-        ray_up.set()
-    try:
+    try:  # one try: Ctrl-C while Ray is still starting must shut down what has started
+        try:
+            on_connected(connect(None, workers))
+        finally:
+            ray_up.set()
         with lock:
             rest, queue[:] = list(queue), []
         if not failures:
-            run_on_ray(job, rest, store, on_done, window)
+            run_on_ray(job, rest, store, on_done, verify=verify)
         helper.join()
         if failures:
             raise failures[0]
     finally:
         import ray
 
+        global _private_local
         ray.shutdown()  # now, rather than at interpreter exit, which first sleeps
+        _private_local = False
+
+
+def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, int]]) -> None:
+    """Refuse, before any shard runs, a cluster node that does not see the driver's local folders.
+
+    folders: {option: local folder the workers write}, e.g. {"--out": "/data/runs/palago"}; the
+             driver writes a probe file there and every alive node must read it back.
+    files:   {option: (size, mtime_ns)} keyed by local input path; every node must see the same.
+    Raises SharedFolderError naming the node and the two fixes.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    token = uuid.uuid4().hex
+    probes = {}
+    for option, folder in folders.items():
+        os.makedirs(folder, exist_ok=True)
+        probes[option] = (folder, os.path.join(folder, f".batchenum-probe-{token}"))
+        with open(probes[option][1], "w") as handle:
+            handle.write(token)
+    try:
+        nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
+        probe = ray.remote(num_cpus=0, max_retries=0)(_probe_node)
+        refs = {probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                .remote({o: p for o, (_, p) in probes.items()}, token, files): node for node in nodes}
+        for ref, node in refs.items():
+            where, problems = ray.get(ref, timeout=120)
+            if problems:
+                raise SharedFolderError(_not_shared_message(where, problems))
+    finally:
+        for _, path in probes.values():
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def _probe_node(probes: dict[str, str], token: str, files: dict[str, tuple[int, int]]) -> tuple[str, list[str]]:
+    """On one node: which of the driver's folders and files it does not see as the driver does."""
+    problems = []
+    for option, path in probes.items():
+        try:
+            with open(path) as handle:
+                seen = handle.read() == token
+        except OSError:
+            seen = False
+        if not seen:
+            problems.append(f"{option} {os.path.dirname(path)}")
+    for path, (size, mtime_ns) in files.items():
+        try:
+            stat = os.stat(path)
+            same = (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns)
+        except OSError:
+            same = False
+        if not same:
+            problems.append(f"--input {path}")
+    return _worker_node(), problems
+
+
+def _not_shared_message(node: str, problems: list[str]) -> str:
+    return (f"node {node} does not see {' or '.join(problems)} as this driver does: on a cluster, shards are "
+            "read and committed by the node that computes them, so every node must see the same files. "
+            "Either give a folder that every node mounts at the same path (NFS or another shared file "
+            "system), or use object storage (--out s3://bucket/prefix, --input s3://bucket/batch.jsonl). "
+            "Nothing was computed.")
 
 
 def _explain_connect_failure(address: str, error: Exception) -> str:
@@ -170,16 +325,13 @@ def _explain_connect_failure(address: str, error: Exception) -> str:
             f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
 
 
-def run_on_ray(
-    job: Job,
-    shards: list[Shard],
-    store: ShardStore,
-    on_done: Callable[[Shard], None],
-    window: int,
-) -> None:
-    """Run shards as Ray tasks, at most ``window`` in flight, consuming them as they finish."""
+def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, window: int | None = None,
+               verify: frozenset = frozenset()) -> None:
+    """Run shards as Ray tasks, consuming them as they finish.  Tasks in flight: ``window``, or by
+    default twice the cluster's CPUs (at least 8), re-read every few seconds so that the window
+    follows nodes joining and leaving an autoscaling cluster."""
     import ray
-    from ray.exceptions import RayTaskError, TaskCancelledError, WorkerCrashedError
+    from ray.exceptions import RayError
 
     if not shards:
         return
@@ -191,24 +343,43 @@ def run_on_ray(
 
     def submit(count: int) -> None:
         for shard in _take(queue, count):
-            in_flight[task.remote(job_ref, shard, store_ref)] = shard
+            in_flight[task.remote(job_ref, shard, store_ref, shard.id in verify)] = shard
 
-    submit(window)
+    size = _WindowSize(window)
+    submit(size.current())
     try:
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
             for ref in ready:
                 shard = in_flight.pop(ref)
                 try:
-                    ray.get(ref)
-                except (RayTaskError, WorkerCrashedError, TaskCancelledError) as error:
-                    raise ShardFailedError(f"shard {shard.id} failed: {_cause(error)}") from error
-                on_done(shard)
-            submit(window - len(in_flight))
+                    info = ray.get(ref)
+                except RayError as error:
+                    raise ShardFailedError(_failure_message(shard, error)) from error
+                on_done(shard, info)
+            submit(size.current() - len(in_flight))
     except BaseException:
         for ref in in_flight:
             ray.cancel(ref, force=True)
         raise
+
+
+class _WindowSize:
+    """Tasks to keep in flight: fixed, or twice the cluster's CPUs (re-read at most every 5 s)."""
+
+    def __init__(self, fixed: int | None):
+        self.fixed = fixed
+        self.value = 8
+        self.read_at = -1e9
+
+    def current(self) -> int:
+        if self.fixed:
+            return self.fixed
+        now = time.monotonic()
+        if now - self.read_at >= 5.0:
+            self.read_at = now
+            self.value = max(8, 2 * cluster_cpus())
+        return self.value
 
 
 def _take(iterator, count: int) -> Iterable:
@@ -217,6 +388,31 @@ def _take(iterator, count: int) -> Iterable:
             yield next(iterator)
         except StopIteration:
             return
+
+
+def _failure_message(shard: Shard, error: Exception) -> str:
+    """One message for a shard Ray could not finish: what happened and what to do.  Committed
+    shards are kept either way, and a rerun of the same command reuses them."""
+    from ray import exceptions as rex
+
+    rerun = "committed shards are kept: run the same command again to reuse them"
+    if isinstance(error, rex.OutOfMemoryError):
+        return (f"shard {shard.id}: Ray's memory monitor killed its worker (the node ran short of memory) "
+                f"on every attempt. Give the workers more memory, run fewer at once (--workers), or cut the "
+                f"work smaller (more shards); {rerun}.")
+    if isinstance(error, (rex.NodeDiedError, rex.LocalRayletDiedError)):
+        return f"shard {shard.id}: the node running it died. Check the cluster's nodes; {rerun}."
+    if isinstance(error, (rex.ObjectLostError, rex.OwnerDiedError, rex.ObjectFetchTimedOutError)):
+        return (f"shard {shard.id}: Ray lost an object the shard needed ({type(error).__name__}), usually because "
+                f"a node left the cluster. {rerun[0].upper() + rerun[1:]}.")
+    if isinstance(error, rex.WorkerCrashedError):
+        return (f"shard {shard.id}: its worker process died on every one of {TASK_MAX_RETRIES + 1} attempts "
+                f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}.")
+    if isinstance(error, rex.TaskCancelledError):
+        return f"shard {shard.id} was cancelled; {rerun}."
+    if isinstance(error, rex.RayTaskError):
+        return f"shard {shard.id} failed: {_cause(error)}"
+    return f"shard {shard.id}: Ray failed ({_cause(error)}); {rerun}."
 
 
 def _cause(error: Exception) -> str:

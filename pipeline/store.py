@@ -9,18 +9,17 @@ Layout under ``OUT/<job>/``:
 
 A shard is committed when every table it produces has a file whose provenance (job, code version,
 parameters, shard id and spec, row count) matches the run; the committed files themselves are the
-record of finished work, not anything the driver remembers.  Each file is written under a unique
-temporary name, fsynced, then renamed onto its deterministic path, so a retried or duplicate
-attempt merely replaces identical content and a killed writer leaves only a temporary file, which
-is never read as a result.
+record of finished work, not anything the driver remembers.  Each file is committed whole onto its
+deterministic path (storage.py: rename on a disk, one upload on an object store), so a retried or
+duplicate attempt merely replaces identical content and a killed writer leaves at most a temporary
+file, which is never read as a result.  ``OUT`` is a local folder or any pyarrow.fs URI.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
+import posixpath
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -29,11 +28,16 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, ShardOutput, TableSpec
+from pipeline.storage import TMP_MARK, Storage
 
-__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type"]
+__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE", "read_metadata"]
+
+# How check_shard's answer starts when a shard was committed by a run with other parameters: not
+# damage, just another run's work.
+OTHER_PARAMETERS = "committed with other parameters"
+PLAN_FILE = "_plan.json"
 
 _META_PREFIX = "batchenum."
-_TMP_MARK = ".tmp-"
 _ARROW_TYPES = {
     "int64": pa.int64(),
     "float64": pa.float64(),
@@ -87,6 +91,11 @@ def _encode_metadata(meta: dict[str, str]) -> dict[bytes, bytes]:
     return {(_META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
 
 
+def read_metadata(path: str, filesystem: Any) -> dict[str, str]:
+    """The batchenum metadata of a Parquet file (provenance, stats) from its footer alone."""
+    return _decode_metadata(pq.read_schema(path, filesystem=filesystem).metadata)
+
+
 def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
     out = {}
     for k, v in (raw or {}).items():
@@ -94,30 +103,6 @@ def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
         if key.startswith(_META_PREFIX):
             out[key[len(_META_PREFIX):]] = v.decode(errors="replace")
     return out
-
-
-def _write_atomic(table: pa.Table, path: str) -> None:
-    """Write under a unique temporary name, fsync, then rename onto ``path``."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}{_TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        # page checksums let a reader tell a damaged file from a good one
-        pq.write_table(table, tmp, write_page_checksum=True, compression="zstd")
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    _fsync_dir(os.path.dirname(path))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
@@ -136,27 +121,33 @@ def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
 
 
 class ShardStore:
-    """Committed shard files and final tables of one job under ``out_dir/<job>``."""
+    """Committed shard files and final tables of one job under ``<out>/<job>`` (any Storage)."""
 
-    def __init__(self, out_dir: str, job: Job, provenance: Provenance):
-        self.root = os.path.join(os.path.abspath(out_dir), job.name)
-        self.shard_root = os.path.join(self.root, "_shards")
+    def __init__(self, out: Storage, job: Job, provenance: Provenance):
+        self.storage = out.child(job.name)
         self.job = job
         self.provenance = provenance
+
+    @property
+    def where(self) -> str:
+        """The job folder as people type it (a path or a URI)."""
+        return self.storage.display_root
 
     # ------------------------------------------------------------------------------------ shards
 
     def shard_path(self, table: str, shard_id: str) -> str:
-        return os.path.join(self.shard_root, table, f"{shard_id}.parquet")
+        return self.storage.join("_shards", table, f"{shard_id}.parquet")
 
-    def write_shard(self, shard: Shard, outputs: ShardOutput) -> dict[str, int]:
-        """Commit one shard's outputs; returns rows per table."""
+    def write_shard(self, shard: Shard, outputs: ShardOutput, stats: dict[str, Any] | None = None) -> dict[str, int]:
+        """Commit one shard's outputs; returns rows per table.  ``stats`` (where and how long it ran,
+        records read) is recorded beside the provenance, not checked by it."""
         rows = {}
+        extra = {"stats": json.dumps(stats or {}, sort_keys=True)}
         for name, columns in outputs.items():
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
-            meta = _encode_metadata(self.provenance.shard_metadata(shard, name, table.num_rows))
-            _write_atomic(table.replace_schema_metadata(meta), self.shard_path(name, shard.id))
+            meta = _encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra})
+            self._write_parquet(table.replace_schema_metadata(meta), self.shard_path(name, shard.id))
             rows[name] = table.num_rows
         return rows
 
@@ -165,20 +156,43 @@ class ShardStore:
         why not ("missing" when it simply was never written)."""
         for name in tables:
             path = self.shard_path(name, shard.id)
-            if not os.path.exists(path):
+            if not self.storage.exists(path):
                 return "missing"
             problem = self._check_file(path, shard, name)
             if problem:
-                return f"{os.path.relpath(path, self.root)}: {problem}"
+                return problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
+        return None
+
+    def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
+        """Record the plan when a run starts (``_plan.json``), so that ``batchenum status`` knows the
+        total while the run is in progress, from anywhere that reaches the folder."""
+        record = {"job": self.provenance.job, "version": self.provenance.version, "params": self.provenance.params,
+                  "shards": [shard.id for shard in shards], "tables": list(self.job.shard_tables
+                                                                          or [t.name for t in self.job.tables]),
+                  **run}
+        self.storage.write_text(self.storage.join(PLAN_FILE), json.dumps(record, sort_keys=True) + "\n")
+
+    def final_params(self) -> str | None:
+        """The parameters (JSON) recorded in the job's final tables already in place, if any."""
+        for spec in self.job.tables:
+            path = self.storage.join(f"{spec.name}.parquet")
+            if spec.partition is None and self.storage.is_file(path):
+                try:
+                    metadata = pq.read_schema(path, filesystem=self.storage.fs).metadata
+                except Exception:  # an unreadable table is replaced, whatever made it
+                    continue
+                return _decode_metadata(metadata).get("params")
         return None
 
     def _check_file(self, path: str, shard: Shard, name: str) -> str | None:
         try:
-            table = pq.read_table(path, page_checksum_verification=True)
+            table = pq.read_table(path, filesystem=self.storage.fs, page_checksum_verification=True)
         except Exception as error:  # any failure to read means the file cannot be trusted
             return f"unreadable ({type(error).__name__}: {error})"
         found = _decode_metadata(table.schema.metadata)
         expected = self.provenance.shard_metadata(shard, name, table.num_rows)
+        if found.get("job") == expected["job"] and found.get("params") != expected["params"]:
+            return f"{OTHER_PARAMETERS} ({found.get('params')})"
         for key in ("job", "version", "params", "table", "shard", "shard_spec"):
             if found.get(key) != expected[key]:
                 return f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
@@ -189,24 +203,43 @@ class ShardStore:
             return "columns do not match the table's declaration"
         return None
 
+    def shard_stats(self, table: str, shard_id: str) -> dict[str, Any]:
+        """What a committed shard recorded about its run (node, seconds, records read)."""
+        metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
+        return json.loads(_decode_metadata(metadata).get("stats") or "{}")
+
+    def read_shard_tables(self, shard: Shard) -> dict[str, pa.Table]:
+        """Every committed table of one shard (for a job that redoes only some of its records)."""
+        tables = self.job.shard_tables or [spec.name for spec in self.job.tables]
+        return {name: pq.read_table(self.shard_path(name, shard.id), filesystem=self.storage.fs)
+                .replace_schema_metadata(None) for name in tables}
+
+    def shard_rows(self, table: str, shard_id: str) -> int:
+        """Rows of a committed shard table, from its footer."""
+        with self.storage.open_input(self.shard_path(table, shard_id)) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+
+    def recorded_stats(self, shard: Shard) -> dict[str, Any]:
+        """The stats of a committed shard's first table ({} when it cannot be read)."""
+        try:
+            return self.shard_stats(self.job.shard_tables[0] if self.job.shard_tables else self.job.tables[0].name,
+                                    shard.id)
+        except Exception:  # damaged or gone since it was checked: it is then computed again
+            return {}
+
     def remove_temporaries(self) -> int:
         """Delete temporary files left by killed writers; returns how many."""
-        removed = 0
-        for directory, _, files in os.walk(self.root):
-            for name in files:
-                if _TMP_MARK in name:
-                    os.remove(os.path.join(directory, name))
-                    removed += 1
-        return removed
+        leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]
+        for path in leftovers:
+            self.storage.delete_file(path)
+        return len(leftovers)
 
     def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
-        """Concatenate one table's committed shard files, in the given shard order."""
+        """Concatenate one table's committed shard files, in the given shard order.  Every file must
+        be there: a missing one is an error, never skipped."""
         spec = self.job.table_spec(name)
-        parts = []
-        for shard_id in shard_ids:
-            path = self.shard_path(name, shard_id)
-            if os.path.exists(path):
-                parts.append(pq.read_table(path).replace_schema_metadata(None))
+        parts = [pq.read_table(self.shard_path(name, shard_id), filesystem=self.storage.fs).replace_schema_metadata(None)
+                 for shard_id in shard_ids]
         if not parts:
             return _schema(spec).empty_table()
         return pa.concat_tables(parts)
@@ -214,33 +247,97 @@ class ShardStore:
     # ------------------------------------------------------------------------------ final tables
 
     def write_final(self, name: str, frame: Any) -> str:
-        """Write a final table (a pandas DataFrame) atomically; returns its path."""
+        """Write a final table (a pandas DataFrame) atomically; returns where (path or URI)."""
         spec = self.job.table_spec(name)
         table = to_arrow(spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy()
                                 for c in frame.columns})
         meta = _encode_metadata(self.provenance.final_metadata(name))
         if spec.partition is None:
-            path = os.path.join(self.root, f"{name}.parquet")
-            _write_atomic(table.replace_schema_metadata(meta), path)
-            return path
+            path = self.storage.join(f"{name}.parquet")
+            self._write_parquet(table.replace_schema_metadata(meta), path)
+            return self.storage.uri(path)
         return self._write_partitioned(spec, table, meta)
 
+    def write_streamed(self, name: str, shard_ids: list[str]) -> str:
+        """Write a final table from its shard files without holding all its rows: a plain table one
+        shard at a time (``_write_in_shard_order``), a partitioned one one partition at a time."""
+        spec = self.job.table_spec(name)
+        if spec.partition is not None:
+            return self._write_partitions_streamed(spec, shard_ids)
+        return self._write_in_shard_order(spec, shard_ids)
+
+    def _write_partitions_streamed(self, spec: TableSpec, shard_ids: list[str]) -> str:
+        """Each partition read from every shard (a filter on the partition column), sorted, checked
+        for a repeated key (an error naming it, never a dropped row) and written; the driver holds
+        one partition at a time."""
+        paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
+        values = sorted({v for path in paths for v in pq.read_table(
+            path, columns=[spec.partition], filesystem=self.storage.fs).column(0).to_pylist()})
+        meta = _encode_metadata(self.provenance.final_metadata(spec.name))
+        for value in values:
+            parts = [pq.read_table(path, filesystem=self.storage.fs, filters=[(spec.partition, "==", value)])
+                     .replace_schema_metadata(None) for path in paths]
+            table = pa.concat_tables(parts)
+            if spec.sort:
+                table = table.sort_by([(column, "ascending") for column in spec.sort])
+            if spec.key:
+                _check_unique(table, spec, value)
+            body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
+            self._write_parquet(body, self.storage.join(spec.name, f"{spec.partition}={value}", "part-0.parquet"))
+        self._remove_other_partitions(spec, {f"{spec.partition}={value}" for value in values})
+        return self.storage.uri(self.storage.join(spec.name))
+
+    def _write_in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> str:
+        """Shard files appended in plan order, checking that the int64 key rises strictly across
+        the whole table: a duplicate or an out-of-order key is an error naming it and the shard."""
+        name = spec.name
+        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
+        path = self.storage.join(f"{name}.parquet")
+
+        def write(local: str) -> None:
+            last = None
+            with pq.ParquetWriter(local, schema, compression="zstd", write_page_checksum=True) as writer:
+                for shard_id in shard_ids:
+                    part = pq.read_table(self.shard_path(name, shard_id), filesystem=self.storage.fs)
+                    part = part.replace_schema_metadata(schema.metadata)
+                    if key is not None and part.num_rows:
+                        last = _check_rising(part.column(key), last, name, key, shard_id)
+                    writer.write_table(part)
+
+        self.storage.write_atomic(path, write)
+        return self.storage.uri(path)
+
     def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
-        """Write ``name/<col>=<v>/part-0.parquet`` into a fresh directory, then swap it in."""
-        final = os.path.join(self.root, spec.name)
-        staging = f"{final}{_TMP_MARK}{uuid.uuid4().hex[:8]}"
+        """Write ``name/<col>=<v>/part-0.parquet``, each file committed atomically in place, then
+        remove partitions the new table does not have.  The folder is never absent, and each of its
+        files is whole at every moment."""
+        final = self.storage.join(spec.name)
         column = table.column(spec.partition).to_pylist()
         body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
+        wanted = set()
         for value in sorted(set(column)):
             mask = pa.array([v == value for v in column])
-            _write_atomic(body.filter(mask), os.path.join(staging, f"{spec.partition}={value}", "part-0.parquet"))
-        os.makedirs(staging, exist_ok=True)
-        retired = f"{final}{_TMP_MARK}old-{uuid.uuid4().hex[:8]}"
-        if os.path.exists(final):
-            os.replace(final, retired)
-        os.replace(staging, final)
-        shutil.rmtree(retired, ignore_errors=True)
-        return final
+            folder = f"{spec.partition}={value}"
+            wanted.add(folder)
+            self._write_parquet(body.filter(mask), self.storage.join(spec.name, folder, "part-0.parquet"))
+        self._remove_other_partitions(spec, wanted)
+        return self.storage.uri(final)
+
+    def _remove_other_partitions(self, spec: TableSpec, wanted: set[str]) -> None:
+        """Partitions an earlier table had and this one has not, and older staging folders."""
+        final = self.storage.join(spec.name)
+        for folder in self.storage.list_dirs(final):
+            if posixpath.basename(folder.replace(os.sep, "/")) not in wanted:
+                self.storage.delete_dir(folder)
+        for leftover in self.storage.list_dirs(self.storage.root):  # staging folders of older versions
+            if posixpath.basename(leftover.replace(os.sep, "/")).startswith(spec.name + TMP_MARK):
+                self.storage.delete_dir(leftover)
+
+    def _write_parquet(self, table: pa.Table, path: str) -> None:
+        # page checksums let a reader tell a damaged file from a good one
+        self.storage.write_atomic(
+            path, lambda local: pq.write_table(table, local, write_page_checksum=True, compression="zstd"))
 
     def partitioning(self, name: str) -> Any:
         """The explicit hive partitioning to read a partitioned table back (so the partition column
@@ -251,18 +348,44 @@ class ShardStore:
         return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
 
 
-def write_batch(path: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:
-    """Write an input batch (records with ``id`` and ``field``) atomically: Parquet when ``path``
-    ends in .parquet, else JSONL, one compact object per line."""
-    tmp = f"{path}{_TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        if path.lower().endswith(".parquet"):
-            pq.write_table(pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), tmp)
-        else:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.writelines(json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n"
-                                  for i, v in zip(ids, values))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any) -> None:
+    """StoreError naming a key that appears twice in a sorted partition."""
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(table.column(spec.key[0]) if len(spec.key) == 1 else
+                             pc.binary_join_element_wise(*[pc.cast(table.column(k), pa.string()) for k in spec.key], "\x1f"))
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        raise StoreError(f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
+                         f"{repeated[0]['values'].as_py()!r} appears {repeated[0]['counts'].as_py()} times; no row is "
+                         "dropped silently, so no table was written (a bug: please report it)")
+
+
+def _check_rising(column: pa.ChunkedArray, last: int | None, table: str, key: str, shard_id: str) -> int:
+    """The column's last value, after checking that it rises strictly from ``last``."""
+    values = column.to_numpy()
+    steps = values[1:] <= values[:-1]
+    if last is not None and values[0] <= last:
+        bad = int(values[0])
+    elif steps.any():
+        bad = int(values[1:][steps][0])
+    else:
+        return int(values[-1])
+    raise StoreError(f"table {table!r}: {key} = {bad} in shard {shard_id} repeats or comes out of order; "
+                     "its rows would be lost or misplaced, so no table was written (a bug: please report it)")
+
+
+def write_batch(location: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:
+    """Write an input batch (records with ``id`` and ``field``) atomically to a local path or a URI:
+    Parquet when it ends in .parquet, else JSONL, one compact object per line."""
+    target = Storage.at(location)
+
+    def write(local: str) -> None:
+        if location.lower().endswith(".parquet"):
+            pq.write_table(pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), local)
+            return
+        with open(local, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n"
+                              for i, v in zip(ids, values))
+
+    target.write_atomic(target.root, write)

@@ -1,7 +1,7 @@
-"""A slow, literal reading of SPEC.md's Palago rules, independent of the solver's lattice model.
+"""A slow, literal reading of the Palago rules (docs/rules.md), independent of the solver's lattice model.
 
 Every fixed polyhex of n cells, every assignment of the three rotations: join the blue regions
-across shared edges (union-find over edge halves exactly as SPEC.md's table says), keep the
+across shared edges (union-find over edge halves exactly as the rules' table says), keep the
 components that never touch an edge facing empty space and pass through all n tiles.  Symmetries
 act on directions (a 120 degree turn adds 2 to every direction, corner and edge; the reflection
 maps direction k to 1 - k), so nothing here shares code with solvers/palago/model.py.
@@ -36,7 +36,7 @@ def _normalise(cells) -> frozenset:
 
 
 def region_at_edge(t: int, edge: int) -> str:
-    """SPEC.md's table: blue tip touches edges c, c+1; body touches c+2..c+5 (c = 2t)."""
+    """The rules' table: blue tip touches edges c, c+1; body touches c+2..c+5 (c = 2t)."""
     c = 2 * t
     return "tip" if (edge - c) % 6 in (0, 1) else "body"
 

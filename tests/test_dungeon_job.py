@@ -12,7 +12,7 @@ import pytest
 import jobs.dungeons
 from jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments, build_job, run_generate
 from pipeline.errors import InputError
-from pipeline.job import Shard
+from pipeline.job import STATS_KEY, Shard
 from solvers.dungeon import generate, oracle_gold
 
 BIG = ["@" + "." * 10] + ["." * 11] * 9  # 110 cells
@@ -58,9 +58,13 @@ def run_all(job: DungeonJob) -> dict[str, dict[str, list]]:
     out = {"answers": {}, "errors": {}}
     for shard in job.plan():
         shard = Shard(shard.id, json.loads(json.dumps(dict(shard.spec))))  # specs must survive JSON
-        for table, columns in job.run_shard(shard).items():
+        outputs = job.run_shard(shard)
+        stats = outputs.pop(STATS_KEY)
+        for table, columns in outputs.items():
             for name, values in columns.items():
                 out[table].setdefault(name, []).extend(list(values))
+        # the worker's own count of records read is what the accounting is checked against
+        assert stats["records"] == len(outputs["answers"]["id"]) + len(outputs["errors"]["id"])
     return out
 
 

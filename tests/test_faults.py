@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO
+import clusters
+from conftest import REPO, free_port
 
 PUBLISHED = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
 COUNT_COLUMNS = ["n", "free", "fixed", "free_stabiliser_1", "free_stabiliser_2", "free_stabiliser_3",
@@ -149,9 +149,9 @@ def test_damaged_truncated_and_stale_shards_are_recomputed(tmp_path):
     (shards / "s0002.parquet").write_bytes(stale.read_bytes())  # another run's parameters
     rerun = cli(*palago_args(out, 14, 6, "--serial"))
     assert "(3 reused, 3 damaged or stale recomputed)" in rerun.stdout
-    for shard in ("s0000", "s0001", "s0002"):
+    for shard in ("s0000", "s0001"):
         assert f"shard {shard} will be recomputed" in rerun.stderr
-    assert "provenance does not match (params" in rerun.stderr
+    assert "1 shard was committed with other parameters (a change of parameters, not damage)" in rerun.stderr
     assert table_bytes(out) == reference
 
 
@@ -188,43 +188,18 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
 # ------------------------------------------------------------------ a real `ray start --head` cluster
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def descendants(pids: set[int]) -> set[int]:
-    """pids and every process below them, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, stack = set(), list(pids)
-    while stack:
-        pid = stack.pop()
-        if pid not in found:
-            found.add(pid)
-            stack.extend(children.get(pid, []))
-    return found
-
-
 @pytest.fixture(scope="module")
-def token_cluster(tmp_path_factory):
+def token_cluster(tmp_path_factory, s3_server):
     """A head node started with `ray start --head` that requires token authentication; stopped by
-    pid (every process whose command line names its private temp dir, and their children)."""
+    pid (every process whose command line names its private temp dir, and their children).  Its
+    environment reaches the test S3 server, as a head node's would reach its cloud's store."""
     tempfile_dir = f"/tmp/bh{os.getpid()}"
-    temp_dir = Path(tempfile_dir)
     ports = {name: free_port() for name in ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env",
                                             "metrics", "node_manager", "object_manager", "client")}
     # the job's entrypoint `python` must be this environment's, as it is with the venv activated
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # the cluster's own token, so that nothing depends on ~/.ray/auth_token existing already
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PATH": path}
+    env = {**os.environ, **s3_server, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PATH": path}
     command = [
         sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "2",
         "--temp-dir", tempfile_dir, "--port", str(ports["gcs"]), "--include-dashboard", "true",
@@ -241,14 +216,7 @@ def token_cluster(tmp_path_factory):
     try:
         yield {"address": address, "dashboard": f"http://127.0.0.1:{ports['dashboard']}", "env": env}
     finally:
-        owned = {int(p) for p in subprocess.run(["pgrep", "-f", tempfile_dir], capture_output=True,
-                                                 text=True).stdout.split()}
-        for pid in descendants(owned):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run(["rm", "-rf", str(temp_dir)])
+        clusters.stop(tempfile_dir)
 
 
 @pytest.mark.slow
@@ -262,16 +230,64 @@ def test_missing_token_gets_one_clear_message(token_cluster, tmp_path):
     assert "RAY_AUTH_MODE=token" in last and "RAY_AUTH_TOKEN" in last and "ray get-auth-token" in last
 
 
-@pytest.mark.slow
-def test_cluster_recipe_ray_job_submit(token_cluster, tmp_path):
-    """The README's cluster recipe: `ray job submit --working-dir . -- python -m jobs run ...`."""
-    out = tmp_path / "submitted"
-    submit = subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", token_cluster["dashboard"],
-         "--working-dir", str(REPO), "--", "python", "-m", "jobs", "run", "palago", "--max-n", "12",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env=token_cluster["env"], cwd=REPO,
+def job_submit(cluster: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", cluster["dashboard"],
+         "--working-dir", str(REPO), "--", "python", "-m", "jobs", *args],
+        capture_output=True, text=True, timeout=600, env=cluster["env"], cwd=REPO,
     )
+
+
+@pytest.mark.slow
+def test_cluster_recipe_ray_job_submit(token_cluster, new_bucket, tmp_path):
+    """The README's cluster recipe: `ray job submit --working-dir . -- python -m jobs run ...
+    --out s3://...`, the head's environment reaching the store."""
+    submit = job_submit(token_cluster, "run", "palago", "--max-n", "12", "--out", f"s3://{new_bucket}/runs")
     assert submit.returncode == 0, submit.stdout + submit.stderr
     assert "computing on a local Ray" not in submit.stdout  # it used the cluster, not a private Ray
-    assert_matches_published(out, 12)
+    assert f"tables in s3://{new_bucket}/runs/palago" in submit.stdout
+    out = tmp_path / "copy"
+    cli("run", "palago", "--max-n", "12", "--serial", "--out", str(out))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in token_cluster["env"].items():
+            if name.startswith("AWS_"):
+                patch.setenv(name, value)
+        found = pd.read_parquet(f"s3://{new_bucket}/runs/palago/creature_counts.parquet")
+    pd.testing.assert_frame_equal(found, pd.read_parquet(out / "palago" / "creature_counts.parquet"))
+
+
+@pytest.mark.slow
+def test_relative_out_under_ray_job_submit_is_refused(token_cluster):
+    submit = job_submit(token_cluster, "run", "palago", "--max-n", "6", "--out", "relout")
+    assert submit.returncode != 0
+    assert "--out relout is relative" in submit.stdout + submit.stderr
+
+
+# ------------------------------------------------------------------ failures named, shards kept
+
+
+@pytest.mark.slow
+def test_a_worker_killed_on_every_attempt_is_named_and_committed_shards_kept(tmp_path):
+    out = tmp_path / "run"
+    failed = cli(*palago_args(out, 16, 8, "--workers", "2", "--no-head-start"),
+                 env={"BATCHENUM_TEST_KILL_SHARD": "s0003:always"}, check=False)
+    assert failed.returncode == 1
+    message = failed.stderr.strip().splitlines()[-1]
+    assert "shard s0003: its worker process died on every one of 4 attempts" in message
+    assert "run the same command again to reuse them" in message
+    assert not (out / "palago" / "creature_counts.parquet").exists()
+    kept = committed(out)
+    assert not (out / "palago" / "_shards" / "partial_counts" / "s0003.parquet").exists()
+    rerun = cli(*palago_args(out, 16, 8, "--workers", "2"))
+    assert reused(rerun) == kept
+    assert_matches_published(out, 16)
+
+
+@pytest.mark.slow
+def test_memory_monitor_kill_is_named(tmp_path):
+    """Ray's memory monitor with a threshold below what the machine already uses kills every task."""
+    env = {"RAY_memory_usage_threshold": "0.001", "RAY_memory_monitor_refresh_ms": "20", "RAY_task_oom_retries": "0"}
+    failed = cli(*palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start"), env=env, check=False)
+    assert failed.returncode == 1, failed.stdout
+    message = failed.stderr.strip().splitlines()[-1]
+    assert re.search(r"shard s000\d: Ray's memory monitor killed its worker", message), message

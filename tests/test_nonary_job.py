@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -155,3 +156,36 @@ def test_run_arguments_and_build_job(tmp_path):
     assert (job.max_doors, job.record_timeout, job.records_per_shard) == (9, 2.5, nonary.RECORDS_PER_SHARD)
     with pytest.raises(SystemExit):
         parser.parse_args(["--input", "x.jsonl", "--record-timeout", "0"])
+
+
+def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
+    """A timeout depends on the machine, not the record: the summary counts them and a rerun into
+    the same folder searches only the timed-out records again (here with a budget that suffices)."""
+    import io
+
+    from pipeline.execute import RunOptions, run_job
+    from pipeline.progress import Progress
+    from test_nonary_solve import HARD
+
+    lines = [json.dumps({"id": f"easy{k}", "doors": [[9, 0, -1]]}) for k in range(3)]
+    lines.insert(1, json.dumps({"id": "hard", "doors": HARD[1][0]}))
+    path = write_mixed(tmp_path / "hard.jsonl", lines)
+    log = io.StringIO()
+
+    def run(timeout):
+        job = NonaryJob(str(path), records_per_shard=2, record_timeout=timeout)
+        result = run_job(job, RunOptions(out_dir=str(tmp_path / "out"), serial=True), Progress("nonary", stream=log))
+        return job, result
+
+    job, first = run(1e-6)
+    assert job.summary(first.tables).endswith("(1 timed out: rerun into the same folder to retry only those)")
+    errors = pd.read_parquet(tmp_path / "out" / "nonary" / "errors.parquet")
+    assert errors.id.tolist() == ["hard"] and "timed out" in errors.error[0]
+    job, second = run(60)
+    assert "shard s00000: 1 records whose outcome depended on the run (timeouts) computed again" in log.getvalue()
+    assert second.reused == second.shards - 1  # all but the shard with the timeout
+    answers = pd.read_parquet(tmp_path / "out" / "nonary" / "answers.parquet")
+    assert answers.id.tolist() == ["easy0", "hard", "easy1", "easy2"]
+    assert answers.escaped[1] == HARD[1][1]
+    assert len(pd.read_parquet(tmp_path / "out" / "nonary" / "errors.parquet")) == 0
+    assert job.summary(second.tables) == "nonary: read 4, answered 4, rejected 0"

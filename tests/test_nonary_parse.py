@@ -1,4 +1,4 @@
-"""The door-list contract (SPEC section 3, "Input that breaks the contract"): every invalid kind is
+"""The door-list contract (docs/rules.md section 3, "Invalid door lists"): every invalid kind is
 rejected with its own error class and a message naming the door; valid oddities pass."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ INVALID = [
     ([[10, 0, 1], [9, 1, -1]], DoorNumberError, ["door 0", "1..9", "10"]),
     ([[9, 0, -1], [0, 0, 1]], DoorNumberError, ["door 1", "1..9"]),
     ([[9.0, 0, -1]], DoorTypeError, ["door 0", "integer", "9.0"]),
-    ([[9, "0", -1]], DoorTypeError, ["door 0", "from_room", "'0'"]),
+    ([[9, "0", -1]], DoorTypeError, ["door 0", "from_room", '"0" (a string)']),
     ([["9", 0, -1]], DoorTypeError, ["door 0", "number"]),
-    ([[9, 0, True]], DoorTypeError, ["door 0", "to_room", "True"]),
-    ([[9, 0, None]], DoorTypeError, ["door 0", "to_room", "None"]),
+    ([[9, 0, True]], DoorTypeError, ["door 0", "to_room", "true (a boolean)"]),
+    ([[9, 0, None]], DoorTypeError, ["door 0", "to_room", "not null"]),
     ([[9, 0, -1], [8, 0]], DoorShapeError, ["door 1", "3 fields"]),
     ([[9, 0, -1, 4]], DoorShapeError, ["door 0", "3 fields"]),
     ([9, 0, -1], DoorShapeError, ["door 0", "must be a list"]),

@@ -1,6 +1,6 @@
 """Creature sums: the published sums, the convention search, round trips, errors.
 
-Closure is judged by the literal SPEC reading in palago_oracle.py, not by the code under test.
+Closure is judged by the literal reading of the rules in palago_oracle.py, not by the code under test.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from solvers.palago.sums import (
 )
 
 EYE = "4b+5c"
-TWELVE = "0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b"  # both published in SPEC.md, "Creature sums"
+TWELVE = "0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b"  # both published sums (docs/rules.md, "Creature sums")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_the_twelve_tile_sum_closes_on_a_catalogue_creature(catalogue):
 
 
 def _reference_walk(text, letters, up, clockwise, minus):
-    """A plain reading of SPEC's sum rules under one candidate convention: {hex: rotation}, or None
+    """A plain reading of the sum rules under one candidate convention: {hex: rotation}, or None
     when a step is impossible.  minus: what '-' leaves the pointer at."""
     here, pointer, stack, last = (0, 0), up, [], None
     hexes = {here: letters["a"]}
@@ -145,7 +145,7 @@ def test_encode_decode_round_trip_on_every_creature_up_to_16(catalogue):
     assert len(catalogue) == 5603  # sum of the published free counts for n = 1..16
     for tiles in catalogue:
         text = encode(tiles)
-        assert sum(ch in "abc" for ch in text) == len(tiles) - 1  # SPEC: n - 1 letters
+        assert sum(ch in "abc" for ch in text) == len(tiles) - 1  # the rules: n - 1 letters
         assert key_of(decode(text)) == key_of(tiles), text  # the same fixed creature, not just its class
 
 

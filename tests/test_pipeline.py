@@ -11,9 +11,12 @@ import pytest
 from ray import cloudpickle
 
 import toy_job
-from pipeline.execute import RunOptions, run_job
+from pipeline.errors import PipelineError
+from pipeline.execute import RunOptions, code_version, run_job
+from pipeline.job import Column, Shard, TableSpec
 from pipeline.progress import Progress
 from pipeline.runner import ShardFailedError
+from pipeline.store import StoreError
 from toy_job import ToyJob
 
 # Ray workers cannot import the tests folder; ship the toy job's module by value.
@@ -48,7 +51,9 @@ def test_rerun_reuses_every_committed_shard(tmp_path):
 
 def test_changed_parameters_are_not_reused(tmp_path):
     run(tmp_path)
-    result = run(tmp_path, ToyJob(width=4))
+    with pytest.raises(PipelineError, match=r"holds the tables of another run .* --overwrite to replace them"):
+        run(tmp_path, ToyJob(width=4))
+    result = run(tmp_path, ToyJob(width=4), overwrite=True)
     assert result.reused == 0
     assert sorted(result.recomputed) == [f"s{k:03d}" for k in range(6)]
     assert result.tables["items"].value.tolist() == list(range(28))
@@ -108,3 +113,47 @@ def test_provenance_is_in_the_metadata(tmp_path):
     assert meta[b"batchenum.shard"] == b"s000"
     assert b'"width": 5' in meta[b"batchenum.params"]
     assert meta[b"batchenum.version"].startswith(b"1+")
+
+
+def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path):
+    """A shard committed where the driver does not see it (a node's own disk) is never skipped: the
+    run names it and the node it ran on, and writes no final table."""
+    from pipeline.execute import _check_complete
+    from pipeline.storage import Storage
+    from pipeline.store import Provenance, ShardStore
+
+    job = ToyJob()
+    run(tmp_path)
+    os.remove(tmp_path / "toy" / "_shards" / "items" / "s004.parquet")
+    store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
+    with pytest.raises(PipelineError, match=r"1 of 6 shards are not committed .*s004 \(ran on node-b"):
+        _check_complete(job, store, job.plan(), {"s004": "node-b (10.0.0.2)"})
+
+
+class _StreamedToy(ToyJob):
+    """ToyJob's overlapping shards, written as a streamed table: the overlap must be an error."""
+
+    name = "streamed_toy"
+    tables = (TableSpec("rows", (Column("value", "int64"),), key=("value",), sort=("value",)),)
+    shard_tables = ("rows",)
+    streamed_tables = ("rows",)
+
+    def run_shard(self, shard):
+        return {"rows": {"value": list(range(shard.spec["start"], shard.spec["stop"]))}}
+
+    def finalize(self, tables, out):
+        return tables
+
+
+def test_a_streamed_table_names_a_repeated_key_instead_of_dropping_rows(tmp_path):
+    with pytest.raises(StoreError, match=r"'rows': value = 5 in shard s001 repeats or comes out of order"):
+        run(tmp_path, _StreamedToy())
+    assert not (tmp_path / "streamed_toy" / "rows.parquet").exists()
+
+
+def test_a_streamed_table_is_written_shard_by_shard(tmp_path):
+    job = _StreamedToy(width=5)
+    job.plan = lambda: [Shard(f"s{k:03d}", {"start": 5 * k, "stop": 5 * k + 5}) for k in range(6)]
+    result = run(tmp_path, job)
+    assert len(result.tables["rows"]) == 30
+    assert pd.read_parquet(tmp_path / "streamed_toy" / "rows.parquet").value.tolist() == list(range(30))

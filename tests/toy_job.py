@@ -20,6 +20,7 @@ class ToyJob(Job):
     must deduplicate."""
 
     name = "toy"
+    code_packages = ("pipeline",)  # this module is pickled by value to Ray workers, not installed
     version = "1"
     tables = (ITEMS, TOTALS)
     shard_tables = ("items",)
@@ -42,7 +43,7 @@ class ToyJob(Job):
         return {"items": {"value": values, "square": [v * v for v in values],
                           "parity": [v % 2 for v in values], "label": [f"v{v}" for v in values]}}
 
-    def finalize(self, tables: dict, out_dir: str) -> dict:
+    def finalize(self, tables: dict, out) -> dict:
         items = tables["items"]
         totals = items.groupby("parity", as_index=False).agg(count=("value", "size"), sum=("value", "sum"))
         return {"items": items, "totals": totals.astype("int64")}

@@ -1,5 +1,5 @@
 """Roguelike gold: how many gold cells can the rogue reach without standing next to the same
-monster on two consecutive turns?  (``shared/SPEC.md`` section 2.)
+monster on two consecutive turns?  (docs/rules.md section 2.)
 
 Pure: numpy and numba only, no Ray, Arrow or pipeline imports.
 

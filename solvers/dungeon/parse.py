@@ -15,6 +15,7 @@ whole batch with a lookup table.
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -352,8 +353,10 @@ def _first_bad_character(text: str, width: int) -> BadCharacterError:
 def _type_name(value: Any) -> str:
     """A JSON-ish name of a value's type, for messages."""
     names = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number", dict: "an object",
-             list: "a list", str: "a string"}
-    return names.get(type(value), type(value).__name__)
+             list: "a list", tuple: "a list", str: "a string", bytes: "binary data", bytearray: "binary data"}
+    if type(value) in names:
+        return names[type(value)]
+    return "a decimal number" if isinstance(value, decimal.Decimal) else f"a value of type {type(value).__name__}"
 
 
 # ------------------------------------------------------------------------------- per-cell checks

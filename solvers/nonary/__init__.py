@@ -1,6 +1,6 @@
 """The Nonary Game: check door lists, find the most players who can escape, verify plans.
 
-Pure Python: no Ray, no Arrow, no pipeline.  See ``shared/SPEC.md`` section 3 for the rules.
+Pure Python: no Ray, no Arrow, no pipeline.  The rules: docs/rules.md section 3.
 """
 
 from .generate import generate, random_graph

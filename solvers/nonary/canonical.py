@@ -10,9 +10,11 @@ such a graph is still solved correctly, only possibly more than once.
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 from .parse import EXIT, Door
+from .solve import SolveTimeout
 
 __all__ = ["canonical_form"]
 
@@ -21,9 +23,10 @@ _MAX_LEAVES = 64
 Colours = dict[int, int]
 
 
-def _refine(colours: Colours, incident: dict[int, list[tuple[str, int, int]]]) -> Colours:
+def _refine(colours: Colours, incident: dict[int, list[tuple[str, int, int]]], deadline: float | None) -> Colours:
     """Split colour classes by each room's doors (kind, number, colour at the other end) until
-    stable; colours stay ordered as before (a room's old colour leads its signature)."""
+    stable; colours stay ordered as before (a room's old colour leads its signature).  A long
+    chain of rooms needs as many rounds as rooms, so every round looks at the clock."""
     while True:
         signature = {
             room: (colours[room], tuple(sorted((kind, n, colours.get(other, EXIT)) for kind, n, other in doors)))
@@ -33,6 +36,8 @@ def _refine(colours: Colours, incident: dict[int, list[tuple[str, int, int]]]) -
         refined = {room: rank[sig] for room, sig in signature.items()}
         if len(rank) == len(set(colours.values())):
             return refined
+        if deadline is not None and time.monotonic() > deadline:  # another round is needed
+            raise SolveTimeout(0, stage="preparation")
         colours = refined
 
 
@@ -41,7 +46,7 @@ def _encode(doors: Sequence[Door], colours: Colours) -> tuple[Door, ...]:
     return tuple(sorted((n, colours[a], EXIT if b == EXIT else colours[b]) for n, a, b in doors))
 
 
-def _leaves(doors: Sequence[Door], colours: Colours, incident, budget: list[int]):
+def _leaves(doors: Sequence[Door], colours: Colours, incident, budget: list[int], deadline: float | None):
     """Every discrete colouring reachable by individualising rooms of the first non-singleton
     class; ``budget`` (a one-item list) counts down the leaves still allowed, and is set to -1
     when there were more."""
@@ -60,11 +65,13 @@ def _leaves(doors: Sequence[Door], colours: Colours, incident, budget: list[int]
         if budget[0] < 0:
             return
         split = {r: 2 * c + (0 if r == room else 1) for r, c in colours.items()}
-        yield from _leaves(doors, _refine(split, incident), incident, budget)
+        yield from _leaves(doors, _refine(split, incident, deadline), incident, budget, deadline)
 
 
-def canonical_form(doors: Sequence[Door], max_leaves: int = _MAX_LEAVES) -> tuple[tuple, list[int]]:
-    """(key, order) for a checked door list ``doors``.
+def canonical_form(doors: Sequence[Door], max_leaves: int = _MAX_LEAVES,
+                   deadline: float | None = None) -> tuple[tuple, list[int]]:
+    """(key, order) for a checked door list ``doors``; raises SolveTimeout (stage "preparation")
+    when ``time.monotonic()`` passes ``deadline`` (None: no deadline) before it is done.
 
     key:   hashable; equal for door lists equal up to door order and room names.  It is
            ``("graph", doors)`` with ``doors`` the canonical door list, or ``("doors", doors)`` (the
@@ -78,10 +85,10 @@ def canonical_form(doors: Sequence[Door], max_leaves: int = _MAX_LEAVES) -> tupl
         incident.setdefault(a, []).append(("out", n, b))
         if b != EXIT:
             incident.setdefault(b, []).append(("in", n, a))
-    colours = _refine({room: 0 if room == 0 else 1 for room in incident}, incident)
+    colours = _refine({room: 0 if room == 0 else 1 for room in incident}, incident, deadline)
     budget = [max_leaves]
     best = None
-    for leaf in _leaves(doors, colours, incident, budget):
+    for leaf in _leaves(doors, colours, incident, budget, deadline):
         encoded = _encode(doors, leaf)
         if best is None or encoded < best[0]:
             best = (encoded, leaf)

@@ -38,6 +38,7 @@ pure-Python :class:`_Search` for larger graphs, without the residue and exit tes
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from dataclasses import dataclass
@@ -62,14 +63,21 @@ _KERNEL_MAX_ROOMS = 62  # a player's room + 1 must fit in 6 bits of the kernel's
 
 
 class SolveTimeout(NonaryError):
-    """The search ran past its deadline (the record's time budget).
+    """The work on a graph ran past its deadline (the record's time budget).
 
-    states: how many states the search had visited.
+    states: how many states the search had visited (0 when time ran out before the search).
+    stage:  "search", or "preparation" when time ran out while preparing the graph (its
+            canonical form) before any search.
     """
 
-    def __init__(self, states: int) -> None:
-        super().__init__(f"no optimal plan within the time budget ({states:,} states searched)")
+    def __init__(self, states: int, stage: str = "search") -> None:
+        if stage == "search":
+            message = f"no optimal plan within the time budget ({states:,} states searched)"
+        else:
+            message = "the time budget ran out while preparing the graph, before the search"
+        super().__init__(message)
         self.states = states
+        self.stage = stage
 
 
 def _residue(mask: int) -> int:
@@ -140,33 +148,47 @@ class _Graph:
 def _useful_doors(doors: Sequence[Door]) -> list[int]:
     """Indices of the doors that can ever matter: not a self-loop (it moves nobody and only uses
     itself up), leaving a room reachable from room 0, and leading to the exit or to a room from
-    which a door 9 is reachable."""
+    which a door 9 is reachable.  Two breadth-first searches: linear in the number of doors."""
     edges = [(i, src, dst) for i, (_, src, dst) in enumerate(doors) if src != dst]
-    reached = {0}
-    live = {src for _, src, dst in edges if dst == EXIT}
-    grown = True
-    while grown:
-        grown = False
-        for _, src, dst in edges:
-            if src in reached and dst != EXIT and dst not in reached:
-                reached.add(dst)
-                grown = True
-            if dst in live and src not in live:
-                live.add(src)
-                grown = True
+    forward: dict[int, list[int]] = {}
+    backward: dict[int, list[int]] = {}
+    for _, src, dst in edges:
+        if dst != EXIT:
+            forward.setdefault(src, []).append(dst)
+            backward.setdefault(dst, []).append(src)
+    reached = _closure({0}, forward)
+    live = _closure({src for _, src, dst in edges if dst == EXIT}, backward)
     return [i for i, src, dst in edges if src in reached and src in live and (dst == EXIT or dst in live)]
 
 
+def _closure(rooms: set[int], step: dict[int, list[int]]) -> set[int]:
+    """``rooms`` and every room reachable from them through ``step`` (room -> next rooms)."""
+    frontier = list(rooms)
+    while frontier:
+        for room in step.get(frontier.pop(), ()):
+            if room not in rooms:
+                rooms.add(room)
+                frontier.append(room)
+    return rooms
+
+
 def _hops_to_exit(types: list[tuple[int, int, int]]) -> dict[int, int]:
-    """For each room of ``types`` that can reach a door 9: the fewest doors to pass before it."""
+    """For each room of ``types`` that can reach a door 9: the fewest doors to pass before it
+    (breadth-first, backwards from the rooms with a door 9)."""
+    backward: dict[int, list[int]] = {}
+    for _, src, dst in types:
+        if dst != EXIT:
+            backward.setdefault(dst, []).append(src)
     hops = {src: 0 for _, src, dst in types if dst == EXIT}
-    grown = True
-    while grown:
-        grown = False
-        for _, src, dst in types:
-            if dst in hops and hops.get(src, len(types)) > hops[dst] + 1:
-                hops[src] = hops[dst] + 1
-                grown = True
+    frontier = list(hops)
+    while frontier:
+        following = []
+        for room in frontier:
+            for src in backward.get(room, ()):
+                if src not in hops:
+                    hops[src] = hops[room] + 1
+                    following.append(src)
+        frontier = following
     return hops
 
 
@@ -186,7 +208,7 @@ def _compile(doors: Sequence[Door]) -> _Graph:
     # Doors 9 first, then doors that lead closer to an exit: good plans are found early.
     order = sorted(members, key=lambda t: (t[0] != 9, hops.get(t[2], 0), t))
     fields = tuple((1 << len(members[t]).bit_length()) - 1 for t in order)
-    offsets = tuple(sum(f.bit_length() for f in fields[:i]) for i in range(len(fields)))
+    offsets = tuple(itertools.accumulate((f.bit_length() for f in fields[:-1]), initial=0)) if fields else ()
     return _Graph(
         rooms=len(label),
         types=tuple(order),
@@ -243,6 +265,9 @@ class _Search:
         self.path: list[tuple[int, int]] = []
         self.target = 9
         self.nodes = 0
+        # A node costs time proportional to the number of door types: look at the clock often
+        # enough that a large graph cannot overrun its deadline by much.
+        self.check_every = max(1, _CHECK_EVERY * 16 // max(16, len(graph.types)))
 
     def live(self, avail: int) -> _Live:
         """Rooms that can reach an unused door 9 through the unused types ``avail``."""
@@ -299,7 +324,7 @@ class _Search:
         """Explore the state; return an upper bound u on how many more can escape from it, with
         ``escaped + u <= self.best`` on return (the memo relies on it)."""
         self.nodes += 1
-        if self.deadline is not None and self.nodes % _CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+        if self.deadline is not None and self.nodes % self.check_every == 0 and time.monotonic() > self.deadline:
             raise SolveTimeout(self.nodes)
         live = self.live_cache.get(avail)
         if live is None:

@@ -1,4 +1,4 @@
-"""Palago creatures: closed shapes of blue regions on a hexagonal grid (SPEC.md section 1).
+"""Palago creatures: closed shapes of blue regions on a hexagonal grid (docs/rules.md section 1).
 
 Pure algorithms: no Ray, no files.  ``count_creatures`` runs the anchored search (below a list of
 tree prefixes, for sharding), ``frontier`` cuts the tree into prefixes.

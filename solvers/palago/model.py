@@ -1,4 +1,4 @@
-"""Palago geometry, as SPEC.md defines it, and the lattice the search runs on.
+"""Palago geometry, as docs/rules.md defines it, and the lattice the search runs on.
 
 Hexes use axial coordinates (q, r): the centre of hex (q, r) sits at q*A + r*B with A = (1, 0) and
 B = (1/2, sqrt(3)/2).  Directions, edges and corners are numbered counter-clockwise:

@@ -1,7 +1,7 @@
-"""Which closed creatures a set of placed tiles holds, read literally from SPEC.md's region table.
+"""Which closed creatures a set of placed tiles holds, read literally from the region table in docs/rules.md.
 
 Independent of the search's vertex lattice: blue regions are joined across shared edges with a
-union-find over (hex, region), exactly as SPEC.md says, so sums and pictures can be checked against
+union-find over (hex, region), exactly as the rules say, so sums and pictures can be checked against
 the search rather than built from it.  A yellow creature is found by turning the tiles 60 degrees,
 which swaps the colours.
 """
@@ -24,7 +24,7 @@ def hexes_of(tiles: list[Tile]) -> dict[tuple[int, int], int]:
 
 
 def _region_at_edge(t: int, edge: int) -> int:
-    """SPEC.md's table: the blue tip of rotation t touches edges 2t and 2t+1, the body the rest."""
+    """The rules' table (docs/rules.md): the blue tip of rotation t touches edges 2t and 2t+1, the body the rest."""
     return REGION_TIP if (edge - 2 * t) % 6 in (0, 1) else REGION_BODY
 
 

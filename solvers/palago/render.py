@@ -25,7 +25,8 @@ from xml.sax.saxutils import escape
 
 from .canonical import REGION_BODY, REGION_TIP, Tile
 
-__all__ = ["COLOURS", "GalleryItem", "creature_svg", "gallery_html", "growth_plot_svg"]
+__all__ = ["COLOURS", "GalleryItem", "GalleryPage", "creature_svg", "gallery_index_html", "gallery_page_html",
+           "gallery_page_name", "gallery_pages", "growth_plot_svg", "tile_defs_svg"]
 
 COLOURS = {
     "creature": "#1f4fa3",  # the creature's blue regions
@@ -43,18 +44,24 @@ _SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'
 
 
 def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | None = None,
-                 standalone: bool = True) -> str:
-    """An SVG picture of the creature ``tiles``: one ``<g class="tile">`` per tile.
+                 standalone: bool = True, shared_tiles: bool = False) -> str:
+    """An SVG picture of the creature ``tiles``: one element of class ``tile`` per tile.
 
-    radius:     a hex's circumradius in pixels (its side length);
-    title:      a tooltip (``<title>``), e.g. the creature's sum;
-    standalone: include the SVG namespace (a file); False for SVG inlined in HTML, which needs none.
+    radius:       a hex's circumradius in pixels (its side length);
+    title:        a tooltip (``<title>``), e.g. the creature's sum;
+    standalone:   include the SVG namespace (a file); False for SVG inlined in HTML, which needs none;
+    shared_tiles: draw each tile as ``<use class="tile">`` of the drawings in ``tile_defs_svg(radius)``
+                  (same radius), which the HTML page must hold once: a gallery page gets about 15 times
+                  smaller and faster to write.  Only for inlined SVG (standalone=False).
+                  Otherwise each tile is a ``<g class="tile">`` holding its own paths.
     """
     tiles = list(tiles)
     if not tiles:
         raise ValueError("nothing to draw: a creature has at least one tile")
     if radius <= 0:
         raise ValueError(f"radius must be positive, not {radius}")
+    if shared_tiles and standalone:
+        raise ValueError("shared_tiles needs standalone=False: the tile drawings live in the page, not the file")
     scale = radius / _CIRCUMRADIUS  # pixels per unit of hex-centre distance
     margin = radius * 0.25
     xs, ys = zip(*(_point(_corner(tile.q, tile.r, k), scale) for tile in tiles for k in range(6)))
@@ -64,7 +71,8 @@ def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | No
              f'viewBox="{left:.2f} {top:.2f} {width:.2f} {height:.2f}" role="img">']
     if title:
         parts.append(f"<title>{escape(title)}</title>")
-    parts += [_tile_svg(tile, scale) for tile in sorted(tiles, key=lambda t: (t.r, t.q))]
+    draw = _tile_use if shared_tiles else _tile_svg
+    parts += [draw(tile, scale) for tile in sorted(tiles, key=lambda t: (t.r, t.q))]
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -129,6 +137,15 @@ def _tile_paths(tile: Tile, scale: float) -> dict[str, str]:
 
 def _tile_svg(tile: Tile, scale: float) -> str:
     """One tile as ``<g class="tile">``: four filled regions, the creature's outline, the border."""
+    return "\n".join([
+        f'<g class="tile" data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}">',
+        *_tile_parts(tile, scale),
+        "</g>",
+    ])
+
+
+def _tile_parts(tile: Tile, scale: float) -> list[str]:
+    """The paths of one tile: four filled regions, the border, the creature's outline on top."""
     paths = _tile_paths(tile, scale)
     tip_in = bool(tile.regions & REGION_TIP)
     body_in = bool(tile.regions & REGION_BODY)
@@ -139,8 +156,7 @@ def _tile_svg(tile: Tile, scale: float) -> str:
     if body_in:
         outline += [paths["yellow_arc"], paths["line"]]
     stroke_width = scale * 0.035
-    return "\n".join([
-        f'<g class="tile" data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}">',
+    return [
         f'<path class="blue tip{" creature" if tip_in else ""}" d="{paths["blue_tip"]}" fill="{fill(tip_in)}"/>',
         f'<path class="blue body{" creature" if body_in else ""}" d="{paths["blue_body"]}" fill="{fill(body_in)}"/>',
         f'<path class="yellow tip" d="{paths["yellow_tip"]}" fill="{COLOURS["yellow"]}"/>',
@@ -149,8 +165,34 @@ def _tile_svg(tile: Tile, scale: float) -> str:
         f'stroke-width="{stroke_width:.2f}" stroke-linejoin="round"/>',
         *(f'<path class="outline" d="{d}" fill="none" stroke="{COLOURS["outline"]}" '
           f'stroke-width="{2.5 * stroke_width:.2f}" stroke-linecap="round"/>' for d in outline),
-        "</g>",
-    ])
+    ]
+
+
+def _tile_id(t: int, regions: int) -> str:
+    return f"palago-tile-{t}-{regions}"
+
+
+def _tile_use(tile: Tile, scale: float) -> str:
+    """One tile as ``<use class="tile">`` of its drawing at hex (0, 0), moved to its hex."""
+    x, y = _point(_centre(tile.q, tile.r), scale)
+    return (f'<use class="tile" href="#{_tile_id(tile.t, tile.regions)}" x="{x:.2f}" y="{y:.2f}" '
+            f'data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}"/>')
+
+
+def tile_defs_svg(radius: float = 24.0) -> str:
+    """The drawings that ``creature_svg(..., shared_tiles=True)`` refers to: every rotation and
+    region choice of a tile at hex (0, 0), as an invisible inline ``<svg>`` to put once in an HTML
+    page (before the pictures).  Kept in the layout at size 0 rather than ``display: none``, which
+    would stop some browsers from drawing the references."""
+    scale = radius / _CIRCUMRADIUS
+    parts = ['<svg class="tile-defs" width="0" height="0" style="position:absolute" aria-hidden="true"><defs>']
+    for t in range(3):
+        for regions in range(4):
+            parts.append(f'<g id="{_tile_id(t, regions)}">')
+            parts += _tile_parts(Tile(0, 0, t, regions), scale)
+            parts.append("</g>")
+    parts.append("</defs></svg>")
+    return "\n".join(parts)
 
 
 # ----------------------------------------------------------------------------------- growth plot
@@ -158,6 +200,7 @@ def _tile_svg(tile: Tile, scale: float) -> str:
 _PLOT = {"width": 640, "height": 400, "left": 78, "right": 20, "top": 44, "bottom": 52}
 _SERIES = (("free", "#1f4fa3", "free (up to rotation and reflection)"),
            ("fixed", "#c48a00", "fixed (up to translation)"))
+_BELOW_ONE = 0.3  # decades of room between the n axis and the count 1
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
@@ -177,13 +220,14 @@ def growth_plot_svg(rows: Iterable[tuple[int, int, int]], *, title: str = "Palag
     p = _PLOT
     plot_w, plot_h = p["width"] - p["left"] - p["right"], p["height"] - p["top"] - p["bottom"]
     x_of = lambda n: p["left"] + (n - n_low) / (n_high - n_low) * plot_w  # noqa: E731
-    y_of = lambda v: p["top"] + plot_h * (1 - math.log10(v) / decades)  # noqa: E731
+    # The axis sits a little below 1, so that counts of 1 (n = 3, 5, 6) stand clear of it
+    y_of = lambda v: p["top"] + plot_h * (1 - (math.log10(v) + _BELOW_ONE) / (decades + _BELOW_ONE))  # noqa: E731
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{p["width"]}" height="{p["height"]}" '
         f'viewBox="0 0 {p["width"]} {p["height"]}" font-family="sans-serif" font-size="12">',
         f'<rect width="{p["width"]}" height="{p["height"]}" fill="white"/>',
         f'<text x="{p["width"] / 2}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>',
-        *_y_axis(decades, y_of, p["left"], p["left"] + plot_w),
+        *_y_axis(decades, y_of, p["left"], p["left"] + plot_w, p["top"] + plot_h),
         *_x_axis([n for n, _, _ in rows], x_of, p["top"] + plot_h),
         f'<text x="{p["left"] + plot_w / 2}" y="{p["height"] - 10}" text-anchor="middle">n (tiles in the creature)</text>',
         f'<text transform="translate(16,{p["top"] + plot_h / 2}) rotate(-90)" text-anchor="middle">'
@@ -220,9 +264,9 @@ def _power_label(k: int) -> str:
     return f"{10 ** k:,}" if k <= 3 else "10" + str(k).translate(_SUPERSCRIPT)
 
 
-def _y_axis(decades: int, y_of, x_left: float, x_right: float) -> list[str]:
+def _y_axis(decades: int, y_of, x_left: float, x_right: float, y_bottom: float) -> list[str]:
     """Grid lines and labels at every power of ten, faint lines at 2..9 times each."""
-    parts = [f'<line x1="{x_left}" y1="{y_of(1):.1f}" x2="{x_left}" y2="{y_of(10 ** decades):.1f}" stroke="black"/>']
+    parts = [f'<line x1="{x_left}" y1="{y_bottom}" x2="{x_left}" y2="{y_of(10 ** decades):.1f}" stroke="black"/>']
     for k in range(decades + 1):
         y = y_of(10 ** k)
         parts.append(f'<line x1="{x_left - 5}" y1="{y:.1f}" x2="{x_right}" y2="{y:.1f}" stroke="#cccccc"/>')
@@ -265,6 +309,13 @@ class GalleryItem(NamedTuple):
     tiles: list  # its tiles (list of Tile), drawn as given
 
 
+class GalleryPage(NamedTuple):
+    number: int  # 1, 2, ... (its file is gallery_page_name(number))
+    first: int  # the place of its first creature in the whole gallery, counting from 1
+    last: int  # the place of its last creature
+    stabilisers: dict  # stabiliser order -> how many of its creatures have it, most symmetric first
+
+
 _SYMMETRY = {
     6: "all six symmetries: three rotations and three reflections",
     3: "the three rotations only",
@@ -272,61 +323,189 @@ _SYMMETRY = {
     1: "no symmetry",
 }
 _GALLERY_CSS = """
-body { font-family: sans-serif; margin: 2em; color: #222; background: #fafafa; }
-h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; }
+body { font-family: sans-serif; margin: 2em; color: #222; background: #fafafa; line-height: 1.4; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 1.5em; }
 .grid { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 figure { margin: 0; padding: 0.8em; background: white; border: 1px solid #ccc; border-radius: 6px;
-         width: 16em; }
+         width: 16em; box-sizing: border-box; }
 figure svg { display: block; margin: 0 auto 0.5em auto; max-width: 100%; height: auto; }
 figcaption { font-size: 0.8em; line-height: 1.4; }
+figcaption .label, figcaption .place { color: #777; }
+figcaption .place { float: right; }
 code { font-family: monospace; overflow-wrap: anywhere; }
-code.sum { font-size: 1.15em; font-weight: bold; }
+p code { font-size: 1.1em; background: #e8e8e8; padding: 0 0.25em; border-radius: 3px; }
+figcaption code { display: block; margin-bottom: 0.3em; }
+code.sum { font-size: 1.15em; font-weight: bold; word-break: break-all; }
 code.key { color: #555; }
+.key-item { white-space: nowrap; }
 .swatch { display: inline-block; width: 1em; height: 1em; vertical-align: middle; border: 1px solid #999; }
+nav.pager { display: flex; gap: 1.5em; align-items: baseline; margin: 1em 0; padding: 0.5em 0.8em;
+            background: white; border: 1px solid #ccc; border-radius: 6px; }
+nav.pager .here { font-weight: bold; }
+nav.pager .none { color: #aaa; }
+table { border-collapse: collapse; background: white; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: left; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; }
+ol.pages { display: grid; grid-template-columns: repeat(auto-fill, minmax(19em, 1fr)); gap: 0.3em 1.5em;
+           padding-left: 0; list-style: none; font-size: 0.9em; }
+ol.pages .detail { color: #666; }
 """
 
 
-def gallery_html(n: int, items: Iterable[GalleryItem], *, radius: float = 20.0) -> str:
-    """A self-contained HTML page (inline CSS and SVG, no scripts, no links) showing ``items``,
-    the creatures of size ``n``, grouped by stabiliser order (most symmetric first), each with its
-    sum and key.  The page is well-formed XML, so it also parses with xml.etree.
+def gallery_page_name(number: int) -> str:
+    """The file name of gallery page ``number`` (pages link to one another by these names)."""
+    return f"page-{number}.html"
 
-    n:      the creature size, for the headings;
-    items:  the creatures as ``GalleryItem``;
-    radius: a hex's circumradius in pixels.
+
+def gallery_pages(stabilisers: Iterable[int], per_page: int) -> list[GalleryPage]:
+    """Cut a gallery into pages of at most ``per_page`` creatures.
+
+    stabilisers: the stabiliser order of every creature, in gallery order (most symmetric first,
+                 then by key); there is always at least one page, empty if there are no creatures.
     """
-    items = sorted(items, key=lambda item: (-item.stabiliser, item.key))
-    colours = " ".join(
-        f'<span class="swatch" style="background:{COLOURS[name]}"></span> {label}'
-        for name, label in (("creature", "the creature"), ("blue", "other blue regions"), ("yellow", "yellow regions")))
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8"/>',
-        f"<title>Palago creatures of size {n}</title>",
-        f"<style>{_GALLERY_CSS}</style></head><body>",
-        f"<h1>Palago creatures of size {n}</h1>",
-        f"<p>{len(items)} creature{'' if len(items) == 1 else 's'} up to rotation and reflection, each drawn on "
-        f"the {n} tiles it passes through. {colours}.</p>",
-        "<p>The sum under each picture rebuilds it: start on a tile <code>a</code> with the pointer up "
-        "(towards the upper-left neighbour); a digit turns the pointer that many 60&#176; steps clockwise; "
-        "<code>a</code>, <code>b</code>, <code>c</code> place a tile there with its blue tip at its "
-        "lower-left, top and lower-right corner; <code>+</code> steps into the tile just placed, "
-        "<code>-</code> steps back out.</p>",
+    if per_page < 1:
+        raise ValueError(f"per_page must be at least 1, not {per_page}")
+    orders = [int(s) for s in stabilisers]
+    pages = []
+    for start in range(0, max(len(orders), 1), per_page):
+        chunk = orders[start:start + per_page]
+        counts = {order: chunk.count(order) for order in sorted(set(chunk), reverse=True)}
+        pages.append(GalleryPage(len(pages) + 1, start + 1, start + len(chunk), counts))
+    return pages
+
+
+def _head(title: str) -> list[str]:
+    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>',
+            '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
+            f"<title>{escape(title)}</title>", f"<style>{_GALLERY_CSS}</style></head><body>"]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def _legend_html() -> str:
+    return " ".join(f'<span class="key-item"><span class="swatch" style="background:{COLOURS[name]}"></span> '
+                    f"{label}</span>"
+                    for name, label in (("creature", "the creature"), ("blue", "other blue regions"),
+                                        ("yellow", "yellow regions")))
+
+
+_SUM_HELP = ("<p>The sum under each picture rebuilds it: start on a tile <code>a</code> with the pointer up "
+             "(towards the upper-left neighbour); a digit turns the pointer that many 60&#176; steps clockwise; "
+             "<code>a</code>, <code>b</code>, <code>c</code> place a tile there with its blue tip at its "
+             "lower-left, top and lower-right corner; <code>+</code> steps into the tile just placed, "
+             "<code>-</code> steps back out.</p>")
+
+
+def _pager(number: int | None, pages: int) -> str:
+    """Links to the previous page, the index and the next page (``number`` None: the index)."""
+    def link(target: int, rel: str) -> str:
+        if not 1 <= target <= pages:  # greyed, not a link, so the others keep their places
+            return f'<span class="none {rel}">{"&#8592; first page" if rel == "prev" else "last page &#8594;"}</span>'
+        text = f"&#8592; page {target}" if rel == "prev" else f"page {target} &#8594;"
+        return f'<a class="{rel}" rel="{rel}" href="{gallery_page_name(target)}">{text}</a>'
+
+    if number is None:
+        return f'<nav class="pager"><span class="here">index</span> {link(1, "next")}</nav>'
+    return (f'<nav class="pager">{link(number - 1, "prev")} '
+            f'<a class="index" href="index.html">index</a> <span class="here">page {number} of {pages}</span> '
+            f'{link(number + 1, "next")}</nav>')
+
+
+def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_page: int,
+                       selection: str | None = None) -> str:
+    """The gallery's index page (self-contained HTML, no scripts, no external links): how many
+    creatures of size ``n`` there are by stabiliser order, how many the gallery shows, and a link to
+    every page with the creatures it holds.  Well-formed XML.
+
+    pages:     the gallery's pages (``gallery_pages``), of at most ``per_page`` creatures each;
+    counts:    stabiliser order -> creatures of size n with it (all of them, whatever the gallery shows);
+    selection: what the gallery leaves out, in words (e.g. "stabiliser 2 only"), None if nothing.
+    """
+    shown: dict = {}
+    for page in pages:
+        for order, count in page.stabilisers.items():
+            shown[order] = shown.get(order, 0) + count
+    first_page = {}
+    for page in pages:
+        for order in page.stabilisers:
+            first_page.setdefault(order, page.number)
+    total, total_shown = sum(counts.values()), sum(shown.values())
+    title = f"Palago creatures of size {n}"
+    parts = _head(title) + [
+        f"<h1>{title}</h1>",
+        f"<p>{_plural(total, 'creature')} of size {n} up to rotation and reflection"
+        + (f"; this gallery shows {total_shown:,} ({escape(selection)})" if selection else "")
+        + f", on {_plural(len(pages), 'page')} of at most {per_page:,}. "
+        f"Each is drawn on the {n} tiles it passes through: {_legend_html()}.</p>",
+        _SUM_HELP,
+        _pager(None, len(pages)),
+        '<table class="stabilisers"><thead><tr><th>symmetry group</th><th>symmetries</th>'
+        "<th>creatures</th><th>in this gallery</th><th>first page</th></tr></thead><tbody>",
     ]
-    if not items:
-        parts.append(f"<p>No creature has exactly {n} tiles.</p>")
-    for order in sorted({item.stabiliser for item in items}, reverse=True):
-        group = [item for item in items if item.stabiliser == order]
-        parts.append(f'<h2 id="stabiliser-{order}">Symmetry group of order {order} '
-                     f"({escape(_SYMMETRY.get(order, 'unknown'))}): {len(group)}</h2>")
-        parts.append('<div class="grid">')
-        parts += [_gallery_figure(item, radius) for item in group]
-        parts.append("</div>")
+    for order in sorted(set(counts) | set(shown), reverse=True):
+        page = first_page.get(order)
+        where = (f'<a href="{gallery_page_name(page)}#stabiliser-{order}">page {page}</a>' if page else "&#8212;")
+        parts.append(f'<tr id="stabiliser-{order}"><td>order {order}</td><td>{escape(_SYMMETRY.get(order, "unknown"))}'
+                     f'</td><td class="number">{counts.get(order, 0):,}</td><td class="number">{shown.get(order, 0):,}'
+                     f"</td><td>{where}</td></tr>")
+    parts.append(f'<tr><th colspan="2">all</th><td class="number">{total:,}</td>'
+                 f'<td class="number">{total_shown:,}</td><td></td></tr></tbody></table>')
+    if total_shown:
+        parts.append("<h2>Pages</h2>")
+        parts.append('<ol class="pages">')
+        for page in pages:
+            detail = ", ".join(f"order {order}: {count:,}" for order, count in page.stabilisers.items())
+            parts.append(f'<li><a href="{gallery_page_name(page.number)}">page {page.number}</a> '
+                         f'<span class="detail">creatures {page.first:,}&#8211;{page.last:,} ({detail})</span></li>')
+        parts.append("</ol>")
+    else:
+        parts.append(f"<p>No creature of size {n} to show.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _gallery_figure(item: GalleryItem, radius: float) -> str:
-    picture = creature_svg(item.tiles, radius=radius, title=item.sum, standalone=False)
-    return (f'<figure class="creature-card">{picture}<figcaption>sum <code class="sum">{escape(item.sum)}</code>'
-            f'<br/>key <code class="key">{escape(item.key)}</code></figcaption></figure>')
+def gallery_page_html(n: int, items: Iterable[GalleryItem], page: GalleryPage, pages: int, counts: dict, *,
+                      radius: float = 20.0) -> str:
+    """One gallery page (self-contained HTML: inline CSS and SVG, no scripts, no external links):
+    the creatures ``items`` of size ``n``, in gallery order, under a heading per stabiliser order,
+    each with its place in the gallery, sum and key, between links to the previous page, the index
+    (``index.html``) and the next page.  Well-formed XML, so it also parses with xml.etree.
+
+    page:   this page (``gallery_pages``), ``pages`` how many there are;
+    counts: stabiliser order -> creatures of size n with it, for the headings;
+    radius: a hex's circumradius in pixels.
+    """
+    items = list(items)
+    title = f"Palago creatures of size {n}: page {page.number} of {pages}"
+    parts = _head(title) + [
+        _pager(page.number, pages),
+        f"<h1>{title}</h1>",
+        (f"<p>Creatures {page.first:,}&#8211;{page.last:,} of the gallery, drawn on their {n} tiles: "
+         f"{_legend_html()}. The sum under each picture rebuilds it (the index says how).</p>" if items else
+         f"<p>No creature of size {n} to show.</p>"),
+        tile_defs_svg(radius),
+    ]
+    place = page.first
+    for order in sorted({item.stabiliser for item in items}, reverse=True):
+        group = [item for item in items if item.stabiliser == order]
+        parts.append(f'<h2 id="stabiliser-{order}">Symmetry group of order {order} '
+                     f"({escape(_SYMMETRY.get(order, 'unknown'))}): {len(group):,} here, "
+                     f"{counts.get(order, len(group)):,} of size {n} in all</h2>")
+        parts.append('<div class="grid">')
+        for item in group:
+            parts.append(_gallery_figure(item, radius, place))
+            place += 1
+        parts.append("</div>")
+    parts.append(_pager(page.number, pages))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _gallery_figure(item: GalleryItem, radius: float, place: int) -> str:
+    picture = creature_svg(item.tiles, radius=radius, title=item.sum, standalone=False, shared_tiles=True)
+    return (f'<figure class="creature-card" id="creature-{place}">{picture}<figcaption>'
+            f'<span class="place">no. {place:,}</span><span class="label">sum</span>'
+            f'<code class="sum">{escape(item.sum)}</code>'
+            f'<span class="label">key</span><code class="key">{escape(item.key)}</code></figcaption></figure>')

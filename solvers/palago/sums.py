@@ -1,4 +1,4 @@
-"""Creature sums: the game designer's names for creatures (SPEC.md, "Creature sums").
+"""Creature sums: the game designer's names for creatures (docs/rules.md, "Creature sums").
 
 A sum is a walk that rebuilds a creature tile by tile.  It starts on one tile in rotation ``a`` at
 hex (0, 0) with a pointer pointing "up"; then, character by character:
@@ -9,7 +9,7 @@ hex (0, 0) with a pointer pointing "up"; then, character by character:
   at the tile we came from;
 - ``-`` steps back out to that tile; the pointer then points at the tile just left.
 
-SPEC.md leaves the convention open.  This module fixes it as follows, in the geometry of model.py
+The rules leave the convention open.  This module fixes it as follows, in the geometry of model.py
 (directions numbered counter-clockwise, direction k's normal at 300 + 60k degrees):
 
 - "up" is direction 3, ``(-1, 1)``, the neighbour at 120 degrees (the nearest to straight up in

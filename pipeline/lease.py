@@ -1,0 +1,109 @@
+"""One run per job folder at a time: a lease file (``_lease.json``) that the running driver renews.
+
+A second run into the same folder refuses, naming the first (host, pid, start time).  A lease left
+by a dead run is taken over: on the same host when its pid is gone, anywhere when its heartbeat is
+older than ``STALE_AFTER``.  The lease is an ordinary file written whole (storage.py), so it works
+on object storage too; two runs starting in the same instant are told apart by writing, waiting a
+moment and reading back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+from pipeline.errors import PipelineError
+from pipeline.storage import Storage
+
+__all__ = ["Lease", "LeaseError", "LEASE_FILE", "STALE_AFTER"]
+
+LEASE_FILE = "_lease.json"
+HEARTBEAT = 10.0  # seconds between renewals
+STALE_AFTER = 120.0  # a lease not renewed for this long belongs to a dead run
+_SETTLE = 0.2  # seconds between writing a new lease and reading it back
+
+
+class LeaseError(PipelineError):
+    """Another live run holds the job folder."""
+
+
+class Lease:
+    """Hold ``<folder>/_lease.json`` while a run writes there (a context manager)."""
+
+    def __init__(self, folder: Storage, say=print):
+        self.folder = folder
+        self.path = folder.join(LEASE_FILE)
+        self.say = say
+        self.record = {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started_at": round(time.time(), 3)}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Lease":
+        current = self._read()
+        if current and current.get("run") != self.record["run"]:
+            dead = _dead_reason(current)
+            if dead is None:
+                raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}. "
+                                 "Wait for it to finish (or stop it), or give another --out.")
+            self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
+        self._write()
+        time.sleep(_SETTLE)
+        winner = self._read()
+        if not winner or winner.get("run") != self.record["run"]:
+            raise LeaseError(f"another run started writing to {self.folder.display_root} at the same moment: "
+                             f"{_describe(winner or {})}. Wait for it to finish, or give another --out.")
+        self._thread = threading.Thread(target=self._renew, name="batchenum-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        current = self._read()
+        if current and current.get("run") == self.record["run"]:
+            self.folder.delete_file(self.path)
+
+    def _renew(self) -> None:
+        while not self._stop.wait(HEARTBEAT):
+            try:
+                self._write()
+            except Exception:  # a missed heartbeat only shortens the lease; the run goes on
+                pass
+
+    def _write(self) -> None:
+        self.folder.write_text(self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+
+    def _read(self) -> dict | None:
+        if not self.folder.is_file(self.path):
+            return None
+        try:
+            return json.loads(self.folder.read_bytes(self.path))
+        except (ValueError, FileNotFoundError):
+            return None
+
+
+def _dead_reason(lease: dict) -> str | None:
+    """Why the run that wrote ``lease`` is dead, or None while it may be alive."""
+    age = time.time() - float(lease.get("heartbeat_at", 0))
+    if lease.get("host") == socket.gethostname() and isinstance(lease.get("pid"), int):
+        try:
+            os.kill(lease["pid"], 0)
+        except ProcessLookupError:
+            return "its process is gone"
+        except PermissionError:
+            pass
+    if age > STALE_AFTER:
+        return f"no heartbeat for {age:.0f} s"
+    return None
+
+
+def _describe(lease: dict) -> str:
+    started = lease.get("started_at")
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)) if started else "?"
+    return f"host {lease.get('host', '?')}, pid {lease.get('pid', '?')}, started {when}"

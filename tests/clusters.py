@@ -1,0 +1,84 @@
+"""Real Ray clusters for tests: `ray start` processes with their own temp dir and free ports,
+stopped by pid (every process whose command line names the temp dir, and their children)."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import free_port
+
+_NODE_PORT_OPTIONS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
+                      "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
+
+
+def token_env(**extra: str) -> dict:
+    """This environment with a fresh cluster token, so nothing depends on ~/.ray/auth_token."""
+    return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), **extra}
+
+
+def ray_start(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--disable-usage-stats"]
+
+
+def node_ports() -> list[str]:
+    """Free ports for every port option of a node, so that several nodes share one machine."""
+    ports = []
+    for option in _NODE_PORT_OPTIONS:
+        ports += [option, str(free_port())]
+    return ports
+
+
+def start_head(temp_dir: str, env: dict, *args: str) -> str:
+    """Start a head node; returns its address."""
+    head = subprocess.run(ray_start("--head", "--temp-dir", temp_dir, "--port", str(free_port()),
+                                    "--ray-client-server-port", str(free_port()), *node_ports(), *args),
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert head.returncode == 0, head.stderr
+    return re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
+
+
+def wait_for_nodes(address: str, env: dict, count: int) -> None:
+    script = ("import ray, time\n"
+              f"ray.init(address={address!r}, logging_level='ERROR')\n"
+              "deadline = time.monotonic() + 120\n"
+              f"while sum(n['Alive'] for n in ray.nodes()) < {count}:\n"
+              "    assert time.monotonic() < deadline, 'a node never joined'\n"
+              "    time.sleep(0.5)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300, env=env, capture_output=True)
+
+
+def descendants(pids: set[int]) -> set[int]:
+    """pids and every process below them, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = set(), list(pids)
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def stop(temp_dir: str) -> None:
+    """Kill every process of the cluster that uses ``temp_dir``, and remove it."""
+    owned = {int(p) for p in subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()}
+    for pid in descendants(owned):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(temp_dir, ignore_errors=True)

@@ -1,0 +1,51 @@
+"""The code version is a hash of every source file of the installed packages plus the numba, numpy
+and pyarrow versions, computed where each shard runs: a node whose workers import a modified copy
+of a solver module refuses to commit, with an error naming it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import clusters
+from conftest import REPO
+from jobs.palago import PalagoJob
+from pipeline.codeversion import code_version
+from test_faults import cli_command
+
+
+def test_code_version_covers_every_package_and_the_libraries():
+    version = code_version(PalagoJob(10))
+    assert version.startswith("2+") and len(version.split("+")[1]) == 16
+    assert code_version(PalagoJob(12)) == version  # parameters are not code
+
+
+@pytest.mark.slow
+def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
+    copy = tmp_path / "other_code"
+    for package in ("jobs", "pipeline", "solvers"):
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    with open(copy / "solvers" / "palago" / "canonical.py", "a") as handle:
+        handle.write("\n# a local edit on one node\n")
+    temp_dir, env = f"/tmp/bv{os.getpid()}", clusters.token_env()
+    try:
+        # the head has no CPU, so every shard runs on the node with the modified copy
+        address = clusters.start_head(temp_dir, env, "--num-cpus", "0", "--include-dashboard", "false")
+        node_env = {**env, "PYTHONPATH": str(copy)}
+        joined = subprocess.run(clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
+                                capture_output=True, text=True, timeout=180, env=node_env)
+        assert joined.returncode == 0, joined.stderr
+        clusters.wait_for_nodes(address, env, 2)
+        result = subprocess.run(cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"),
+                                            "--address", address),
+                                capture_output=True, text=True, timeout=600, env=env,
+                                cwd=tmp_path)  # Ray puts the driver's folder first on workers' paths
+    finally:
+        clusters.stop(temp_dir)
+    assert result.returncode == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert "runs other code than the driver" in message and "Ray node" in message
+    assert not (tmp_path / "out" / "palago" / "_shards" / "partial_counts").exists()

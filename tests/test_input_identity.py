@@ -1,0 +1,91 @@
+"""Input identity by content: a committed shard is reused only while the bytes of its slice are the
+ones it read, and a file that changes during a run stops the run with its name."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.dungeons import DungeonJob
+from pipeline.errors import InputError
+from pipeline.execute import RunOptions, run_job
+from pipeline.inputs import plan_slices, read_slice, slice_fingerprint
+from pipeline.progress import Progress
+
+GRIDS = [["@.$", "..$"], ["@$#", "g.$"], ["@..", "$.$"], ["@$$", "..."]] * 6
+
+
+def write(path, grids) -> None:
+    path.write_text("".join(json.dumps({"id": f"d{k}", "grid": g}) + "\n" for k, g in enumerate(grids)))
+
+
+def replace_keeping_size_and_mtime(path, old: bytes, new: bytes) -> None:
+    """What cp -p, rsync -t or a restored backup do: other bytes, same size, same mtime."""
+    stat = os.stat(path)
+    data = path.read_bytes()
+    assert len(old) == len(new) and old in data
+    path.write_bytes(data.replace(old, new, 1))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def run(path, out):
+    return run_job(DungeonJob(str(path), records_per_shard=5), RunOptions(out_dir=str(out), serial=True),
+                   Progress("dungeons", stream=io.StringIO()))
+
+
+def test_content_changed_behind_same_size_and_mtime_is_recomputed(tmp_path):
+    batch = tmp_path / "d.jsonl"
+    write(batch, GRIDS)
+    first = run(batch, tmp_path / "out")
+    assert pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet").gold[1] == 0
+    replace_keeping_size_and_mtime(batch, b'["@$#", "g.$"]', b'["@$#", "..$"]')  # the monster goes
+    second = run(batch, tmp_path / "out")
+    assert second.reused == first.shards - 1
+    assert second.recomputed == ["s00000"]
+    run(batch, tmp_path / "fresh")
+    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet")
+    pd.testing.assert_frame_equal(answers, pd.read_parquet(tmp_path / "fresh" / "dungeons" / "answers.parquet"))
+    # the monster next to the start blocked both gold cells; without it both are reached
+    assert answers.gold[1] == 2 and first.tables["answers"].rows == len(GRIDS)
+
+
+def test_unchanged_input_is_reused_after_a_check(tmp_path):
+    batch = tmp_path / "d.jsonl"
+    write(batch, GRIDS)
+    first = run(batch, tmp_path / "out")
+    again = run(batch, tmp_path / "out")
+    assert again.reused == first.shards and not again.recomputed
+
+
+def test_a_same_size_edit_during_a_run_is_detected(tmp_path):
+    batch = tmp_path / "d.jsonl"
+    write(batch, GRIDS)
+    spec = plan_slices(str(batch), "grid", 5)[3]
+    data = batch.read_bytes()
+    batch.write_bytes(data.replace(b'"@.."', b'"@.."', 1))  # same bytes, new mtime: a rewrite in place
+    os.utime(batch, ns=(os.stat(batch).st_atime_ns, os.stat(batch).st_mtime_ns + 1_000_000_000))
+    with pytest.raises(InputError, match="changed during the run"):
+        read_slice(spec, "grid")
+
+
+def test_parquet_fingerprint_follows_the_row_groups_of_the_slice(tmp_path):
+    path = tmp_path / "d.parquet"
+    table = pa.table({"id": [f"d{k}" for k in range(len(GRIDS))], "grid": GRIDS})
+    pq.write_table(table, path, row_group_size=4)
+    specs = plan_slices(str(path), "grid", 4)
+    before = [slice_fingerprint(spec) for spec in specs]
+    assert len(set(before)) == len(before)
+    changed = table.set_column(1, "grid", pa.array([GRIDS[1]] + GRIDS[1:]))  # row 1 of slice 0 only
+    stat = os.stat(path)
+    pq.write_table(changed, path, row_group_size=4)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    specs = plan_slices(str(path), "grid", 4)
+    after = [slice_fingerprint(spec) for spec in specs]
+    assert after[0] != before[0]
+    assert after[1:] == before[1:] or os.stat(path).st_size != stat.st_size

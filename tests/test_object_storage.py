@@ -1,0 +1,156 @@
+"""Object storage for real: every run here reads and writes s3:// on a real S3-compatible server
+(moto's standalone server, over HTTP on 127.0.0.1, a subprocess stopped by pid).  Nothing in
+boto or pyarrow is patched.  Tables from S3 must equal those of a serial run on a local disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from test_faults import PUBLISHED, cli, cli_command, reused
+
+pytestmark = pytest.mark.slow
+
+
+def s3_env(s3_server: dict) -> dict:
+    return {**os.environ, **s3_server}
+
+
+def s3_fs(s3_server: dict) -> pafs.S3FileSystem:
+    return pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], region="us-east-1",
+                             access_key=s3_server["AWS_ACCESS_KEY_ID"], secret_key=s3_server["AWS_SECRET_ACCESS_KEY"])
+
+
+def run(s3_server: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=900, env=s3_env(s3_server))
+    if check:
+        assert result.returncode == 0, f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}"
+    secret = s3_server["AWS_SECRET_ACCESS_KEY"]
+    assert secret not in result.stdout and secret not in result.stderr, "a credential reached the output"
+    return result
+
+
+def read_s3(s3_server: dict, uri: str, **kwargs) -> pd.DataFrame:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in s3_server.items():
+            patch.setenv(name, value)
+        return pd.read_parquet(uri, **kwargs)
+
+
+def objects(s3_server: dict, prefix: str) -> list[str]:
+    infos = s3_fs(s3_server).get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    return sorted(info.path for info in infos if info.type == pafs.FileType.File)
+
+
+def assert_no_secret_in_metadata(s3_server: dict, prefix: str) -> None:
+    fs = s3_fs(s3_server)
+    for path in objects(s3_server, prefix):
+        if path.endswith(".parquet"):
+            metadata = pq.read_schema(path, filesystem=fs).metadata or {}
+            text = b" ".join(k + b"=" + v for k, v in metadata.items()).decode()
+            assert s3_server["AWS_SECRET_ACCESS_KEY"] not in text and s3_server["AWS_ACCESS_KEY_ID"] not in text
+
+
+@pytest.mark.parametrize("job,field,generate", [
+    ("dungeons", "grid", ("--count", "2500", "--height", "9", "--width", "11", "--seed", "3")),
+    ("nonary", "doors", ("--count", "300", "--rooms", "4", "--doors", "10", "--seed", "5")),
+])
+def test_batch_from_and_to_s3_matches_a_local_serial_run(s3_server, new_bucket, tmp_path, job, field, generate):
+    local_input = tmp_path / f"{job}.jsonl"
+    cli("generate", job, *generate, "--out", str(local_input))
+    with open(local_input, "a", encoding="utf-8") as handle:  # one rejected record, one unreadable line
+        handle.write(json.dumps({"id": "bad", field: 7}) + "\nnot json\n")
+    s3_input = f"s3://{new_bucket}/in/{job}.jsonl"
+    s3_fs(s3_server).open_output_stream(s3_input[len("s3://"):]).write(local_input.read_bytes())
+
+    local = cli("run", job, "--input", str(local_input), "--records-per-shard", "700", "--out", str(tmp_path / "local"),
+                "--serial")
+    remote = run(s3_server, "run", job, "--input", s3_input, "--records-per-shard", "700", "--workers", "2",
+                 "--out", f"s3://{new_bucket}/run")
+    assert remote.stdout.splitlines()[0] == local.stdout.splitlines()[0]  # read N, answered A, rejected R
+    assert f"tables in s3://{new_bucket}/run/{job}" in remote.stdout
+    assert not (tmp_path / "s3:").exists() and not os.path.exists("s3:")
+    for table in ("answers", "errors"):
+        expected = pd.read_parquet(tmp_path / "local" / job / f"{table}.parquet")
+        found = read_s3(s3_server, f"s3://{new_bucket}/run/{job}/{table}.parquet")
+        pd.testing.assert_frame_equal(found, expected)
+    assert_no_secret_in_metadata(s3_server, new_bucket)
+
+
+def test_palago_counts_and_catalogue_on_s3_match_local(s3_server, new_bucket, tmp_path):
+    args = ("run", "palago", "--max-n", "14", "--catalogue-max-n", "12", "--shards", "6")
+    cli(*args, "--out", str(tmp_path), "--serial")
+    run(s3_server, *args, "--workers", "2", "--out", f"s3://{new_bucket}/run")
+    expected = pd.read_parquet(tmp_path / "palago" / "creature_counts.parquet")
+    pd.testing.assert_frame_equal(read_s3(s3_server, f"s3://{new_bucket}/run/palago/creature_counts.parquet"), expected)
+    local_catalogue = pd.read_parquet(tmp_path / "palago" / "creatures").sort_values("key").reset_index(drop=True)
+    remote_catalogue = read_s3(s3_server, f"s3://{new_bucket}/run/palago/creatures").sort_values("key")
+    pd.testing.assert_frame_equal(remote_catalogue.reset_index(drop=True), local_catalogue)
+    names = objects(s3_server, f"{new_bucket}/run/palago")
+    assert f"{new_bucket}/run/palago/creatures/n=12/part-0.parquet" in names
+    assert f"{new_bucket}/run/palago/creature_counts.md" in names
+    table = run(s3_server, "table", "--out", f"s3://{new_bucket}/run")
+    assert table.stdout.split()[-9] == "14"  # the last row, n = 14
+    gallery = run(s3_server, "palago", "gallery", "--n", "12", "--from", f"s3://{new_bucket}/run",
+                  "--out", str(tmp_path / "pictures"))
+    assert "81 of 81 creatures of size 12" in gallery.stdout
+
+
+def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, new_bucket):
+    out = f"s3://{new_bucket}/run"
+    args = cli_command("run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
+    driver = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=s3_env(s3_server))
+    shard_prefix = f"{new_bucket}/run/palago/_shards/partial_counts"
+    deadline = time.monotonic() + 600
+    while len(objects(s3_server, shard_prefix)) < 3:
+        assert driver.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(timeout=60)
+    committed = len(objects(s3_server, shard_prefix))
+    assert 3 <= committed < 24
+    assert f"{committed}/24 shards committed" in run(s3_server, "status", "--out", out).stdout
+    rerun = run(s3_server, "run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
+    assert reused(rerun) >= committed
+    counts = read_s3(s3_server, f"{out}/palago/creature_counts.parquet")
+    assert counts.free.tolist() == PUBLISHED[PUBLISHED.n <= 21].free.tolist()
+
+
+def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
+    out = f"s3://{new_bucket}/run"
+    args = ("run", "palago", "--max-n", "13", "--shards", "4", "--serial", "--out", out)
+    run(s3_server, *args)
+    fs = s3_fs(s3_server)
+    table = f"{new_bucket}/run/palago/creature_counts.parquet"
+    before = fs.open_input_file(table).readall()
+    victim = f"{new_bucket}/run/palago/_shards/partial_counts/s0002.parquet"
+    data = bytearray(fs.open_input_file(victim).readall())
+    data[8:40] = b"\0" * 32  # inside the first data page
+    with fs.open_output_stream(victim) as handle:
+        handle.write(bytes(data))
+    rerun = run(s3_server, *args)
+    assert "shard s0002 will be recomputed" in rerun.stderr
+    assert "(3 reused, 1 damaged or stale recomputed)" in rerun.stdout
+    assert fs.open_input_file(table).readall() == before
+
+
+def test_unusable_out_location_is_one_clear_message(s3_server, tmp_path):
+    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x",
+                 check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("batchenum: error: --out: cannot write to s3://no-such")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", str(blocker), check=False)
+    assert result.returncode == 1 and "--out" in result.stderr and "not a folder" in result.stderr
+    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "", check=False)
+    assert result.returncode == 1 and "--out: an empty location" in result.stderr
