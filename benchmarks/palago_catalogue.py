@@ -72,8 +72,8 @@ def job(n: int, catalogue: bool, workers: int) -> tuple[float, float]:
         started = time.perf_counter()
         result = subprocess.run(command, check=True, capture_output=True, text=True)
         seconds = time.perf_counter() - started
-    found = re.search(r"merging shard outputs \[([0-9.]+)s\]", result.stderr)
-    return seconds, float(found.group(1)) if found else float("nan")
+    found = re.search(r"merging shard outputs \[(?:([0-9]+)m)?([0-9.]+)s\]", result.stderr)  # [12.3s], [1m05s]
+    return seconds, (60 * int(found.group(1) or 0) + float(found.group(2))) if found else float("nan")
 
 
 def main() -> None:
