@@ -147,7 +147,11 @@ class ShardStore:
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
             meta = _encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra})
-            self._write_parquet(table.replace_schema_metadata(meta), self.shard_path(name, shard.id))
+            table = table.replace_schema_metadata(meta)
+            if spec.partition is None:
+                self._write_parquet(table, self.shard_path(name, shard.id))
+            else:
+                self._write_grouped(table, spec.partition, self.shard_path(name, shard.id))
             rows[name] = table.num_rows
         return rows
 
@@ -271,8 +275,7 @@ class ShardStore:
         for a repeated key (an error naming it, never a dropped row) and written; the driver holds
         one partition at a time."""
         paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
-        values = sorted({v for path in paths for v in pq.read_table(
-            path, columns=[spec.partition], filesystem=self.storage.fs).column(0).to_pylist()})
+        values = sorted({v for path in paths for v in _row_group_values(path, spec.partition, self.storage.fs)})
         meta = _encode_metadata(self.provenance.final_metadata(spec.name))
         for value in values:
             parts = [pq.read_table(path, filesystem=self.storage.fs, filters=[(spec.partition, "==", value)])
@@ -334,6 +337,23 @@ class ShardStore:
             if posixpath.basename(leftover.replace(os.sep, "/")).startswith(spec.name + TMP_MARK):
                 self.storage.delete_dir(leftover)
 
+    def _write_grouped(self, table: pa.Table, column: str, path: str) -> None:
+        """A shard of a partitioned table: one row group per value of ``column``, so that writing
+        the final table one partition at a time reads each shard's rows once (row-group statistics
+        let a filtered read skip the other values)."""
+        table = table.sort_by(column)
+        values = table.column(column).to_numpy()
+        bounds = [0, *(int(i) + 1 for i in (values[1:] != values[:-1]).nonzero()[0]), len(values)]
+
+        def write(local: str) -> None:
+            with pq.ParquetWriter(local, table.schema, compression="zstd", write_page_checksum=True) as writer:
+                for start, stop in zip(bounds, bounds[1:]):
+                    writer.write_table(table.slice(start, stop - start))
+                if not len(values):
+                    writer.write_table(table)
+
+        self.storage.write_atomic(path, write)
+
     def _write_parquet(self, table: pa.Table, path: str) -> None:
         # page checksums let a reader tell a damaged file from a good one
         self.storage.write_atomic(
@@ -346,6 +366,20 @@ class ShardStore:
 
         spec = self.job.table_spec(name)
         return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
+
+
+def _row_group_values(path: str, column: str, filesystem: Any) -> set:
+    """The values of ``column`` in a shard file, from its row-group statistics (one value per row
+    group in the files ``_write_grouped`` writes); read from the column when a group has no stats."""
+    metadata = pq.read_metadata(path, filesystem=filesystem)
+    index = metadata.schema.to_arrow_schema().get_field_index(column)
+    values = set()
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max or stats.min != stats.max:
+            return set(pq.read_table(path, columns=[column], filesystem=filesystem).column(0).to_pylist())
+        values.add(stats.min)
+    return values
 
 
 def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any) -> None:
