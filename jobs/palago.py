@@ -195,6 +195,10 @@ def _build(args: argparse.Namespace) -> PalagoJob:
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", metavar="DIR",
                         help="the directory a palago run wrote to (default: results)")
+    parser.add_argument("--format", choices=("text", "bfile"), default="text",
+                        help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)")
+    parser.add_argument("--column", choices=("free", "fixed"), default="free",
+                        help="the column a b-file lists (default: free)")
 
 
 def _print_table(args: argparse.Namespace) -> int:
@@ -202,9 +206,18 @@ def _print_table(args: argparse.Namespace) -> int:
     if not os.path.exists(path):
         raise PipelineError(f"no count table at {path}: run `batchenum run palago --out {args.out}` first")
     counts = pd.read_parquet(path)
+    if args.format == "bfile":
+        print(bfile(counts, args.column), end="")
+        return 0
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(counts.to_string(index=False))
     return 0
+
+
+def bfile(counts: pd.DataFrame, column: str = "free") -> str:
+    """OEIS b-file text: one line 'n value' per row, n ascending, no header."""
+    rows = counts.sort_values("n")
+    return "".join(f"{int(n)} {int(v)}\n" for n, v in zip(rows.n, rows[column]))
 
 
 COMMAND = JobCommand("palago", "count Palago creatures of every size up to N", _add_run_arguments, _build)
