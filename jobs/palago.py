@@ -17,10 +17,13 @@ from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
 
+from jobs import palago_transfer
+
 __all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
 
 SPLIT_DEPTH = 10  # about 3,800 prefixes for n >= 16
 STABILISER_ORDERS = (1, 2, 3, 6)
+METHODS = ("direct", "transfer")
 
 _COUNT_COLUMNS = (
     Column("n", "int64"),
@@ -53,24 +56,35 @@ class PalagoJob(Job):
         "solvers.palago.model",
         "solvers.palago.sums",
         "solvers.palago.regions",
+        "solvers.palago.symmetric",
+        "solvers.palago.transfer",
+        "jobs.palago_transfer",
     )
 
-    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
+    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct"):
         from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
 
         if not 1 <= max_n <= MAX_N:
             raise PipelineError(f"--max-n must be between 1 and {MAX_N}, not {max_n}")
         if not 0 <= catalogue_max_n <= max_n:
             raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
+        if method not in METHODS:
+            raise PipelineError(f"--method must be one of {', '.join(METHODS)}, not {method}")
+        if method == "transfer" and (catalogue_max_n or shards):
+            raise PipelineError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
+        self.method = method
         self.max_n = max_n
         self.catalogue_max_n = catalogue_max_n
         self.shard_count = shards or (32 if max_n >= 18 else 4)
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
 
     def params(self) -> dict:
-        return {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
+        params = {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
+        return {**params, "method": self.method} if self.method != "direct" else params
 
     def plan(self) -> list[Shard]:
+        if self.method == "transfer":
+            return palago_transfer.plan(self.max_n)
         return [
             Shard(f"s{index:04d}", {"max_n": self.max_n, "depth": SPLIT_DEPTH, "index": index,
                                     "count": self.shard_count, "catalogue_max_n": self.catalogue_max_n})
@@ -82,6 +96,8 @@ class PalagoJob(Job):
         from solvers.palago.sums import encode
 
         spec = shard.spec
+        if spec.get("method") == "transfer":
+            return palago_transfer.run_shard(spec)
         trunk = SearchCounts.zeros(spec["max_n"])
         prefixes = frontier(spec["max_n"], spec["depth"], trunk)[spec["index"] :: spec["count"]]
         counts, catalogue = count_creatures(spec["max_n"], prefixes, spec["catalogue_max_n"])
@@ -112,8 +128,11 @@ class PalagoJob(Job):
         partial = tables["partial_counts"]
         counts = partial.groupby("n", as_index=False, sort=True).sum()
         counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+        if self.method == "transfer":
+            counts = palago_transfer.complete(counts)  # free and stabilisers from fixed + symmetric counts
         _check_identities(counts)
-        _check_symmetric(counts)
+        if self.method == "direct":
+            _check_symmetric(counts)
         final = {"creature_counts": counts}
         if self.catalogue_max_n:
             creatures = tables["creatures"]
@@ -121,7 +140,7 @@ class PalagoJob(Job):
             if len(creatures) != expected:
                 raise PipelineError(f"catalogue holds {len(creatures)} creatures, the counts say {expected}")
             final["creatures"] = creatures
-        _write_markdown(counts, os.path.join(out_dir, "creature_counts.md"))
+        _write_markdown(counts, os.path.join(out_dir, "creature_counts.md"), self.method)
         _write_plot(counts, os.path.join(out_dir, "creature_counts.svg"))
         return final
 
@@ -129,7 +148,8 @@ class PalagoJob(Job):
         counts = tables["creature_counts"]
         last = counts.iloc[-1]
         line = (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
-                f"fixed({int(last.n)}) = {int(last.fixed)}, {int(counts.nodes.sum()):,} search nodes")
+                f"fixed({int(last.n)}) = {int(last.fixed)}, "
+                + ("transfer-matrix method" if self.method == "transfer" else f"{int(counts.nodes.sum()):,} search nodes"))
         if "creatures" in tables:
             line += f"; catalogue of {len(tables['creatures'])} creatures up to n = {self.catalogue_max_n}"
         return line
@@ -164,14 +184,15 @@ def _check_symmetric(counts: pd.DataFrame) -> None:
             raise PipelineError(f"internal error: {name} disagrees with the count of symmetric creatures")
 
 
-def _write_markdown(counts: pd.DataFrame, path: str) -> None:
+def _write_markdown(counts: pd.DataFrame, path: str, method: str = "direct") -> None:
     header = ["n", "free", "fixed", "stab 1", "stab 2", "stab 3", "stab 6", "search nodes"]
     lines = [
         "# Palago creatures",
         "",
         "Free: up to translation, rotation and reflection; fixed: up to translation. `stab s` counts",
         "the free creatures whose symmetry group has order s. Regenerate with",
-        f"`batchenum run palago --max-n {int(counts.n.max())}`.",
+        f"`batchenum run palago --max-n {int(counts.n.max())}"
+        + (" --method transfer` (transfer-matrix method: no search nodes)." if method == "transfer" else "`."),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---:" for _ in header) + "|",
@@ -206,10 +227,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)")
     parser.add_argument("--shards", type=positive_int, default=None, metavar="K",
                         help="number of shards (default: 32 for N >= 18, else 4)")
+    parser.add_argument("--method", choices=METHODS, default="direct",
+                        help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
+                             "bounding-box height (docs/palago_transfer.md) (default: direct)")
 
 
 def _build(args: argparse.Namespace) -> PalagoJob:
-    return PalagoJob(args.max_n, args.catalogue_max_n, args.shards)
+    return PalagoJob(args.max_n, args.catalogue_max_n, args.shards, args.method)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,66 @@
+"""The transfer-matrix method against the direct search (an independent algorithm)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from solvers.palago import count_creatures
+from solvers.palago.transfer import count_height, count_height_reference, fixed_counts_reference, max_height
+
+MAX_N = 16
+
+
+@pytest.fixture(scope="module")
+def direct():
+    counts, _ = count_creatures(MAX_N)
+    return counts
+
+
+def test_reference_sweep_matches_the_direct_search(direct):
+    assert fixed_counts_reference(MAX_N).tolist() == direct.fixed.tolist()
+
+
+def test_kernel_matches_the_reference_height_by_height():
+    for height in range(1, max_height(MAX_N) + 1):
+        assert count_height(height, MAX_N).tolist() == count_height_reference(height, MAX_N).tolist()
+
+
+def test_heights_beyond_max_height_hold_nothing():
+    # a creature of height H needs at least 2 (H - 1) + 3 hexes (and W >= H)
+    assert not count_height(max_height(MAX_N) + 1, MAX_N).any()
+    assert not count_height_reference(max_height(MAX_N) + 1, MAX_N).any()
+
+
+def test_unweighted_sweep_counts_boxes_of_one_height(direct):
+    # Height 1 without the W >= H weights: the straight lines along i; k vertices make 2 k + 1
+    # hexes, one fixed creature each (k = 1 is the eye).
+    line = count_height_reference(1, MAX_N, weights=False)
+    assert [n for n in range(MAX_N + 1) if line[n]] == list(range(3, MAX_N + 1, 2))
+    assert set(line[line > 0].tolist()) == {1}
+
+
+def test_job_writes_the_direct_table(tmp_path):
+    out_transfer, out_direct = tmp_path / "transfer", tmp_path / "direct"
+    for method, out in (("transfer", out_transfer), ("direct", out_direct)):
+        result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(MAX_N), "--serial",
+                                 "--method", method, "--out", str(out)], capture_output=True, text=True, cwd=REPO,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr
+    transfer = pd.read_parquet(out_transfer / "palago" / "creature_counts.parquet")
+    by_search = pd.read_parquet(out_direct / "palago" / "creature_counts.parquet")
+    assert transfer.drop(columns="nodes").equals(by_search.drop(columns="nodes"))
+    assert (transfer.nodes == 0).all() and len(transfer) == MAX_N
+    assert "--method transfer" in (out_transfer / "palago" / "creature_counts.md").read_text()
+
+
+def test_transfer_refuses_a_catalogue(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", "10", "--method", "transfer",
+                             "--catalogue-max-n", "5", "--serial", "--out", str(tmp_path)],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 1 and "--method transfer counts only" in result.stderr
