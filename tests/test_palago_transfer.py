@@ -11,7 +11,8 @@ import pytest
 
 from conftest import REPO
 from solvers.palago import count_creatures
-from solvers.palago.transfer import count_height, count_height_reference, fixed_counts_reference, max_height
+from solvers.palago.transfer import (count_height, count_height_reference, fixed_counts, fixed_counts_reference,
+                                     max_height)
 
 MAX_N = 16
 
@@ -64,3 +65,13 @@ def test_transfer_refuses_a_catalogue(tmp_path):
                              "--catalogue-max-n", "5", "--serial", "--out", str(tmp_path)],
                             capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 1 and "--method transfer counts only" in result.stderr
+
+
+def test_the_lower_bound_never_cuts_a_creature():
+    # Knuth's check of Jensen's pruning: rerun with the bound switched off (states then die only
+    # when their size alone exceeds max_n) and compare.
+    assert fixed_counts(MAX_N, bound=False).tolist() == fixed_counts(MAX_N).tolist()
+
+
+def test_kernel_matches_the_direct_search(direct):
+    assert fixed_counts(MAX_N).tolist() == direct.fixed.tolist()

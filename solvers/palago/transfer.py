@@ -25,8 +25,10 @@ numba kernel the job uses (``count_height``).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, types
+from numba.typed import Dict
 
-__all__ = ["max_height", "count_height_reference", "fixed_counts_reference"]
+__all__ = ["max_height", "count_height", "fixed_counts", "count_height_reference", "fixed_counts_reference"]
 
 
 def max_height(max_n: int) -> int:
@@ -160,4 +162,224 @@ def fixed_counts_reference(max_n: int) -> np.ndarray:
     return total
 
 
-count_height = count_height_reference  # replaced by the numba kernel below when it exists
+# ------------------------------------------------------------------------------- numba kernel
+#
+# The same sweep as count_height_reference.  A state's key is two int64 words: labels of rows
+# 0..11 (5 bits each) and the flags (bits 60, 61) in the first, labels of rows 12..23 in the
+# second; so heights up to 24 (n <= 49).  Values are rows of a dense int64 matrix (one column per
+# size 0..max_n); a typed dict maps keys to rows.
+
+_BITS = 5
+_PER_WORD = 12
+_MAX_HEIGHT = 2 * _PER_WORD
+_KEY = types.UniTuple(types.int64, 2)
+# Counts are int64: fixed(n) grows about 2.7x per tile and is about 2e11 at n = 32.  The kernel
+# records the largest coefficient it ever held (stats[2]) and the wrapper refuses a result in
+# which it came within a factor 4 of 2^63.
+MAX_N = 44
+_SAFE = np.int64(1) << 61
+
+
+@njit(cache=True, nogil=True)
+def _decode(w0, w1, height, f):
+    for k in range(height):
+        word = w0 if k < _PER_WORD else w1
+        f[k] = (word >> (_BITS * (k % _PER_WORD))) & 31
+    return (w0 >> 60) & 3
+
+
+@njit(cache=True, nogil=True)
+def _encode(g, height, flags, seen):
+    """Relabel g by first appearance (in place) and pack it with the flags."""
+    for k in range(height + 2):
+        seen[k] = 0
+    nxt = 0
+    w0 = np.int64(flags) << 60
+    w1 = np.int64(0)
+    for k in range(height):
+        x = g[k]
+        if x:
+            if seen[x] == 0:
+                nxt += 1
+                seen[x] = nxt
+            x = seen[x]
+        if k < _PER_WORD:
+            w0 |= np.int64(x) << (_BITS * k)
+        else:
+            w1 |= np.int64(x) << (_BITS * (k - _PER_WORD))
+    return w0, w1
+
+
+@njit(cache=True, nogil=True)
+def _kernel_lower_bound(g, c, j, height, flags):
+    lb = 0
+    for jj in range(j + 1, height):
+        if g[jj] or (jj + 1 < height and g[jj + 1]):
+            lb += 1
+    for jj in range(-1, j + 1):
+        if (jj >= 0 and g[jj]) or (jj + 1 <= j and g[jj + 1]):
+            lb += 1
+    more = height - 1 - c
+    if more < 0:
+        more = 0
+    if (flags & 1) == 0 or ((flags & 2) == 0 and j == height - 1):
+        if more < 1:
+            more = 1
+    return lb + 2 * more
+
+
+@njit(cache=True, nogil=True)
+def _count_height(height, max_n, weighted, bound, stats):
+    """stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps);
+    stats[2]: largest coefficient held by a state."""
+    n1 = max_n + 1
+    done = np.zeros(n1, dtype=np.int64)
+    keys = np.zeros((1, 2), dtype=np.int64)
+    polys = np.zeros((1, n1), dtype=np.int64)
+    polys[0, 0] = 1
+    count = 1
+    f = np.zeros(height + 1, dtype=np.int64)
+    g = np.zeros(height + 1, dtype=np.int64)
+    seen = np.zeros(height + 3, dtype=np.int64)
+    opt_add = np.zeros(4, dtype=np.int64)
+    opt_flags = np.zeros(4, dtype=np.int64)
+    opt_g = np.zeros((4, height + 1), dtype=np.int64)
+    fresh = height + 1
+    c = 0
+    while count > 0:
+        for j in range(height):
+            index = Dict.empty(key_type=_KEY, value_type=types.int64)
+            cap = max(16, 2 * count)
+            out_keys = np.zeros((cap, 2), dtype=np.int64)
+            out_polys = np.zeros((cap, n1), dtype=np.int64)
+            out_count = 0
+            for s in range(count):
+                stats[1] += 1
+                flags = _decode(keys[s, 0], keys[s, 1], height, f)
+                a = f[j]
+                b = f[j + 1] if j + 1 < height else 0
+                base = 1 if (j == 0 and a != 0) else 0
+                fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
+                n_opt = 0
+                # vertex (c, j) out of S
+                for k in range(height):
+                    opt_g[n_opt, k] = f[k]
+                opt_g[n_opt, j] = 0
+                if a != 0 and b != 0 and a != b:
+                    for k in range(height):
+                        if opt_g[n_opt, k] == b:
+                            opt_g[n_opt, k] = a
+                opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
+                opt_flags[n_opt] = flags
+                n_opt += 1
+                # vertex (c, j) in S: one option per body the hex (c-1, j) can have
+                if a == 0 or b == 0:
+                    for k in range(height):
+                        opt_g[n_opt, k] = f[k]
+                    opt_g[n_opt, j] = a if a != 0 else (b if b != 0 else fresh)
+                    opt_add[n_opt] = base + 1
+                    opt_flags[n_opt] = fl_in
+                    n_opt += 1
+                else:
+                    for body in range(3):  # 0: a-b (c is the tip), 1: a-c, 2: b-c
+                        for k in range(height):
+                            x = f[k]
+                            if body == 0 and x == b:
+                                x = a
+                            opt_g[n_opt, k] = x
+                        opt_g[n_opt, j] = fresh if body == 0 else (a if body == 1 else b)
+                        opt_add[n_opt] = base + 1
+                        opt_flags[n_opt] = fl_in
+                        n_opt += 1
+                for o in range(n_opt):
+                    add = opt_add[o]
+                    fl = opt_flags[o]
+                    for k in range(height):
+                        g[k] = opt_g[o, k]
+                    if a != 0:
+                        alive = False
+                        others = False
+                        for k in range(height):
+                            if g[k] == a:
+                                alive = True
+                            elif g[k] != 0:
+                                others = True
+                        if not alive:
+                            # (c-1, j) took the last frontier vertex of its component with it
+                            if not others and fl == 3 and c >= height:
+                                w = 2 if (weighted and c > height) else 1
+                                for k in range(n1 - add):
+                                    done[k + add] += w * polys[s, k]
+                            continue
+                    lb = _kernel_lower_bound(g, c, j, height, fl) if bound else 0
+                    top = max_n - lb  # largest size worth keeping
+                    if top < add:
+                        continue
+                    nonzero = False
+                    for k in range(top - add + 1):
+                        if polys[s, k] != 0:
+                            nonzero = True
+                            break
+                    if not nonzero:
+                        continue
+                    w0, w1 = _encode(g, height, fl, seen)
+                    if c == 0 and j == height - 1 and w0 == (np.int64(fl) << 60) and w1 == 0:
+                        continue  # S must start in column 0
+                    key = (w0, w1)
+                    row = -1
+                    if key in index:
+                        row = index[key]
+                    else:
+                        if out_count == out_keys.shape[0]:
+                            grown_keys = np.zeros((2 * out_count, 2), dtype=np.int64)
+                            grown_keys[:out_count] = out_keys
+                            grown_polys = np.zeros((2 * out_count, n1), dtype=np.int64)
+                            grown_polys[:out_count] = out_polys
+                            out_keys = grown_keys
+                            out_polys = grown_polys
+                        row = out_count
+                        out_count += 1
+                        index[key] = row
+                        out_keys[row, 0] = w0
+                        out_keys[row, 1] = w1
+                    for k in range(top - add + 1):
+                        out_polys[row, k + add] += polys[s, k]
+            keys = out_keys
+            polys = out_polys
+            count = out_count
+            for r in range(count):
+                for k in range(n1):
+                    if polys[r, k] > stats[2]:
+                        stats[2] = polys[r, k]
+            if count > stats[0]:
+                stats[0] = count
+        c += 1
+    return done
+
+
+def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
+                 bound: bool = True) -> np.ndarray:
+    """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
+    weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference).
+    ``stats``, if given (int64[3]), receives the peak number of states, the states processed and
+    the largest coefficient a state held.
+    ``bound=False`` drops the lower bound on hexes still to come (states die only when their size
+    alone exceeds max_n): slower, and a check that the bound never cut a creature."""
+    if not 1 <= height <= _MAX_HEIGHT:
+        raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
+    if stats is None:
+        stats = np.zeros(3, dtype=np.int64)
+    if max_n < 0 or max_n > MAX_N:
+        raise ValueError(f"max_n must be between 0 and {MAX_N}, not {max_n}")
+    done = _count_height(height, max_n, weights, bound, stats)
+    if stats[2] >= _SAFE or done.max(initial=0) >= _SAFE or stats[2] < 0 or done.min(initial=0) < 0:
+        raise OverflowError(f"height {height}, max_n {max_n}: counts came too close to 2^63")
+    return done
+
+
+def fixed_counts(max_n: int, bound: bool = True) -> np.ndarray:
+    """Fixed creature counts by size 0..max_n, summed over heights (numba kernel)."""
+    total = np.zeros(max_n + 1, dtype=np.int64)
+    for height in range(1, max_height(max_n) + 1):
+        total += count_height(height, max_n, bound=bound)
+    return total
