@@ -63,7 +63,10 @@ class PalagoJob(Job):
 
     def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct"):
         from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
+        from solvers.palago.transfer import MAX_N as TRANSFER_MAX_N
 
+        if method == "transfer":
+            MAX_N = TRANSFER_MAX_N  # noqa: N806
         if not 1 <= max_n <= MAX_N:
             raise PipelineError(f"--max-n must be between 1 and {MAX_N}, not {max_n}")
         if not 0 <= catalogue_max_n <= max_n:
