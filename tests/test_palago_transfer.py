@@ -75,3 +75,8 @@ def test_the_lower_bound_never_cuts_a_creature():
 
 def test_kernel_matches_the_direct_search(direct):
     assert fixed_counts(MAX_N).tolist() == direct.fixed.tolist()
+
+
+def test_kernel_matches_the_published_table_to_24():
+    table = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
+    assert fixed_counts(int(table.n.max()))[1:].tolist() == table.fixed.tolist()
