@@ -194,7 +194,7 @@ def _write_markdown(counts: pd.DataFrame, path: str, method: str = "direct") -> 
         "",
         "Free: up to translation, rotation and reflection; fixed: up to translation. `stab s` counts",
         "the free creatures whose symmetry group has order s. Regenerate with",
-        f"`batchenum run palago --max-n {int(counts.n.max())}"
+        f"`batchenum run palago --max-n {int(counts.n.max())}{_out_option(path)}"
         + (" --method transfer` (transfer-matrix method: no search nodes)." if method == "transfer" else "`."),
         "",
         "| " + " | ".join(header) + " |",
@@ -208,6 +208,15 @@ def _write_markdown(counts: pd.DataFrame, path: str, method: str = "direct") -> 
     with open(tmp, "w") as handle:
         handle.write("\n".join(lines) + "\n")
     os.replace(tmp, path)
+
+
+def _out_option(path: str) -> str:
+    """The --out option that writes ``path`` (DIR/palago/FILE), empty for the default DIR."""
+    out = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    relative = os.path.relpath(out)
+    if relative == "results":
+        return ""
+    return f" --out {out if relative.startswith('..') else relative}"
 
 
 def _write_plot(counts: pd.DataFrame, path: str) -> None:
