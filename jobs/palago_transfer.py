@@ -20,8 +20,9 @@ __all__ = ["plan", "run_shard", "complete"]
 def plan(max_n: int) -> list[Shard]:
     from solvers.palago.transfer import max_height
 
+    # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
     return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": max_n, "height": height})
-            for height in range(1, max_height(max_n) + 1)]
+            for height in range(1, max(1, max_height(max_n)) + 1)]
 
 
 def run_shard(spec: dict) -> dict:
