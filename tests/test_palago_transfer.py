@@ -38,6 +38,14 @@ def test_heights_beyond_max_height_hold_nothing():
     assert not count_height_reference(max_height(MAX_N) + 1, MAX_N).any()
 
 
+def test_every_box_swept_without_the_reflection_gives_the_same_counts(direct):
+    # Tall boxes swept along their long side instead of counted as the mirror of wide ones: other
+    # states, other widths, the same total.
+    assert fixed_counts(MAX_N, halved=False).tolist() == direct.fixed.tolist()
+    unhalved = sum(count_height_reference(h, 14, weights=False) for h in range(1, max_height(14) + 1))
+    assert unhalved.tolist() == direct.fixed[:15].tolist()
+
+
 def test_unweighted_sweep_counts_boxes_of_one_height(direct):
     # Height 1 without the W >= H weights: the straight lines along i; k vertices make 2 k + 1
     # hexes, one fixed creature each (k = 1 is the eye).

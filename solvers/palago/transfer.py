@@ -56,7 +56,7 @@ def _merge(labels, a, b):
     return [a if x == b else x for x in labels]
 
 
-def _lower_bound(f, c, j, height, flags):
+def _lower_bound(f, c, j, height, flags, halved=True):
     """Hexes not yet counted that any completion of this state must still touch (after vertex
     (c, j) was decided; f[:j+1] is column c, f[j+1:] column c-1)."""
     lb = 0
@@ -69,7 +69,7 @@ def _lower_bound(f, c, j, height, flags):
         if (jj >= 0 and f[jj]) or (jj + 1 <= j and f[jj + 1]):
             lb += 1
     # Each further column c' > c that the creature must reach adds at least two hexes (c', *).
-    more = max(0, height - 1 - c)  # W >= H: the creature must reach column H - 1
+    more = max(0, height - 1 - c) if halved else 0  # W >= H: the creature must reach column H - 1
     if not flags & 1 or (not flags & 2 and j == height - 1):
         more = max(more, 1)  # a row still to reach can only be reached in a later column
     return lb + 2 * more
@@ -77,7 +77,8 @@ def _lower_bound(f, c, j, height, flags):
 
 def count_height_reference(height: int, max_n: int, weights: bool = True) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
-    weighted 2 when the width exceeds the height (1 when equal) if ``weights``; plain Python."""
+    weighted 2 when the width exceeds the height (1 when equal); plain Python.  ``weights=False``:
+    every width, each creature once (no use of the i <-> j reflection)."""
     n1 = max_n + 1
     states = {((0,) * height, 0): np.eye(1, n1, 0, dtype=np.int64)[0]}
     done = np.zeros(n1, dtype=np.int64)
@@ -132,10 +133,10 @@ def count_height_reference(height: int, max_n: int, weights: bool = True) -> np.
                     if a_old and a_old not in g:
                         if any(g):
                             continue  # a component closed while another remains: never connected
-                        if fl == 3 and c >= height:
+                        if fl == 3 and (c >= height or not weights):
                             done += shifted * (2 if (weights and c > height) else 1)
                         continue
-                    lb = _lower_bound(g, c, j, height, fl)
+                    lb = _lower_bound(g, c, j, height, fl, weights)
                     if lb > max_n:
                         continue
                     if lb:
@@ -211,7 +212,7 @@ def _encode(g, height, flags, seen):
 
 
 @njit(cache=True, nogil=True)
-def _kernel_lower_bound(g, c, j, height, flags):
+def _kernel_lower_bound(g, c, j, height, flags, halved):
     lb = 0
     for jj in range(j + 1, height):
         if g[jj] or (jj + 1 < height and g[jj + 1]):
@@ -219,7 +220,7 @@ def _kernel_lower_bound(g, c, j, height, flags):
     for jj in range(-1, j + 1):
         if (jj >= 0 and g[jj]) or (jj + 1 <= j and g[jj + 1]):
             lb += 1
-    more = height - 1 - c
+    more = height - 1 - c if halved else 0
     if more < 0:
         more = 0
     if (flags & 1) == 0 or ((flags & 2) == 0 and j == height - 1):
@@ -306,12 +307,12 @@ def _count_height(height, max_n, weighted, bound, stats):
                                 others = True
                         if not alive:
                             # (c-1, j) took the last frontier vertex of its component with it
-                            if not others and fl == 3 and c >= height:
+                            if not others and fl == 3 and (c >= height or not weighted):
                                 w = 2 if (weighted and c > height) else 1
                                 for k in range(n1 - add):
                                     done[k + add] += w * polys[s, k]
                             continue
-                    lb = _kernel_lower_bound(g, c, j, height, fl) if bound else 0
+                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted) if bound else 0
                     top = max_n - lb  # largest size worth keeping
                     if top < add:
                         continue
@@ -361,6 +362,7 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
                  bound: bool = True) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference).
+    ``weights=False``: every width, each creature once (a check of the reflection argument).
     ``stats``, if given (int64[3]), receives the peak number of states, the states processed and
     the largest coefficient a state held.
     ``bound=False`` drops the lower bound on hexes still to come (states die only when their size
@@ -377,9 +379,10 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     return done
 
 
-def fixed_counts(max_n: int, bound: bool = True) -> np.ndarray:
-    """Fixed creature counts by size 0..max_n, summed over heights (numba kernel)."""
+def fixed_counts(max_n: int, bound: bool = True, halved: bool = True) -> np.ndarray:
+    """Fixed creature counts by size 0..max_n, summed over heights (numba kernel).  ``halved=False``
+    sweeps every box with its own height, wide or tall, instead of only W >= H counted twice."""
     total = np.zeros(max_n + 1, dtype=np.int64)
     for height in range(1, max_height(max_n) + 1):
-        total += count_height(height, max_n, bound=bound)
+        total += count_height(height, max_n, weights=halved, bound=bound)
     return total
