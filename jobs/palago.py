@@ -170,7 +170,8 @@ def _check_identities(counts: pd.DataFrame) -> None:
 
 def _check_symmetric(counts: pd.DataFrame) -> None:
     """Every row's stabiliser columns against an independent count of symmetric creatures (an
-    orbit-closed search, solvers/palago/symmetric.py; under a second at n = 28, ~5 s at n = 36)."""
+    orbit-closed search, solvers/palago/symmetric.py; under a second at n = 28, 4 s at n = 36,
+    32 s at n = 40)."""
     import numpy as np
 
     from solvers.palago.symmetric import stabiliser_columns, symmetric_counts
