@@ -8,11 +8,12 @@ frontier (round robin spreads heavy and light subtrees evenly).  A shard's spec 
 from __future__ import annotations
 
 import argparse
+import os
 
 import pandas as pd
 import pyarrow as pa
 
-from jobs import CODE_PACKAGES
+from jobs import CODE_PACKAGES, palago_transfer
 from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
@@ -24,6 +25,7 @@ __all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
 SPLIT_DEPTHS = ((10, 3_820), (12, 28_984), (14, 219_877))
 STABILISER_ORDERS = (1, 2, 3, 6)
+METHODS = ("direct", "transfer")
 
 _COUNT_COLUMNS = (
     Column("n", "int64"),
@@ -51,13 +53,21 @@ class PalagoJob(Job):
     tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
     code_packages = CODE_PACKAGES
 
-    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
+    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct"):
         from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
+        from solvers.palago.transfer import MAX_N as TRANSFER_MAX_N
 
+        if method == "transfer":
+            MAX_N = TRANSFER_MAX_N  # noqa: N806
         if not 1 <= max_n <= MAX_N:
             raise PipelineError(f"--max-n must be between 1 and {MAX_N}, not {max_n}")
         if not 0 <= catalogue_max_n <= max_n:
             raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
+        if method not in METHODS:
+            raise PipelineError(f"--method must be one of {', '.join(METHODS)}, not {method}")
+        if method == "transfer" and (catalogue_max_n or shards):
+            raise PipelineError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
+        self.method = method
         self.max_n = max_n
         self.catalogue_max_n = catalogue_max_n
         self.shards = shards  # None: cut by the CPUs the run will have (plan)
@@ -66,7 +76,8 @@ class PalagoJob(Job):
         self.streamed_tables = ("creatures",) if catalogue_max_n else ()
 
     def params(self) -> dict:
-        return {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
+        params = {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
+        return {**params, "method": self.method} if self.method != "direct" else params
 
     def shard_count(self) -> int:
         """--shards, else 4 for small N, else at least 4 per CPU of the run (and at least 32)."""
@@ -76,7 +87,10 @@ class PalagoJob(Job):
 
     def plan(self) -> list[Shard]:
         """Shard k of K searches every K-th prefix of the tree cut at a depth that leaves about 20
-        prefixes or more per shard, so that round robin deals heavy and light subtrees evenly."""
+        prefixes or more per shard, so that round robin deals heavy and light subtrees evenly.  The
+        transfer-matrix method has one shard per bounding-box height."""
+        if self.method == "transfer":
+            return palago_transfer.plan(self.max_n)
         count = self.shard_count()
         depth = next((d for d, prefixes in SPLIT_DEPTHS if prefixes >= 20 * count), SPLIT_DEPTHS[-1][0])
         return [
@@ -90,6 +104,8 @@ class PalagoJob(Job):
         from solvers.palago.catalogue import catalogue_text
 
         spec = shard.spec
+        if spec.get("method") == "transfer":
+            return palago_transfer.run_shard(spec)
         trunk = SearchCounts.zeros(spec["max_n"])
         prefixes = frontier(spec["max_n"], spec["depth"], trunk)[spec["index"] :: spec["count"]]
         counts, catalogue = count_creatures(spec["max_n"], prefixes, spec["catalogue_max_n"])
@@ -129,9 +145,13 @@ class PalagoJob(Job):
         partial = tables["partial_counts"]
         counts = partial.groupby("n", as_index=False, sort=True).sum()
         counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+        if self.method == "transfer":
+            counts = palago_transfer.complete(counts)  # free and stabilisers from fixed + symmetric counts
         _check_identities(counts)
+        if self.method == "direct":
+            _check_symmetric(counts)
         final = {"creature_counts": counts}
-        out.write_text(out.join("creature_counts.md"), _markdown(counts))
+        out.write_text(out.join("creature_counts.md"), _markdown(counts, out, self.method))
         out.write_text(out.join("creature_counts.svg"), _plot(counts))
         return final
 
@@ -139,7 +159,8 @@ class PalagoJob(Job):
         counts = tables["creature_counts"]
         last = counts.iloc[-1]
         line = (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
-                f"fixed({int(last.n)}) = {int(last.fixed)}, {int(counts.nodes.sum()):,} search nodes")
+                f"fixed({int(last.n)}) = {int(last.fixed)}, "
+                + ("transfer-matrix method" if self.method == "transfer" else f"{int(counts.nodes.sum()):,} search nodes"))
         if "creatures" in tables:
             line += f"; catalogue of {len(tables['creatures'])} creatures up to n = {self.catalogue_max_n}"
         return line
@@ -162,14 +183,35 @@ def _check_identities(counts: pd.DataFrame) -> None:
         raise PipelineError(f"internal error: Burnside identities fail for n = {bad.n.tolist()}")
 
 
-def _markdown(counts: pd.DataFrame) -> str:
+def _check_symmetric(counts: pd.DataFrame) -> None:
+    """Every row's stabiliser columns against an independent count of symmetric creatures (an
+    orbit-closed search, solvers/palago/symmetric.py; under a second at n = 28, 4 s at n = 36,
+    32 s at n = 40)."""
+    import numpy as np
+
+    from solvers.palago.symmetric import stabiliser_columns, symmetric_counts
+
+    max_n = int(counts.n.max())
+    fixed = np.zeros(max_n + 1, dtype=np.int64)
+    fixed[counts.n.to_numpy()] = counts.fixed.to_numpy()
+    try:
+        expected = stabiliser_columns(fixed, symmetric_counts(max_n))
+    except ValueError as error:
+        raise PipelineError(f"internal error: {error}") from None
+    for name, column in expected.items():
+        if (column[counts.n.to_numpy()] != counts[name].to_numpy()).any():
+            raise PipelineError(f"internal error: {name} disagrees with the count of symmetric creatures")
+
+
+def _markdown(counts: pd.DataFrame, out, method: str = "direct") -> str:
     header = ["n", "free", "fixed", "stab 1", "stab 2", "stab 3", "stab 6", "search nodes"]
     lines = [
         "# Palago creatures",
         "",
         "Free: up to translation, rotation and reflection; fixed: up to translation. `stab s` counts",
         "the free creatures whose symmetry group has order s. Regenerate with",
-        f"`batchenum run palago --max-n {int(counts.n.max())}`.",
+        f"`batchenum run palago --max-n {int(counts.n.max())}{_out_option(out)}"
+        + (" --method transfer` (transfer-matrix method: no search nodes)." if method == "transfer" else "`."),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---:" for _ in header) + "|",
@@ -178,6 +220,18 @@ def _markdown(counts: pd.DataFrame) -> str:
         cells = [row.n, row.free, row.fixed, *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS), row.nodes]
         lines.append("| " + " | ".join(f"{int(c):,}" if i else str(int(c)) for i, c in enumerate(cells)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _out_option(out) -> str:
+    """The --out option that writes into ``out`` (the DIR/palago folder), empty for the default."""
+    where = out.display_root.rstrip("/")
+    parent = where.rsplit("/", 1)[0] if not out.local else os.path.dirname(where)
+    if not out.local:
+        return f" --out {parent}"
+    relative = os.path.relpath(parent)
+    if relative == "results":
+        return ""
+    return f" --out {parent if relative.startswith('..') else relative}"
 
 
 def _plot(counts: pd.DataFrame) -> str:
@@ -198,15 +252,22 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=positive_int, default=None, metavar="K",
                         help="number of shards (default: for N >= 18, 4 per CPU of the run and at least 32; "
                              "else 4)")
+    parser.add_argument("--method", choices=METHODS, default="direct",
+                        help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
+                             "bounding-box height (docs/palago_transfer.md) (default: direct)")
 
 
 def _build(args: argparse.Namespace) -> PalagoJob:
-    return PalagoJob(args.max_n, args.catalogue_max_n, args.shards)
+    return PalagoJob(args.max_n, args.catalogue_max_n, args.shards, args.method)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", metavar="DIR",
                         help="the folder or URI a palago run wrote to (default: results)")
+    parser.add_argument("--format", choices=("text", "bfile"), default="text",
+                        help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)")
+    parser.add_argument("--column", choices=("free", "fixed"), default="free",
+                        help="the column a b-file lists (default: free)")
 
 
 def _print_table(args: argparse.Namespace) -> int:
@@ -215,9 +276,18 @@ def _print_table(args: argparse.Namespace) -> int:
     if not folder.is_file(path):
         raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
     counts = pd.read_parquet(path, filesystem=folder.fs)
+    if args.format == "bfile":
+        print(bfile(counts, args.column), end="")
+        return 0
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(counts.to_string(index=False))
     return 0
+
+
+def bfile(counts: pd.DataFrame, column: str = "free") -> str:
+    """OEIS b-file text: one line 'n value' per row, n ascending, no header."""
+    rows = counts.sort_values("n")
+    return "".join(f"{int(n)} {int(v)}\n" for n, v in zip(rows.n, rows[column]))
 
 
 COMMAND = JobCommand("palago", "count Palago creatures of every size up to N", _add_run_arguments, _build)

@@ -1,0 +1,55 @@
+"""``batchenum run palago --method transfer``: the count table by the transfer-matrix method.
+
+One shard per bounding-box height H = 1..(N-1)//2 (solvers/palago/transfer.py sweeps every box of
+that height and width >= H); a shard's spec is just (max_n, height).  The shards give fixed counts;
+free counts and the stabiliser columns follow from them and the counts of symmetric creatures
+(solvers/palago/symmetric.py) by Burnside.  There is no search tree, so the nodes column is 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pipeline.errors import PipelineError
+from pipeline.job import Shard
+
+__all__ = ["plan", "run_shard", "complete"]
+
+
+def plan(max_n: int) -> list[Shard]:
+    from solvers.palago.transfer import max_height
+
+    # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
+    return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": max_n, "height": height})
+            for height in range(1, max(1, max_height(max_n)) + 1)]
+
+
+def run_shard(spec: dict) -> dict:
+    from solvers.palago.transfer import count_height
+
+    max_n = spec["max_n"]
+    fixed = count_height(spec["height"], max_n)
+    zeros = [0] * max_n
+    partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed[1:].tolist(),
+               **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros, "nodes": zeros}
+    return {"partial_counts": partial}
+
+
+def complete(counts: pd.DataFrame) -> pd.DataFrame:
+    """Fill the free and stabiliser columns of a table holding summed fixed counts."""
+    from solvers.palago.symmetric import stabiliser_columns, symmetric_counts
+
+    max_n = int(counts.n.max())
+    n = counts.n.to_numpy()
+    fixed = np.zeros(max_n + 1, dtype=np.int64)
+    fixed[n] = counts.fixed.to_numpy()
+    try:
+        columns = stabiliser_columns(fixed, symmetric_counts(max_n))
+    except ValueError as error:
+        raise PipelineError(f"internal error: {error}") from None
+    counts = counts.copy()
+    for name, column in columns.items():
+        counts[name] = column[n]
+    counts["stabiliser_sum"] = 6 * counts["free"]
+    return counts

@@ -1,0 +1,388 @@
+"""Fixed creature counts by the finite-lattice (transfer-matrix) method.
+
+docs/palago_transfer.md explains the method in full; in short:
+
+A fixed creature is a set S of blue vertices (i, j) plus, for each up-triangle ("hex") with all
+three corners in S, a choice of one of its three edges (the tile's body), such that S is connected
+by the bodies (the S-S edge of a hex with two corners in S, the chosen edge of a hex with three),
+and its size is the number of hexes touching S.
+
+For each height H (S occupies rows 0..H-1 and touches both) the vertices are decided column by
+column (c = 0, 1, ...), bottom to top.  Deciding vertex (c, j) completes hex (c-1, j), whose
+corners are (c-1, j), (c-1, j+1) and (c, j); so the frontier is one vertex per row: rows < j hold
+column c, rows >= j still hold column c-1.  A state is the frontier's labels (0: not in S, else a
+component label, renumbered by first appearance) plus two flags (row 0 / row H-1 touched); its
+value is a polynomial in the size, truncated at N and cut further by a lower bound on the hexes
+still to come.  Each creature is generated exactly once, at the unique height and column offset
+where it touches rows 0..H-1 and starts in column 0; a creature is complete when its last
+component leaves the frontier with no other S vertex on it.  Reflection in i = j swaps width and
+height, so only widths W >= H are counted (twice when W > H).
+
+This module holds a plain-Python reference implementation (``count_height_reference``) and the
+numba kernel the job uses (``count_height``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+__all__ = ["max_height", "count_height", "fixed_counts", "count_height_reference", "fixed_counts_reference"]
+
+
+def max_height(max_n: int) -> int:
+    """The largest height worth sweeping: a creature spanning d steps along a lattice axis has at
+    least 2 d + 3 hexes, and only boxes with W >= H are swept."""
+    return max(0, (max_n - 1) // 2)
+
+
+def _relabel(labels):
+    mapping = {}
+    out = []
+    for x in labels:
+        if x == 0:
+            out.append(0)
+        else:
+            if x not in mapping:
+                mapping[x] = len(mapping) + 1
+            out.append(mapping[x])
+    return tuple(out)
+
+
+def _merge(labels, a, b):
+    if a == b:
+        return labels
+    return [a if x == b else x for x in labels]
+
+
+def _lower_bound(f, c, j, height, flags, halved=True):
+    """Hexes not yet counted that any completion of this state must still touch (after vertex
+    (c, j) was decided; f[:j+1] is column c, f[j+1:] column c-1)."""
+    lb = 0
+    # hexes (c-1, j') for j' > j: corners (c-1, j'), (c-1, j'+1) (old column) and (c, j')
+    for jj in range(j + 1, height):
+        if f[jj] or (jj + 1 < height and f[jj + 1]):
+            lb += 1
+    # hexes (c, j') for j' = -1..j: corners (c, j'), (c, j'+1) (new column), (c+1, j')
+    for jj in range(-1, j + 1):
+        if (jj >= 0 and f[jj]) or (jj + 1 <= j and f[jj + 1]):
+            lb += 1
+    # Each further column c' > c that the creature must reach adds at least two hexes (c', *).
+    more = max(0, height - 1 - c) if halved else 0  # W >= H: the creature must reach column H - 1
+    if not flags & 1 or (not flags & 2 and j == height - 1):
+        more = max(more, 1)  # a row still to reach can only be reached in a later column
+    return lb + 2 * more
+
+
+def count_height_reference(height: int, max_n: int, weights: bool = True) -> np.ndarray:
+    """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
+    weighted 2 when the width exceeds the height (1 when equal); plain Python.  ``weights=False``:
+    every width, each creature once (no use of the i <-> j reflection)."""
+    n1 = max_n + 1
+    states = {((0,) * height, 0): np.eye(1, n1, 0, dtype=np.int64)[0]}
+    done = np.zeros(n1, dtype=np.int64)
+    c = 0
+    while states:
+        for j in range(height):
+            new_states: dict = {}
+            for (f, flags), poly in states.items():
+                a = f[j]
+                b = f[j + 1] if j + 1 < height else 0
+                base = 1 if (j == 0 and a) else 0  # hex (c-1, -1) touches S iff (c-1, 0) does
+                options = []
+                # vertex (c, j) out of S
+                g = list(f)
+                g[j] = 0
+                add = base + (1 if (a or b) else 0)
+                if a and b:
+                    g = _merge(g, a, b)
+                options.append((g, add, flags, a))
+                # vertex (c, j) in S
+                fl = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
+                fresh = height + 1
+                add = base + 1
+                if not a and not b:
+                    g = list(f)
+                    g[j] = fresh
+                    options.append((g, add, fl, a))
+                elif a and b:
+                    for body in ("ab", "ac", "bc"):
+                        g = list(f)
+                        g[j] = fresh
+                        if body == "ab":
+                            g = _merge(g, a, b)
+                        elif body == "ac":
+                            g = _merge(g, a, fresh)
+                        else:
+                            g = _merge(g, b, fresh)
+                        options.append((g, add, fl, a))
+                else:
+                    g = list(f)
+                    g[j] = fresh
+                    g = _merge(g, a or b, fresh)
+                    options.append((g, add, fl, a))
+                for g, add, fl, a_old in options:
+                    shifted = np.zeros(n1, dtype=np.int64)
+                    if add < n1:
+                        shifted[add:] = poly[: n1 - add]
+                    if not shifted.any():
+                        continue
+                    # Did the departing vertex (c-1, j) take the last frontier vertex of its component?
+                    # (_merge keeps its first label, and a is always kept, so the class is still a.)
+                    if a_old and a_old not in g:
+                        if any(g):
+                            continue  # a component closed while another remains: never connected
+                        if fl == 3 and (c >= height or not weights):
+                            done += shifted * (2 if (weights and c > height) else 1)
+                        continue
+                    lb = _lower_bound(g, c, j, height, fl, weights)
+                    if lb > max_n:
+                        continue
+                    if lb:
+                        shifted[max_n - lb + 1:] = 0
+                        if not shifted.any():
+                            continue
+                    key = (_relabel(g), fl)
+                    if c == 0 and j == height - 1 and not any(key[0]):
+                        continue  # S must start in column 0
+                    if key in new_states:
+                        new_states[key] = new_states[key] + shifted
+                    else:
+                        new_states[key] = shifted
+            states = new_states
+        c += 1
+    return done
+
+
+def fixed_counts_reference(max_n: int) -> np.ndarray:
+    """Fixed creature counts by size 0..max_n, summed over heights (plain Python; small n only)."""
+    total = np.zeros(max_n + 1, dtype=np.int64)
+    for height in range(1, max_height(max_n) + 1):
+        total += count_height_reference(height, max_n)
+    return total
+
+
+# ------------------------------------------------------------------------------- numba kernel
+#
+# The same sweep as count_height_reference.  A state's key is two int64 words: labels of rows
+# 0..11 (5 bits each) and the flags (bits 60, 61) in the first, labels of rows 12..23 in the
+# second; so heights up to 24 (n <= 49).  Values are rows of a dense int64 matrix (one column per
+# size 0..max_n); a typed dict maps keys to rows.
+
+_BITS = 5
+_PER_WORD = 12
+_MAX_HEIGHT = 2 * _PER_WORD
+_KEY = types.UniTuple(types.int64, 2)
+# Counts are int64: fixed(n) grows about 2.7x per tile and is about 2e11 at n = 32.  The kernel
+# records the largest coefficient it ever held (stats[2]) and the wrapper refuses a result in
+# which it came within a factor 4 of 2^63.
+MAX_N = 44
+_SAFE = np.int64(1) << 61
+
+
+@njit(cache=True, nogil=True)
+def _decode(w0, w1, height, f):
+    for k in range(height):
+        word = w0 if k < _PER_WORD else w1
+        f[k] = (word >> (_BITS * (k % _PER_WORD))) & 31
+    return (w0 >> 60) & 3
+
+
+@njit(cache=True, nogil=True)
+def _encode(g, height, flags, seen):
+    """Relabel g by first appearance (in place) and pack it with the flags."""
+    for k in range(height + 2):
+        seen[k] = 0
+    nxt = 0
+    w0 = np.int64(flags) << 60
+    w1 = np.int64(0)
+    for k in range(height):
+        x = g[k]
+        if x:
+            if seen[x] == 0:
+                nxt += 1
+                seen[x] = nxt
+            x = seen[x]
+        if k < _PER_WORD:
+            w0 |= np.int64(x) << (_BITS * k)
+        else:
+            w1 |= np.int64(x) << (_BITS * (k - _PER_WORD))
+    return w0, w1
+
+
+@njit(cache=True, nogil=True)
+def _kernel_lower_bound(g, c, j, height, flags, halved):
+    lb = 0
+    for jj in range(j + 1, height):
+        if g[jj] or (jj + 1 < height and g[jj + 1]):
+            lb += 1
+    for jj in range(-1, j + 1):
+        if (jj >= 0 and g[jj]) or (jj + 1 <= j and g[jj + 1]):
+            lb += 1
+    more = height - 1 - c if halved else 0
+    if more < 0:
+        more = 0
+    if (flags & 1) == 0 or ((flags & 2) == 0 and j == height - 1):
+        if more < 1:
+            more = 1
+    return lb + 2 * more
+
+
+@njit(cache=True, nogil=True)
+def _count_height(height, max_n, weighted, bound, stats):
+    """stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps);
+    stats[2]: largest coefficient held by a state."""
+    n1 = max_n + 1
+    done = np.zeros(n1, dtype=np.int64)
+    keys = np.zeros((1, 2), dtype=np.int64)
+    polys = np.zeros((1, n1), dtype=np.int64)
+    polys[0, 0] = 1
+    count = 1
+    f = np.zeros(height + 1, dtype=np.int64)
+    g = np.zeros(height + 1, dtype=np.int64)
+    seen = np.zeros(height + 3, dtype=np.int64)
+    opt_add = np.zeros(4, dtype=np.int64)
+    opt_flags = np.zeros(4, dtype=np.int64)
+    opt_g = np.zeros((4, height + 1), dtype=np.int64)
+    fresh = height + 1
+    c = 0
+    while count > 0:
+        for j in range(height):
+            index = Dict.empty(key_type=_KEY, value_type=types.int64)
+            cap = max(16, 2 * count)
+            out_keys = np.zeros((cap, 2), dtype=np.int64)
+            out_polys = np.zeros((cap, n1), dtype=np.int64)
+            out_count = 0
+            for s in range(count):
+                stats[1] += 1
+                flags = _decode(keys[s, 0], keys[s, 1], height, f)
+                a = f[j]
+                b = f[j + 1] if j + 1 < height else 0
+                base = 1 if (j == 0 and a != 0) else 0
+                fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
+                n_opt = 0
+                # vertex (c, j) out of S
+                for k in range(height):
+                    opt_g[n_opt, k] = f[k]
+                opt_g[n_opt, j] = 0
+                if a != 0 and b != 0 and a != b:
+                    for k in range(height):
+                        if opt_g[n_opt, k] == b:
+                            opt_g[n_opt, k] = a
+                opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
+                opt_flags[n_opt] = flags
+                n_opt += 1
+                # vertex (c, j) in S: one option per body the hex (c-1, j) can have
+                if a == 0 or b == 0:
+                    for k in range(height):
+                        opt_g[n_opt, k] = f[k]
+                    opt_g[n_opt, j] = a if a != 0 else (b if b != 0 else fresh)
+                    opt_add[n_opt] = base + 1
+                    opt_flags[n_opt] = fl_in
+                    n_opt += 1
+                else:
+                    for body in range(3):  # 0: a-b (c is the tip), 1: a-c, 2: b-c
+                        for k in range(height):
+                            x = f[k]
+                            if body == 0 and x == b:
+                                x = a
+                            opt_g[n_opt, k] = x
+                        opt_g[n_opt, j] = fresh if body == 0 else (a if body == 1 else b)
+                        opt_add[n_opt] = base + 1
+                        opt_flags[n_opt] = fl_in
+                        n_opt += 1
+                for o in range(n_opt):
+                    add = opt_add[o]
+                    fl = opt_flags[o]
+                    for k in range(height):
+                        g[k] = opt_g[o, k]
+                    if a != 0:
+                        alive = False
+                        others = False
+                        for k in range(height):
+                            if g[k] == a:
+                                alive = True
+                            elif g[k] != 0:
+                                others = True
+                        if not alive:
+                            # (c-1, j) took the last frontier vertex of its component with it
+                            if not others and fl == 3 and (c >= height or not weighted):
+                                w = 2 if (weighted and c > height) else 1
+                                for k in range(n1 - add):
+                                    done[k + add] += w * polys[s, k]
+                            continue
+                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted) if bound else 0
+                    top = max_n - lb  # largest size worth keeping
+                    if top < add:
+                        continue
+                    nonzero = False
+                    for k in range(top - add + 1):
+                        if polys[s, k] != 0:
+                            nonzero = True
+                            break
+                    if not nonzero:
+                        continue
+                    w0, w1 = _encode(g, height, fl, seen)
+                    if c == 0 and j == height - 1 and w0 == (np.int64(fl) << 60) and w1 == 0:
+                        continue  # S must start in column 0
+                    key = (w0, w1)
+                    row = -1
+                    if key in index:
+                        row = index[key]
+                    else:
+                        if out_count == out_keys.shape[0]:
+                            grown_keys = np.zeros((2 * out_count, 2), dtype=np.int64)
+                            grown_keys[:out_count] = out_keys
+                            grown_polys = np.zeros((2 * out_count, n1), dtype=np.int64)
+                            grown_polys[:out_count] = out_polys
+                            out_keys = grown_keys
+                            out_polys = grown_polys
+                        row = out_count
+                        out_count += 1
+                        index[key] = row
+                        out_keys[row, 0] = w0
+                        out_keys[row, 1] = w1
+                    for k in range(top - add + 1):
+                        out_polys[row, k + add] += polys[s, k]
+            keys = out_keys
+            polys = out_polys
+            count = out_count
+            for r in range(count):
+                for k in range(n1):
+                    if polys[r, k] > stats[2]:
+                        stats[2] = polys[r, k]
+            if count > stats[0]:
+                stats[0] = count
+        c += 1
+    return done
+
+
+def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
+                 bound: bool = True) -> np.ndarray:
+    """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
+    weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference).
+    ``weights=False``: every width, each creature once (a check of the reflection argument).
+    ``stats``, if given (int64[3]), receives the peak number of states, the states processed and
+    the largest coefficient a state held.
+    ``bound=False`` drops the lower bound on hexes still to come (states die only when their size
+    alone exceeds max_n): slower, and a check that the bound never cut a creature."""
+    if not 1 <= height <= _MAX_HEIGHT:
+        raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
+    if stats is None:
+        stats = np.zeros(3, dtype=np.int64)
+    if max_n < 0 or max_n > MAX_N:
+        raise ValueError(f"max_n must be between 0 and {MAX_N}, not {max_n}")
+    done = _count_height(height, max_n, weights, bound, stats)
+    if stats[2] >= _SAFE or done.max(initial=0) >= _SAFE or stats[2] < 0 or done.min(initial=0) < 0:
+        raise OverflowError(f"height {height}, max_n {max_n}: counts came too close to 2^63")
+    return done
+
+
+def fixed_counts(max_n: int, bound: bool = True, halved: bool = True) -> np.ndarray:
+    """Fixed creature counts by size 0..max_n, summed over heights (numba kernel).  ``halved=False``
+    sweeps every box with its own height, wide or tall, instead of only W >= H counted twice."""
+    total = np.zeros(max_n + 1, dtype=np.int64)
+    for height in range(1, max_height(max_n) + 1):
+        total += count_height(height, max_n, weights=halved, bound=bound)
+    return total

@@ -1,0 +1,101 @@
+"""The transfer-matrix method against the direct search (an independent algorithm)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from solvers.palago import count_creatures
+from solvers.palago.transfer import (count_height, count_height_reference, fixed_counts, fixed_counts_reference,
+                                     max_height)
+
+MAX_N = 16
+
+
+@pytest.fixture(scope="module")
+def direct():
+    counts, _ = count_creatures(MAX_N)
+    return counts
+
+
+def test_reference_sweep_matches_the_direct_search(direct):
+    assert fixed_counts_reference(MAX_N).tolist() == direct.fixed.tolist()
+
+
+def test_kernel_matches_the_reference_height_by_height():
+    for height in range(1, max_height(MAX_N) + 1):
+        assert count_height(height, MAX_N).tolist() == count_height_reference(height, MAX_N).tolist()
+
+
+def test_heights_beyond_max_height_hold_nothing():
+    # a creature of height H needs at least 2 (H - 1) + 3 hexes (and W >= H)
+    assert not count_height(max_height(MAX_N) + 1, MAX_N).any()
+    assert not count_height_reference(max_height(MAX_N) + 1, MAX_N).any()
+
+
+def test_every_box_swept_without_the_reflection_gives_the_same_counts(direct):
+    # Tall boxes swept along their long side instead of counted as the mirror of wide ones: other
+    # states, other widths, the same total.
+    assert fixed_counts(MAX_N, halved=False).tolist() == direct.fixed.tolist()
+    unhalved = sum(count_height_reference(h, 14, weights=False) for h in range(1, max_height(14) + 1))
+    assert unhalved.tolist() == direct.fixed[:15].tolist()
+
+
+def test_unweighted_sweep_counts_boxes_of_one_height(direct):
+    # Height 1 without the W >= H weights: the straight lines along i; k vertices make 2 k + 1
+    # hexes, one fixed creature each (k = 1 is the eye).
+    line = count_height_reference(1, MAX_N, weights=False)
+    assert [n for n in range(MAX_N + 1) if line[n]] == list(range(3, MAX_N + 1, 2))
+    assert set(line[line > 0].tolist()) == {1}
+
+
+def test_job_writes_the_direct_table(tmp_path):
+    out_transfer, out_direct = tmp_path / "transfer", tmp_path / "direct"
+    for method, out in (("transfer", out_transfer), ("direct", out_direct)):
+        result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(MAX_N), "--serial",
+                                 "--method", method, "--out", str(out)], capture_output=True, text=True, cwd=REPO,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr
+    transfer = pd.read_parquet(out_transfer / "palago" / "creature_counts.parquet")
+    by_search = pd.read_parquet(out_direct / "palago" / "creature_counts.parquet")
+    assert transfer.drop(columns="nodes").equals(by_search.drop(columns="nodes"))
+    assert (transfer.nodes == 0).all() and len(transfer) == MAX_N
+    assert "--method transfer" in (out_transfer / "palago" / "creature_counts.md").read_text()
+
+
+def test_transfer_refuses_a_catalogue(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", "10", "--method", "transfer",
+                             "--catalogue-max-n", "5", "--serial", "--out", str(tmp_path)],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 1 and "--method transfer counts only" in result.stderr
+
+
+def test_the_lower_bound_never_cuts_a_creature():
+    # Knuth's check of Jensen's pruning: rerun with the bound switched off (states then die only
+    # when their size alone exceeds max_n) and compare.
+    assert fixed_counts(MAX_N, bound=False).tolist() == fixed_counts(MAX_N).tolist()
+
+
+def test_kernel_matches_the_direct_search(direct):
+    assert fixed_counts(MAX_N).tolist() == direct.fixed.tolist()
+
+
+def test_kernel_matches_the_published_table_to_24():
+    table = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
+    assert fixed_counts(int(table.n.max()))[1:].tolist() == table.fixed.tolist()
+
+
+def test_smallest_tables(tmp_path):
+    for max_n in (1, 2):
+        out = tmp_path / str(max_n)
+        result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(max_n), "--method",
+                                 "transfer", "--serial", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr
+        counts = pd.read_parquet(out / "palago" / "creature_counts.parquet")
+        assert counts.n.tolist() == list(range(1, max_n + 1)) and not counts.drop(columns="n").any().any()
