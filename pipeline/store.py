@@ -359,13 +359,6 @@ class ShardStore:
         self.storage.write_atomic(
             path, lambda local: pq.write_table(table, local, write_page_checksum=True, compression="zstd"))
 
-    def partitioning(self, name: str) -> Any:
-        """The explicit hive partitioning to read a partitioned table back (so the partition column
-        comes back as int64, not a category)."""
-        import pyarrow.dataset as ds
-
-        spec = self.job.table_spec(name)
-        return ds.partitioning(pa.schema([pa.field(spec.partition, pa.int64())]), flavor="hive")
 
 
 def _row_group_values(path: str, column: str, filesystem: Any) -> set:
