@@ -1,0 +1,84 @@
+"""Shard tasks in flight against the cluster's CPUs.
+
+    python benchmarks/cluster_parallelism.py --cpus 16 --max-n 24
+
+Starts a `ray start --head --num-cpus C` cluster of its own (its own temp dir and token, stopped by
+pid at the end), runs ``batchenum run palago --max-n N --address ...`` on it with the default plan,
+and prints the number of shards planned and the most shards that ran at once, read from the start
+and end times every shard records with its files.  On this 2-core machine a 16-CPU cluster is 16
+logical CPUs: the figure shows the pipeline keeps them all busy, not that they run faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pyarrow.parquet as pq
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = best = 0
+    for _, step in events:
+        running += step
+        best = max(best, running)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpus", type=int, default=16, help="logical CPUs of the cluster (default 16)")
+    parser.add_argument("--max-n", type=int, default=24, help="Palago size (default 24)")
+    args = parser.parse_args()
+    temp_dir = f"/tmp/bp{os.getpid()}"
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    head = subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(args.cpus),
+                           "--temp-dir", temp_dir, "--port", "0", "--include-dashboard", "false",
+                           "--disable-usage-stats"], capture_output=True, text=True, env=env)
+    if head.returncode:
+        raise SystemExit(head.stderr)
+    address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-parallel-") as out:
+            run = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(args.max_n), "--out", out,
+                                  "--address", address, "--quiet"], capture_output=True, text=True, env=env)
+            if run.returncode:
+                raise SystemExit(run.stderr)
+            intervals = []
+            for path in glob.glob(os.path.join(out, "palago", "_shards", "partial_counts", "*.parquet")):
+                stats = json.loads(pq.read_schema(path).metadata[b"batchenum.stats"])
+                intervals.append((stats["committed_at"] - stats["seconds"], stats["committed_at"]))
+            print(f"cluster CPUs {args.cpus}: {len(intervals)} shards planned, at most {most_at_once(intervals)} "
+                  f"running at once (n = {args.max_n})")
+            print("   ", run.stdout.strip().splitlines()[-1])
+    finally:
+        for pid in _with_children(subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["rm", "-rf", temp_dir])
+
+
+def _with_children(pids: list[str]) -> set[str]:
+    """The processes and all their descendants (Ray's workers do not name the temp dir)."""
+    found, stack = set(), list(pids)
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack += subprocess.run(["pgrep", "-P", pid], capture_output=True, text=True).stdout.split()
+    return found
+
+
+if __name__ == "__main__":
+    main()
