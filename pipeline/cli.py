@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -163,11 +165,33 @@ def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Seque
          prog: str = "batchenum") -> int:
     parser = build_parser(jobs, commands, prog)
     args = parser.parse_args(argv)
+    interrupted = _note_interrupts()
     try:
         return args.handler(args)
     except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted; committed shards are kept and a rerun reuses them", file=sys.stderr)
-        return 130
-    except (PipelineError, ValueError, OSError) as error:
+        return _interrupted(prog)
+    except Exception as error:
+        # Ctrl-C inside a library (Ray starting up, say) can surface as another exception
+        if interrupted.is_set():
+            return _interrupted(prog)
+        if not isinstance(error, (PipelineError, ValueError, OSError)):
+            raise
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _note_interrupts() -> threading.Event:
+    """An event set by Ctrl-C (SIGINT), which still raises KeyboardInterrupt as usual."""
+    interrupted = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum, frame):
+            interrupted.set()
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, handler)
+    return interrupted
+
+
+def _interrupted(prog: str) -> int:
+    print(f"\n{prog}: interrupted; committed shards are kept and a rerun reuses them", file=sys.stderr)
+    return 130
