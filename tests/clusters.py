@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import free_port
+from conftest import free_ports
 
 _NODE_PORT_OPTIONS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
                       "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
@@ -27,18 +27,17 @@ def ray_start(*args: str) -> list[str]:
     return [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--disable-usage-stats"]
 
 
-def node_ports() -> list[str]:
-    """Free ports for every port option of a node, so that several nodes share one machine."""
-    ports = []
-    for option in _NODE_PORT_OPTIONS:
-        ports += [option, str(free_port())]
-    return ports
+def node_ports(*extra_options: str) -> list[str]:
+    """Distinct free ports for every port option of a node (and ``extra_options``), so that
+    several nodes share one machine."""
+    options = [*_NODE_PORT_OPTIONS, *extra_options]
+    return [item for option, port in zip(options, free_ports(len(options))) for item in (option, str(port))]
 
 
 def start_head(temp_dir: str, env: dict, *args: str) -> str:
     """Start a head node; returns its address."""
-    head = subprocess.run(ray_start("--head", "--temp-dir", temp_dir, "--port", str(free_port()),
-                                    "--ray-client-server-port", str(free_port()), *node_ports(), *args),
+    head = subprocess.run(ray_start("--head", "--temp-dir", temp_dir,
+                                    *node_ports("--port", "--ray-client-server-port"), *args),
                           capture_output=True, text=True, timeout=180, env=env)
     assert head.returncode == 0, head.stderr
     return re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import clusters
-from conftest import REPO, free_port
+from conftest import REPO, free_ports
 
 PUBLISHED = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
 COUNT_COLUMNS = ["n", "free", "fixed", "free_stabiliser_1", "free_stabiliser_2", "free_stabiliser_3",
@@ -194,8 +194,9 @@ def token_cluster(tmp_path_factory, s3_server):
     pid (every process whose command line names its private temp dir, and their children).  Its
     environment reaches the test S3 server, as a head node's would reach its cloud's store."""
     tempfile_dir = f"/tmp/bh{os.getpid()}"
-    ports = {name: free_port() for name in ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env",
-                                            "metrics", "node_manager", "object_manager", "client")}
+    names = ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env", "metrics", "node_manager",
+             "object_manager", "client")
+    ports = dict(zip(names, free_ports(len(names))))
     # the job's entrypoint `python` must be this environment's, as it is with the venv activated
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # the cluster's own token, so that nothing depends on ~/.ray/auth_token existing already
