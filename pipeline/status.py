@@ -53,7 +53,7 @@ def job_statuses(location: str) -> list[JobStatus]:
 
 def _job_status(folder: Storage) -> JobStatus | None:
     files = [path for path in folder.list_files() if TMP_MARK not in path]
-    plan = _read_plan(folder)
+    plan = _read_json(folder, PLAN_FILE)
     shard_files = [path for path in files if "/_shards/" in path.replace("\\", "/")]
     finals = [path for path in files if path.endswith(".parquet") and path not in shard_files]
     if plan is None and not shard_files and not finals:
@@ -77,10 +77,6 @@ def _group_partitions(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry["partitions"] += 1
         entry["rows"] = None if entry["rows"] is None or table["rows"] is None else entry["rows"] + table["rows"]
     return list(grouped.values())
-
-
-def _read_plan(folder: Storage) -> dict[str, Any] | None:
-    return _read_json(folder, PLAN_FILE)
 
 
 def _read_json(folder: Storage, name: str) -> dict[str, Any] | None:
