@@ -21,9 +21,10 @@ from pipeline.errors import PipelineError
 from pipeline.execute import RunOptions, run_job
 from pipeline.job import Job
 from pipeline.progress import Progress
+from pipeline.runner import TASK_MAX_RETRIES
 from pipeline.storage import is_uri
 
-__all__ = ["JobCommand", "Command", "main", "positive_int", "probability"]
+__all__ = ["JobCommand", "Command", "main", "positive_int", "non_negative_int", "probability"]
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,21 @@ class Command:
 
 def positive_int(text: str) -> int:
     """argparse type: an integer of at least 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
     return value
 
 
@@ -83,6 +93,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-head-start", dest="head_start", action="store_false",
                        help="do not compute shards in this process while the local Ray starts "
                             "(every shard then runs in a Ray worker)")
+    group.add_argument("--retries", type=non_negative_int, default=TASK_MAX_RETRIES, metavar="R",
+                       help="times a shard is run again when its worker process or its node dies "
+                            f"(default {TASK_MAX_RETRIES}); an exception in the shard is never retried")
     group.add_argument("--overwrite", action="store_true",
                        help="replace tables that a run with other input or parameters left in DIR/JOB "
                             "(without it such a run is refused, so nothing is replaced silently)")
@@ -127,7 +140,7 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     _refuse_relative_out_under_job_submit(args.out)
     job = job_command.build(args)
     options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
-                         head_start=args.head_start, overwrite=args.overwrite)
+                         head_start=args.head_start, overwrite=args.overwrite, retries=args.retries)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
     print(job.summary(result.tables))
     print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"

@@ -33,6 +33,7 @@ class RunOptions:
     head_start: bool = True  # compute shards in this process while a private local Ray starts
     window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
     overwrite: bool = False  # replace final tables that another run (other input or parameters) made
+    retries: int = runner.TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
 
 
 @dataclass
@@ -219,13 +220,14 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
         elif options.head_start and runner.is_local(options.address):
             progress.stage("starting a local Ray; computing shards here meanwhile")
             runner.run_local(job, pending, store, on_done, options.workers,
-                             on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify)
+                             on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify,
+                             retries=options.retries)
         else:
             where = where or runner.connect(options.address, options.workers)
             if not runner.is_private_local():
                 _check_cluster_sees_files(job, store, progress)
             progress.stage(f"computing on {where}")
-            runner.run_on_ray(job, pending, store, on_done, options.window, verify)
+            runner.run_on_ray(job, pending, store, on_done, options.window, verify, options.retries, progress.stage)
     finally:
         progress.finish_shards()
     return nodes, verified[0], changed

@@ -12,6 +12,7 @@ files are the same wherever it ran.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import socket
@@ -29,8 +30,8 @@ from pipeline.store import ShardStore
 __all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "run_serial", "run_on_ray", "run_local", "connect",
            "is_local", "check_shared_folders"]
 
-# A dead worker (SIGKILL, lost node) is retried this many times; a Python exception never is,
-# since rerunning a bad input or a bug gives the same failure.
+# A dead worker (SIGKILL, lost node) is retried this many times by default (--retries); a Python
+# exception never is, since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
 _private_local = False  # set by connect() when it starts a private local Ray
 
@@ -204,7 +205,8 @@ def is_private_local() -> bool:
 
 
 def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
-              workers: int | None, on_connected: Callable[[str], None], verify: frozenset = frozenset()) -> None:
+              workers: int | None, on_connected: Callable[[str], None], verify: frozenset = frozenset(),
+              retries: int = TASK_MAX_RETRIES) -> None:
     """Start a private local Ray and run the shards on it, computing shards in this process (from
     the end of the list) until Ray is up; shut the local Ray down at the end."""
     queue = list(shards)
@@ -235,7 +237,7 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
         with lock:
             rest, queue[:] = list(queue), []
         if not failures:
-            run_on_ray(job, rest, store, on_done, verify=verify)
+            run_on_ray(job, rest, store, on_done, verify=verify, retries=retries)
         helper.join()
         if failures:
             raise failures[0]
@@ -326,16 +328,18 @@ def _explain_connect_failure(address: str, error: Exception) -> str:
 
 
 def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, window: int | None = None,
-               verify: frozenset = frozenset()) -> None:
+               verify: frozenset = frozenset(), retries: int = TASK_MAX_RETRIES,
+               say: Callable[[str], None] | None = None) -> None:
     """Run shards as Ray tasks, consuming them as they finish.  Tasks in flight: ``window``, or by
     default twice the cluster's CPUs (at least 8), re-read every few seconds so that the window
-    follows nodes joining and leaving an autoscaling cluster."""
+    follows nodes joining and leaving an autoscaling cluster.  A shard whose worker or node dies is
+    retried ``retries`` times.  ``say`` hears when the cluster has no CPU left to run on."""
     import ray
     from ray.exceptions import RayError
 
     if not shards:
         return
-    task = ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)(_execute_in_worker)
+    task = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=False)(_execute_in_worker)
     job_ref = ray.put(job)
     store_ref = ray.put(store)
     queue = iter(shards)
@@ -345,7 +349,7 @@ def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
         for shard in _take(queue, count):
             in_flight[task.remote(job_ref, shard, store_ref, shard.id in verify)] = shard
 
-    size = _WindowSize(window)
+    size = _WindowSize(window, say)
     submit(size.current())
     try:
         while in_flight:
@@ -355,7 +359,7 @@ def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
                 try:
                     info = ray.get(ref)
                 except RayError as error:
-                    raise ShardFailedError(_failure_message(shard, error)) from error
+                    raise ShardFailedError(_failure_message(shard, error, retries)) from error
                 on_done(shard, info)
             submit(size.current() - len(in_flight))
     except BaseException:
@@ -365,21 +369,32 @@ def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
 
 
 class _WindowSize:
-    """Tasks to keep in flight: fixed, or twice the cluster's CPUs (re-read at most every 5 s)."""
+    """Tasks to keep in flight: fixed, or twice the cluster's CPUs (re-read at most every 5 s).
+    Reading the CPUs also notices a cluster left with none, which would otherwise look like a hang."""
 
-    def __init__(self, fixed: int | None):
+    def __init__(self, fixed: int | None, say: Callable[[str], None] | None = None):
         self.fixed = fixed
+        self.say = say
         self.value = 8
         self.read_at = -1e9
+        self.cpus = None
 
     def current(self) -> int:
-        if self.fixed:
-            return self.fixed
         now = time.monotonic()
         if now - self.read_at >= 5.0:
             self.read_at = now
-            self.value = max(8, 2 * cluster_cpus())
-        return self.value
+            self._read_cpus()
+        return self.fixed or self.value
+
+    def _read_cpus(self) -> None:
+        cpus = cluster_cpus()
+        if self.say and cpus == 0 and self.cpus != 0:
+            self.say("the cluster has no CPUs now (its worker nodes left?): waiting for nodes to join; "
+                     "Ctrl-C stops, and a rerun reuses the committed shards")
+        elif self.say and cpus and self.cpus == 0:
+            self.say(f"the cluster has {cpus} CPUs again: going on")
+        self.cpus = cpus
+        self.value = max(8, 2 * cpus)
 
 
 def _take(iterator, count: int) -> Iterable:
@@ -390,7 +405,7 @@ def _take(iterator, count: int) -> Iterable:
             return
 
 
-def _failure_message(shard: Shard, error: Exception) -> str:
+def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RETRIES) -> str:
     """One message for a shard Ray could not finish: what happened and what to do.  Committed
     shards are kept either way, and a rerun of the same command reuses them."""
     from ray import exceptions as rex
@@ -400,19 +415,27 @@ def _failure_message(shard: Shard, error: Exception) -> str:
         return (f"shard {shard.id}: Ray's memory monitor killed its worker (the node ran short of memory) "
                 f"on every attempt. Give the workers more memory, run fewer at once (--workers), or cut the "
                 f"work smaller (more shards); {rerun}.")
+    attempts = f"every one of {retries + 1} attempts" if retries else "its only attempt"
     if isinstance(error, (rex.NodeDiedError, rex.LocalRayletDiedError)):
-        return f"shard {shard.id}: the node running it died. Check the cluster's nodes; {rerun}."
+        return (f"shard {shard.id}: the node running it died ({_node_of(error)}) on {attempts} (see --retries). "
+                f"Check the cluster's nodes (`ray status`, `ray list nodes`); {rerun}.")
     if isinstance(error, (rex.ObjectLostError, rex.OwnerDiedError, rex.ObjectFetchTimedOutError)):
         return (f"shard {shard.id}: Ray lost an object the shard needed ({type(error).__name__}), usually because "
                 f"a node left the cluster. {rerun[0].upper() + rerun[1:]}.")
     if isinstance(error, rex.WorkerCrashedError):
-        return (f"shard {shard.id}: its worker process died on every one of {TASK_MAX_RETRIES + 1} attempts "
+        return (f"shard {shard.id}: its worker process died on {attempts} (see --retries) "
                 f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}.")
     if isinstance(error, rex.TaskCancelledError):
         return f"shard {shard.id} was cancelled; {rerun}."
     if isinstance(error, rex.RayTaskError):
         return f"shard {shard.id} failed: {_cause(error)}"
     return f"shard {shard.id}: Ray failed ({_cause(error)}); {rerun}."
+
+
+def _node_of(error: Exception) -> str:
+    """"node <ip> <id>" from Ray's node-death message, which has no attributes for them."""
+    found = re.search(r"Node IP: ([^,\s]+), node ID: ([0-9a-f]+)", str(error))
+    return f"node {found.group(1)} {found.group(2)[:12]}" if found else "node unknown"
 
 
 def _cause(error: Exception) -> str:

@@ -169,18 +169,37 @@ def test_tables_do_not_depend_on_the_number_of_workers(tmp_path):
             assert (out / part.relative_to(serial)).read_bytes() == part.read_bytes()
 
 
-@pytest.mark.slow
-def test_node_removed_from_a_cluster_mid_run(tmp_path):
+def run_scenario(name: str, out: Path) -> dict:
+    """Run tests/scenarios/NAME.py (it owns a simulated cluster) and return its RESULT report."""
     # the simulated cluster gets its own token, so that nothing depends on ~/.ray/auth_token
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    result = subprocess.run([sys.executable, str(REPO / "tests" / "scenarios" / "node_loss.py"), str(tmp_path)],
+    result = subprocess.run([sys.executable, str(REPO / "tests" / "scenarios" / f"{name}.py"), str(out)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr
     # Ray's own processes may log to the same stdout; the report is the line marked RESULT
-    report = json.loads(next(line[len("RESULT "):] for line in result.stdout.splitlines() if line.startswith("RESULT ")))
+    return json.loads(next(line[len("RESULT "):] for line in result.stdout.splitlines() if line.startswith("RESULT ")))
+
+
+@pytest.mark.slow
+def test_node_removed_from_a_cluster_mid_run(tmp_path):
+    report = run_scenario("node_loss", tmp_path)
     assert report["removed_mid_run"]
     assert report["committed_before_removal"] < report["shards"]
     expected = PUBLISHED[PUBLISHED.n <= 21]
+    assert report["free"] == expected.free.tolist()
+    assert report["fixed"] == expected.fixed.tolist()
+
+
+@pytest.mark.slow
+def test_node_death_without_retries_is_named_and_committed_shards_kept(tmp_path):
+    report = run_scenario("node_death", tmp_path)
+    assert re.fullmatch(r"shard s000\d: the node running it died \(node \S+ [0-9a-f]{12}\) on its only attempt "
+                        r"\(see --retries\)\. Check the cluster's nodes .*run the same command again to reuse them\.",
+                        report["error"]), report["error"]
+    assert not report["final_table_written"]
+    assert report["committed_after_failure"] >= 1
+    assert report["reused"] == report["committed_after_failure"] < report["shards"]
+    expected = PUBLISHED[PUBLISHED.n <= 23]
     assert report["free"] == expected.free.tolist()
     assert report["fixed"] == expected.fixed.tolist()
 
@@ -282,6 +301,21 @@ def test_a_worker_killed_on_every_attempt_is_named_and_committed_shards_kept(tmp
     rerun = cli(*palago_args(out, 16, 8, "--workers", "2"))
     assert reused(rerun) == kept
     assert_matches_published(out, 16)
+
+
+@pytest.mark.slow
+def test_retries_zero_names_the_only_attempt(tmp_path):
+    """--retries 0: a worker killed once is not run again, and the message says so."""
+    failed = cli(*palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start", "--retries", "0"),
+                 env={"BATCHENUM_TEST_KILL_SHARD": "s0001"}, check=False)
+    assert failed.returncode == 1
+    assert "shard s0001: its worker process died on its only attempt (see --retries)" in failed.stderr
+
+
+def test_negative_retries_is_a_usage_error(tmp_path):
+    refused = cli(*palago_args(tmp_path, 5, 1, "--retries", "-1"), check=False)
+    assert refused.returncode == 2
+    assert "--retries: must be at least 0, not -1" in refused.stderr
 
 
 @pytest.mark.slow
