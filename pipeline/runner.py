@@ -392,7 +392,7 @@ class _WindowSize:
             self.say("the cluster has no CPUs now (its worker nodes left?): waiting for nodes to join; "
                      "Ctrl-C stops, and a rerun reuses the committed shards")
         elif self.say and cpus and self.cpus == 0:
-            self.say(f"the cluster has {cpus} CPUs again: going on")
+            self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} again: going on")
         self.cpus = cpus
         self.value = max(8, 2 * cpus)
 

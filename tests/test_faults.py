@@ -191,7 +191,7 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_node_death_without_retries_is_named_and_committed_shards_kept(tmp_path):
+def test_node_death_is_named_without_retries_and_waited_out_with_them(tmp_path):
     report = run_scenario("node_death", tmp_path)
     assert re.fullmatch(r"shard s000\d: the node running it died \(node \S+ [0-9a-f]{12}\) on its only attempt "
                         r"\(see --retries\)\. Check the cluster's nodes .*run the same command again to reuse them\.",
@@ -202,6 +202,11 @@ def test_node_death_without_retries_is_named_and_committed_shards_kept(tmp_path)
     expected = PUBLISHED[PUBLISHED.n <= 23]
     assert report["free"] == expected.free.tolist()
     assert report["fixed"] == expected.fixed.tolist()
+    # with retries, losing the only node is waited out, said once, and the counts stay exact
+    said = report["waited"]["said"]
+    assert sum("the cluster has no CPUs now" in line for line in said) == 1, said
+    assert all("no CPUs now" in line or "has 1 CPU again" in line for line in said), said  # "again" if seen in time
+    assert report["waited"]["free"] == expected.free.tolist()[:22]
 
 
 # ------------------------------------------------------------------ a real `ray start --head` cluster

@@ -1,5 +1,7 @@
 """A node dies under a shard that may not be retried: the run must fail with one message naming
-the shard, keep what was committed, and a rerun on a new node must finish from there.
+the shard, keep what was committed, and a rerun on a new node must finish from there.  Then a run
+with retries loses its only node: it must say that the cluster has no CPUs and wait, and finish
+once a new node joins (as an autoscaler would add one).
 
 Usage: python node_death.py OUT_DIR.  Prints one line, "RESULT " and JSON.  Runs in its own process
 because it owns its simulated Ray cluster (a head without CPUs, so shards run on the doomed node).
@@ -52,11 +54,53 @@ def main(out: str) -> None:
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     rerun = run_job(PalagoJob(max_n=23, shards=4), RunOptions(out_dir=out), Progress("palago", quiet=True))
+    events["waited"] = wait_for_a_new_node(cluster, pathlib.Path(out) / "waits")
     counts = rerun.tables["creature_counts"]
     print("RESULT " + json.dumps({**events, "reused": rerun.reused, "shards": rerun.shards,
                                   "free": counts.free.tolist(), "fixed": counts.fixed.tolist()}), flush=True)
     ray.shutdown()
     cluster.shutdown()
+
+
+class _Heard:
+    """A progress stream that remembers what it was told and signals one phrase."""
+
+    def __init__(self, phrase: str):
+        self.phrase, self.text, self.heard = phrase, [], threading.Event()
+
+    def write(self, text: str) -> None:
+        self.text.append(text)
+        if self.phrase in text:
+            self.heard.set()
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def wait_for_a_new_node(cluster: Cluster, out: pathlib.Path) -> dict:
+    """Remove the only node with CPUs mid-run, add one when the run says it is waiting; returns
+    what the run said and how its counts came out.  The run goes in a thread: Ray adds nodes only
+    from the main thread."""
+    only = next(node for node in cluster.worker_nodes)
+    heard = _Heard("the cluster has no CPUs now")
+    outcome: dict = {}
+
+    def run() -> None:
+        result = run_job(PalagoJob(max_n=22, shards=4), RunOptions(out_dir=str(out)), Progress("palago", stream=heard))
+        outcome["free"] = result.tables["creature_counts"].free.tolist()
+
+    running = threading.Thread(target=run, daemon=True)
+    running.start()
+    while committed(out / "palago" / "_shards" / "partial_counts") < 1:
+        time.sleep(0.02)
+    cluster.remove_node(only, allow_graceful=False)
+    if heard.heard.wait(timeout=120):
+        cluster.add_node(num_cpus=1)
+    running.join(timeout=300)
+    return {**outcome, "said": [line.strip() for line in "".join(heard.text).splitlines() if "CPUs" in line]}
 
 
 if __name__ == "__main__":
