@@ -389,10 +389,10 @@ class _WindowSize:
     def _read_cpus(self) -> None:
         cpus = cluster_cpus()
         if self.say and cpus == 0 and self.cpus != 0:
-            self.say("the cluster has no CPUs now (its worker nodes left?): waiting for nodes to join; "
-                     "Ctrl-C stops, and a rerun reuses the committed shards")
+            self.say("the cluster has no CPUs (no worker node has joined, or all have left): waiting for nodes "
+                     "to join; Ctrl-C stops, and a rerun reuses the committed shards")
         elif self.say and cpus and self.cpus == 0:
-            self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} again: going on")
+            self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} now: going on")
         self.cpus = cpus
         self.value = max(8, 2 * cpus)
 

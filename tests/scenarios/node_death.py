@@ -1,7 +1,8 @@
 """A node dies under a shard that may not be retried: the run must fail with one message naming
-the shard, keep what was committed, and a rerun on a new node must finish from there.  Then a run
-with retries loses its only node: it must say that the cluster has no CPUs and wait, and finish
-once a new node joins (as an autoscaler would add one).
+the shard, keep what was committed, and a rerun on a new node must finish from there.  Then, on a
+cluster left without CPUs, a run must say so and wait, and finish once a node joins (as an
+autoscaler would add one).  (Removing the node mid-run for that second part is a race: a worker
+whose raylet died can still finish the tasks already pushed to it.)
 
 Usage: python node_death.py OUT_DIR.  Prints one line, "RESULT " and JSON.  Runs in its own process
 because it owns its simulated Ray cluster (a head without CPUs, so shards run on the doomed node).
@@ -81,26 +82,24 @@ class _Heard:
 
 
 def wait_for_a_new_node(cluster: Cluster, out: pathlib.Path) -> dict:
-    """Remove the only node with CPUs mid-run, add one when the run says it is waiting; returns
-    what the run said and how its counts came out.  The run goes in a thread: Ray adds nodes only
-    from the main thread."""
-    only = next(node for node in cluster.worker_nodes)
-    heard = _Heard("the cluster has no CPUs now")
+    """With no node left that has CPUs, start a run; add a node once the run says it is waiting.
+    Returns what the run said and its counts.  The run goes in a thread: Ray adds nodes only from
+    the main thread."""
+    for node in list(cluster.worker_nodes):
+        cluster.remove_node(node)
+    heard = _Heard("the cluster has no CPUs")
     outcome: dict = {}
 
     def run() -> None:
-        result = run_job(PalagoJob(max_n=22, shards=4), RunOptions(out_dir=str(out)), Progress("palago", stream=heard))
+        result = run_job(PalagoJob(max_n=23, shards=4), RunOptions(out_dir=str(out)), Progress("palago", stream=heard))
         outcome["free"] = result.tables["creature_counts"].free.tolist()
 
     running = threading.Thread(target=run, daemon=True)
     running.start()
-    while committed(out / "palago" / "_shards" / "partial_counts") < 1:
-        time.sleep(0.02)
-    cluster.remove_node(only, allow_graceful=False)
-    if heard.heard.wait(timeout=120):
-        cluster.add_node(num_cpus=1)
+    outcome["heard_before_a_node_joined"] = heard.heard.wait(timeout=120)
+    cluster.add_node(num_cpus=1)  # even if nothing was heard: the scenario must not hang
     running.join(timeout=300)
-    return {**outcome, "said": [line.strip() for line in "".join(heard.text).splitlines() if "CPUs" in line]}
+    return {**outcome, "said": [line.strip() for line in "".join(heard.text).splitlines() if "CPU" in line]}
 
 
 if __name__ == "__main__":
