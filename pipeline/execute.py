@@ -58,17 +58,15 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
         removed = store.remove_temporaries()
         if removed:
             progress.stage(f"removed {removed} temporary files left by an interrupted run")
-        return _run_holding_the_folder(job, store, options, progress, started)
+        try:
+            return _run_holding_the_folder(job, store, options, progress, started)
+        finally:
+            runner.shutdown_private_local()  # if planning or computing started one
 
 
 def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, progress: Progress,
                             started: float) -> RunResult:
-    where = None
-    if not options.serial and not runner.is_local(options.address):
-        where = runner.connect(options.address, options.workers)  # a cluster: plan for its size
-    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
-                                                            else options.workers or os.cpu_count())
-    shards = job.plan()
+    shards, where = _plan(job, options, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
     verify = frozenset(shard.id for shard in reused if _reads_input(job))
@@ -95,6 +93,24 @@ def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, pr
         final[name] = StreamedTable(rows[name], paths[name])
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+
+
+def _plan(job: Job, options: RunOptions, progress: Progress) -> tuple[list[Shard], str | None]:
+    """The job's shards, and the Ray connected so far (None: none yet).  On a cluster the driver
+    connects first, so that the plan follows the cluster's size.  Otherwise a plan that asks for
+    tasks (the lines of a large input to count) starts the private local Ray itself: the head start
+    is lost, which a batch that large does not miss.  --serial plans in this process."""
+    where = None
+    if not options.serial and not runner.is_local(options.address):
+        where = runner.connect(options.address, options.workers)
+    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
+                                                            else options.workers or os.cpu_count())
+    job.task_map = None if options.serial else runner.TaskMap(options.address, options.workers)
+    shards = job.plan()
+    if job.task_map is not None and job.task_map.where:
+        where = job.task_map.where
+        progress.stage(f"planned with tasks on {where}")
+    return shards, where
 
 
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:

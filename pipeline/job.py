@@ -11,7 +11,7 @@ about any puzzle.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY", "StreamedTable"]
 
@@ -107,6 +107,9 @@ class Job:
     # The CPUs the run will have (set by the pipeline before ``plan``; None when unknown): a job may
     # cut its work finer for a bigger cluster.
     cluster_cpus: int | None = None
+    # A parallel map for ``plan`` (set by the pipeline before ``plan``; None: plan in this process):
+    # ``task_map(fn, items)`` returns ``[fn(item) for item in items]``, computed by Ray tasks.
+    task_map: Callable[[Callable, list], list] | None = None
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
     # only finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()

@@ -4,13 +4,27 @@ whole file, whoever counted."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sys
 
+import pandas as pd
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from ray import cloudpickle
 
-from pipeline.inputs import _slice_bytes, input_storage, plan_slices
+from jobs.dungeons import DungeonJob
+from pipeline import runner
+from pipeline.errors import InputError
+from pipeline.execute import RunOptions, run_job
+from pipeline.inputs import _slice_bytes, count_block_newlines, input_storage, plan_slices
+from pipeline.progress import Progress
 
+from test_faults import cli
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import test modules
 SETTINGS = settings(max_examples=150, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -63,3 +77,90 @@ def test_block_plan_resolves_to_the_reference_slices(tmp_path_factory, data, lin
                            driver_bytes=0)
     assert by_tasks == by_driver
     assert resolved(path, by_driver, data) == expected
+
+
+def test_counting_runs_in_ray_tasks_and_gives_the_driver_plan(tmp_path, ray_session):
+    path = tmp_path / "batch.jsonl"
+    lines = [json.dumps({"id": f"r{k}", "grid": ["@" + "." * (k % 50)]}) for k in range(3000)]
+    lines[7] = ""
+    path.write_text("\n".join(lines) + "\n")
+    calls = []
+
+    def counting_map(fn, items):  # the real map, watched
+        calls.append(len(items))
+        return runner.map_tasks(fn, items)
+
+    by_tasks = plan_slices(str(path), "grid", 250, counting_map, block=4096, task_blocks=3, driver_bytes=0)
+    assert calls == [-(-path.stat().st_size // (4096 * 3))] and calls[0] > 1
+    assert by_tasks == plan_slices(str(path), "grid", 250, block=4096)
+    assert resolved(path, by_tasks, path.read_bytes()) == reference_cuts(path.read_bytes(), 250)
+    assert os.getpid() not in runner.map_tasks(worker_pid, [1, 2])  # tasks run in Ray workers
+    assert plan_slices(str(path), "grid", 250, counting_map, block=4096) == by_tasks  # small: counted here
+    assert len(calls) == 1
+
+
+def worker_pid(_item) -> int:
+    return os.getpid()
+
+
+def failing_count(blocks):
+    """A count that fails on blocks 2..3 only, as a read error would."""
+    if blocks.first == 2:
+        raise OSError("the disk went away")
+    return count_block_newlines(blocks)
+
+
+def test_failed_counting_names_the_blocks_or_the_changed_file(tmp_path, ray_session):
+    path = tmp_path / "batch.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{k}", "grid": ["@"]}) + "\n" for k in range(400)))
+
+    def map_after_an_append(fn, items):  # the file grows while its lines are counted
+        with open(path, "a") as handle:
+            handle.write("{}\n")
+        return runner.map_tasks(fn, items)
+
+    with pytest.raises(InputError, match=f"input file {path} changed during the run"):
+        plan_slices(str(path), "grid", 10, map_after_an_append, block=1024, driver_bytes=0)
+
+    def map_failing(fn, items):
+        return runner.map_tasks(failing_count, items)
+
+    with pytest.raises(runner.TaskFailedError, match=rf"failed on blocks 2\.\.3 \(bytes 2,048 to 4,096\) of {path}: OSError: the disk went away"):
+        plan_slices(str(path), "grid", 10, map_failing, block=1024, task_blocks=2, driver_bytes=0)
+
+
+def run_dungeons(path, out, plan_hook: str, **options):
+    os.environ["BATCHENUM_TEST_PLAN"] = plan_hook
+    try:
+        return run_job(DungeonJob(str(path), records_per_shard=40), RunOptions(out_dir=str(out), **options),
+                       Progress("dungeons", stream=io.StringIO()))
+    finally:
+        del os.environ["BATCHENUM_TEST_PLAN"]
+
+
+def test_a_resumed_run_reuses_every_shard_whoever_counted(tmp_path, ray_session):
+    path = tmp_path / "batch.jsonl"
+    path.write_text("".join(json.dumps({"id": f"d{k}", "grid": ["@.$", ".g$"][: 1 + k % 2]}) + "\n"
+                            for k in range(300)))
+    first = run_dungeons(path, tmp_path / "out", "512,2,1000000000", serial=True)  # counted by the driver
+    again = run_dungeons(path, tmp_path / "out", "512,2,0")  # counted by tasks on the session's Ray
+    assert again.shards == first.shards > 1 and again.reused == first.shards and not again.recomputed
+
+
+@pytest.mark.slow
+def test_cli_with_task_counting_gives_the_same_tables(tmp_path):
+    path = tmp_path / "batch.jsonl"
+    cli("generate", "dungeons", "--count", "2000", "--height", "6", "--width", "1-9", "--seed", "8",
+        "--out", str(path))
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"id": "bad", "grid": 7}\nnot json\n\n{"id": "last", "grid": ["@$"]}')
+    args = ("run", "dungeons", "--input", str(path), "--records-per-shard", "300", "--workers", "2")
+    default = cli(*args, "--out", str(tmp_path / "default"))
+    tasks = cli(*args, "--out", str(tmp_path / "tasks"), env={"BATCHENUM_TEST_PLAN": "4096,4,0"})
+    assert "planned with tasks on a local Ray with 2 CPUs" in tasks.stderr
+    assert "planned with tasks" not in default.stderr
+    assert default.stdout.splitlines()[0] == tasks.stdout.splitlines()[0]
+    for table in ("answers", "errors"):
+        assert (tmp_path / "default" / "dungeons" / f"{table}.parquet").read_bytes() == \
+               (tmp_path / "tasks" / "dungeons" / f"{table}.parquet").read_bytes()
+    assert len(pd.read_parquet(tmp_path / "tasks" / "dungeons" / "errors.parquet")) == 2
