@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
-from pipeline.job import STATS_KEY, Job, Shard
+from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Job, Shard
 from pipeline.store import ShardStore
 
 __all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "TaskFailedError", "TaskMap", "run_serial",
@@ -77,11 +77,11 @@ def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: 
             fingerprint of its input is still the one recorded, else compute it again.
     """
     _refuse_other_code(job, store, node)
-    fingerprint = job.input_fingerprint(shard)
+    fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
     retry = []
     if verify:
         recorded = store.recorded_stats(shard)
-        if recorded.get("input_fingerprint") == fingerprint:
+        if recorded.get(INPUT_FINGERPRINT) == fingerprint:
             retry = recorded.get("retry") or []
             if not retry:
                 return {"node": node, "reused": True}
@@ -92,8 +92,10 @@ def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: 
         outputs = dict(job.run_shard(shard))
     stats = {**outputs.pop(STATS_KEY, {}), "node": node, "seconds": round(time.monotonic() - started, 3),
              "committed_at": round(time.time(), 3)}
-    if fingerprint is not None:
-        stats["input_fingerprint"] = fingerprint
+    if INPUT_FINGERPRINT not in stats:  # the job did not record the checksum of what it read
+        fingerprint = fingerprint or job.input_fingerprint(shard)
+        if fingerprint is not None:
+            stats[INPUT_FINGERPRINT] = fingerprint
     store.write_shard(shard, outputs, stats)
     return {**stats, "reused": False, "verified": verify and not retry, "retried": len(retry)}
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import runner
-from pipeline.inputs import _slice_bytes, input_storage, plan_slices
+from pipeline.inputs import load_slice, plan_slices
 from test_faults import PUBLISHED, cli, cli_command, reused
 
 pytestmark = pytest.mark.slow
@@ -173,6 +173,6 @@ def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_sessio
     by_tasks = plan_slices(uri, "grid", 300, counting_map, block=2048, task_blocks=4, driver_bytes=0)
     assert calls and calls[0] > 1
     assert by_tasks == plan_slices(uri, "grid", 300, block=2048)
-    slices = [_slice_bytes(spec, input_storage(uri)) for spec in by_tasks]
+    slices = [load_slice(spec).data for spec in by_tasks]
     assert b"".join(slices) == data + b'{"id": "tail"}'
     assert [len(part.splitlines()) for part in slices] == [300] * 6 + [201]

@@ -19,7 +19,7 @@ from jobs.dungeons import DungeonJob
 from pipeline import runner
 from pipeline.errors import InputError
 from pipeline.execute import RunOptions, run_job
-from pipeline.inputs import _slice_bytes, count_block_newlines, input_storage, plan_slices
+from pipeline.inputs import count_block_newlines, load_slice, plan_slices
 from pipeline.progress import Progress
 
 from test_faults import cli
@@ -48,7 +48,7 @@ def resolved(path, specs: list[dict], data: bytes) -> list[tuple[int, int, int]]
     """(start, end, first_line) of each planned slice, found from the bytes its reader returns."""
     out, start = [], 0
     for spec in specs:
-        sliced = _slice_bytes(json.loads(json.dumps(spec)), input_storage(str(path)))  # specs must survive JSON
+        sliced = load_slice(json.loads(json.dumps(spec))).data  # specs must survive JSON
         assert data[start : start + len(sliced)] == sliced
         out.append((start, start + len(sliced), spec["first_line"]))
         start += len(sliced)
@@ -125,7 +125,8 @@ def test_failed_counting_names_the_blocks_or_the_changed_file(tmp_path, ray_sess
     def map_failing(fn, items):
         return runner.map_tasks(failing_count, items)
 
-    with pytest.raises(runner.TaskFailedError, match=rf"failed on blocks 2\.\.3 \(bytes 2,048 to 4,096\) of {path}: OSError: the disk went away"):
+    named = rf"failed on blocks 2\.\.3 \(bytes 2,048 to 4,096\) of {path}: OSError: the disk went away"
+    with pytest.raises(runner.TaskFailedError, match=named):
         plan_slices(str(path), "grid", 10, map_failing, block=1024, task_blocks=2, driver_bytes=0)
 
 
