@@ -266,16 +266,19 @@ def shutdown_private_local() -> None:
 class TaskMap:
     """``task_map(fn, items)``: ``[fn(item) for item in items]`` as Ray tasks (``map_tasks``), after
     connecting as ``connect(address, workers)`` would when no Ray is connected yet.  The pipeline hands
-    one to a job before it plans; ``where`` then says what it connected to (None: it did not)."""
+    one to a job before it plans; ``where`` then says what it connected to (None: it did not) and
+    ``tasks`` how many tasks it ran."""
 
     def __init__(self, address: str | None, workers: int | None):
         self.address = address
         self.workers = workers
         self.where: str | None = None
+        self.tasks = 0
 
     def __call__(self, fn: Callable, items: list) -> list:
         if not _ray_initialised():
             self.where = connect(self.address, self.workers)
+        self.tasks += len(items)
         return map_tasks(fn, items)
 
 
