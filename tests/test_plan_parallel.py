@@ -131,21 +131,24 @@ def test_failed_counting_names_the_blocks_or_the_changed_file(tmp_path, ray_sess
         plan_slices(str(path), "grid", 10, map_failing, block=1024, task_blocks=2, driver_bytes=0)
 
 
-def run_dungeons(path, out, plan_hook: str, **options):
-    os.environ["BATCHENUM_TEST_PLAN"] = plan_hook
-    try:
-        return run_job(DungeonJob(str(path), records_per_shard=40), RunOptions(out_dir=str(out), **options),
-                       Progress("dungeons", stream=io.StringIO()))
-    finally:
-        del os.environ["BATCHENUM_TEST_PLAN"]
+def run_dungeons(path, out, **options):
+    """(result, progress lines) of one dungeons run."""
+    stream = io.StringIO()
+    result = run_job(DungeonJob(str(path), records_per_shard=40), RunOptions(out_dir=str(out), **options),
+                     Progress("dungeons", stream=stream))
+    return result, stream.getvalue()
 
 
-def test_a_resumed_run_reuses_every_shard_whoever_counted(tmp_path, ray_session):
+def test_a_resumed_run_reuses_every_shard_whoever_counted(tmp_path, ray_session, monkeypatch):
     path = tmp_path / "batch.jsonl"
     path.write_text("".join(json.dumps({"id": f"d{k}", "grid": ["@.$", ".g$"][: 1 + k % 2]}) + "\n"
                             for k in range(300)))
-    first = run_dungeons(path, tmp_path / "out", "512,2,1000000000", serial=True)  # counted by the driver
-    again = run_dungeons(path, tmp_path / "out", "512,2,0")  # counted by tasks on the session's Ray
+    monkeypatch.setenv("BATCHENUM_TEST_PLAN", "512,2,1000000000")
+    first, said = run_dungeons(path, tmp_path / "out", serial=True)  # counted by the driver
+    assert "planned with" not in said
+    monkeypatch.setenv("BATCHENUM_TEST_PLAN", "512,2,0")
+    again, said = run_dungeons(path, tmp_path / "out")  # counted by tasks on the session's Ray
+    assert f"planned with {-(-path.stat().st_size // (512 * 2))} tasks" in said
     assert again.shards == first.shards > 1 and again.reused == first.shards and not again.recomputed
 
 
