@@ -23,12 +23,13 @@ from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import (
     RecordSlice,
+    load_slice,
     plain_reason,
     read_slice,
     read_slice_arrow,
     string_list_buffers,
 )
-from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
+from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
@@ -90,26 +91,29 @@ class DungeonJob(RecordBatchJob):
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 
         A slice that pyarrow reads without doubt is validated straight from its Arrow buffers;
-        any other slice is read record by record, so that every line is accounted for.
+        any other slice is read record by record, so that every line is accounted for.  Either
+        way the slice is read from the input once.
         """
-        spec = dict(shard.spec)
-        fast = read_slice_arrow(spec, "grid", _GRID_TYPE, self.input)
+        loaded = load_slice(dict(shard.spec), self.input)
+        fast = read_slice_arrow(loaded, "grid", _GRID_TYPE, self.input)
         if fast is not None:
             records = RecordSlice(fast.positions, fast.ids, [None] * len(fast.ids), [None] * len(fast.ids),
                                   fast.position_label)
             readable = list(range(len(fast.ids)))
             batch = parse_flat(*string_list_buffers(fast.values), max_cells=self.max_cells)
         else:
-            records = read_slice(spec, "grid", source=self.input)
+            records = read_slice(loaded, "grid", source=self.input)
             readable = [i for i, error in enumerate(records.errors) if error is None]
             batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
-        return self._outputs(records, readable, batch)
+        return self._outputs(records, readable, batch, loaded.fingerprint)
 
-    def _outputs(self, records: RecordSlice, readable: list[int], batch: ParsedBatch) -> ShardOutput:
+    def _outputs(self, records: RecordSlice, readable: list[int], batch: ParsedBatch,
+                 fingerprint: str) -> ShardOutput:
         """Solve each distinct valid grid once; one answers row per valid record, one errors row
         per other record.
 
-        readable: indices of the records whose grids are ``batch``'s input, in order.
+        readable:    indices of the records whose grids are ``batch``'s input, in order.
+        fingerprint: the checksum of the slice's bytes, recorded with the shard.
         """
         distinct, inverse = batch.unique()
         gold = solve_batch(distinct)[inverse]
@@ -125,7 +129,7 @@ class DungeonJob(RecordBatchJob):
                 "line": np.asarray([records.positions[i] for i in answered], dtype=np.int64),
             },
             "errors": self._error_rows(records, readable, batch.errors),
-            STATS_KEY: {"records": len(records)},
+            STATS_KEY: {"records": len(records), INPUT_FINGERPRINT: fingerprint},
         }
 
     def _error_rows(self, records: RecordSlice, readable: list[int], parse_errors: list) -> dict[str, list]:

@@ -24,8 +24,8 @@ from jobs import CODE_PACKAGES
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import plain_reason, read_slice
-from pipeline.job import STATS_KEY, Column, Shard, ShardOutput, TableSpec
+from pipeline.inputs import load_slice, plain_reason, read_slice
+from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Column, Shard, ShardOutput, TableSpec
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
@@ -98,14 +98,16 @@ class NonaryJob(RecordBatchJob):
         Records are read without a pyarrow fast path on purpose: the parser must see the original
         JSON types to reject ``9.0``, ``"9"`` or ``true`` rather than have them coerced.
         """
-        records = read_slice(dict(shard.spec), "doors", source=self.input)
+        loaded = load_slice(dict(shard.spec), self.input)
+        records = read_slice(loaded, "doors", source=self.input)
         answers, errors, timed_out = self._rows(records, range(len(records)))
-        return self._outputs(answers, errors, len(records), timed_out)
+        return self._outputs(answers, errors, len(records), timed_out, loaded.fingerprint)
 
     def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardOutput:
         """The committed shard with its timed-out records (``retry``: their lines) searched again;
         every other row is kept as committed."""
-        records = read_slice(dict(shard.spec), "doors", source=self.input)
+        loaded = load_slice(dict(shard.spec), self.input)
+        records = read_slice(loaded, "doors", source=self.input)
         again = set(retry)
         answers, errors, timed_out = self._rows(records, [i for i, p in enumerate(records.positions) if p in again])
         for table, rows in (("answers", answers), ("errors", errors)):
@@ -115,7 +117,7 @@ class NonaryJob(RecordBatchJob):
             order = sorted(range(len(rows["line"])), key=rows["line"].__getitem__)
             for name in rows:
                 rows[name] = [rows[name][k] for k in order]
-        return self._outputs(answers, errors, len(records), timed_out)
+        return self._outputs(answers, errors, len(records), timed_out, loaded.fingerprint)
 
     def _rows(self, records, indices) -> tuple[dict, dict, list[int]]:
         """Answers and errors rows for the records at ``indices``, and the lines that timed out."""
@@ -142,15 +144,17 @@ class NonaryJob(RecordBatchJob):
         return answers, errors, timed_out
 
     @staticmethod
-    def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int]) -> ShardOutput:
+    def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int], fingerprint: str) -> ShardOutput:
         """A timeout depends on the machine's load, not on the record: the shard asks a rerun to
-        retry exactly those records (``retry``) rather than reuse their error rows."""
+        retry exactly those records (``retry``) rather than reuse their error rows.  ``fingerprint``
+        is the checksum of the slice's bytes, recorded with the shard."""
         return {
             "answers": {**answers, "escaped": np.asarray(answers["escaped"], dtype=np.int64),
                         "doors": np.asarray(answers["doors"], dtype=np.int64),
                         "line": np.asarray(answers["line"], dtype=np.int64)},
             "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
-            STATS_KEY: {"records": records, "timeouts": len(timed_out), "retry": timed_out},
+            STATS_KEY: {"records": records, "timeouts": len(timed_out), "retry": timed_out,
+                        INPUT_FINGERPRINT: fingerprint},
         }
 
     def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:

@@ -60,12 +60,15 @@ class RecordBatchJob(Job):
         return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
 
     def input_fingerprint(self, shard: Shard) -> str:
-        """A checksum of the bytes the shard reads from the input (computed where the shard runs)."""
+        """A checksum of the bytes the shard reads from the input (computed where the shard runs).
+        A shard's ``run_shard`` records the same checksum from the bytes it read (``load_slice``), so
+        this reads the input only to check a committed shard."""
         return slice_fingerprint(dict(shard.spec), self.input)
 
     def plan(self) -> list[Shard]:
-        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``..."""
-        slices = plan_slices(self.input, self.field, self.records_per_shard)
+        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``...
+        A large JSONL input has its lines counted by ``task_map`` when the pipeline gives one."""
+        slices = plan_slices(self.input, self.field, self.records_per_shard, self.task_map)
         return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:

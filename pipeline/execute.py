@@ -59,17 +59,15 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
         removed = store.remove_temporaries()
         if removed:
             progress.stage(f"removed {removed} temporary files left by an interrupted run")
-        return _run_holding_the_folder(job, store, options, progress, started)
+        try:
+            return _run_holding_the_folder(job, store, options, progress, started)
+        finally:
+            runner.shutdown_private_local()  # if planning or computing started one
 
 
 def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, progress: Progress,
                             started: float) -> RunResult:
-    where = None
-    if not options.serial and not runner.is_local(options.address):
-        where = runner.connect(options.address, options.workers)  # a cluster: plan for its size
-    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
-                                                            else options.workers or os.cpu_count())
-    shards = job.plan()
+    shards, where = _plan(job, store, options, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
     verify = frozenset(shard.id for shard in reused if _reads_input(job))
@@ -96,6 +94,27 @@ def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, pr
         final[name] = StreamedTable(rows[name], paths[name])
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+
+
+def _plan(job: Job, store: ShardStore, options: RunOptions, progress: Progress) -> tuple[list[Shard], str | None]:
+    """The job's shards, and the Ray connected so far (None: none yet).  On a cluster the driver
+    connects first, so that the plan follows the cluster's size, and checks that every node sees
+    the run's local files, before any task reads them.  Otherwise a plan that asks for tasks (the
+    lines of a large input to count) starts the private local Ray itself: the head start is lost,
+    which a batch that large does not miss.  --serial plans in this process."""
+    where = None
+    if not options.serial and not runner.is_local(options.address):
+        where = runner.connect(options.address, options.workers)
+        if not runner.is_private_local():
+            _check_cluster_sees_files(job, store, progress)
+    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
+                                                            else options.workers or os.cpu_count())
+    job.task_map = None if options.serial else runner.TaskMap(options.address, options.workers)
+    shards = job.plan()
+    if job.task_map is not None and job.task_map.tasks:
+        where = where or job.task_map.where
+        progress.stage(f"planned with {job.task_map.tasks} tasks on {where}")
+    return shards, where
 
 
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
@@ -223,9 +242,7 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
                              on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify,
                              retries=options.retries)
         else:
-            where = where or runner.connect(options.address, options.workers)
-            if not runner.is_private_local():
-                _check_cluster_sees_files(job, store, progress)
+            where = where or runner.connect(options.address, options.workers)  # a private local Ray
             progress.stage(f"computing on {where}")
             runner.run_on_ray(job, pending, store, on_done, options.window, verify, options.retries, progress.stage)
     finally:

@@ -12,8 +12,13 @@ on the records sharing its slice.  JSONL must be UTF-8 without unpaired surrogat
 order mark is skipped at the very start of the file only; lines nested deeper than ``MAX_DEPTH`` or
 with a number longer than ``MAX_NUMBER_DIGITS`` digits are rejected.
 
+Planning a JSONL file never parses it: newlines are counted per block (``BLOCK`` bytes), in
+parallel for a large file when the caller lends a parallel map, and slices are cut from the counts;
+each slice's reader then finds its exact cuts in the one byte range it reads.  ``load_slice`` reads
+a slice once, with its checksum, for the readers to share.
+
     >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
-    >>> records = read_slice(specs[0], "grid")                                  # doctest: +SKIP
+    >>> records = read_slice(load_slice(specs[0]), "grid")                      # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import decimal
 import hashlib
 import io
 import json
+import os
 import re
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -35,10 +41,18 @@ from numba import njit
 from pipeline.errors import InputError
 from pipeline.storage import Storage, StorageError
 
+# A parallel map: ``task_map(fn, items)`` returns ``[fn(item) for item in items]`` (Ray tasks, say).
+ParallelMap = Callable[[Callable, list], list]
+
 __all__ = [
     "RecordSlice",
     "ArrowSlice",
+    "LoadedSlice",
+    "load_slice",
     "plan_slices",
+    "count_block_newlines",
+    "BlockRange",
+    "BLOCK",
     "read_slice",
     "read_slice_arrow",
     "string_list_buffers",
@@ -53,7 +67,16 @@ __all__ = [
 
 _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
-_SCAN_BLOCK = 1 << 24  # bytes read at a time when counting lines on the driver
+# JSONL planning: newlines are counted per block of BLOCK bytes, TASK_BLOCKS blocks per counting task
+# (128 MiB: 100 GB is about 800 tasks, and the driver keeps one int per block); an input of at most
+# DRIVER_BYTES is counted by the driver itself, since starting tasks would cost it more.
+BLOCK = 1 << 20
+TASK_BLOCKS = 128
+DRIVER_BYTES = 64 << 20
+_COUNT_READ = 1 << 24  # bytes read at a time when counting
+# Test hook: "BLOCK,TASK_BLOCKS,DRIVER_BYTES" replaces the three defaults (tiny blocks, tasks for any
+# size), so tests can plan small files the way large ones are planned.  Never set in normal use.
+_PLAN_ENV = "BATCHENUM_TEST_PLAN"
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
 # Compressed files are recognised by their first bytes and refused with a message saying so.
@@ -128,21 +151,43 @@ class ArrowSlice:
     position_label: str
 
 
+@dataclass(frozen=True)
+class LoadedSlice:
+    """A slice read from the input once (``load_slice``), so that its readers need not read it again.
+
+    spec:        the slice spec from ``plan_slices``.
+    data:        the slice's exact bytes (JSONL); None for Parquet, whose rows are read by column.
+    fingerprint: ``slice_fingerprint`` of the slice, computed from those same bytes for JSONL.
+    """
+
+    spec: dict
+    data: bytes | None
+    fingerprint: str
+
+
 # ---------------------------------------------------------------------------------------- planning
 
 
-def plan_slices(path: str | Storage, field: str, records_per_slice: int) -> list[dict]:
+def plan_slices(path: str | Storage, field: str, records_per_slice: int, task_map: ParallelMap | None = None, *,
+                block: int | None = None, task_blocks: int | None = None,
+                driver_bytes: int | None = None) -> list[dict]:
     """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
 
     path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes):
                        a local path, a URI (``s3://bucket/batch.jsonl``) or a Storage for one.
     field:             the payload field every record should carry (checked up front for Parquet).
     records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
+    task_map:          ``task_map(fn, items) -> [fn(item) for item in items]``, run in parallel (Ray
+                       tasks); a JSONL input larger than ``driver_bytes`` has its newlines counted
+                       that way.  None: counted in this process, whatever the size.
+    block, task_blocks, driver_bytes: ``BLOCK``, ``TASK_BLOCKS`` and ``DRIVER_BYTES`` unless given.
 
-    JSONL slices are byte ranges cut just after a newline, each with the number of its first line;
-    the driver only counts newlines, it never parses.  Parquet slices are row ranges.  The specs
-    cover the whole file exactly once; an empty file has none.  Raises InputError for a missing or
-    unreadable file or one whose format cannot be told.
+    JSONL newlines are counted per block of ``block`` bytes (by tasks of ``task_blocks`` blocks each
+    for a large input), and the driver cuts the file from those counts alone: a slice spec names the
+    byte range to read and how many newlines into it the slice starts and ends, and the reader finds
+    the exact cuts.  The driver never parses, and for a large input never reads it.  Parquet slices
+    are row ranges.  The specs cover the whole file exactly once; an empty file has none.  Raises
+    InputError for a missing or unreadable file or one whose format cannot be told.
     """
     if not isinstance(records_per_slice, int) or records_per_slice < 1:
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
@@ -150,7 +195,15 @@ def plan_slices(path: str | Storage, field: str, records_per_slice: int) -> list
     base = describe_input(source)
     if _detect_format(source) == "parquet":
         return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
-    return [{**base, **cut} for cut in _plan_jsonl(source, records_per_slice)]
+    block, task_blocks, driver_bytes = _plan_sizes(block, task_blocks, driver_bytes)
+    blocks = BlockRange(source, base, 0, -(-base["size"] // block), block)
+    if task_map is None or base["size"] <= driver_bytes:
+        counts = count_block_newlines(blocks)
+    else:
+        counts = np.concatenate([np.zeros(0, dtype=np.int64),
+                                 *task_map(count_block_newlines, blocks.split(task_blocks))])
+    ends_with_newline = base["size"] > 0 and source.read_bytes(source.root, base["size"] - 1) == b"\n"
+    return [{**base, **cut} for cut in _cut_jsonl(counts, base["size"], ends_with_newline, records_per_slice, block)]
 
 
 def input_storage(path: str | Storage) -> Storage:
@@ -216,24 +269,77 @@ def _detect_format(source: Storage) -> str:
     )
 
 
-def _plan_jsonl(source: Storage, lines_per_slice: int) -> list[dict]:
-    """Byte ranges of ``lines_per_slice`` lines each, found by counting newlines in blocks."""
-    cuts = [0]
-    lines_seen = 0
-    offset = 0
-    with source.open_input(source.root) as handle:
-        while block := handle.read(_SCAN_BLOCK):
-            newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
-            # Cut after every newline that ends a multiple of lines_per_slice lines.
-            first = (lines_per_slice - 1 - lines_seen) % lines_per_slice
-            cuts.extend(int(offset + pos + 1) for pos in newlines[first::lines_per_slice])
-            lines_seen += len(newlines)
-            offset += len(block)
-    if cuts[-1] != offset:
-        cuts.append(offset)  # the tail, possibly a last line without a newline
+def _plan_sizes(block: int | None, task_blocks: int | None, driver_bytes: int | None) -> tuple[int, int, int]:
+    """(block, task_blocks, driver_bytes): the arguments given, else the test hook's, else the defaults."""
+    hook = os.environ.get(_PLAN_ENV)
+    defaults = [int(value) for value in hook.split(",")] if hook else [BLOCK, TASK_BLOCKS, DRIVER_BYTES]
+    return block or defaults[0], task_blocks or defaults[1], defaults[2] if driver_bytes is None else driver_bytes
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """Blocks ``first`` .. ``end - 1`` of an input, block k being bytes [k * block, (k + 1) * block);
+    ``described`` is the input's ``describe_input`` at planning time.  Its ``str`` names it in
+    messages."""
+
+    source: Storage
+    described: dict
+    first: int
+    end: int
+    block: int
+
+    def split(self, blocks_per_part: int) -> list["BlockRange"]:
+        return [BlockRange(self.source, self.described, first, min(first + blocks_per_part, self.end), self.block)
+                for first in range(self.first, self.end, blocks_per_part)]
+
+    def __str__(self) -> str:
+        size = self.described["size"]
+        return (f"blocks {self.first}..{self.end - 1} (bytes {self.first * self.block:,} to "
+                f"{min(self.end * self.block, size):,}) of {self.source.display_root}")
+
+
+def count_block_newlines(blocks: BlockRange) -> np.ndarray:
+    """The newlines in each block of ``blocks`` (int64, one count per block), reading only those
+    blocks.  Runs in a counting task or on the driver; raises InputError naming the blocks when they
+    cannot be read, or when the file changed since planning began."""
+    _check_unchanged(blocks.described, blocks.source)  # its message names the file and says what to do
+    try:
+        counts = np.zeros(blocks.end - blocks.first, dtype=np.int64)
+        per_read = max(1, _COUNT_READ // blocks.block)  # a few large reads, not one per small block
+        with blocks.source.open_input(blocks.source.root) as handle:
+            for first in range(blocks.first, blocks.end, per_read):
+                last = min(first + per_read, blocks.end)
+                data = handle.read_at((last - first) * blocks.block, first * blocks.block)
+                for k in range(first, last):
+                    at = (k - first) * blocks.block
+                    counts[k - blocks.first] = data.count(b"\n", at, at + blocks.block)
+    except Exception as error:
+        raise InputError(f"cannot count the lines of {blocks}: {type(error).__name__}: {error}") from None
+    return counts
+
+
+def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per_slice: int,
+               block: int) -> list[dict]:
+    """Slice specs of ``lines_per_slice`` lines each, from the newlines counted in each block.
+
+    Slice k starts after newline number k * lines_per_slice (1-based; the file's start for k = 0),
+    which lies in the block where before[b] < mark <= before[b + 1]; the spec says to read from that
+    block's start and pass ``skip`` newlines.  It ends after ``lines`` more newlines, read up to the
+    end of the block holding the last of them, or at the end of the file for the last slice.
+    """
+    before = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))  # newlines before each block
+    lines = int(before[-1]) + (0 if ends_with_newline or size == 0 else 1)  # a last line may lack "\n"
+    slices = -(-lines // lines_per_slice)
+    if not slices:
+        return []
+    marks = np.arange(1, slices, dtype=np.int64) * lines_per_slice  # newlines that end slices 0 .. slices-2
+    mark_blocks = np.searchsorted(before, marks, side="left") - 1
+    starts = [(0, 0)] + [(int(b) * block, int(m - before[b])) for b, m in zip(mark_blocks, marks)]
+    ends = [min(size, (int(b) + 1) * block) for b in mark_blocks] + [size]
     return [
-        {"format": "jsonl", "start": start, "end": end, "first_line": 1 + k * lines_per_slice}
-        for k, (start, end) in enumerate(zip(cuts, cuts[1:]))
+        {"format": "jsonl", "first_line": 1 + k * lines_per_slice, "from": start, "skip": skip, "to": end,
+         "lines": lines_per_slice if k < slices - 1 else None}
+        for k, ((start, skip), end) in enumerate(zip(starts, ends))
     ]
 
 
@@ -268,11 +374,27 @@ def _open_parquet(source: Storage):
 # ----------------------------------------------------------------------------------------- reading
 
 
-def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None,
+def load_slice(spec: dict, source: Storage | None = None) -> LoadedSlice:
+    """Read one slice planned by ``plan_slices`` once, with its fingerprint: the readers below take
+    the result instead of a spec, so that a shard reads its JSONL slice a single time.
+
+    source: the input's Storage (carries object-store credentials to workers); default: the one
+            ``spec["path"]`` names, reached with this process's environment.
+
+    Raises InputError if the file changed since it was planned.
+    """
+    source = source or input_storage(spec["path"])
+    if spec["format"] == "parquet":
+        return LoadedSlice(spec, None, slice_fingerprint(spec, source))
+    data = _slice_bytes(spec, source)
+    return LoadedSlice(spec, data, _fingerprint(data))
+
+
+def read_slice(spec: dict | LoadedSlice, field: str, fast_type: pa.DataType | None = None,
                source: Storage | None = None) -> RecordSlice:
     """Read the records of one slice planned by ``plan_slices``.
 
-    spec:      one slice spec.
+    spec:      one slice spec, or the slice already read (``load_slice``).
     field:     the payload field.
     fast_type: for JSONL, the pyarrow type the payload has when a record is well formed (for
                example ``pa.list_(pa.string())``).  When given, the slice is first read with
@@ -286,10 +408,9 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None,
     Every non-blank line becomes exactly one record; blank lines are skipped.  Raises InputError
     if the file changed size since it was planned.
     """
-    source = source or input_storage(spec["path"])
+    spec, data, source = _loaded(spec, source)
     if spec["format"] == "parquet":
         return _read_parquet_slice(spec, field, source)
-    data = _slice_bytes(spec, source)
     if fast_type is not None:
         table = _jsonl_table(data, spec["first_line"], field, fast_type)
         if table is not None:
@@ -303,26 +424,26 @@ def read_slice(spec: dict, field: str, fast_type: pa.DataType | None = None,
     return _read_jsonl_lines(data, spec["first_line"], field)
 
 
-def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType,
+def read_slice_arrow(spec: dict | LoadedSlice, field: str, fast_type: pa.DataType,
                      source: Storage | None = None) -> ArrowSlice | None:
     """The slice as one Arrow array of payloads when pyarrow reads every record without doubt;
     None otherwise (then ``read_slice`` accounts for every record, line by line).
 
-    spec:      one slice spec from ``plan_slices``.
+    spec:      one slice spec from ``plan_slices``, or the slice already read (``load_slice``).
     field:     the payload field.
     fast_type: the pyarrow type a well-formed payload has; for JSONL the same strict reading as
                ``read_slice``'s fast path, for Parquet the column must have exactly this type.
 
     Lets a job validate payloads in bulk from Arrow buffers instead of Python objects.
     """
-    source = source or input_storage(spec["path"])
+    spec, data, source = _loaded(spec, source)
     if spec["format"] == "parquet":
         table = _parquet_rows(spec, field, source)
         label, first = "row", spec["start_row"] + 1
         if "id" not in table.column_names or not table.schema.field(field).type.equals(fast_type):
             return None
     else:
-        table = _jsonl_table(_slice_bytes(spec, source), spec["first_line"], field, fast_type)
+        table = _jsonl_table(data, spec["first_line"], field, fast_type)
         label, first = "line", spec["first_line"]
         if table is None:
             return None
@@ -337,6 +458,14 @@ def read_slice_arrow(spec: dict, field: str, fast_type: pa.DataType,
         values=values,
         position_label=label,
     )
+
+
+def _loaded(spec: dict | LoadedSlice, source: Storage | None) -> tuple[dict, bytes | None, Storage]:
+    """(spec, JSONL bytes or None for Parquet, source) of a spec or of a slice already loaded."""
+    source = source or input_storage(spec.spec["path"] if isinstance(spec, LoadedSlice) else spec["path"])
+    if isinstance(spec, LoadedSlice):
+        return spec.spec, spec.data, source
+    return spec, None if spec["format"] == "parquet" else _slice_bytes(spec, source), source
 
 
 def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -387,9 +516,26 @@ def _is_id_type(arrow_type) -> bool:
 
 
 def _slice_bytes(spec: dict, source: Storage) -> bytes:
-    """The bytes of a JSONL slice; InputError if the file changed size since planning."""
+    """The exact bytes of a JSONL slice: its planned range is read in one request, and the cuts
+    found in it by counting ``skip`` and ``lines`` newlines (``_cut_slice``).  InputError if the
+    file changed since planning."""
     _check_unchanged(spec, source)
-    return source.read_bytes(source.root, spec["start"], spec["end"])
+    data = source.read_bytes(source.root, spec["from"], spec["to"])
+    start, end = _cut_slice(data, spec)
+    return data[start:end]
+
+
+def _cut_slice(data: bytes, spec: dict) -> tuple[int, int]:
+    """(start, end) of a slice within ``data``, the bytes [from, to) of its input: just after the
+    ``skip``-th newline, and ``lines`` newlines further (or the end, for the last slice)."""
+    wanted = spec["skip"] + (spec["lines"] or 0)
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A)[:wanted] if wanted else ()
+    if len(newlines) < wanted:  # only when the content changed behind the same size and time
+        raise InputError(f"input file {spec['path']} changed during the run (bytes {spec['from']:,} to "
+                         f"{spec['to']:,} no longer hold the lines planned); run it again once it no longer changes")
+    start = int(newlines[spec["skip"] - 1]) + 1 if spec["skip"] else 0
+    end = int(newlines[-1]) + 1 if spec["lines"] else len(data)
+    return start, end
 
 
 def _check_unchanged(spec: dict, source: Storage) -> None:
@@ -406,10 +552,9 @@ def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
     rerun reuses a shard only when the fingerprint of its slice is unchanged, so content changed
     behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
     source = source or input_storage(spec["path"])
-    digest = hashlib.sha256()  # hardware-accelerated here: about 1.2 GB/s, 1.6x blake2b
     if spec["format"] == "jsonl":
-        digest.update(_slice_bytes(spec, source))
-        return digest.hexdigest()[:32]
+        return _fingerprint(_slice_bytes(spec, source))
+    digest = hashlib.sha256()
     _check_unchanged(spec, source)
     metadata = _open_parquet(source).metadata
     digest.update(f"{spec['start_row']}:{spec['end_row']}".encode())
@@ -420,6 +565,11 @@ def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
                 offset = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
                 digest.update(handle.read_at(chunk.total_compressed_size, offset))
     return digest.hexdigest()[:32]
+
+
+def _fingerprint(data: bytes) -> str:
+    """SHA-256 (hardware-accelerated here: about 1.2 GB/s, 1.6x blake2b) of a JSONL slice's bytes."""
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def _overlapping_row_groups(metadata, start: int, end: int) -> tuple[list[int], int | None]:

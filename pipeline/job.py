@@ -11,9 +11,10 @@ about any puzzle.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY", "StreamedTable"]
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY", "INPUT_FINGERPRINT",
+           "StreamedTable"]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
@@ -22,6 +23,9 @@ ShardOutput = dict[str, dict[str, Any]]
 # A shard output may also carry {STATS_KEY: {name: int}}: counts the worker measured (records read),
 # recorded with the shard's files and summed over all shards for ``Job.check_totals``.
 STATS_KEY = "_stats"
+# A shard that reads an input may record in its stats, under this name, the checksum of the bytes it
+# read (``Job.input_fingerprint``'s value); otherwise the pipeline reads them again to compute it.
+INPUT_FINGERPRINT = "input_fingerprint"
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,9 @@ class Job:
     # The CPUs the run will have (set by the pipeline before ``plan``; None when unknown): a job may
     # cut its work finer for a bigger cluster.
     cluster_cpus: int | None = None
+    # A parallel map for ``plan`` (set by the pipeline before ``plan``; None: plan in this process):
+    # ``task_map(fn, items)`` returns ``[fn(item) for item in items]``, computed by Ray tasks.
+    task_map: Callable[[Callable, list], list] | None = None
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
     # only finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
@@ -136,7 +143,9 @@ class Job:
     def input_fingerprint(self, shard: Shard) -> str | None:
         """A checksum of the input the shard reads, or None when the shard reads no input file.
         Recorded with the shard; a committed shard is reused only while it still matches, and the
-        check runs where the shard would run (the driver never reads the whole input)."""
+        check runs where the shard would run (the driver never reads the whole input).  A run_shard
+        that records the checksum of what it read (``INPUT_FINGERPRINT`` in its stats) saves the
+        pipeline from calling this after it."""
         return None
 
     def retry_shard(self, shard: Shard, previous: dict[str, Any], retry: list) -> ShardOutput:

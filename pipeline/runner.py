@@ -7,6 +7,9 @@ through the driver; the driver learns only that the shard is done.
 A private local Ray takes seconds to start, most of them spent waiting, so meanwhile the driver
 computes shards itself, from the end of the plan ("head start"); Ray gets the rest.  A shard's
 files are the same wherever it ran.
+
+``TaskMap`` lends a plan the same Ray for work of its own (counting the lines of a large input),
+connecting first when nothing is connected yet.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from typing import Any, Callable, Iterable
 
 from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
-from pipeline.job import STATS_KEY, Job, Shard
+from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Job, Shard
 from pipeline.store import ShardStore
 
-__all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "run_serial", "run_on_ray", "run_local", "connect",
-           "is_local", "check_shared_folders"]
+__all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "TaskFailedError", "TaskMap", "run_serial",
+           "run_on_ray", "run_local", "connect", "is_local", "check_shared_folders", "map_tasks",
+           "shutdown_private_local"]
 
 # A dead worker (SIGKILL, lost node) is retried this many times by default (--retries); a Python
 # exception never is, since rerunning a bad input or a bug gives the same failure.
@@ -47,6 +51,10 @@ class ClusterError(PipelineError):
 
 class ShardFailedError(PipelineError):
     """A shard raised an exception or its worker kept dying."""
+
+
+class TaskFailedError(PipelineError):
+    """A task of ``map_tasks`` could not finish."""
 
 
 class CodeMismatchError(PipelineError):
@@ -70,11 +78,11 @@ def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: 
             fingerprint of its input is still the one recorded, else compute it again.
     """
     _refuse_other_code(job, store, node)
-    fingerprint = job.input_fingerprint(shard)
+    fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
     retry = []
     if verify:
         recorded = store.recorded_stats(shard)
-        if recorded.get("input_fingerprint") == fingerprint:
+        if recorded.get(INPUT_FINGERPRINT) == fingerprint:
             retry = recorded.get("retry") or []
             if not retry:
                 return {"node": node, "reused": True}
@@ -85,8 +93,10 @@ def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: 
         outputs = dict(job.run_shard(shard))
     stats = {**outputs.pop(STATS_KEY, {}), "node": node, "seconds": round(time.monotonic() - started, 3),
              "committed_at": round(time.time(), 3)}
-    if fingerprint is not None:
-        stats["input_fingerprint"] = fingerprint
+    if INPUT_FINGERPRINT not in stats:  # the job did not record the checksum of what it read
+        fingerprint = fingerprint or job.input_fingerprint(shard)
+        if fingerprint is not None:
+            stats[INPUT_FINGERPRINT] = fingerprint
     store.write_shard(shard, outputs, stats)
     return {**stats, "reused": False, "verified": verify and not retry, "retried": len(retry)}
 
@@ -147,8 +157,7 @@ def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone
 def is_local(address: str | None) -> bool:
     """Whether ``connect(address, ...)`` would start a private local Ray (without importing Ray, so
     that ``connect`` can still set up the token before Ray reads its configuration)."""
-    initialised = "ray" in sys.modules and sys.modules["ray"].is_initialized()
-    return not initialised and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
+    return not _ray_initialised() and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
 
 
 def connect(address: str | None, workers: int | None) -> str:
@@ -242,11 +251,72 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
         if failures:
             raise failures[0]
     finally:
+        shutdown_private_local()
+
+
+def shutdown_private_local() -> None:
+    """Shut down the private local Ray that ``connect`` started, if any: now, rather than at
+    interpreter exit, which first sleeps."""
+    global _private_local
+    if _private_local:
         import ray
 
-        global _private_local
-        ray.shutdown()  # now, rather than at interpreter exit, which first sleeps
+        ray.shutdown()
         _private_local = False
+
+
+class TaskMap:
+    """``task_map(fn, items)``: ``[fn(item) for item in items]`` as Ray tasks (``map_tasks``), after
+    connecting as ``connect(address, workers)`` would when no Ray is connected yet.  The pipeline hands
+    one to a job before it plans; ``where`` then says what it connected to (None: it did not) and
+    ``tasks`` how many tasks it ran."""
+
+    def __init__(self, address: str | None, workers: int | None):
+        self.address = address
+        self.workers = workers
+        self.where: str | None = None
+        self.tasks = 0
+
+    def __call__(self, fn: Callable, items: list) -> list:
+        if not _ray_initialised():
+            self.where = connect(self.address, self.workers)
+        self.tasks += len(items)
+        return map_tasks(fn, items)
+
+
+def _ray_initialised() -> bool:
+    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
+
+
+def map_tasks(fn: Callable, items: list) -> list:
+    """``[fn(item) for item in items]``, each call a Ray task of one CPU on the connected Ray.
+
+    fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
+           messages.
+    A dead worker is retried as shards are; a PipelineError that ``fn`` raises is raised as it is,
+    any other failure as TaskFailedError naming the item.  Ctrl-C cancels the tasks in flight.
+    """
+    import ray
+    from ray.exceptions import RayError, RayTaskError
+
+    task = ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)(fn)
+    refs = [task.remote(item) for item in items]
+    try:
+        results = []
+        for item, ref in zip(items, refs):
+            try:
+                results.append(ray.get(ref))
+            except RayTaskError as error:
+                if isinstance(error.cause, PipelineError):
+                    raise error.cause from None
+                raise TaskFailedError(f"{fn.__name__} failed on {item}: {_cause(error)}") from error
+            except RayError as error:
+                raise TaskFailedError(f"{fn.__name__} could not finish on {item}: {_cause(error)}") from error
+        return results
+    except BaseException:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        raise
 
 
 def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, int]]) -> None:

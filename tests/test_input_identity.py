@@ -13,10 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.dungeons import DungeonJob
+from jobs.nonary import NonaryJob
 from pipeline.errors import InputError
 from pipeline.execute import RunOptions, run_job
 from pipeline.inputs import plan_slices, read_slice, slice_fingerprint
 from pipeline.progress import Progress
+from pipeline.storage import Storage
+from pipeline.store import read_metadata
 
 GRIDS = [["@.$", "..$"], ["@$#", "g.$"], ["@..", "$.$"], ["@$$", "..."]] * 6
 
@@ -89,3 +92,38 @@ def test_parquet_fingerprint_follows_the_row_groups_of_the_slice(tmp_path):
     after = [slice_fingerprint(spec) for spec in specs]
     assert after[0] != before[0]
     assert after[1:] == before[1:] or os.stat(path).st_size != stat.st_size
+
+
+class ReadCountingStorage(Storage):
+    """The input's real Storage, noting the byte ranges read through ``read_bytes``."""
+
+    def __init__(self, source: Storage):
+        super().__init__(source.fs, source.root, source.display_root, source.local)
+        self.reads: list[tuple[int, int | None]] = []
+
+    def read_bytes(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        self.reads.append((start, end))
+        return super().read_bytes(path, start, end)
+
+
+@pytest.mark.parametrize("job_class", [DungeonJob, NonaryJob])
+def test_a_shard_reads_its_slice_once_and_records_its_checksum(tmp_path, job_class):
+    batch = tmp_path / "d.jsonl"
+    write(batch, GRIDS)
+    with open(batch, "a") as handle:  # a doubtful slice: the dungeons' Arrow reader declines, then falls back
+        handle.write('{"id": "x", "grid": 7}\nnot json\n')
+    job = job_class(str(batch), records_per_shard=5)
+    job.input = ReadCountingStorage(job.input)
+    for rerun in (False, True):  # computed, then checked against the input and reused
+        job.input.reads = []
+        result = run_job(job, RunOptions(out_dir=str(tmp_path / "out"), serial=True),
+                         Progress(job.name, stream=io.StringIO()))
+        assert result.reused == (result.shards if rerun else 0)
+        run_reads, job.input.reads = job.input.reads, []
+        shards = job.plan()  # the reads of planning alone (the file's head and last byte)
+        slices = [(shard.spec["from"], shard.spec["to"]) for shard in shards]
+        assert sorted(run_reads) == sorted(job.input.reads + slices)
+        for shard in shards:
+            committed = tmp_path / "out" / job.name / "_shards" / "answers" / f"{shard.id}.parquet"
+            stats = json.loads(read_metadata(str(committed), None)["stats"])
+            assert stats["input_fingerprint"] == slice_fingerprint(dict(shard.spec))

@@ -17,6 +17,7 @@ from pipeline.inputs import (
     read_slice_arrow,
     string_list_buffers,
 )
+from pipeline.inputs import _cut_slice
 
 GRID = pa.list_(pa.string())
 
@@ -59,13 +60,20 @@ def test_slices_cover_every_line_once(tmp_path, per_slice, fast_type):
 @pytest.mark.parametrize("per_slice", [1, 2, 5])
 def test_byte_ranges_are_contiguous_and_start_at_lines(tmp_path, per_slice):
     path = write_lines(tmp_path, good_lines(7))
-    specs = plan_slices(str(path), "grid", per_slice)
+    specs = plan_slices(str(path), "grid", per_slice, block=64)
     data = path.read_bytes()
-    assert specs[0]["start"] == 0 and specs[-1]["end"] == len(data)
-    for before, after in zip(specs, specs[1:]):
-        assert before["end"] == after["start"] and data[after["start"] - 1 : after["start"]] == b"\n"
-        assert after["first_line"] == before["first_line"] + per_slice
-    assert plan_slices(str(path), "grid", per_slice) == specs  # deterministic
+    ranges = [byte_range(data, spec) for spec in specs]
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
+    for (_, end), (start, _), spec in zip(ranges, ranges[1:], specs[1:]):
+        assert end == start and data[start - 1 : start] == b"\n"
+        assert spec["first_line"] == specs[0]["first_line"] + per_slice * specs.index(spec)
+    assert plan_slices(str(path), "grid", per_slice, block=64) == specs  # deterministic
+
+
+def byte_range(data: bytes, spec: dict) -> tuple[int, int]:
+    """The (start, end) of the bytes a JSONL slice spec resolves to in the file ``data``."""
+    start, end = _cut_slice(data[spec["from"] : spec["to"]], spec)
+    return spec["from"] + start, spec["from"] + end
 
 
 def test_last_line_without_newline_and_crlf(tmp_path):

@@ -77,14 +77,15 @@ def test_local_out_on_node_local_disks_is_refused_before_computing(two_nodes, tm
     assert "read 4000" not in result.stdout
 
 
-def test_local_input_a_node_cannot_see_is_refused(two_nodes, tmp_path):
+@pytest.mark.parametrize("plan", [{}, {"BATCHENUM_TEST_PLAN": "4096,2,0"}], ids=["driver-counts", "tasks-count"])
+def test_local_input_a_node_cannot_see_is_refused(two_nodes, tmp_path, plan):
     hidden = two_nodes["private"] / "in"
     hidden.mkdir(exist_ok=True)
     shutil.copy(_dungeons(tmp_path), hidden / "d.jsonl")
-    result = subprocess.run(
+    result = subprocess.run(  # refused before any counting task looks for the file
         cli_command("run", "dungeons", "--input", str(hidden / "d.jsonl"), "--out", str(tmp_path / "out"),
                     "--address", two_nodes["address"]),
-        capture_output=True, text=True, timeout=600, env=two_nodes["env"])
+        capture_output=True, text=True, timeout=600, env={**two_nodes["env"], **plan})
     assert result.returncode == 1
     message = result.stderr.strip().splitlines()[-1]
     assert f"does not see --input {hidden / 'd.jsonl'}" in message  # --out, shared by both nodes, is fine
@@ -98,12 +99,13 @@ def test_object_storage_on_node_local_disks_gives_the_local_tables(two_nodes, s3
         handle.write(dungeons.read_bytes())
     local = cli("run", "dungeons", "--input", str(dungeons), "--records-per-shard", "250", "--serial",
                 "--out", str(tmp_path / "local"))
-    env = {**two_nodes["env"], **s3_server}
+    env = {**two_nodes["env"], **s3_server, "BATCHENUM_TEST_PLAN": "65536,2,0"}  # lines counted by tasks too
     result = subprocess.run(
         cli_command("run", "dungeons", "--input", f"s3://{new_bucket}/in/d.jsonl", "--records-per-shard", "250",
                     "--out", f"s3://{new_bucket}/run", "--address", two_nodes["address"]),
         capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr
+    assert f"tasks on the Ray cluster at {two_nodes['address']}" in result.stderr
     assert result.stdout.splitlines()[0] == local.stdout.splitlines()[0] == "dungeons: read 4000, answered 4000, rejected 0"
     assert s3_server["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
     for table in ("answers", "errors"):

@@ -15,6 +15,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline import runner
+from pipeline.inputs import load_slice, plan_slices
 from test_faults import PUBLISHED, cli, cli_command, reused
 
 pytestmark = pytest.mark.slow
@@ -154,3 +156,23 @@ def test_unusable_out_location_is_one_clear_message(s3_server, tmp_path):
     assert result.returncode == 1 and "--out" in result.stderr and "not a folder" in result.stderr
     result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "", check=False)
     assert result.returncode == 1 and "--out: an empty location" in result.stderr
+
+
+def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_session, monkeypatch):
+    for name, value in s3_server.items():
+        monkeypatch.setenv(name, value)  # the driver's AWS variables, captured into the Storage
+    data = "".join(json.dumps({"id": f"r{k}", "grid": ["@" + "$" * (k % 7)]}) + "\n" for k in range(2000)).encode()
+    s3_fs(s3_server).open_output_stream(f"{new_bucket}/in/batch.jsonl").write(data + b'{"id": "tail"}')
+    uri = f"s3://{new_bucket}/in/batch.jsonl"
+    calls = []
+
+    def counting_map(fn, items):  # the real map, watched
+        calls.append(len(items))
+        return runner.map_tasks(fn, items)
+
+    by_tasks = plan_slices(uri, "grid", 300, counting_map, block=2048, task_blocks=4, driver_bytes=0)
+    assert calls and calls[0] > 1
+    assert by_tasks == plan_slices(uri, "grid", 300, block=2048)
+    slices = [load_slice(spec).data for spec in by_tasks]
+    assert b"".join(slices) == data + b'{"id": "tail"}'
+    assert [len(part.splitlines()) for part in slices] == [300] * 6 + [201]
