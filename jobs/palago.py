@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 
 from jobs import CODE_PACKAGES, palago_transfer
@@ -18,6 +18,9 @@ from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
 from pipeline.job import Column, Job, Shard, TableSpec
 from pipeline.storage import Storage
+
+if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
+    import pandas as pd
 
 __all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
 
@@ -275,6 +278,8 @@ def _print_table(args: argparse.Namespace) -> int:
     path = folder.join("creature_counts.parquet")
     if not folder.is_file(path):
         raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
+    import pandas as pd
+
     counts = pd.read_parquet(path, filesystem=folder.fs)
     if args.format == "bfile":
         print(bfile(counts, args.column), end="")

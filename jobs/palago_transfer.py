@@ -8,11 +8,15 @@ free counts and the stabiliser columns follow from them and the counts of symmet
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from pipeline.errors import PipelineError
 from pipeline.job import Shard
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["plan", "run_shard", "complete"]
 

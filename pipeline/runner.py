@@ -4,8 +4,8 @@ workers, cancel on Ctrl-C.  ``--serial`` runs the same shards in this process wi
 A task runs one shard and commits its files itself (through store.py), so results never travel
 through the driver; the driver learns only that the shard is done.
 
-A private local Ray takes seconds to start, most of them spent waiting, so meanwhile the driver
-computes shards itself, from the end of the plan ("head start"); Ray gets the rest.  A shard's
+A private local Ray takes seconds to start, so meanwhile the driver computes shards itself, one
+thread per CPU of the run, from the end of the plan ("head start"); Ray gets the rest.  A shard's
 files are the same wherever it ran.
 
 ``TaskMap`` lends a plan the same Ray for work of its own (counting the lines of a large input),
@@ -216,15 +216,20 @@ def is_private_local() -> bool:
 def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
               workers: int | None, on_connected: Callable[[str], None], verify: frozenset = frozenset(),
               retries: int = TASK_MAX_RETRIES) -> None:
-    """Start a private local Ray and run the shards on it, computing shards in this process (from
-    the end of the list) until Ray is up; shut the local Ray down at the end."""
+    """Start a private local Ray and run the shards on it; shut it down at the end.
+
+    Until Ray's workers deliver their first shard, the driver computes shards too ("head start"),
+    from the end of the list while Ray takes them from the front: Ray takes seconds to start and its
+    workers more to import and load the compiled kernels.  The head start runs one thread per CPU
+    of the run (``workers``, default all cores); the kernels release the GIL.
+    """
     queue = list(shards)
     lock = threading.Lock()
-    ray_up = threading.Event()
+    ray_delivers = threading.Event()
     failures: list[BaseException] = []
 
     def head_start() -> None:
-        while not ray_up.is_set():
+        while not ray_delivers.is_set() and not failures:
             with lock:
                 if not queue:
                     return
@@ -236,21 +241,32 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
                 return
             on_done(shard, info)
 
-    helper = threading.Thread(target=head_start, name="batchenum-head-start", daemon=True)
-    helper.start()
+    def from_the_front() -> Iterable[Shard]:
+        while not failures:
+            with lock:
+                if not queue:
+                    return
+                shard = queue.pop(0)
+            yield shard
+
+    def on_ray_done(shard: Shard, info: ShardInfo) -> None:
+        ray_delivers.set()
+        on_done(shard, info)
+
+    helpers = [threading.Thread(target=head_start, name=f"batchenum-head-start-{k}", daemon=True)
+               for k in range(min(workers or os.cpu_count() or 1, len(shards)))]
+    for helper in helpers:
+        helper.start()
     try:  # one try: Ctrl-C while Ray is still starting must shut down what has started
-        try:
-            on_connected(connect(None, workers))
-        finally:
-            ray_up.set()
-        with lock:
-            rest, queue[:] = list(queue), []
-        if not failures:
-            run_on_ray(job, rest, store, on_done, verify=verify, retries=retries)
-        helper.join()
+        on_connected(connect(None, workers))
+        run_on_ray(job, from_the_front(), store, on_ray_done, verify=verify, retries=retries)
+        ray_delivers.set()
+        for helper in helpers:
+            helper.join()
         if failures:
             raise failures[0]
     finally:
+        ray_delivers.set()
         shutdown_private_local()
 
 
@@ -397,7 +413,7 @@ def _explain_connect_failure(address: str, error: Exception) -> str:
             f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
 
 
-def run_on_ray(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, window: int | None = None,
+def run_on_ray(job: Job, shards: Iterable[Shard], store: ShardStore, on_done: OnDone, window: int | None = None,
                verify: frozenset = frozenset(), retries: int = TASK_MAX_RETRIES,
                say: Callable[[str], None] | None = None) -> None:
     """Run shards as Ray tasks, consuming them as they finish.  Tasks in flight: ``window``, or by
