@@ -20,8 +20,11 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import shutil
+import signal
+import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +42,10 @@ OTHER_PARAMETERS = "committed with other parameters"
 PLAN_FILE = "_plan.json"
 
 _META_PREFIX = "batchenum."
+# Test hook: when set, a run SIGKILLs itself once a partitioned table's new folder is complete,
+# before it is swapped in, so tests can prove that a crash there leaves the old table whole.
+# Never set in normal use.
+_KILL_BEFORE_SWAP_ENV = "BATCHENUM_TEST_KILL_BEFORE_SWAP"
 _ARROW_TYPES = {
     "int64": pa.int64(),
     "float64": pa.float64(),
@@ -241,10 +248,17 @@ class ShardStore:
             return {}
 
     def remove_temporaries(self) -> int:
-        """Delete temporary files left by killed writers; returns how many."""
+        """Put back a partitioned table that a crash left moved aside (``Storage.restore_folder``),
+        then delete the temporary files and folders of killed writers; returns how many files."""
+        for spec in self.job.tables:
+            if spec.partition is not None:
+                self.storage.restore_folder(self.storage.join(spec.name))
         leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]
         for path in leftovers:
             self.storage.delete_file(path)
+        for folder in self.storage.list_dirs(self.storage.root):  # staging folders, now empty
+            if TMP_MARK in posixpath.basename(folder.replace(os.sep, "/")):
+                self.storage.delete_dir(folder)
         return len(leftovers)
 
     def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
@@ -285,13 +299,16 @@ class ShardStore:
         written; the driver holds one partition at a time."""
         paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
         groups = _row_groups_by_value(paths, spec.partition, self.storage)
-        meta = _encode_metadata(self.provenance.final_metadata(spec.name))
-        schema = _schema(spec, drop=spec.partition).with_metadata(meta)
-        for value in sorted(groups):
-            batches = _merged_batches(self._read_partition(paths, groups[value], spec), spec, value)
-            self._write_batches(batches, schema, self.storage.join(spec.name, f"{spec.partition}={value}", "part-0.parquet"))
-        self._remove_other_partitions(spec, {f"{spec.partition}={value}" for value in groups})
-        return self.storage.uri(self.storage.join(spec.name))
+        schema = _schema(spec, drop=spec.partition).with_metadata(
+            _encode_metadata(self.provenance.final_metadata(spec.name)))
+
+        def write_into(folder: str) -> set[str]:
+            for value in sorted(groups):
+                batches = _merged_batches(self._read_partition(paths, groups[value], spec), spec, value)
+                self._write_batches(batches, schema, self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
+            return {f"{spec.partition}={value}" for value in groups}
+
+        return self._replace_partitioned(spec, write_into)
 
     def _read_partition(self, paths: list[str], groups: list[list[int]], spec: TableSpec) -> pa.Table:
         """One partition's rows from every shard, one chunk per shard, each in ``sort`` order."""
@@ -325,30 +342,48 @@ class ShardStore:
         return self.storage.uri(path)
 
     def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
-        """Write ``name/<col>=<v>/part-0.parquet``, each file committed atomically in place, then
-        remove partitions the new table does not have.  The folder is never absent, and each of its
-        files is whole at every moment."""
-        final = self.storage.join(spec.name)
+        """Write ``name/<col>=<v>/part-0.parquet`` for each value of the partition column."""
         column = table.column(spec.partition).to_pylist()
         body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
-        wanted = set()
-        for value in sorted(set(column)):
-            mask = pa.array([v == value for v in column])
-            folder = f"{spec.partition}={value}"
-            wanted.add(folder)
-            self._write_parquet(body.filter(mask), self.storage.join(spec.name, folder, "part-0.parquet"))
-        self._remove_other_partitions(spec, wanted)
+
+        def write_into(folder: str) -> set[str]:
+            for value in sorted(set(column)):
+                mask = pa.array([v == value for v in column])
+                self._write_parquet(body.filter(mask), self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
+            return {f"{spec.partition}={value}" for value in column}
+
+        return self._replace_partitioned(spec, write_into)
+
+    def _replace_partitioned(self, spec: TableSpec, write_into: Callable[[str], set[str]]) -> str:
+        """Replace the folder of a partitioned table with what ``write_into(folder)`` writes (it
+        returns the partition folders it wrote).  On a local disk the new folder is built beside
+        the old one under a temporary name and swapped in at once (``Storage.replace_folder``), so
+        readers and crashes see the whole old table or the whole new one.  An object store has no
+        folders to swap: each file is replaced in place (whole, one upload each), then partitions
+        the new table lacks are deleted; a reader may meanwhile see old and new partitions mixed."""
+        final = self.storage.join(spec.name)
+        if not self.storage.local:
+            self._remove_other_partitions(final, write_into(final))
+            return self.storage.uri(final)
+        staging = self.storage.join(f"{spec.name}{TMP_MARK}new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            write_into(staging)
+            os.makedirs(staging, exist_ok=True)  # an empty table is an empty folder
+            _maybe_kill_before_swap()
+            self.storage.replace_folder(staging, final)
+        finally:
+            if os.path.exists(staging):  # a failed write, or the former folder after the swap
+                shutil.rmtree(staging, ignore_errors=True)
         return self.storage.uri(final)
 
-    def _remove_other_partitions(self, spec: TableSpec, wanted: set[str]) -> None:
-        """Partitions an earlier table had and this one has not, and older staging folders."""
-        final = self.storage.join(spec.name)
+    def _remove_other_partitions(self, final: str, wanted: set[str]) -> None:
+        """Partitions an earlier table had and this one has not."""
         for folder in self.storage.list_dirs(final):
-            if posixpath.basename(folder.replace(os.sep, "/")) not in wanted:
+            if posixpath.basename(folder) not in wanted:
                 self.storage.delete_dir(folder)
-        for leftover in self.storage.list_dirs(self.storage.root):  # staging folders of older versions
-            if posixpath.basename(leftover.replace(os.sep, "/")).startswith(spec.name + TMP_MARK):
-                self.storage.delete_dir(leftover)
+
+    def _join(self, folder: str, *parts: str) -> str:
+        return (os.path.join if self.storage.local else posixpath.join)(folder, *parts)
 
     def _write_grouped(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         """A shard of a partitioned table: one row group per value of the partition column, its rows
@@ -399,6 +434,11 @@ def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dic
                 raise StoreError(f"{storage.uri(path)}: row group {group} does not hold one {column} value")
             found.setdefault(stats.min, [[] for _ in paths])[k].append(group)
     return found
+
+
+def _maybe_kill_before_swap() -> None:
+    if os.environ.get(_KILL_BEFORE_SWAP_ENV):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _partition_order(spec: TableSpec) -> list[str]:
