@@ -394,7 +394,9 @@ class ShardStore:
         bounds = [0, *(int(i) + 1 for i in (values[1:] != values[:-1]).nonzero()[0]), len(values)]
 
         def write(local: str) -> None:
-            with pq.ParquetWriter(local, table.schema, compression="zstd", write_page_checksum=True) as writer:
+            # lz4: these files are read once, by the finish; at n = 22 it reads them in 0.7x the CPU
+            # of zstd files (and the shards write them faster), for 2.2x the bytes (102 MB, not 46)
+            with pq.ParquetWriter(local, table.schema, compression="lz4", write_page_checksum=True) as writer:
                 for start, stop in zip(bounds, bounds[1:]):
                     writer.write_table(table.slice(start, stop - start))
                 if not len(values):
