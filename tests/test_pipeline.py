@@ -201,3 +201,17 @@ def test_a_streamed_partitioned_table_names_a_repeated_key(tmp_path, monkeypatch
     with pytest.raises(StoreError, match=r"'rows', group = 1: key 'k007' appears more than once"):
         run(tmp_path, _PartitionedStreamedToy(repeat="k007"))
     assert not (tmp_path / "partitioned_toy" / "rows").exists()  # no partition of the failed table is in place
+
+
+def test_prefetched_items_keep_their_order_and_an_exception_reaches_the_consumer():
+    from pipeline.store import _prefetched
+
+    def items():
+        yield from range(5)
+        raise ValueError("bad item 5")
+
+    seen = []
+    with pytest.raises(ValueError, match="bad item 5"):
+        for item in _prefetched(items()):
+            seen.append(item)
+    assert seen == [0, 1, 2, 3, 4]
