@@ -18,6 +18,8 @@ killed writer never leaves a partial file under a final name.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import posixpath
 import re
@@ -31,9 +33,11 @@ import pyarrow.fs as pafs
 
 from pipeline.errors import PipelineError
 
-__all__ = ["Storage", "StorageError", "TMP_MARK", "is_uri", "redact"]
+__all__ = ["Storage", "StorageError", "TMP_MARK", "OLD_MARK", "is_uri", "redact"]
 
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder; never read as a result
+# A folder moved aside by the two-rename fallback of ``replace_folder``; the complete former folder.
+OLD_MARK = TMP_MARK + "old-"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # The AWS variables that say where S3 is and who we are; captured on the driver for the workers.
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
@@ -201,6 +205,35 @@ class Storage:
         except FileNotFoundError:
             pass
 
+    def replace_folder(self, staging: str, final: str) -> None:
+        """Make the complete local folder ``staging`` the folder ``final`` in one atomic step, then
+        delete the former ``final``.  Readers see the whole old folder or the whole new one, never a
+        mix: Linux swaps the two names at once (renameat2 RENAME_EXCHANGE); where it cannot, the old
+        folder is first renamed aside (``OLD_MARK``), and a crash between the two renames is undone
+        by ``restore_folder`` at the next run."""
+        parent = os.path.dirname(final)
+        if not os.path.exists(final):
+            os.rename(staging, final)
+        elif _exchange(staging, final):
+            shutil.rmtree(staging)  # it now holds the former folder
+        else:
+            _replace_by_renames(staging, final)
+        _fsync_dir(parent)
+
+    def restore_folder(self, final: str) -> bool:
+        """Put back a folder that the fallback of ``replace_folder`` moved aside, when a crash came
+        before the new one took its name; whether one was put back."""
+        if not self.local or os.path.exists(final):
+            return False
+        parent, name = os.path.split(final)
+        aside = sorted(entry for entry in os.listdir(parent) if entry.startswith(name + OLD_MARK)) \
+            if os.path.isdir(parent) else []
+        if not aside:
+            return False
+        os.rename(os.path.join(parent, aside[0]), final)
+        _fsync_dir(parent)
+        return True
+
     def check_writable(self) -> None:
         """Create the root and write and delete a small file there; StorageError saying why not."""
         probe = self.join(f"{TMP_MARK}probe-{uuid.uuid4().hex[:8]}")
@@ -228,11 +261,45 @@ def _write_local_atomic(path: str, write: Callable[[str], None]) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the renames in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _replace_by_renames(staging: str, final: str) -> None:
+    """The old folder renamed aside, the new one onto its name, the old one deleted: between the
+    two renames ``final`` is absent, and ``Storage.restore_folder`` undoes a crash there."""
+    aside = f"{final}{OLD_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    os.rename(final, aside)
+    os.rename(staging, final)
+    shutil.rmtree(aside)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(first: str, second: str) -> bool:
+    """Swap two existing paths atomically with Linux's renameat2(RENAME_EXCHANGE), called from libc
+    (Python has no binding); False where the C library or the file system does not offer it."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not Linux, or a libc older than glibc 2.28
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # an old kernel, or a file system without it
+        return False
+    raise OSError(code, os.strerror(code), f"{first} <-> {second}")
 
 
 def _s3_with_captured_credentials(filesystem: pafs.S3FileSystem) -> pafs.S3FileSystem:

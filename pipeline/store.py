@@ -17,12 +17,19 @@ file, which is never read as a result.  ``OUT`` is a local folder or any pyarrow
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import posixpath
+import queue
+import shutil
+import signal
+import threading
+import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -38,6 +45,10 @@ OTHER_PARAMETERS = "committed with other parameters"
 PLAN_FILE = "_plan.json"
 
 _META_PREFIX = "batchenum."
+# Test hook: when set, a run SIGKILLs itself once a partitioned table's new folder is complete,
+# before it is swapped in, so tests can prove that a crash there leaves the old table whole.
+# Never set in normal use.
+_KILL_BEFORE_SWAP_ENV = "BATCHENUM_TEST_KILL_BEFORE_SWAP"
 _ARROW_TYPES = {
     "int64": pa.int64(),
     "float64": pa.float64(),
@@ -151,7 +162,7 @@ class ShardStore:
             if spec.partition is None:
                 self._write_parquet(table, self.shard_path(name, shard.id))
             else:
-                self._write_grouped(table, spec.partition, self.shard_path(name, shard.id))
+                self._write_grouped(table, spec, self.shard_path(name, shard.id))
             rows[name] = table.num_rows
         return rows
 
@@ -240,10 +251,17 @@ class ShardStore:
             return {}
 
     def remove_temporaries(self) -> int:
-        """Delete temporary files left by killed writers; returns how many."""
+        """Put back a partitioned table that a crash left moved aside (``Storage.restore_folder``),
+        then delete the temporary files and folders of killed writers; returns how many files."""
+        for spec in self.job.tables:
+            if spec.partition is not None:
+                self.storage.restore_folder(self.storage.join(spec.name))
         leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]
         for path in leftovers:
             self.storage.delete_file(path)
+        for folder in self.storage.list_dirs(self.storage.root):  # staging folders, now empty
+            if TMP_MARK in posixpath.basename(folder.replace(os.sep, "/")):
+                self.storage.delete_dir(folder)
         return len(leftovers)
 
     def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
@@ -279,25 +297,35 @@ class ShardStore:
         return self._write_in_shard_order(spec, shard_ids)
 
     def _write_partitions_streamed(self, spec: TableSpec, shard_ids: list[str]) -> str:
-        """Each partition read from every shard (a filter on the partition column), sorted, checked
-        for a repeated key (an error naming it, never a dropped row) and written; the driver holds
-        one partition at a time."""
+        """Each partition read from every shard (its row group, found by statistics), merged in
+        ``sort`` order, checked for a repeated key (an error naming it, never a dropped row) and
+        written; the driver holds one partition at a time."""
         paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
-        values = sorted({v for path in paths for v in _row_group_values(path, spec.partition, self.storage.fs)})
-        meta = _encode_metadata(self.provenance.final_metadata(spec.name))
-        for value in values:
-            parts = [pq.read_table(path, filesystem=self.storage.fs, filters=[(spec.partition, "==", value)],
-                                   page_checksum_verification=True).replace_schema_metadata(None) for path in paths]
-            table = pa.concat_tables(parts)
-            order = [column for column in spec.sort if column != spec.partition]  # constant within
-            if order:
-                table = table.sort_by([(column, "ascending") for column in order])
-            if spec.key:
-                _check_unique(table, spec, value, sorted_by_key=tuple(order) == spec.key)
-            body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
-            self._write_parquet(body, self.storage.join(spec.name, f"{spec.partition}={value}", "part-0.parquet"))
-        self._remove_other_partitions(spec, {f"{spec.partition}={value}" for value in values})
-        return self.storage.uri(self.storage.join(spec.name))
+        groups = _row_groups_by_value(paths, spec.partition, self.storage)
+        schema = _schema(spec, drop=spec.partition).with_metadata(
+            _encode_metadata(self.provenance.final_metadata(spec.name)))
+
+        def merged() -> Iterator[tuple[Any, pa.Table]]:
+            for value in sorted(groups):
+                for batch in _merged_batches(self._read_partition(paths, groups[value], spec), spec, value):
+                    yield value, batch
+
+        def write_into(folder: str) -> set[str]:
+            for value, batches in itertools.groupby(_prefetched(merged()), key=lambda item: item[0]):
+                self._write_batches((batch for _, batch in batches), schema,
+                                    self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
+            return {f"{spec.partition}={value}" for value in groups}
+
+        return self._replace_partitioned(spec, write_into)
+
+    def _read_partition(self, paths: list[str], groups: list[list[int]], spec: TableSpec) -> pa.Table:
+        """One partition's rows from every shard, one chunk per shard, each in ``sort`` order."""
+        parts = []
+        for path, indices in zip(paths, groups):
+            if indices:
+                with self.storage.open_input(path) as handle:
+                    parts.append(pq.ParquetFile(handle, page_checksum_verification=True).read_row_groups(indices))
+        return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
 
     def _write_in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> str:
         """Shard files appended in plan order, checking that the int64 key rises strictly across
@@ -322,45 +350,74 @@ class ShardStore:
         return self.storage.uri(path)
 
     def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
-        """Write ``name/<col>=<v>/part-0.parquet``, each file committed atomically in place, then
-        remove partitions the new table does not have.  The folder is never absent, and each of its
-        files is whole at every moment."""
-        final = self.storage.join(spec.name)
+        """Write ``name/<col>=<v>/part-0.parquet`` for each value of the partition column."""
         column = table.column(spec.partition).to_pylist()
         body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
-        wanted = set()
-        for value in sorted(set(column)):
-            mask = pa.array([v == value for v in column])
-            folder = f"{spec.partition}={value}"
-            wanted.add(folder)
-            self._write_parquet(body.filter(mask), self.storage.join(spec.name, folder, "part-0.parquet"))
-        self._remove_other_partitions(spec, wanted)
+
+        def write_into(folder: str) -> set[str]:
+            for value in sorted(set(column)):
+                mask = pa.array([v == value for v in column])
+                self._write_parquet(body.filter(mask), self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
+            return {f"{spec.partition}={value}" for value in column}
+
+        return self._replace_partitioned(spec, write_into)
+
+    def _replace_partitioned(self, spec: TableSpec, write_into: Callable[[str], set[str]]) -> str:
+        """Replace the folder of a partitioned table with what ``write_into(folder)`` writes (it
+        returns the partition folders it wrote).  On a local disk the new folder is built beside
+        the old one under a temporary name and swapped in at once (``Storage.replace_folder``), so
+        readers and crashes see the whole old table or the whole new one.  An object store has no
+        folders to swap: each file is replaced in place (whole, one upload each), then partitions
+        the new table lacks are deleted; a reader may meanwhile see old and new partitions mixed."""
+        final = self.storage.join(spec.name)
+        if not self.storage.local:
+            self._remove_other_partitions(final, write_into(final))
+            return self.storage.uri(final)
+        staging = self.storage.join(f"{spec.name}{TMP_MARK}new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            write_into(staging)
+            os.makedirs(staging, exist_ok=True)  # an empty table is an empty folder
+            _maybe_kill_before_swap()
+            self.storage.replace_folder(staging, final)
+        finally:
+            if os.path.exists(staging):  # a failed write, or the former folder after the swap
+                shutil.rmtree(staging, ignore_errors=True)
         return self.storage.uri(final)
 
-    def _remove_other_partitions(self, spec: TableSpec, wanted: set[str]) -> None:
-        """Partitions an earlier table had and this one has not, and older staging folders."""
-        final = self.storage.join(spec.name)
+    def _remove_other_partitions(self, final: str, wanted: set[str]) -> None:
+        """Partitions an earlier table had and this one has not."""
         for folder in self.storage.list_dirs(final):
-            if posixpath.basename(folder.replace(os.sep, "/")) not in wanted:
+            if posixpath.basename(folder) not in wanted:
                 self.storage.delete_dir(folder)
-        for leftover in self.storage.list_dirs(self.storage.root):  # staging folders of older versions
-            if posixpath.basename(leftover.replace(os.sep, "/")).startswith(spec.name + TMP_MARK):
-                self.storage.delete_dir(leftover)
 
-    def _write_grouped(self, table: pa.Table, column: str, path: str) -> None:
-        """A shard of a partitioned table: one row group per value of ``column``, so that writing
-        the final table one partition at a time reads each shard's rows once (row-group statistics
-        let a filtered read skip the other values)."""
-        table = table.sort_by(column)
-        values = table.column(column).to_numpy()
+    def _join(self, folder: str, *parts: str) -> str:
+        return (os.path.join if self.storage.local else posixpath.join)(folder, *parts)
+
+    def _write_grouped(self, table: pa.Table, spec: TableSpec, path: str) -> None:
+        """A shard of a partitioned table: one row group per value of the partition column, its rows
+        in ``sort`` order, so that the finish reads each shard's rows once (row-group statistics
+        point at them) and merges sorted runs instead of sorting."""
+        table = table.sort_by([(column, "ascending") for column in _partition_order(spec)])
+        values = table.column(spec.partition).to_numpy()
         bounds = [0, *(int(i) + 1 for i in (values[1:] != values[:-1]).nonzero()[0]), len(values)]
 
         def write(local: str) -> None:
-            with pq.ParquetWriter(local, table.schema, compression="zstd", write_page_checksum=True) as writer:
+            # lz4: these files are read once, by the finish; at n = 22 it reads them in 0.7x the CPU
+            # of zstd files (and the shards write them faster), for 2.2x the bytes (102 MB, not 46)
+            with pq.ParquetWriter(local, table.schema, compression="lz4", write_page_checksum=True) as writer:
                 for start, stop in zip(bounds, bounds[1:]):
                     writer.write_table(table.slice(start, stop - start))
                 if not len(values):
                     writer.write_table(table)
+
+        self.storage.write_atomic(path, write)
+
+    def _write_batches(self, batches: Iterable[pa.Table], schema: pa.Schema, path: str) -> None:
+        """A file written a batch (one row group) at a time, so that no second copy of it is held."""
+        def write(local: str) -> None:
+            with pq.ParquetWriter(local, schema, compression="zstd", write_page_checksum=True) as writer:
+                for batch in batches:
+                    writer.write_table(batch.replace_schema_metadata(schema.metadata))
 
         self.storage.write_atomic(path, write)
 
@@ -371,37 +428,152 @@ class ShardStore:
 
 
 
-def _row_group_values(path: str, column: str, filesystem: Any) -> set:
-    """The values of ``column`` in a shard file, from its row-group statistics (one value per row
-    group in the files ``_write_grouped`` writes); read from the column when a group has no stats."""
-    metadata = pq.read_metadata(path, filesystem=filesystem)
-    index = metadata.schema.to_arrow_schema().get_field_index(column)
-    values = set()
-    for group in range(metadata.num_row_groups):
-        stats = metadata.row_group(group).column(index).statistics
-        if stats is None or not stats.has_min_max or stats.min != stats.max:
-            return set(pq.read_table(path, columns=[column], filesystem=filesystem).column(0).to_pylist())
-        values.add(stats.min)
-    return values
+def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dict[Any, list[list[int]]]:
+    """{value of ``column``: for each shard file, the indices of its row groups holding that value},
+    from the footers' statistics (``_write_grouped`` writes one row group per value)."""
+    found: dict[Any, list[list[int]]] = {}
+    for k, path in enumerate(paths):
+        with storage.open_input(path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+        index = metadata.schema.to_arrow_schema().get_field_index(column)
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(index).statistics
+            if metadata.row_group(group).num_rows == 0:
+                continue
+            if stats is None or not stats.has_min_max or stats.min != stats.max:
+                raise StoreError(f"{storage.uri(path)}: row group {group} does not hold one {column} value")
+            found.setdefault(stats.min, [[] for _ in paths])[k].append(group)
+    return found
 
 
-def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any, sorted_by_key: bool) -> None:
-    """StoreError naming a key that appears twice in a partition (neighbours compared when the
-    partition is sorted by its one-column key, 20x cheaper than counting values)."""
+def _maybe_kill_before_swap() -> None:
+    if os.environ.get(_KILL_BEFORE_SWAP_ENV):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _partition_order(spec: TableSpec) -> list[str]:
+    """The partition column, then the sort columns within a partition."""
+    return [spec.partition, *(column for column in spec.sort if column != spec.partition)]
+
+
+# Rows gathered and written at a time, one row group each: the sorted partition is never held twice.
+_BATCH_ROWS = 1 << 17
+
+
+def _merged_batches(table: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa.Table]:
+    """One partition's rows (one chunk per shard, each in ``sort`` order) in ``sort`` order, without
+    the partition column, ``_BATCH_ROWS`` at a time; keys checked unique as they go."""
     import pyarrow.compute as pc
 
-    if sorted_by_key and len(spec.key) == 1:
-        keys = table.column(spec.key[0]).combine_chunks()
-        same = pc.equal(keys.slice(1), keys.slice(0, max(len(keys) - 1, 0)))
-        repeated = [keys[int(pc.index(same, True).as_py()) + 1].as_py()] if pc.any(same).as_py() else []
-    else:
-        counts = pc.value_counts(table.column(spec.key[0]) if len(spec.key) == 1 else pc.binary_join_element_wise(
-            *[pc.cast(table.column(k), pa.string()) for k in spec.key], "\x1f"))
-        repeated = [row["values"] for row in counts.filter(pc.greater(counts.field("counts"), 1)).to_pylist()]
+    order = _partition_order(spec)[1:]
+    body = table.drop_columns([spec.partition])
+    del table
+    by_key = len(spec.key) == 1 and tuple(order[:1]) == spec.key
+    if spec.key and not by_key:
+        _check_unique(body, spec, value)
+    if not body.num_rows:
+        yield body
+        return
+    indices = pc.sort_indices(body, [(column, "ascending") for column in order]).to_numpy() if order else None
+    last = None
+    for start in range(0, body.num_rows, _BATCH_ROWS):
+        if order:
+            batch = _gather(body, indices[start:start + _BATCH_ROWS])
+        else:
+            batch = body.slice(start, _BATCH_ROWS)
+        if by_key:
+            last = _check_sorted_unique(batch.column(spec.key[0]), last, spec, value)
+        yield batch
+
+
+def _prefetched(items: Iterator, depth: int = 2) -> Iterator:
+    """``items`` computed in a background thread, at most ``depth`` ahead of the consumer.  Arrow
+    releases the GIL, so reading and merging the next batches overlaps compressing and writing this
+    one (n = 22, 2 cores: the finish in 4.7-5.3 s instead of 6.5-7.3 s).  An exception in ``items``
+    reaches the consumer; a consumer that stops early stops the thread."""
+    ahead: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            for item in items:
+                put((item, None))
+                if stop.is_set():
+                    return
+            put((end, None))
+        except BaseException as error:  # handed to the consumer
+            put((end, error))
+
+    threading.Thread(target=produce, name="batchenum-merge", daemon=True).start()
+    try:
+        while True:
+            item, error = ahead.get()
+            if item is end:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+
+
+def _gather(table: pa.Table, indices: np.ndarray) -> pa.Table:
+    """``table.take(indices)`` that copies only the rows the indices reach: from each chunk, the
+    range between the smallest and largest index in it (a few rows per chunk when the chunks are
+    sorted runs being merged).  A take over the whole chunked table concatenates all of it first:
+    4x slower at n = 22 for a partition of 1 GB."""
+    starts = np.cumsum([0, *(len(chunk) for chunk in table.column(0).chunks)])
+    chunk = np.searchsorted(starts, indices, side="right") - 1
+    pieces, local, size = [], np.empty_like(indices), 0
+    for k in np.unique(chunk):
+        mine = chunk == k
+        low, high = int(indices[mine].min()), int(indices[mine].max())
+        pieces.append(table.slice(low, high - low + 1))
+        local[mine] = indices[mine] - low + size
+        size += high - low + 1
+    return pa.concat_tables(pieces).take(local)
+
+
+def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any) -> None:
+    """StoreError naming a key that appears twice in a partition (by counting values)."""
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(table.column(spec.key[0]) if len(spec.key) == 1 else pc.binary_join_element_wise(
+        *[pc.cast(table.column(k), pa.string()) for k in spec.key], "\x1f"))
+    repeated = counts.filter(pc.greater(counts.field("counts"), 1)).to_pylist()
     if repeated:
-        raise StoreError(f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
-                         f"{repeated[0]!r} appears more than once; no row is dropped silently, so no table was "
-                         "written (a bug: please report it)")
+        raise _repeated(spec, partition_value, repeated[0]["values"])
+
+
+def _check_sorted_unique(keys: pa.ChunkedArray, last: Any, spec: TableSpec, partition_value: Any) -> Any:
+    """The last of a run of sorted keys, after checking that none equals its neighbour or ``last``
+    (the previous run's last): 20x cheaper than counting values."""
+    import pyarrow.compute as pc
+
+    keys = keys.combine_chunks()
+    if not len(keys):
+        return last
+    if last is not None and keys[0].as_py() == last:
+        raise _repeated(spec, partition_value, last)
+    same = pc.equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+    if pc.any(same).as_py():
+        raise _repeated(spec, partition_value, keys[int(pc.index(same, True).as_py()) + 1].as_py())
+    return keys[-1].as_py()
+
+
+def _repeated(spec: TableSpec, partition_value: Any, key: Any) -> StoreError:
+    return StoreError(f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
+                      f"{key!r} appears more than once; no row is dropped silently, so no table was "
+                      "written (a bug: please report it)")
 
 
 def _check_rising(column: pa.ChunkedArray, last: int | None, table: str, key: str, shard_id: str) -> int:

@@ -157,3 +157,61 @@ def test_a_streamed_table_is_written_shard_by_shard(tmp_path):
     result = run(tmp_path, job)
     assert len(result.tables["rows"]) == 30
     assert pd.read_parquet(tmp_path / "streamed_toy" / "rows.parquet").value.tolist() == list(range(30))
+
+
+class _PartitionedStreamedToy(ToyJob):
+    """A streamed partitioned table with string keys; each shard emits its rows out of order."""
+
+    name = "partitioned_toy"
+    tables = (TableSpec("rows", (Column("group", "int64"), Column("key", "string")), key=("key",),
+                        sort=("group", "key"), partition="group"),)
+    shard_tables = ("rows",)
+    streamed_tables = ("rows",)
+
+    def __init__(self, repeat: str | None = None):
+        super().__init__(shards=3)
+        self.repeat = repeat
+
+    def params(self) -> dict:
+        return {"repeat": self.repeat}
+
+    def run_shard(self, shard):
+        k = int(shard.id[1:])
+        keys = [f"k{value:03d}" for value in range(k, 60, 3)][::-1] + ([self.repeat] if self.repeat and k == 2 else [])
+        return {"rows": {"group": [int(key[1:]) % 2 for key in keys], "key": keys}}
+
+    def finalize(self, tables, out):
+        return tables
+
+
+@pytest.mark.parametrize("batch_rows", [4, 1 << 17])
+def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, monkeypatch, batch_rows):
+    monkeypatch.setattr("pipeline.store._BATCH_ROWS", batch_rows)  # several row groups, keys checked across them
+    run(tmp_path, _PartitionedStreamedToy())
+    for group in (0, 1):
+        part = pq.ParquetFile(tmp_path / "partitioned_toy" / "rows" / f"group={group}" / "part-0.parquet")
+        assert part.metadata.num_row_groups == (8 if batch_rows == 4 else 1)
+        assert part.read().column("key").to_pylist() == [f"k{v:03d}" for v in range(group, 60, 2)]
+    assert len(pd.read_parquet(tmp_path / "partitioned_toy" / "rows")) == 60
+
+
+@pytest.mark.parametrize("batch_rows", [4, 1 << 17])
+def test_a_streamed_partitioned_table_names_a_repeated_key(tmp_path, monkeypatch, batch_rows):
+    monkeypatch.setattr("pipeline.store._BATCH_ROWS", batch_rows)
+    with pytest.raises(StoreError, match=r"'rows', group = 1: key 'k007' appears more than once"):
+        run(tmp_path, _PartitionedStreamedToy(repeat="k007"))
+    assert not (tmp_path / "partitioned_toy" / "rows").exists()  # no partition of the failed table is in place
+
+
+def test_prefetched_items_keep_their_order_and_an_exception_reaches_the_consumer():
+    from pipeline.store import _prefetched
+
+    def items():
+        yield from range(5)
+        raise ValueError("bad item 5")
+
+    seen = []
+    with pytest.raises(ValueError, match="bad item 5"):
+        for item in _prefetched(items()):
+            seen.append(item)
+    assert seen == [0, 1, 2, 3, 4]

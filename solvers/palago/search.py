@@ -31,7 +31,7 @@ from numba import njit
 
 from .model import GROUP
 
-__all__ = ["MAX_N", "SearchCounts", "count_creatures", "frontier", "SearchGrid"]
+__all__ = ["MAX_N", "SearchCounts", "count_creatures", "frontier", "prefix_nodes", "SearchGrid"]
 
 MAX_N = 40  # grid sizes and tile codes below are laid out for creatures up to this size
 
@@ -596,6 +596,22 @@ def frontier(max_n: int, depth: int, trunk: SearchCounts | None = None) -> list[
                 trunk.nodes[...] += counts.nodes
             return [tuple(int(x) for x in paths[k, : lens[k]]) for k in range(count[0])]
         capacity = int(count[0])
+
+
+def prefix_nodes(max_n: int, prefixes: list[tuple[int, ...]]) -> np.ndarray:
+    """Search nodes below each prefix (the work of searching it), one kernel call per prefix on one
+    workspace.  A prefix that is no node of this ``max_n``'s tree (one cut from a larger tree) must
+    not be given: use ``frontier(max_n, depth)``."""
+    _check_max_n(max_n)
+    workspace = _Workspace(max_n)
+    paths, lens = _NO_PATHS
+    count = np.zeros(1, dtype=np.int64)
+    nodes = np.zeros(len(prefixes), dtype=np.int64)
+    for k, prefix in enumerate(prefixes):
+        counts = SearchCounts.zeros(max_n)
+        workspace.run(np.asarray(prefix, dtype=np.int8), -1, counts, paths, lens, count)
+        nodes[k] = counts.nodes.sum()
+    return nodes
 
 
 @dataclass
