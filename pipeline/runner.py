@@ -38,6 +38,7 @@ __all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "TaskFailedE
 # exception never is, since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
 _private_local = False  # set by connect() when it starts a private local Ray
+_shutting_down: threading.Thread | None = None  # a private local Ray shutting down in the background
 
 # Test hook: a shard id whose first attempt (or, with ":always", every attempt) kills its own worker
 # process with SIGKILL, so tests can prove that a real worker death is retried or named.  Never set
@@ -267,18 +268,24 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
             raise failures[0]
     finally:
         ray_delivers.set()
-        shutdown_private_local()
+        shutdown_private_local(wait=False)  # run_job waits for it once its tables are written
 
 
-def shutdown_private_local() -> None:
+def shutdown_private_local(wait: bool = True) -> None:
     """Shut down the private local Ray that ``connect`` started, if any: now, rather than at
-    interpreter exit, which first sleeps."""
-    global _private_local
+    interpreter exit, which first sleeps.  Ray spends about a second waiting for its processes to
+    exit, so ``wait=False`` lets that happen in the background while the driver writes its tables;
+    the next call (with ``wait``) waits for it."""
+    global _private_local, _shutting_down
     if _private_local:
         import ray
 
-        ray.shutdown()
         _private_local = False
+        _shutting_down = threading.Thread(target=ray.shutdown, name="batchenum-ray-shutdown", daemon=True)
+        _shutting_down.start()
+    if wait and _shutting_down is not None:
+        _shutting_down.join()
+        _shutting_down = None
 
 
 class TaskMap:
