@@ -42,6 +42,8 @@ from pipeline.errors import InputError
 from pipeline.storage import Storage, StorageError
 
 # A parallel map: ``task_map(fn, items)`` returns ``[fn(item) for item in items]`` (Ray tasks, say).
+# It may say by a ``ready`` attribute whether its workers are up already (False: a first call starts
+# them, which costs seconds).
 ParallelMap = Callable[[Callable, list], list]
 
 __all__ = [
@@ -69,13 +71,18 @@ _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
 # JSONL planning: newlines are counted per block of BLOCK bytes, TASK_BLOCKS blocks per counting task
 # (128 MiB: 100 GB is about 800 tasks, and the driver keeps one int per block); an input of at most
-# DRIVER_BYTES is counted by the driver itself, since starting tasks would cost it more.
+# DRIVER_BYTES is counted by the driver itself, since starting tasks would cost it more.  When the
+# tasks' workers are not up yet (a private local Ray, not started), counting with tasks would first
+# cost Ray's start-up and the head start, while the driver counts about 1 GB/s: the driver counts
+# inputs of up to STARTUP_BYTES itself then.
 BLOCK = 1 << 20
 TASK_BLOCKS = 128
 DRIVER_BYTES = 64 << 20
+STARTUP_BYTES = 4 << 30
 _COUNT_READ = 1 << 24  # bytes read at a time when counting
 # Test hook: "BLOCK,TASK_BLOCKS,DRIVER_BYTES" replaces the three defaults (tiny blocks, tasks for any
-# size), so tests can plan small files the way large ones are planned.  Never set in normal use.
+# size; DRIVER_BYTES then stands for STARTUP_BYTES too), so tests can plan small files the way large
+# ones are planned.  Never set in normal use.
 _PLAN_ENV = "BATCHENUM_TEST_PLAN"
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
@@ -179,7 +186,8 @@ def plan_slices(path: str | Storage, field: str, records_per_slice: int, task_ma
     records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
     task_map:          ``task_map(fn, items) -> [fn(item) for item in items]``, run in parallel (Ray
                        tasks); a JSONL input larger than ``driver_bytes`` has its newlines counted
-                       that way.  None: counted in this process, whatever the size.
+                       that way (larger than ``STARTUP_BYTES`` when ``task_map.ready`` is False).
+                       None: counted in this process, whatever the size.
     block, task_blocks, driver_bytes: ``BLOCK``, ``TASK_BLOCKS`` and ``DRIVER_BYTES`` unless given.
 
     JSONL newlines are counted per block of ``block`` bytes (by tasks of ``task_blocks`` blocks each
@@ -195,9 +203,10 @@ def plan_slices(path: str | Storage, field: str, records_per_slice: int, task_ma
     base = describe_input(source)
     if _detect_format(source) == "parquet":
         return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
-    block, task_blocks, driver_bytes = _plan_sizes(block, task_blocks, driver_bytes)
+    block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
     blocks = BlockRange(source, base, 0, -(-base["size"] // block), block)
-    if task_map is None or base["size"] <= driver_bytes:
+    counted_here = driver_bytes if getattr(task_map, "ready", True) else startup_bytes
+    if task_map is None or base["size"] <= counted_here:
         counts = count_block_newlines(blocks)
     else:
         counts = np.concatenate([np.zeros(0, dtype=np.int64),
@@ -269,11 +278,18 @@ def _detect_format(source: Storage) -> str:
     )
 
 
-def _plan_sizes(block: int | None, task_blocks: int | None, driver_bytes: int | None) -> tuple[int, int, int]:
-    """(block, task_blocks, driver_bytes): the arguments given, else the test hook's, else the defaults."""
+def _plan_sizes(block: int | None, task_blocks: int | None,
+                driver_bytes: int | None) -> tuple[int, int, int, int]:
+    """(block, task_blocks, driver_bytes, startup_bytes): the arguments given, else the test hook's,
+    else the defaults.  A driver_bytes given (or the hook's) stands for startup_bytes too."""
     hook = os.environ.get(_PLAN_ENV)
     defaults = [int(value) for value in hook.split(",")] if hook else [BLOCK, TASK_BLOCKS, DRIVER_BYTES]
-    return block or defaults[0], task_blocks or defaults[1], defaults[2] if driver_bytes is None else driver_bytes
+    if driver_bytes is None:
+        driver_bytes = defaults[2]
+        startup_bytes = defaults[2] if hook else STARTUP_BYTES
+    else:
+        startup_bytes = driver_bytes
+    return block or defaults[0], task_blocks or defaults[1], driver_bytes, startup_bytes
 
 
 @dataclass(frozen=True)

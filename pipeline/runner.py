@@ -222,7 +222,8 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
     Until Ray's workers deliver their first shard, the driver computes shards too ("head start"),
     from the end of the list while Ray takes them from the front: Ray takes seconds to start and its
     workers more to import and load the compiled kernels.  The head start runs one thread per CPU
-    of the run (``workers``, default all cores); the kernels release the GIL.
+    of the run (``workers``, default all cores) at a lower priority than Ray's processes; the
+    kernels release the GIL.
     """
     queue = list(shards)
     lock = threading.Lock()
@@ -230,6 +231,7 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
     failures: list[BaseException] = []
 
     def head_start() -> None:
+        _yield_cpu_to_ray()
         while not ray_delivers.is_set() and not failures:
             with lock:
                 if not queue:
@@ -271,6 +273,15 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
         shutdown_private_local(wait=False)  # run_job waits for it once its tables are written
 
 
+def _yield_cpu_to_ray() -> None:
+    """Lower this thread's priority (Linux threads have their own), so that Ray's starting processes
+    get the CPUs first and start in seconds, and the head start uses what they leave."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):  # not Linux, or not allowed: the head start just competes
+        pass
+
+
 def shutdown_private_local(wait: bool = True) -> None:
     """Shut down the private local Ray that ``connect`` started, if any: now, rather than at
     interpreter exit, which first sleeps.  Ray spends about a second waiting for its processes to
@@ -299,6 +310,11 @@ class TaskMap:
         self.workers = workers
         self.where: str | None = None
         self.tasks = 0
+
+    @property
+    def ready(self) -> bool:
+        """Whether Ray is connected already (else the first call starts or connects it)."""
+        return _ray_initialised()
 
     def __call__(self, fn: Callable, items: list) -> list:
         if not _ray_initialised():
