@@ -11,6 +11,7 @@ because it owns its simulated Ray cluster (a head without CPUs, so shards run on
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 import threading
@@ -29,6 +30,18 @@ def committed(shard_dir: pathlib.Path) -> int:
     return len(list(shard_dir.glob("*.parquet")))
 
 
+def a_shard_is_running() -> bool:
+    """Whether a Ray worker is running a shard now (Ray titles a busy worker ray::<task>)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if handle.read().startswith(b"ray::_execute_in_worker"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def main(out: str) -> None:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     doomed = cluster.add_node(num_cpus=1)
@@ -37,18 +50,24 @@ def main(out: str) -> None:
     shard_dir = pathlib.Path(out) / "palago" / "_shards" / "partial_counts"
     events: dict = {}
 
-    def remove_node_after_first_commit() -> None:
-        while committed(shard_dir) < 1:
-            time.sleep(0.02)
-        cluster.remove_node(doomed, allow_graceful=False)
-        events["committed_at_removal"] = committed(shard_dir)
+    def run_without_retries() -> None:
+        try:
+            run_job(PalagoJob(max_n=23, shards=4), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
+            events["error"] = None
+        except PipelineError as error:
+            events["error"] = str(error)
 
-    threading.Thread(target=remove_node_after_first_commit, daemon=True).start()
-    try:
-        run_job(PalagoJob(max_n=23, shards=4), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
-        events["error"] = None
-    except PipelineError as error:
-        events["error"] = str(error)
+    running = threading.Thread(target=run_without_retries, daemon=True)
+    running.start()
+    while committed(shard_dir) < 1 or not a_shard_is_running():  # the node dies under a shard
+        time.sleep(0.02)
+    cluster.remove_node(doomed, allow_graceful=False)
+    events["committed_at_removal"] = committed(shard_dir)
+    running.join(timeout=240)
+    if running.is_alive():  # no failure seen: let the run end rather than hang the test
+        events["error"] = "the run neither failed nor ended within 240 s of the node's removal"
+        cluster.add_node(num_cpus=1)
+        running.join()
     events["committed_after_failure"] = committed(shard_dir)
     events["final_table_written"] = (pathlib.Path(out) / "palago" / "creature_counts.parquet").exists()
 
