@@ -4,8 +4,9 @@ workers, cancel on Ctrl-C.  ``--serial`` runs the same shards in this process wi
 A task runs one shard and commits its files itself (through store.py), so results never travel
 through the driver; the driver learns only that the shard is done.
 
-A private local Ray takes seconds to start, so meanwhile the driver computes shards itself, one
-thread per CPU of the run, from the end of the plan ("head start"); Ray gets the rest.  A shard's
+A private local Ray takes seconds to start, and its workers more to import and load the kernels,
+so meanwhile the driver computes shards itself, one low-priority thread per CPU of the run, from the
+end of the plan, until Ray's workers deliver ("head start"); Ray gets the rest.  A shard's
 files are the same wherever it ran.
 
 ``TaskMap`` lends a plan the same Ray for work of its own (counting the lines of a large input),
