@@ -380,7 +380,7 @@ class ShardStore:
             _maybe_kill_before_swap()
             self.storage.replace_folder(staging, final)
         finally:
-            if os.path.exists(staging):  # a failed write, or the former folder after the swap
+            if os.path.exists(staging):  # a failed write (replace_folder removes the former folder)
                 shutil.rmtree(staging, ignore_errors=True)
         return self.storage.uri(final)
 
@@ -425,7 +425,6 @@ class ShardStore:
         # page checksums let a reader tell a damaged file from a good one
         self.storage.write_atomic(
             path, lambda local: pq.write_table(table, local, write_page_checksum=True, compression="zstd"))
-
 
 
 def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dict[Any, list[list[int]]]:
