@@ -146,15 +146,15 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
     tables = _shard_tables(job)
     missing, totals, rows = [], {}, dict.fromkeys(tables, 0)
     for shard in shards:
-        problem = store.check_shard(shard, tables, full=False)  # the merge reads and checks the pages
+        problem, shard_rows, stats = store.committed_footers(shard, tables)  # the merge checks the pages
         if problem is not None:
             missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {problem})")
             continue
-        for name, value in store.shard_stats(tables[0], shard.id).items():
+        for name, value in stats.items():
             if isinstance(value, int):
                 totals[name] = totals.get(name, 0) + value
         for name in tables:
-            rows[name] += store.shard_rows(name, shard.id)
+            rows[name] += shard_rows[name]
     if missing:
         listed = "; ".join(missing[:_DAMAGE_LINES]) + (f"; and {len(missing) - _DAMAGE_LINES} more"
                                                       if len(missing) > _DAMAGE_LINES else "")
