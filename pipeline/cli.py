@@ -91,8 +91,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--serial", action="store_true",
                        help="run every shard in this process without Ray (debugging, profiling, small inputs)")
     group.add_argument("--no-head-start", dest="head_start", action="store_false",
-                       help="do not compute shards in this process while the local Ray starts "
-                            "(every shard then runs in a Ray worker)")
+                       help="do not compute shards in this process while the local Ray starts in the "
+                            "background (every shard then runs in a Ray worker)")
     group.add_argument("--retries", type=non_negative_int, default=TASK_MAX_RETRIES, metavar="R",
                        help="times a shard is run again when its worker process or its node dies "
                             f"(default {TASK_MAX_RETRIES}); an exception in the shard is never retried")

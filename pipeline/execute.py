@@ -237,9 +237,8 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
             progress.stage("one shard to compute: computing it here, without starting Ray")
             runner.run_serial(job, pending, store, on_done, verify)
         elif options.head_start and runner.is_local(options.address):
-            progress.stage("starting a local Ray; computing shards here meanwhile")
-            runner.run_local(job, pending, store, on_done, options.workers,
-                             on_connected=lambda where: progress.stage(f"computing on {where}"), verify=verify,
+            progress.stage("computing shards here while a local Ray starts in the background")
+            runner.run_local(job, pending, store, on_done, options.workers, progress.stage, verify=verify,
                              retries=options.retries)
         else:
             where = where or runner.connect(options.address, options.workers)  # a private local Ray

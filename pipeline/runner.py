@@ -5,9 +5,11 @@ A task runs one shard and commits its files itself (through store.py), so result
 through the driver; the driver learns only that the shard is done.
 
 A private local Ray takes seconds to start, and its workers more to import and load the kernels,
-so meanwhile the driver computes shards itself, one low-priority thread per CPU of the run, from the
-end of the plan, until Ray's workers deliver ("head start"); Ray gets the rest.  A shard's
-files are the same wherever it ran.
+so by default (``run_local``) the driver computes shards itself, one thread per CPU of the run,
+from the end of the plan, while Ray starts in the background at the lowest CPU priority
+(local_ray.py); Ray takes shards from the front once it is up, and the threads stop when its
+workers deliver.  A run the threads finish first never connects ("head start").  A shard's files
+are the same wherever it ran.
 
 ``TaskMap`` lends a plan the same Ray for work of its own (counting the lines of a large input),
 connecting first when nothing is connected yet.
@@ -29,6 +31,7 @@ from typing import Any, Callable, Iterable
 from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
 from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Job, Shard
+from pipeline.local_ray import LocalRay, LocalRayError
 from pipeline.store import ShardStore
 
 __all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "TaskFailedError", "TaskMap", "run_serial",
@@ -38,7 +41,8 @@ __all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "TaskFailedE
 # A dead worker (SIGKILL, lost node) is retried this many times by default (--retries); a Python
 # exception never is, since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
-_private_local = False  # set by connect() when it starts a private local Ray
+_private_local = False  # set when this module started a private local Ray and connected to it
+_local_ray: LocalRay | None = None  # the private Ray that run_local started in the background
 _shutting_down: threading.Thread | None = None  # a private local Ray shutting down in the background
 
 # Test hook: a shard id whose first attempt (or, with ":always", every attempt) kills its own worker
@@ -215,24 +219,24 @@ def is_private_local() -> bool:
     return _private_local
 
 
-def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
-              workers: int | None, on_connected: Callable[[str], None], verify: frozenset = frozenset(),
-              retries: int = TASK_MAX_RETRIES) -> None:
-    """Start a private local Ray and run the shards on it; shut it down at the end.
+def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, workers: int | None,
+              say: Callable[[str], None], verify: frozenset = frozenset(), retries: int = TASK_MAX_RETRIES) -> None:
+    """Run the shards on this machine: the driver's own threads compute them while a private Ray
+    starts in the background, Ray takes what is left once it is up, and a run that the threads
+    finish first never connects to it.
 
-    Until Ray's workers deliver their first shard, the driver computes shards too ("head start"),
-    from the end of the list while Ray takes them from the front: Ray takes seconds to start and its
-    workers more to import and load the compiled kernels.  The head start runs one thread per CPU
-    of the run (``workers``, default all cores) at a lower priority than Ray's processes; the
-    kernels release the GIL.
+    The threads (one per CPU of the run, ``workers``, default all cores; the kernels release the
+    GIL) take shards from the end of the plan, Ray from the front.  Ray's processes run at the
+    lowest CPU priority, so they start on what the threads leave rather than slowing them down.
+    Once Ray's workers deliver a shard, the threads stop taking more.
     """
+    cpus = workers or os.cpu_count() or 1
     queue = list(shards)
     lock = threading.Lock()
     ray_delivers = threading.Event()
     failures: list[BaseException] = []
 
-    def head_start() -> None:
-        _yield_cpu_to_ray()
+    def compute_here() -> None:
         while not ray_delivers.is_set() and not failures:
             with lock:
                 if not queue:
@@ -253,18 +257,42 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
                 shard = queue.pop(0)
             yield shard
 
+    def wait_for_ray() -> str | None:
+        """Ray's address once it is up; None if the threads took every shard first or Ray could not
+        start (then they compute everything)."""
+        while not failures:
+            try:
+                address = _local_ray.address()
+            except LocalRayError as error:
+                say(f"the local Ray did not start, so every shard is computed here: {error}")
+                return None
+            with lock:
+                if not queue:
+                    say("the local Ray is not needed: every shard was taken here before it was up")
+                    return None
+            if address is not None:
+                return address
+            time.sleep(0.05)
+        return None
+
     def on_ray_done(shard: Shard, info: ShardInfo) -> None:
         ray_delivers.set()
         on_done(shard, info)
 
-    helpers = [threading.Thread(target=head_start, name=f"batchenum-head-start-{k}", daemon=True)
-               for k in range(min(workers or os.cpu_count() or 1, len(shards)))]
+    global _local_ray
+    _private_token()  # before Ray starts or is imported
+    _local_ray = LocalRay(cpus, background=True)
+    _local_ray.start()  # from this (the main) thread: Ray's processes die with it
+    helpers = [threading.Thread(target=compute_here, name=f"batchenum-compute-{k}", daemon=True)
+               for k in range(min(cpus, len(shards)))]
     for helper in helpers:
         helper.start()
-    try:  # one try: Ctrl-C while Ray is still starting must shut down what has started
-        on_connected(connect(None, workers))
-        run_on_ray(job, from_the_front(), store, on_ray_done, verify=verify, retries=retries)
-        ray_delivers.set()
+    try:  # one try: Ctrl-C while Ray is still starting must stop what has started
+        address = wait_for_ray()
+        if address is not None:
+            _connect_local(address)
+            say(f"computing on a local Ray with {cpus} CPUs (and here until its workers deliver)")
+            run_on_ray(job, from_the_front(), store, on_ray_done, verify=verify, retries=retries)
         for helper in helpers:
             helper.join()
         if failures:
@@ -274,30 +302,41 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
         shutdown_private_local(wait=False)  # run_job waits for it once its tables are written
 
 
-def _yield_cpu_to_ray() -> None:
-    """Lower this thread's priority (Linux threads have their own), so that Ray's starting processes
-    get the CPUs first and start in seconds, and the head start uses what they leave."""
+def _connect_local(address: str) -> None:
+    import ray
+
+    global _private_local
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-    except (AttributeError, OSError):  # not Linux, or not allowed: the head start just competes
-        pass
+        ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
+    except Exception as error:
+        raise ClusterError(f"could not connect to the local Ray at {address}: {type(error).__name__}: {error}") from error
+    _private_local = True
 
 
 def shutdown_private_local(wait: bool = True) -> None:
-    """Shut down the private local Ray that ``connect`` started, if any: now, rather than at
-    interpreter exit, which first sleeps.  Ray spends about a second waiting for its processes to
-    exit, so ``wait=False`` lets that happen in the background while the driver writes its tables;
-    the next call (with ``wait``) waits for it."""
-    global _private_local, _shutting_down
-    if _private_local:
-        import ray
-
-        _private_local = False
-        _shutting_down = threading.Thread(target=ray.shutdown, name="batchenum-ray-shutdown", daemon=True)
+    """Shut down the private local Ray that this module started, if any: now, rather than at
+    interpreter exit, which first sleeps.  That takes up to a second or two, so ``wait=False`` lets
+    it happen in the background while the driver writes its tables; the next call (with ``wait``)
+    waits for it."""
+    global _private_local, _local_ray, _shutting_down
+    if _private_local or _local_ray is not None:
+        connected, local = _private_local, _local_ray
+        _private_local, _local_ray = False, None
+        _shutting_down = threading.Thread(target=_stop_private_local, args=(connected, local),
+                                          name="batchenum-ray-shutdown", daemon=True)
         _shutting_down.start()
     if wait and _shutting_down is not None:
         _shutting_down.join()
         _shutting_down = None
+
+
+def _stop_private_local(connected: bool, local: LocalRay | None) -> None:
+    if connected:
+        import ray
+
+        ray.shutdown()
+    if local is not None:
+        local.stop()
 
 
 class TaskMap:

@@ -3,6 +3,8 @@ a table with duplicate keys to drop, a partitioned table, and an aggregate made 
 
 from __future__ import annotations
 
+import time
+
 from pipeline.job import Column, Job, Shard, TableSpec
 
 ITEMS = TableSpec(
@@ -25,10 +27,11 @@ class ToyJob(Job):
     tables = (ITEMS, TOTALS)
     shard_tables = ("items",)
 
-    def __init__(self, shards: int = 6, width: int = 5, fail_on: str | None = None):
+    def __init__(self, shards: int = 6, width: int = 5, fail_on: str | None = None, seconds: float = 0.0):
         self.shards = shards
         self.width = width
         self.fail_on = fail_on
+        self.seconds = seconds  # each shard takes at least this long (without using a CPU)
 
     def params(self) -> dict:
         return {"shards": self.shards, "width": self.width}
@@ -39,6 +42,7 @@ class ToyJob(Job):
     def run_shard(self, shard: Shard) -> dict:
         if shard.id == self.fail_on:
             raise ValueError(f"bad input in {shard.id}")
+        time.sleep(self.seconds)
         values = list(range(shard.spec["start"], shard.spec["stop"]))
         return {"items": {"value": values, "square": [v * v for v in values],
                           "parity": [v % 2 for v in values], "label": [f"v{v}" for v in values]}}

@@ -1,0 +1,165 @@
+"""A private Ray on this machine, started without blocking the driver.
+
+``ray start --head --block`` runs as a child process with its own temporary folder, free loopback
+ports and (with ``background``) the lowest CPU priority, so that while it starts the driver's own
+threads keep the CPUs.  The driver connects once the address file appears, and only if work is
+left; a run that finishes first never waits for Ray at all.
+
+The child dies with the driver (PR_SET_PDEATHSIG), and Ray's processes die with the child (``--block``
+makes Ray share their fate with it), so a killed driver leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["LocalRay"]
+
+START_TIMEOUT = 180.0  # seconds; a loaded machine has been seen to take 30
+_PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--metrics-export-port",
+                 "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
+# Ray starts its client server (on 10001, which a second run would find taken) where grpc is
+# installed, and refuses the option where it is not.
+_CLIENT_PORT_OPTION = ("--ray-client-server-port",) if importlib.util.find_spec("grpc") else ()
+
+
+class LocalRayError(RuntimeError):
+    """The private Ray could not start; the message holds the end of its output."""
+
+
+class LocalRay:
+    """One private Ray head with ``cpus`` CPUs: ``start()`` returns at once, ``address()`` says
+    whether it is up, ``wait()`` waits for it, ``stop()`` kills it and removes its folder."""
+
+    def __init__(self, cpus: int, background: bool = False):
+        self.cpus = cpus
+        self.background = background
+        self._folder: str | None = None
+        self._process: subprocess.Popen | None = None
+        self._log = None
+        self._failure: str | None = None
+
+    def start(self) -> None:
+        """Spawn ``ray start``.  Call it from the main thread: the child's death signal follows the
+        thread that spawned it.  A failure here (no temporary folder, say) is raised by
+        ``address()``, like one of ``ray start`` itself."""
+        try:
+            self._folder = tempfile.mkdtemp(prefix="batchenum-ray-", dir=_temp_root())
+            self._log = open(os.path.join(self._folder, "ray-start.log"), "w+b")
+            command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+                       "--num-cpus", str(self.cpus), "--temp-dir", self._folder, "--node-ip-address", "127.0.0.1",
+                       "--include-dashboard=false", "--disable-usage-stats", *_free_port_options()]
+            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
+                                             stderr=subprocess.STDOUT, preexec_fn=self._in_child)
+        except OSError as error:
+            self._failure = f"{type(error).__name__}: {error}"
+
+    def _in_child(self) -> None:
+        _die_with_parent()
+        if self.background:
+            os.nice(19)
+
+    def address(self) -> str | None:
+        """The head's address once it is up, None while it starts; raises LocalRayError if
+        ``ray start`` has exited."""
+        if self._failure is not None or self._process is None:
+            raise LocalRayError(self._failure or "the local Ray was not started")
+        try:
+            address = Path(self._folder, "ray_current_cluster").read_text().strip()
+        except FileNotFoundError:
+            address = ""
+        if self._process.poll() is not None:
+            raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._output_tail()}")
+        return address or None
+
+    def wait(self, timeout: float = START_TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        while (address := self.address()) is None:
+            if time.monotonic() > deadline:
+                raise LocalRayError(f"the local Ray did not start within {timeout:.0f} s: {self._output_tail()}")
+            time.sleep(0.05)
+        return address
+
+    def stop(self) -> None:
+        """Kill ``ray start`` and every process below it, and remove the folder (logs included)."""
+        if self._process is not None:
+            for pid in _tree(self._process.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self._process.wait()
+            self._process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def _output_tail(self, lines: int = 3) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        text = self._log.read().decode(errors="replace").strip().splitlines()
+        return "\n".join(text[-lines:]) or "(no output)"
+
+
+def _temp_root() -> str:
+    """Where Ray itself would put its folder: its socket paths must stay short (Unix sockets allow
+    about 107 bytes), so a long TMPDIR (as on macOS) is not used unless Ray would use it too."""
+    if "RAY_TMPDIR" in os.environ:
+        return os.environ["RAY_TMPDIR"]
+    if sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        return os.environ["TMPDIR"]
+    return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+
+
+def _free_port_options() -> list[str]:
+    """A distinct free loopback port for each port option: the sockets stay open until all are
+    chosen, so the system cannot hand out one port twice."""
+    options = _PORT_OPTIONS + _CLIENT_PORT_OPTION
+    sockets = [socket.socket() for _ in options]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        ports = [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+    return [item for option, port in zip(options, ports) for item in (option, str(port))]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the parent dies (Linux; elsewhere a no-op)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it, read from /proc (only ``root`` where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if os.path.isdir("/proc") else ():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
