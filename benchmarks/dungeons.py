@@ -8,7 +8,8 @@ For every size it prints: bulk validation from Python lists (the path for doubtf
 from Arrow buffers (the path for clean ones), the kernel (best of three calls over the whole batch,
 compile excluded), one shard's ``run_shard`` (JSONL read + parse + dedupe + kernel), and the wall
 time of ``batchenum run dungeons --workers K`` in a subprocess (Ray start-up included; at most
-25,000 records per shard and at least one shard per worker).
+25,000 records per shard and at least one shard per worker).  The kernel also runs on K threads,
+and the last line is the CLI's throughput over that kernel-only throughput of the same K cores.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -45,6 +47,15 @@ def write_jsonl(grids: list[list[str]], path: str) -> None:
                           for k, g in enumerate(grids))
 
 
+def solve_in_threads(batch, threads: int) -> None:
+    """The kernel alone on ``threads`` threads (it releases the GIL), each on a contiguous part:
+    what the same cores could do without reading, parsing or writing anything."""
+    bounds = [len(batch) * k // threads for k in range(threads + 1)]
+    parts = [batch.take(range(bounds[k], bounds[k + 1])) for k in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(solve_batch, parts))
+
+
 def report(label: str, count: int, seconds: float) -> None:
     print(f"  {label:<34} {seconds:8.3f} s  {count / seconds:>12,.0f} dungeons/s", flush=True)
 
@@ -59,6 +70,8 @@ def bench_size(size: int, count: int, workers: int, cli: bool, folder: str) -> N
     buffers = string_list_buffers(pa.array(grids, type=pa.list_(pa.string())))
     report("parse_flat (from Arrow buffers)", count, best_of(3, lambda: parse_flat(*buffers)))
     report("kernel (solve_batch)", count, best_of(3, lambda: solve_batch(batch)))
+    kernel_k = best_of(3, lambda: solve_in_threads(batch, workers))
+    report(f"kernel on {workers} threads", count, kernel_k)
     path = os.path.join(folder, f"dungeons-{size}.jsonl")
     write_jsonl(grids, path)
     job = DungeonJob(path, records_per_shard=count)
@@ -73,7 +86,8 @@ def bench_size(size: int, count: int, workers: int, cli: bool, folder: str) -> N
         seconds = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"CLI failed ({done.returncode}): {done.stderr}")
-        report(f"CLI run, {workers} workers (with Ray)", count, seconds)
+        report(f"CLI run, {workers} workers", count, seconds)
+        print(f"  CLI throughput / kernel-only throughput on {workers} threads: {kernel_k / seconds:.2f}")
         print("   ", done.stdout.strip().replace("\n", "\n    "))
 
 

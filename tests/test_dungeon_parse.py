@@ -18,6 +18,7 @@ from solvers.dungeon import (
     parse_flat,
     parse_many,
 )
+from solvers.dungeon.kernel import first_equal_kernel
 
 
 @pytest.mark.parametrize(
@@ -153,3 +154,51 @@ def test_parse_flat_matches_parse_many(grids):
 def test_parse_flat_empty():
     batch = parse_flat(np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64))
     assert len(batch) == 0 and batch.errors == []
+
+
+def unique_by_dict(batch):
+    """The reference: the first dungeon of each (width, cell codes), numbered in order of appearance."""
+    first_of, firsts, inverse = {}, [], []
+    for k in range(len(batch)):
+        key = (int(batch.widths[k]), batch.cells_of(k).tobytes())
+        if key not in first_of:
+            first_of[key] = len(firsts)
+            firsts.append(k)
+        inverse.append(first_of[key])
+    return firsts, inverse
+
+
+def with_start(width: int, cells: str) -> list[str]:
+    """Rows of ``width`` from ``cells``, the first cell a start: a valid dungeon."""
+    cells = "@" + cells[1:]
+    return [cells[k:k + width] for k in range(0, len(cells), width)]
+
+
+# few cells, so that equal dungeons (and equal cells under other widths) are common
+small_grids = st.lists(st.builds(lambda width, rows, text: with_start(width, (text * width * rows)[:width * rows]),
+                                 st.integers(1, 3), st.integers(1, 3), st.text(alphabet=".$#g ", min_size=1, max_size=4)),
+                       max_size=40)
+
+
+@given(small_grids)
+@settings(max_examples=200, deadline=None)
+def test_unique_agrees_with_a_dictionary(grids):
+    batch = parse_many(grids)
+    assert len(batch) == len(grids)
+    firsts, inverse = unique_by_dict(batch)
+    distinct, found = batch.unique()
+    assert found.tolist() == inverse
+    assert distinct.index.tolist() == batch.index[firsts].tolist()
+
+
+@given(small_grids)
+@settings(max_examples=200, deadline=None)
+def test_equal_hashes_never_merge_different_dungeons(grids):
+    # every hash forced equal: only the byte comparison can tell dungeons apart
+    batch = parse_many(grids)
+    sizes = batch.heights * batch.widths
+    first_equal = np.empty(len(batch), dtype=np.int64)
+    first_equal_kernel(batch.codes, batch.offsets, sizes, batch.widths, np.arange(len(batch)),
+                       np.zeros(len(batch), dtype=np.uint64), first_equal)
+    firsts, inverse = unique_by_dict(batch)
+    assert first_equal.tolist() == [firsts[inverse[k]] for k in range(len(batch))]

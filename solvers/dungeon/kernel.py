@@ -186,3 +186,47 @@ def classify_kernel(text, code_of_byte, offsets, sizes, codes_out, tally_out):
         tally_out[i, 2] = starts
         tally_out[i, 3] = first_bad
         tally_out[i, 4] = start
+
+
+@njit(cache=True, nogil=True)
+def hash_kernel(codes, offsets, sizes, widths, out):
+    """out[i] = a 64-bit FNV-1a hash of dungeon i's width and cell codes (equal dungeons, equal hashes)."""
+    for i in range(offsets.shape[0]):
+        h = np.uint64(14695981039346656037) ^ np.uint64(widths[i])
+        h *= np.uint64(1099511628211)
+        base = offsets[i]
+        for j in range(sizes[i]):
+            h = (h ^ np.uint64(codes[base + j])) * np.uint64(1099511628211)
+        out[i] = h
+
+
+@njit(cache=True, nogil=True)
+def first_equal_kernel(codes, offsets, sizes, widths, order, hashes, out):
+    """out[i] = the smallest index of a dungeon equal to dungeon i (its width and cell codes).
+
+    order: the indices sorted by hash, ties by index (a stable sort), and ``hashes`` the hashes
+    in that order.  Within a run of equal hashes each dungeon is compared byte by byte with the
+    distinct dungeons found so far in the run, so a collision never merges two different ones.
+    """
+    n = order.shape[0]
+    start = 0
+    while start < n:
+        stop = start + 1
+        while stop < n and hashes[stop] == hashes[start]:
+            stop += 1
+        for a in range(start, stop):
+            i = order[a]
+            out[i] = i
+            for b in range(start, a):
+                k = order[b]
+                if out[k] != k or widths[k] != widths[i] or sizes[k] != sizes[i]:
+                    continue
+                same = True
+                for j in range(sizes[i]):
+                    if codes[offsets[k] + j] != codes[offsets[i] + j]:
+                        same = False
+                        break
+                if same:
+                    out[i] = k
+                    break
+        start = stop

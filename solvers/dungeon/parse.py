@@ -30,7 +30,7 @@ from .errors import (
     RaggedGridError,
     StartError,
 )
-from .kernel import classify_kernel
+from .kernel import classify_kernel, first_equal_kernel, hash_kernel
 
 __all__ = [
     "Dungeon",
@@ -134,16 +134,15 @@ class ParsedBatch:
         Two dungeons are the same when their width and cell codes agree: floor written as ``.`` or
         space, and the letters of the monsters, do not change the answer.
         """
-        first_of: dict[tuple[int, bytes], int] = {}
-        firsts: list[int] = []
-        inverse = np.empty(len(self), dtype=np.int64)
-        ends = (self.offsets + self.heights * self.widths).tolist()
-        codes, widths = self.codes, self.widths.tolist()
-        for k, start in enumerate(self.offsets.tolist()):
-            distinct = first_of.setdefault((widths[k], codes[start : ends[k]].tobytes()), len(firsts))
-            if distinct == len(firsts):
-                firsts.append(k)
-            inverse[k] = distinct
+        sizes = self.heights * self.widths
+        hashes = np.empty(len(self), dtype=np.uint64)
+        hash_kernel(self.codes, self.offsets, sizes, self.widths, hashes)
+        order = np.argsort(hashes, kind="stable")
+        first_equal = np.empty(len(self), dtype=np.int64)
+        first_equal_kernel(self.codes, self.offsets, sizes, self.widths, order, hashes[order], first_equal)
+        is_first = first_equal == np.arange(len(self))
+        firsts = np.flatnonzero(is_first)
+        inverse = (np.cumsum(is_first) - 1)[first_equal]
         return (self if len(firsts) == len(self) else self.take(firsts)), inverse
 
 
