@@ -103,14 +103,16 @@ def job_verdicts(job) -> dict[int, tuple]:
 @example([b'{"id": "a", "grid": ["@$"], "doors": [[9, 0, -1]]}', b'{"id": 7, "grid": ["@"]}'], True)  # fast path
 @example([b"null", b'{"id": "a", "grid": ["@"]}'], False)  # pyarrow 26 crashed on a first line "null"
 @example([b'{"id": "a", "grid": ["@"]} {"id": "b", "grid": ["@"]}', b" "], False)  # two objects, a blank
+@example([b"\xfe\xff"], False)  # a UTF-16 byte order mark
 def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, content, bom):
     data = (BOM if bom else b"") + b"\n".join(content) + b"\n"
     path = tmp_path_factory.mktemp("p") / "batch.jsonl"
     path.write_bytes(data)
     try:
         plan_slices(str(path), "grid", 1)
-    except InputError as error:  # random bytes that start like gzip, zstd...: refused as a whole
-        assert "compressed: decompress it first" in str(error) and not data.startswith(b"{")
+    except InputError as error:  # random bytes that start like gzip, zstd or UTF-16: refused as a whole
+        refusals = ("compressed: decompress it first", "is UTF-16 or UTF-32 text")
+        assert any(refusal in str(error) for refusal in refusals) and not data.startswith(b"{")
         return
     records = non_blank_lines(data)
     for field in ("grid", "doors"):
