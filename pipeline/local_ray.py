@@ -1,8 +1,8 @@
 """A private Ray on this machine, started without blocking the driver.
 
 ``ray start --head --block`` runs as a child process with its own temporary folder, free loopback
-ports and (with ``background``) the lowest CPU priority, so that while it starts the driver's own
-threads keep the CPUs.  The driver connects once the address file appears, and only if work is
+ports and the lowest CPU priority (nice 19, which its workers inherit), so that while it starts the
+driver's own threads keep the CPUs.  The driver connects once the address file appears, and only if work is
 left; a run that finishes first never waits for Ray at all.
 
 The child dies with the driver (PR_SET_PDEATHSIG), and Ray's processes die with the child (``--block``
@@ -20,12 +20,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 __all__ = ["LocalRay"]
 
-START_TIMEOUT = 180.0  # seconds; a loaded machine has been seen to take 30
 _PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--metrics-export-port",
                  "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
 # Ray starts its client server (on 10001, which a second run would find taken) where grpc is
@@ -39,11 +37,10 @@ class LocalRayError(RuntimeError):
 
 class LocalRay:
     """One private Ray head with ``cpus`` CPUs: ``start()`` returns at once, ``address()`` says
-    whether it is up, ``wait()`` waits for it, ``stop()`` kills it and removes its folder."""
+    whether it is up, ``stop()`` kills it and removes its folder."""
 
-    def __init__(self, cpus: int, background: bool = False):
+    def __init__(self, cpus: int):
         self.cpus = cpus
-        self.background = background
         self._folder: str | None = None
         self._process: subprocess.Popen | None = None
         self._log = None
@@ -60,14 +57,9 @@ class LocalRay:
                        "--num-cpus", str(self.cpus), "--temp-dir", self._folder, "--node-ip-address", "127.0.0.1",
                        "--include-dashboard=false", "--disable-usage-stats", *_free_port_options()]
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                             stderr=subprocess.STDOUT, preexec_fn=self._in_child)
+                                             stderr=subprocess.STDOUT, preexec_fn=_in_child)
         except OSError as error:
             self._failure = f"{type(error).__name__}: {error}"
-
-    def _in_child(self) -> None:
-        _die_with_parent()
-        if self.background:
-            os.nice(19)
 
     def address(self) -> str | None:
         """The head's address once it is up, None while it starts; raises LocalRayError if
@@ -81,14 +73,6 @@ class LocalRay:
         if self._process.poll() is not None:
             raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._output_tail()}")
         return address or None
-
-    def wait(self, timeout: float = START_TIMEOUT) -> str:
-        deadline = time.monotonic() + timeout
-        while (address := self.address()) is None:
-            if time.monotonic() > deadline:
-                raise LocalRayError(f"the local Ray did not start within {timeout:.0f} s: {self._output_tail()}")
-            time.sleep(0.05)
-        return address
 
     def stop(self) -> None:
         """Kill ``ray start`` and every process below it, and remove the folder (logs included)."""
@@ -139,12 +123,14 @@ def _free_port_options() -> list[str]:
     return [item for option, port in zip(options, ports) for item in (option, str(port))]
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the parent dies (Linux; elsewhere a no-op)."""
+def _in_child() -> None:
+    """In the child, before exec: SIGKILL when the parent dies (Linux; elsewhere skipped), and the
+    lowest CPU priority."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    os.nice(19)
 
 
 def _tree(root: int) -> list[int]:

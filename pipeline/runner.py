@@ -281,7 +281,7 @@ def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
 
     global _local_ray
     _private_token()  # before Ray starts or is imported
-    _local_ray = LocalRay(cpus, background=True)
+    _local_ray = LocalRay(cpus)
     _local_ray.start()  # from this (the main) thread: Ray's processes die with it
     helpers = [threading.Thread(target=compute_here, name=f"batchenum-compute-{k}", daemon=True)
                for k in range(min(cpus, len(shards)))]
