@@ -79,7 +79,8 @@ def sample(pid: int) -> tuple[str, float] | None:
 def kind(command: str, root_command: str) -> str:
     if command == root_command:
         return "driver (batchenum, head start included)"
-    for pattern, name in (("default_worker", "Ray worker"), ("gcs_server", "Ray gcs_server"),
+    for pattern, name in (("ray.scripts.scripts start", "ray start (the background Ray, nice 19)"),
+                          ("default_worker", "Ray worker"), ("gcs_server", "Ray gcs_server"),
                           ("raylet", "Ray raylet"), ("dashboard", "Ray dashboard/agent"),
                           ("runtime_env", "Ray runtime_env agent"), ("log_monitor", "Ray log_monitor"),
                           ("monitor.py", "Ray monitor")):
