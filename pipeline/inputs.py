@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from numba import njit
 
 from pipeline.errors import InputError
+from pipeline.jsonl_strict import read_id_and_strings
 from pipeline.storage import Storage, StorageError
 
 # A parallel map: ``task_map(fn, items)`` returns ``[fn(item) for item in items]`` (Ray tasks, say).
@@ -85,6 +86,7 @@ _COUNT_READ = 1 << 24  # bytes read at a time when counting
 # ones are planned.  Never set in normal use.
 _PLAN_ENV = "BATCHENUM_TEST_PLAN"
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
+_STRINGS = pa.list_(pa.string())  # a payload type that jsonl_strict reads itself
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
 # Compressed files are recognised by their first bytes and refused with a message saying so.
 _COMPRESSED_MAGIC = (
@@ -611,6 +613,10 @@ def _jsonl_table(data: bytes, first_line: int, field: str, fast_type: pa.DataTyp
         if first_line != 1:
             return None
         data = data[len(_BOM):]
+    if fast_type.equals(_STRINGS):
+        table = read_id_and_strings(data, field)  # the commonest shape, compiled; None: read it as below
+        if table is not None:
+            return table
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     depth, digits, opening = _scan_lines(data)
     # Every line must open an object: pyarrow 26 crashes (SIGSEGV) on a block whose first line is

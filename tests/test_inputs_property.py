@@ -104,6 +104,8 @@ def job_verdicts(job) -> dict[int, tuple]:
 @example([b"null", b'{"id": "a", "grid": ["@"]}'], False)  # pyarrow 26 crashed on a first line "null"
 @example([b'{"id": "a", "grid": ["@"]} {"id": "b", "grid": ["@"]}', b" "], False)  # two objects, a blank
 @example([b"\xfe\xff"], False)  # a UTF-16 byte order mark
+@example([b'{"id":"a","grid":["@$","#."]}', b'{"id": "b", "grid": []}'], True)  # jsonl_strict reads these
+@example([b'{"id":"a","grid":["@$","#."]}', b'{"id":"a\\u0041","grid":["@"]}'], False)  # ...not this escape
 def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, content, bom):
     data = (BOM if bom else b"") + b"\n".join(content) + b"\n"
     path = tmp_path_factory.mktemp("p") / "batch.jsonl"
