@@ -109,7 +109,7 @@ def _plan(job: Job, store: ShardStore, options: RunOptions, progress: Progress) 
             _check_cluster_sees_files(job, store, progress)
     job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
                                                             else options.workers or os.cpu_count())
-    job.task_map = None if options.serial else runner.TaskMap(options.address, options.workers)
+    job.task_map = None if options.serial else runner.TaskMap(options.address, options.workers, options.retries)
     shards = job.plan()
     if job.task_map is not None and job.task_map.tasks:
         where = where or job.task_map.where

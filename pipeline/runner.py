@@ -345,9 +345,10 @@ class TaskMap:
     one to a job before it plans; ``where`` then says what it connected to (None: it did not) and
     ``tasks`` how many tasks it ran."""
 
-    def __init__(self, address: str | None, workers: int | None):
+    def __init__(self, address: str | None, workers: int | None, retries: int = TASK_MAX_RETRIES):
         self.address = address
         self.workers = workers
+        self.retries = retries
         self.where: str | None = None
         self.tasks = 0
 
@@ -360,25 +361,25 @@ class TaskMap:
         if not _ray_initialised():
             self.where = connect(self.address, self.workers)
         self.tasks += len(items)
-        return map_tasks(fn, items)
+        return map_tasks(fn, items, self.retries)
 
 
 def _ray_initialised() -> bool:
     return "ray" in sys.modules and sys.modules["ray"].is_initialized()
 
 
-def map_tasks(fn: Callable, items: list) -> list:
+def map_tasks(fn: Callable, items: list, retries: int = TASK_MAX_RETRIES) -> list:
     """``[fn(item) for item in items]``, each call a Ray task of one CPU on the connected Ray.
 
     fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
            messages.
-    A dead worker is retried as shards are; a PipelineError that ``fn`` raises is raised as it is,
+    A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError that ``fn`` raises is raised as it is,
     any other failure as TaskFailedError naming the item.  Ctrl-C cancels the tasks in flight.
     """
     import ray
     from ray.exceptions import RayError, RayTaskError
 
-    task = ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)(fn)
+    task = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=False)(fn)
     refs = [task.remote(item) for item in items]
     try:
         results = []
