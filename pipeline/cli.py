@@ -94,8 +94,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                        help="do not compute shards in this process while the local Ray starts in the "
                             "background (every shard then runs in a Ray worker)")
     group.add_argument("--retries", type=non_negative_int, default=TASK_MAX_RETRIES, metavar="R",
-                       help="times a shard is run again when its worker process or its node dies "
-                            f"(default {TASK_MAX_RETRIES}); an exception in the shard is never retried")
+                       help="times a shard (or a planning task) is run again when its worker process or its "
+                            f"node dies (default {TASK_MAX_RETRIES}); an exception in the shard is never retried")
     group.add_argument("--overwrite", action="store_true",
                        help="replace tables that a run with other input or parameters left in DIR/JOB "
                             "(without it such a run is refused, so nothing is replaced silently)")
