@@ -24,6 +24,8 @@ import tempfile
 
 import pyarrow.parquet as pq
 
+from pipeline.local_ray import process_tree
+
 
 def most_at_once(intervals: list[tuple[float, float]]) -> int:
     events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
@@ -61,23 +63,13 @@ def main() -> None:
                   f"running at once (n = {args.max_n})")
             print("   ", run.stdout.strip().splitlines()[-1])
     finally:
-        for pid in _with_children(subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()):
+        owned = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
+        for pid in process_tree(int(pid) for pid in owned):  # Ray's workers do not name the temp dir
             try:
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         subprocess.run(["rm", "-rf", temp_dir])
-
-
-def _with_children(pids: list[str]) -> set[str]:
-    """The processes and all their descendants (Ray's workers do not name the temp dir)."""
-    found, stack = set(), list(pids)
-    while stack:
-        pid = stack.pop()
-        if pid not in found:
-            found.add(pid)
-            stack += subprocess.run(["pgrep", "-P", pid], capture_output=True, text=True).stdout.split()
-    return found
 
 
 if __name__ == "__main__":

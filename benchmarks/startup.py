@@ -24,6 +24,8 @@ import tempfile
 import time
 from collections import defaultdict
 
+from pipeline.local_ray import process_tree
+
 TICKS = os.sysconf("SC_CLK_TCK")
 WORKER_COST = """
 import time
@@ -40,29 +42,6 @@ count_creatures(5)
 t5 = time.perf_counter()
 print(f"{t1-t0:.2f} {t2-t1:.2f} {t3-t2:.2f} {t4-t3:.2f} {t5-t4:.2f} {time.process_time():.2f}")
 """
-
-
-def children_of() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            tree[ppid].append(int(entry))
-    return tree
-
-
-def descendants(root: int) -> set[int]:
-    tree, found, stack = children_of(), set(), [root]
-    while stack:
-        pid = stack.pop()
-        if pid not in found:
-            found.add(pid)
-            stack.extend(tree.get(pid, []))
-    return found
 
 
 def sample(pid: int) -> tuple[str, float] | None:
@@ -99,7 +78,7 @@ def profile_run(max_n: int, workers: int) -> None:
     busy: list[tuple[float, float]] = []  # (time, CPU seconds of all the run's processes so far)
     while process.poll() is None:
         now = time.monotonic() - started
-        for pid in descendants(process.pid):
+        for pid in process_tree([process.pid]):
             found = sample(pid)
             if found:
                 entry = seen.setdefault(pid, {"command": found[0], "first": now, "cpu": 0.0})

@@ -21,8 +21,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
-__all__ = ["LocalRay"]
+__all__ = ["LocalRay", "LocalRayError", "process_tree"]
 
 _PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--metrics-export-port",
                  "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
@@ -77,7 +78,7 @@ class LocalRay:
     def stop(self) -> None:
         """Kill ``ray start`` and every process below it, and remove the folder (logs included)."""
         if self._process is not None:
-            for pid in _tree(self._process.pid):
+            for pid in process_tree([self._process.pid]):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -133,8 +134,8 @@ def _in_child() -> None:
     os.nice(19)
 
 
-def _tree(root: int) -> list[int]:
-    """``root`` and every process below it, read from /proc (only ``root`` where there is none)."""
+def process_tree(roots: Iterable[int]) -> set[int]:
+    """``roots`` and every process below them, read from /proc (only ``roots`` where there is none)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir() if os.path.isdir("/proc") else ():
         if entry.name.isdigit():
@@ -143,9 +144,10 @@ def _tree(root: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(parent, []).append(int(entry.name))
-    found, stack = [], [root]
+    found, stack = set(), list(roots)
     while stack:
         pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, []))
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
     return found

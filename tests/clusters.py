@@ -10,9 +10,9 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import free_ports
+from pipeline.local_ray import process_tree
 
 _NODE_PORT_OPTIONS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
                       "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
@@ -53,29 +53,10 @@ def wait_for_nodes(address: str, env: dict, count: int) -> None:
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300, env=env, capture_output=True)
 
 
-def descendants(pids: set[int]) -> set[int]:
-    """pids and every process below them, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, stack = set(), list(pids)
-    while stack:
-        pid = stack.pop()
-        if pid not in found:
-            found.add(pid)
-            stack.extend(children.get(pid, []))
-    return found
-
-
 def stop(temp_dir: str) -> None:
     """Kill every process of the cluster that uses ``temp_dir``, and remove it."""
     owned = {int(p) for p in subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()}
-    for pid in descendants(owned):
+    for pid in process_tree(owned):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
