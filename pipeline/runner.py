@@ -374,7 +374,8 @@ def map_tasks(fn: Callable, items: list, retries: int = TASK_MAX_RETRIES) -> lis
     fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
            messages.
     A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError that ``fn`` raises is raised as it is,
-    any other failure as TaskFailedError naming the item.  Ctrl-C cancels the tasks in flight.
+    any other failure as TaskFailedError naming the item, once the other tasks have finished.
+    Ctrl-C cancels the tasks in flight.
     """
     import ray
     from ray.exceptions import RayError, RayTaskError
@@ -393,9 +394,13 @@ def map_tasks(fn: Callable, items: list, retries: int = TASK_MAX_RETRIES) -> lis
             except RayError as error:
                 raise TaskFailedError(f"{fn.__name__} could not finish on {item}: {_cause(error)}") from error
         return results
+    except KeyboardInterrupt:
+        _cancel_unfinished(refs)
+        raise
     except BaseException:
-        for ref in refs:
-            ray.cancel(ref, force=True)
+        # let the others finish (seconds): a task cancelled just as it completes can crash Ray's
+        # driver (a RAY_CHECK on "Tried to complete task that was not pending", ray-project/ray#54798)
+        ray.wait(refs, num_returns=len(refs), fetch_local=False)
         raise
 
 
@@ -513,8 +518,7 @@ def run_on_ray(job: Job, shards: Iterable[Shard], store: ShardStore, on_done: On
                 on_done(shard, info)
             submit(size.current() - len(in_flight))
     except BaseException:
-        for ref in in_flight:
-            ray.cancel(ref, force=True)
+        _cancel_unfinished(list(in_flight))
         raise
 
 
@@ -545,6 +549,18 @@ class _WindowSize:
             self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} now: going on")
         self.cpus = cpus
         self.value = max(8, 2 * cpus)
+
+
+def _cancel_unfinished(refs: list) -> None:
+    """Cancel the tasks of ``refs`` that have not finished (cancelling a finished one can crash
+    Ray's driver: ray-project/ray#54798; one finishing right now still can, rarely)."""
+    import ray
+
+    if not refs:
+        return
+    _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+    for ref in unfinished:
+        ray.cancel(ref, force=True)
 
 
 def _take(iterator, count: int) -> Iterable:
