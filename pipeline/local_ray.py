@@ -100,8 +100,10 @@ class LocalRay:
 
 
 def _temp_root() -> str:
-    """Where Ray itself would put its folder: its socket paths must stay short (Unix sockets allow
-    about 107 bytes), so a long TMPDIR (as on macOS) is not used unless Ray would use it too."""
+    """Where Ray itself would put its folder (the rule of Ray's private
+    ``get_default_system_temp_dir``, restated so that the driver need not import Ray to start it):
+    its socket paths must stay short (Unix sockets allow about 107 bytes), so a long TMPDIR (as on
+    macOS) is not used unless Ray would use it too."""
     if "RAY_TMPDIR" in os.environ:
         return os.environ["RAY_TMPDIR"]
     if sys.platform.startswith("linux") and "TMPDIR" in os.environ:

@@ -373,9 +373,9 @@ def map_tasks(fn: Callable, items: list, retries: int = TASK_MAX_RETRIES) -> lis
 
     fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
            messages.
-    A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError that ``fn`` raises is raised as it is,
-    any other failure as TaskFailedError naming the item, once the other tasks have finished.
-    Ctrl-C cancels the tasks in flight.
+    A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError
+    that ``fn`` raises is raised as it is, any other failure as TaskFailedError naming the item,
+    once the other tasks have finished.  Ctrl-C cancels the tasks in flight.
     """
     import ray
     from ray.exceptions import RayError, RayTaskError
