@@ -113,6 +113,16 @@ def test_empty_batch():
     assert len(unique) == 0 and len(inverse) == 0
 
 
+def test_counts_of_a_dungeon_larger_than_the_packed_counters():
+    # the classifier counts in 21-bit fields emptied every 2**20 cells: 2.2 million gold cells in
+    # one dungeon would overflow them if it did not
+    grid = ["@" + "$" * 1999] + ["$" * 2000] * 1099 + ["g$" * 1000] * 10
+    expected = ("".join(grid).count("g"), "".join(grid).count("$"))
+    for batch in (parse_many([grid]), parse_flat(*flat_buffers([grid]))):
+        assert batch.errors == [None]
+        assert (int(batch.monsters[0]), int(batch.gold_total[0]), int(batch.starts[0])) == (*expected, 0)
+
+
 def flat_buffers(grids):
     """(chars, row_offsets, grid_offsets) of lists of rows, as Arrow would lay them out."""
     rows = [row for grid in grids for row in grid]
@@ -176,7 +186,7 @@ def with_start(width: int, cells: str) -> list[str]:
 
 # few cells, so that equal dungeons (and equal cells under other widths) are common
 small_grids = st.lists(st.builds(lambda width, rows, text: with_start(width, (text * width * rows)[:width * rows]),
-                                 st.integers(1, 3), st.integers(1, 3), st.text(alphabet=".$#g ", min_size=1, max_size=4)),
+                                 st.integers(1, 5), st.integers(1, 4), st.text(alphabet=".$#g ", min_size=1, max_size=4)),
                        max_size=40)
 
 

@@ -154,6 +154,26 @@ def parents_kernel(codes, height, width, start, common):
     return out
 
 
+# classify_kernel counts monsters, gold and starts together: one table lookup per cell adds a packed
+# increment (monsters in bits 0-20, gold in 21-41, starts in 42-62), so that no branch depends on
+# the cell (random dungeons mispredict such branches often).  The fields are emptied into int64
+# counts every _FLUSH cells, before any can overflow.
+_FIELD_BITS = 21
+_FIELD_MASK = (1 << _FIELD_BITS) - 1
+_FLUSH = 1 << 20
+
+
+def _packed_increments() -> np.ndarray:
+    """uint64[256]: per code, 1 in the field it counts (monster, gold, start), else 0."""
+    increments = np.zeros(256, dtype=np.uint64)
+    for field, code in enumerate((_MONSTER, _GOLD, 4)):
+        increments[code] = np.uint64(1) << np.uint64(_FIELD_BITS * field)
+    return increments
+
+
+PACKED_INCREMENTS = _packed_increments()
+
+
 @njit(cache=True, nogil=True)
 def classify_kernel(text, code_of_byte, offsets, sizes, codes_out, tally_out):
     """Translate characters to cell codes and tally each dungeon in one pass.
@@ -166,38 +186,66 @@ def classify_kernel(text, code_of_byte, offsets, sizes, codes_out, tally_out):
                   the first character that is not allowed (-1 if none), the index of the last
                   start (-1 if none).  Codes 3 = monster, 2 = gold, 4 = start.
     """
+    increments = PACKED_INCREMENTS
     for i in range(offsets.shape[0]):
-        monsters, gold, starts, first_bad, start = 0, 0, 0, -1, -1
-        base = offsets[i]
-        for j in range(sizes[i]):
-            code = code_of_byte[text[base + j]]
-            codes_out[base + j] = code
-            if code == _MONSTER:
-                monsters += 1
-            elif code == _GOLD:
-                gold += 1
-            elif code == 4:
-                starts += 1
-                start = j
-            elif code == 255 and first_bad < 0:
-                first_bad = j
-        tally_out[i, 0] = monsters
-        tally_out[i, 1] = gold
-        tally_out[i, 2] = starts
+        base = np.uint64(offsets[i])
+        size = np.uint64(sizes[i])
+        counts = np.zeros(3, dtype=np.int64)
+        seen = np.uint8(0)  # OR of all codes: bit 7 is set only by a character not allowed
+        start = np.int64(-1)
+        done = np.uint64(0)
+        while done < size:
+            stop = min(size, done + np.uint64(_FLUSH))
+            packed = np.uint64(0)
+            for j in range(done, stop):
+                code = code_of_byte[text[base + j]]
+                codes_out[base + j] = code
+                packed += increments[code]
+                seen |= code
+                start = np.int64(j) if code == 4 else start
+            for field in range(3):
+                counts[field] += np.int64((packed >> np.uint64(_FIELD_BITS * field)) & np.uint64(_FIELD_MASK))
+            done = stop
+        first_bad = np.int64(-1)
+        if seen & 0x80:
+            for j in range(size):
+                if codes_out[base + j] == 255:
+                    first_bad = np.int64(j)
+                    break
+        tally_out[i, 0] = counts[0]
+        tally_out[i, 1] = counts[1]
+        tally_out[i, 2] = counts[2]
         tally_out[i, 3] = first_bad
         tally_out[i, 4] = start
 
 
+_PRIME = 0x100000001B3
+
+
 @njit(cache=True, nogil=True)
 def hash_kernel(codes, offsets, sizes, widths, out):
-    """out[i] = a 64-bit FNV-1a hash of dungeon i's width and cell codes (equal dungeons, equal hashes)."""
+    """out[i] = a 64-bit hash of dungeon i's width and cell codes (equal dungeons, equal hashes).
+
+    FNV-1a over 8 codes at a time (one multiply per word, not per code), with a shift-xor after each
+    multiply so that high bits feed back into low ones; the last partial word is padded with zeros,
+    which cannot merge dungeons of different sizes since equal hashes are compared byte by byte.
+    """
+    prime = np.uint64(_PRIME)
     for i in range(offsets.shape[0]):
-        h = np.uint64(14695981039346656037) ^ np.uint64(widths[i])
-        h *= np.uint64(1099511628211)
-        base = offsets[i]
-        for j in range(sizes[i]):
-            h = (h ^ np.uint64(codes[base + j])) * np.uint64(1099511628211)
-        out[i] = h
+        h = (np.uint64(14695981039346656037) ^ np.uint64(widths[i])) * prime
+        base = np.uint64(offsets[i])
+        size = np.uint64(sizes[i])
+        whole = size - size % np.uint64(8)
+        for j in range(np.uint64(0), whole, np.uint64(8)):
+            word = np.uint64(0)
+            for b in range(8):
+                word |= np.uint64(codes[base + j + np.uint64(b)]) << np.uint64(8 * b)
+            h = (h ^ word) * prime
+            h ^= h >> np.uint64(29)
+        word = np.uint64(0)
+        for j in range(whole, size):
+            word |= np.uint64(codes[base + j]) << np.uint64(8 * (j - whole))
+        out[i] = ((h ^ word) * prime) ^ np.uint64(size)
 
 
 @njit(cache=True, nogil=True)
