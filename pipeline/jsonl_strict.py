@@ -28,9 +28,11 @@ def read_id_and_strings(data: bytes, field: str) -> pa.Table | None:
     # bounds, not counts (counting would cost a quarter of the scan): a line takes at least
     # 15 bytes, {"id":"","":[]}, and a string in a list at least 3 with its comma (the last one
     # has none, but its line has more than 3 bytes besides)
-    id_offsets = np.zeros(len(data) // 15 + 2, dtype=np.int32)
-    list_offsets = np.zeros(len(data) // 15 + 2, dtype=np.int32)
-    row_offsets = np.zeros(len(data) // 3 + 1, dtype=np.int32)
+    # (empty, not zeroed: _scan writes every entry up to the counts it returns, after the first)
+    id_offsets = np.empty(len(data) // 15 + 2, dtype=np.int32)
+    list_offsets = np.empty(len(data) // 15 + 2, dtype=np.int32)
+    row_offsets = np.empty(len(data) // 3 + 1, dtype=np.int32)
+    id_offsets[0] = list_offsets[0] = row_offsets[0] = 0
     id_chars = np.empty(len(data), dtype=np.uint8)
     row_chars = np.empty(len(data), dtype=np.uint8)
     key = np.frombuffer(b'"' + field.encode() + b'"', dtype=np.uint8)
@@ -63,6 +65,18 @@ def _after(data, at, text):
     return at + text.shape[0]
 
 
+def _byte_kinds() -> np.ndarray:
+    """uint8[256]: 0 for a byte a string may hold as it is (printable ASCII but the quote and the
+    backslash), 1 for the quote that ends it, 2 for any other byte (this reader declines it)."""
+    kinds = np.full(256, 2, dtype=np.uint8)
+    kinds[0x20:0x7F] = 0
+    kinds[_QUOTE], kinds[_BACKSLASH] = 1, 2
+    return kinds
+
+
+_KIND = _byte_kinds()
+
+
 @njit(cache=True, nogil=True)
 def _copy_string(data, at, chars, fill):
     """Copy the characters of the string whose opening quote is at ``at`` (spaces skipped first) to
@@ -72,16 +86,16 @@ def _copy_string(data, at, chars, fill):
     at = _skip_spaces(data, at)
     if at >= end or data[at] != _QUOTE:
         return -1, fill
-    at += 1
-    while at < end:
-        byte = data[at]
-        if byte == _QUOTE:
-            return at + 1, fill
-        if byte < 0x20 or byte > 0x7E or byte == _BACKSLASH:
-            return -1, fill
-        chars[fill] = byte
-        fill += 1
-        at += 1
+    kinds = _KIND
+    here, out = np.uint64(at + 1), np.uint64(fill)  # unsigned: no negative-index wraparound checks
+    while here < end:
+        byte = data[here]
+        kind = kinds[byte]
+        if kind != 0:
+            return (np.int64(here) + 1, np.int64(out)) if kind == 1 else (-1, fill)
+        chars[out] = byte
+        out += np.uint64(1)
+        here += np.uint64(1)
     return -1, fill
 
 
