@@ -64,13 +64,13 @@ class DungeonJob(RecordBatchJob):
         TableSpec(
             "answers",
             columns=(
-                Column("id", "string"),
+                Column("id", "string", distinct=True),
                 Column("gold", "int64"),  # reachable gold cells: the answer
                 Column("height", "int64"),
                 Column("width", "int64"),
                 Column("monsters", "int64"),
                 Column("gold_total", "int64"),  # all gold cells, reachable or not
-                Column("line", "int64"),  # the record's line (JSONL) or row (Parquet), 1-based
+                Column("line", "int64", distinct=True),  # the record's line (JSONL) or row (Parquet), 1-based
             ),
             key=("line",),
             sort=("line",),

@@ -65,11 +65,11 @@ class NonaryJob(RecordBatchJob):
         TableSpec(
             "answers",
             columns=(
-                Column("id", "string"),
+                Column("id", "string", distinct=True),
                 Column("escaped", "int64"),  # the most players who can escape: the answer
                 Column("plan", "string"),  # JSON [[door_index, [players...]], ...], door indices into the record
                 Column("doors", "int64"),  # number of doors in the record
-                Column("line", "int64"),  # the record's line (JSONL) or row (Parquet), 1-based
+                Column("line", "int64", distinct=True),  # the record's line (JSONL) or row (Parquet), 1-based
             ),
             key=("line",),
             sort=("line",),

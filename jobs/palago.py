@@ -47,8 +47,8 @@ PARTIAL_COUNTS = TableSpec("partial_counts", _COUNT_COLUMNS, sort=("n",))
 CREATURE_COUNTS = TableSpec("creature_counts", _COUNT_COLUMNS, key=("n",), sort=("n",))
 CREATURES = TableSpec(
     "creatures",
-    (Column("n", "int64"), Column("key", "string"), Column("stabiliser", "int64"), Column("tiles", "string"),
-     Column("sum", "string")),
+    (Column("n", "int64"), Column("key", "string", distinct=True), Column("stabiliser", "int64"),
+     Column("tiles", "string", distinct=True), Column("sum", "string", distinct=True)),
     key=("key",),
     sort=("n", "key"),
     partition="n",

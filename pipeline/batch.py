@@ -22,9 +22,9 @@ __all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments", "add_generat
 ERRORS_TABLE = TableSpec(
     "errors",
     columns=(
-        Column("id", "string"),  # the record's id, or "line N" / "row N" when it has none
-        Column("error", "string"),  # a plain reason, starting with the record's position
-        Column("line", "int64"),  # the record's line (JSONL) or row (Parquet), 1-based
+        Column("id", "string", distinct=True),  # the record's id, or "line N" / "row N" when it has none
+        Column("error", "string", distinct=True),  # a plain reason, starting with the record's position
+        Column("line", "int64", distinct=True),  # the record's line (JSONL) or row (Parquet), 1-based
     ),
     key=("line",),
     sort=("line",),
