@@ -3,8 +3,10 @@
 A second run into the same folder refuses, naming the first (host, pid, start time).  A lease left
 by a dead run is taken over: on the same host when its pid is gone, anywhere when its heartbeat is
 older than ``STALE_AFTER``.  The lease is an ordinary file written whole (storage.py), so it works
-on object storage too; two runs starting in the same instant are told apart by writing, waiting a
-moment and reading back.
+on object storage too.  On a local disk a new lease appears by a hard link, which fails when the
+file exists, so of two runs starting in the same instant exactly one gets it; on object storage,
+and when taking over a dead run's lease, the runs are told apart by writing, waiting a moment and
+reading back.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import uuid
 
 from pipeline.errors import PipelineError
-from pipeline.storage import Storage
+from pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["Lease", "LeaseError", "LEASE_FILE", "STALE_AFTER"]
 
@@ -51,9 +53,11 @@ class Lease:
                 raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}. "
                                  "Wait for it to finish (or stop it), or give another --out.")
             self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
-        self._write()
-        time.sleep(_SETTLE)
-        winner = self._read()
+        created = self._create_exclusively() if current is None and self.folder.local else None
+        if created is None:  # not possible here: write, let a simultaneous writer finish, read back
+            self._write()
+            time.sleep(_SETTLE)
+        winner = self._read() if not created else self.record
         if not winner or winner.get("run") != self.record["run"]:
             raise LeaseError(f"another run started writing to {self.folder.display_root} at the same moment: "
                              f"{_describe(winner or {})}. Wait for it to finish, or give another --out.")
@@ -75,6 +79,23 @@ class Lease:
                 self._write()
             except Exception:  # a missed heartbeat only shortens the lease; the run goes on
                 pass
+
+    def _create_exclusively(self) -> bool | None:
+        """Make the lease appear whole where none exists (local disk): True if this run made it,
+        False if another run's appeared first, None if the file system has no hard links."""
+        os.makedirs(self.folder.root, exist_ok=True)
+        scratch = f"{self.path}{TMP_MARK}{self.record['run']}"  # a crash leaves it to remove_temporaries
+        with open(scratch, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+        try:
+            os.link(scratch, self.path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:
+            return None
+        finally:
+            os.unlink(scratch)
 
     def _write(self) -> None:
         self.folder.write_text(self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
