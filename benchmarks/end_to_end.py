@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = "import sys; from jobs.cli import main; sys.exit(main())"
 
 
 def extract(ref: str, folder: Path) -> None:
@@ -37,7 +36,7 @@ def timed_run(code: Path, args: list[str], scratch: Path) -> float:
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CLI, *args, "--out", str(out), "--quiet"], cwd=scratch, env=env,
+    done = subprocess.run([sys.executable, "-m", "jobs", *args, "--out", str(out), "--quiet"], cwd=scratch, env=env,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from jobs import dungeons, nonary, palago, palago_views
@@ -15,5 +16,14 @@ def main(argv: list[str] | None = None) -> int:
     return cli.main(sys.argv[1:] if argv is None else argv, JOBS, COMMANDS)
 
 
+def console() -> None:
+    """The ``batchenum`` process: ``main``, then exit.  The collector is frozen first, so that the
+    interpreter's teardown does not visit the objects numba and pandas leave (about 0.3 s of every
+    run, measured); atexit handlers still run and files are flushed as usual."""
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
