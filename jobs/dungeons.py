@@ -19,9 +19,11 @@ import pyarrow as pa
 
 from jobs import CODE_PACKAGES
 from pipeline import batch
+from pipeline.arrow import from_numpy
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import (
+    ArrowSlice,
     RecordSlice,
     load_slice,
     plain_reason,
@@ -90,46 +92,55 @@ class DungeonJob(RecordBatchJob):
     def run_shard(self, shard: Shard) -> ShardOutput:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 
-        A slice that pyarrow reads without doubt is validated straight from its Arrow buffers;
-        any other slice is read record by record, so that every line is accounted for.  Either
-        way the slice is read from the input once.
+        A slice that pyarrow reads without doubt is validated straight from its Arrow buffers, with
+        no Python object per record; any other slice is read record by record, so that every line
+        is accounted for.  Either way the slice is read from the input once.
         """
         loaded = load_slice(dict(shard.spec), self.input)
         fast = read_slice_arrow(loaded, "grid", _GRID_TYPE, self.input)
-        if fast is not None:
-            records = RecordSlice(fast.positions, fast.ids, [None] * len(fast.ids), [None] * len(fast.ids),
-                                  fast.position_label)
-            readable = list(range(len(fast.ids)))
-            batch = parse_flat(*string_list_buffers(fast.values), max_cells=self.max_cells)
-        else:
-            records = read_slice(loaded, "grid", source=self.input)
-            readable = [i for i, error in enumerate(records.errors) if error is None]
-            batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
-        return self._outputs(records, readable, batch, loaded.fingerprint)
+        records = fast if fast is not None else read_slice(loaded, "grid", source=self.input)
+        outputs = self._arrow_outputs(fast) if fast is not None else self._record_outputs(records)
+        return {**outputs, STATS_KEY: {"records": len(records), INPUT_FINGERPRINT: loaded.fingerprint}}
 
-    def _outputs(self, records: RecordSlice, readable: list[int], batch: ParsedBatch,
-                 fingerprint: str) -> ShardOutput:
-        """Solve each distinct valid grid once; one answers row per valid record, one errors row
-        per other record.
+    def _arrow_outputs(self, records: ArrowSlice) -> ShardOutput:
+        """Answers and errors of a slice read whole into Arrow: only rejected grids are errors."""
+        batch = parse_flat(*string_list_buffers(records.values), max_cells=self.max_cells)
+        every = len(batch.index) == len(records)
+        ids = records.ids if every else records.ids.take(from_numpy(batch.index))
+        rejected = [i for i, error in enumerate(batch.errors) if error is not None]
+        where = [f"{records.position_label} {records.positions[i]}" for i in rejected]
+        return {
+            "answers": self._answers(ids, records.positions[batch.index], batch),
+            "errors": {
+                "id": records.ids.take(from_numpy(np.asarray(rejected, dtype=np.int64))),
+                "error": [plain_reason(f"{w}: {self._reason(batch.errors[i])}") for w, i in zip(where, rejected)],
+                "line": records.positions[rejected],
+            },
+        }
 
-        readable:    indices of the records whose grids are ``batch``'s input, in order.
-        fingerprint: the checksum of the slice's bytes, recorded with the shard.
-        """
-        distinct, inverse = batch.unique()
-        gold = solve_batch(distinct)[inverse]
+    def _record_outputs(self, records: RecordSlice) -> ShardOutput:
+        """Answers and errors of a slice read record by record: unreadable records are errors too."""
+        readable = [i for i, error in enumerate(records.errors) if error is None]
+        batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
         answered = [readable[k] for k in batch.index.tolist()]
         return {
-            "answers": {
-                "id": [records.ids[i] for i in answered],
-                "gold": gold,
-                "height": batch.heights,
-                "width": batch.widths,
-                "monsters": batch.monsters,
-                "gold_total": batch.gold_total,
-                "line": np.asarray([records.positions[i] for i in answered], dtype=np.int64),
-            },
+            "answers": self._answers([records.ids[i] for i in answered],
+                                     np.asarray([records.positions[i] for i in answered], dtype=np.int64), batch),
             "errors": self._error_rows(records, readable, batch.errors),
-            STATS_KEY: {"records": len(records), INPUT_FINGERPRINT: fingerprint},
+        }
+
+    @staticmethod
+    def _answers(ids: Any, lines: np.ndarray, batch: ParsedBatch) -> dict[str, Any]:
+        """The answers columns for the valid grids of ``batch``: each distinct grid is solved once."""
+        distinct, inverse = batch.unique()
+        return {
+            "id": ids,
+            "gold": solve_batch(distinct)[inverse],
+            "height": batch.heights,
+            "width": batch.widths,
+            "monsters": batch.monsters,
+            "gold_total": batch.gold_total,
+            "line": lines,
         }
 
     def _error_rows(self, records: RecordSlice, readable: list[int], parse_errors: list) -> dict[str, list]:

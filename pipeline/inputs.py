@@ -148,16 +148,21 @@ class ArrowSlice:
     """A slice that pyarrow read whole and without doubt (``read_slice_arrow``): every record is
     readable, has an id, and its payload has exactly the expected type with no null at any depth.
 
-    positions:      1-based line (JSONL) or row (Parquet) number of each record.
-    ids:            each record's id as a string.
+    positions:      int64 array, the 1-based line (JSONL) or row (Parquet) number of each record.
+    ids:            each record's id, one pyarrow string Array (integer ids converted).
     values:         the payloads, one pyarrow Array of the expected type.
     position_label: "line" or "row".
+
+    Arrow and numpy, not Python lists: a job can answer a slice without a Python object per record.
     """
 
-    positions: list[int]
-    ids: list[str]
+    positions: np.ndarray
+    ids: pa.Array
     values: Any
     position_label: str
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 @dataclass(frozen=True)
@@ -471,8 +476,8 @@ def read_slice_arrow(spec: dict | LoadedSlice, field: str, fast_type: pa.DataTyp
     if spec["format"] == "parquet" and not (_valid(ids) and _valid(values)):  # JSONL input was checked
         return None
     return ArrowSlice(
-        positions=list(range(first, first + table.num_rows)),
-        ids=[str(i) for i in ids.to_pylist()] if not _is_string(ids.type) else ids.to_pylist(),
+        positions=np.arange(first, first + table.num_rows, dtype=np.int64),
+        ids=ids if ids.type.equals(pa.string()) else ids.cast(pa.string()),  # as str() writes integers
         values=values,
         position_label=label,
     )
@@ -497,10 +502,13 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     else:
         width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
         string_offsets = np.frombuffer(offset_buffer, dtype=width)[strings.offset : strings.offset + len(strings) + 1]
+    list_offsets = values.offsets  # (read from its buffer: np.asarray would import pandas, pipeline/arrow.py)
+    width = np.int64 if pa.types.is_int64(list_offsets.type) else np.int32
     return (
         np.frombuffer(chars, dtype=np.uint8) if chars is not None else np.zeros(0, dtype=np.uint8),
         string_offsets.astype(np.int64),
-        np.asarray(values.offsets, dtype=np.int64),
+        np.frombuffer(list_offsets.buffers()[1], dtype=width)[list_offsets.offset : list_offsets.offset + len(list_offsets)]
+        .astype(np.int64),
     )
 
 

@@ -19,6 +19,7 @@ __all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES",
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
 
+# {table name: {column name: the column's values}}: a list, a numpy array or an Arrow array each.
 ShardOutput = dict[str, dict[str, Any]]
 # A shard output may also carry {STATS_KEY: {name: int}}: counts the worker measured (records read),
 # recorded with the shard's files and summed over all shards for ``Job.check_totals``.

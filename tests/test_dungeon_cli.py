@@ -82,3 +82,30 @@ def test_missing_input_fails_with_a_clear_message(tmp_path):
     done = batchenum("run", "dungeons", "--input", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path), "--serial")
     assert done.returncode == 1
     assert "does not exist" in done.stderr
+
+
+# Reports an import of pandas (with where it came from), then runs the CLI: pyarrow imports pandas on
+# its first pa.array, pa.table or pq.read_table, 0.2 to 0.3 s holding the GIL in every process
+# (pipeline/arrow.py).  (Refusing the import would not do: pyarrow then carries on without pandas.)
+REPORT_PANDAS = """
+import sys, traceback
+class Report:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            print("pandas imported from:", "".join(traceback.format_stack(limit=8)), file=sys.stderr)
+sys.meta_path.insert(0, Report())
+from jobs.cli import console
+console()
+"""
+
+
+def test_a_clean_batch_is_answered_without_importing_pandas(tmp_path):
+    batch = tmp_path / "clean.jsonl"
+    grids = generate(300, 6, 7, seed=5)
+    batch.write_text("".join(json.dumps({"id": f"d{k}", "grid": g}) + "\n" for k, g in enumerate(grids)))
+    done = subprocess.run([sys.executable, "-c", REPORT_PANDAS, "run", "dungeons", "--input", str(batch),
+                           "--records-per-shard", "100", "--out", str(tmp_path), "--workers", "2", "--quiet"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0 and "pandas imported" not in done.stderr, done.stderr
+    answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
+    assert answers["gold"].tolist() == [oracle_gold(g) for g in grids]

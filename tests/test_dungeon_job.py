@@ -14,6 +14,7 @@ from jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments,
 from pipeline.errors import InputError
 from pipeline.job import STATS_KEY, Shard
 from solvers.dungeon import generate, oracle_gold
+from test_inputs_property import plain_columns
 
 BIG = ["@" + "." * 10] + ["." * 11] * 9  # 110 cells
 
@@ -61,8 +62,8 @@ def run_all(job: DungeonJob) -> dict[str, dict[str, list]]:
         outputs = job.run_shard(shard)
         stats = outputs.pop(STATS_KEY)
         for table, columns in outputs.items():
-            for name, values in columns.items():
-                out[table].setdefault(name, []).extend(list(values))
+            for name, values in plain_columns(columns).items():
+                out[table].setdefault(name, []).extend(values)
         # the worker's own count of records read is what the accounting is checked against
         assert stats["records"] == len(outputs["answers"]["id"]) + len(outputs["errors"]["id"])
     return out

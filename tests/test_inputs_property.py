@@ -76,9 +76,15 @@ def read_everything(path, field: str, per_slice: int, fast_type) -> list[tuple]:
         out.extend(zip(part.positions, part.ids, part.values, part.errors))
         fast = read_slice_arrow(spec, field, GRID)
         if fast is not None:  # the fast path may decline, but never differ
-            assert fast.positions == part.positions and fast.ids == part.ids
+            assert fast.positions.tolist() == part.positions and fast.ids.to_pylist() == part.ids
             assert fast.values.to_pylist() == part.values and part.errors == [None] * len(part)
     return out
+
+
+def plain_columns(columns: dict) -> dict[str, list]:
+    """A shard output's columns (lists, numpy or Arrow arrays) as Python lists."""
+    return {name: values.to_pylist() if hasattr(values, "to_pylist") else list(values)
+            for name, values in columns.items()}
 
 
 def job_verdicts(job) -> dict[int, tuple]:
@@ -86,7 +92,7 @@ def job_verdicts(job) -> dict[int, tuple]:
     result = {}
     for shard in job.plan():
         out = job.run_shard(Shard(shard.id, json.loads(json.dumps(dict(shard.spec)))))
-        answers, errors = out["answers"], out["errors"]
+        answers, errors = (plain_columns(out[table]) for table in ("answers", "errors"))
         assert out[STATS_KEY]["records"] == len(answers["id"]) + len(errors["id"])
         for line, ident in zip(list(answers["line"]), answers["id"]):
             assert line not in result
