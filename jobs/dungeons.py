@@ -112,7 +112,7 @@ class DungeonJob(RecordBatchJob):
         return {
             "answers": self._answers(ids, records.positions[batch.index], batch),
             "errors": {
-                "id": records.ids.take(from_numpy(np.asarray(rejected, dtype=np.int64))),
+                "id": records.ids.take(from_numpy(np.asarray(rejected))) if rejected else records.ids.slice(0, 0),
                 "error": [plain_reason(f"{w}: {self._reason(batch.errors[i])}") for w, i in zip(where, rejected)],
                 "line": records.positions[rejected],
             },

@@ -541,8 +541,19 @@ def _has_nulls(array) -> bool:
     if array.null_count:
         return True
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
-        return _has_nulls(array.flatten())
+        # all the child values (a slice's and others'), when none of them is null; else exactly the
+        # slice's (flatten imports pyarrow.compute: 0.1 s of the first shard in each process)
+        return not _null_free(array.values) and _has_nulls(array.flatten())
     return False
+
+
+def _null_free(array) -> bool:
+    """Whether a pyarrow array has no null at any list depth, looking at whole child arrays."""
+    if array.null_count:
+        return False
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        return _null_free(array.values)
+    return True
 
 
 def _is_string(arrow_type) -> bool:

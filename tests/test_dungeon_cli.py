@@ -84,28 +84,29 @@ def test_missing_input_fails_with_a_clear_message(tmp_path):
     assert "does not exist" in done.stderr
 
 
-# Reports an import of pandas (with where it came from), then runs the CLI: pyarrow imports pandas on
-# its first pa.array, pa.table or pq.read_table, 0.2 to 0.3 s holding the GIL in every process
-# (pipeline/arrow.py).  (Refusing the import would not do: pyarrow then carries on without pandas.)
-REPORT_PANDAS = """
+# Reports imports of pandas and pyarrow.compute (with where they came from), then runs the CLI.
+# pyarrow imports pandas on its first pa.array, pa.table, to_numpy or pq.read_table (0.2 to 0.3 s
+# holding the GIL, in the driver and in every Ray worker; pipeline/arrow.py), and pyarrow.compute on
+# its first take or flatten (0.1 s).  (Refusing the imports would not do: pyarrow carries on.)
+REPORT_IMPORTS = """
 import sys, traceback
 class Report:
     def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
-            print("pandas imported from:", "".join(traceback.format_stack(limit=8)), file=sys.stderr)
+        if name in ("pandas", "pyarrow.compute"):
+            print(name, "imported from:", "".join(traceback.format_stack(limit=8)), file=sys.stderr)
 sys.meta_path.insert(0, Report())
 from jobs.cli import console
 console()
 """
 
 
-def test_a_clean_batch_is_answered_without_importing_pandas(tmp_path):
+def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(tmp_path):
     batch = tmp_path / "clean.jsonl"
     grids = generate(300, 6, 7, seed=5)
     batch.write_text("".join(json.dumps({"id": f"d{k}", "grid": g}) + "\n" for k, g in enumerate(grids)))
-    done = subprocess.run([sys.executable, "-c", REPORT_PANDAS, "run", "dungeons", "--input", str(batch),
+    done = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, "run", "dungeons", "--input", str(batch),
                            "--records-per-shard", "100", "--out", str(tmp_path), "--workers", "2", "--quiet"],
                           capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0 and "pandas imported" not in done.stderr, done.stderr
+    assert done.returncode == 0 and "imported from" not in done.stderr, done.stderr
     answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in grids]
