@@ -13,11 +13,11 @@ import pyarrow as pa
 __all__ = ["from_numpy", "to_numpy", "NUMPY_DTYPES"]
 
 # the Arrow types whose buffer is a numpy array's, as it is
-NUMPY_DTYPES = {pa.int64(): np.dtype(np.int64), pa.float64(): np.dtype(np.float64)}
+NUMPY_DTYPES = {pa.int64(): np.dtype(np.int64), pa.float64(): np.dtype(np.float64), pa.int32(): np.dtype(np.int32)}
 
 
 def from_numpy(values: np.ndarray, arrow_type: pa.DataType = pa.int64()) -> pa.Array:
-    """A 1-D numpy array as an Arrow array of ``arrow_type`` (int64 or float64), sharing its buffer
+    """A 1-D numpy array as an Arrow array of ``arrow_type`` (int64, float64, int32), sharing its buffer
     when it is contiguous and of that dtype, else a converted copy."""
     values = np.ascontiguousarray(values, dtype=NUMPY_DTYPES[arrow_type])
     if values.ndim != 1:
@@ -26,8 +26,8 @@ def from_numpy(values: np.ndarray, arrow_type: pa.DataType = pa.int64()) -> pa.A
 
 
 def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """The values of an int64 or float64 column without nulls, read from its buffers (other
-    columns: ``to_numpy``, which imports pandas)."""
+    """The values of an int64, float64 or int32 column without nulls, read from its buffers
+    (other columns: ``to_numpy``, which imports pandas)."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     dtype = NUMPY_DTYPES.get(column.type)
     if dtype is None or column.null_count:

@@ -38,6 +38,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from numba import njit
 
+from pipeline.arrow import to_numpy
 from pipeline.errors import InputError
 from pipeline.jsonl_strict import read_id_and_strings
 from pipeline.storage import Storage, StorageError
@@ -516,13 +517,10 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     else:
         width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
         string_offsets = np.frombuffer(offset_buffer, dtype=width)[strings.offset : strings.offset + len(strings) + 1]
-    list_offsets = values.offsets  # (read from its buffer: np.asarray would import pandas, pipeline/arrow.py)
-    width = np.int64 if pa.types.is_int64(list_offsets.type) else np.int32
     return (
         np.frombuffer(chars, dtype=np.uint8) if chars is not None else np.zeros(0, dtype=np.uint8),
         string_offsets.astype(np.int64),
-        np.frombuffer(list_offsets.buffers()[1], dtype=width)[list_offsets.offset : list_offsets.offset + len(list_offsets)]
-        .astype(np.int64),
+        to_numpy(values.offsets).astype(np.int64),  # (not np.asarray, which imports pandas)
     )
 
 

@@ -391,7 +391,8 @@ class ShardStore:
         def write_into(folder: str) -> set[str]:
             for value in sorted(set(column)):
                 mask = pa.array([v == value for v in column])
-                self._write_parquet(body.filter(mask), spec, self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
+                part = self._join(folder, f"{spec.partition}={value}", "part-0.parquet")
+                self._write_parquet(body.filter(mask), spec, part)
             return {f"{spec.partition}={value}" for value in column}
 
         return self._replace_partitioned(spec, write_into)
