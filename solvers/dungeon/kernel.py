@@ -154,6 +154,34 @@ def parents_kernel(codes, height, width, start, common):
     return out
 
 
+@njit(cache=True, nogil=True)
+def shape_kernel(row_offsets, grid_offsets, max_cells, heights, widths, starts_at, suspect):
+    """The shape of many grids given as flat rows, in one pass (``parse.parse_flat``).
+
+    row_offsets:  int64[rows + 1], row j is bytes row_offsets[j] .. row_offsets[j + 1] - 1.
+    grid_offsets: int64[n + 1], grid i is rows grid_offsets[i] .. grid_offsets[i + 1] - 1.
+    max_cells:    grids with more cells are suspect; negative for no limit.
+    heights, widths, starts_at: int64[n], filled with each grid's rows, the byte length of its
+                  first row (0 for no row), and where its first byte is (its first row's offset).
+    suspect:      bool[n], set for a grid without rows, with an empty row, with rows of different
+                  byte lengths, or with too many cells: these are checked the slow way.
+    """
+    last_row = row_offsets.shape[0] - 1
+    for i in range(grid_offsets.shape[0] - 1):
+        first, end = grid_offsets[i], grid_offsets[i + 1]
+        height = end - first
+        width = row_offsets[first + 1] - row_offsets[first] if height > 0 else 0
+        bad = height == 0 or width == 0 or (0 <= max_cells < height * width)
+        for j in range(first + 1, end):
+            if row_offsets[j + 1] - row_offsets[j] != width:
+                bad = True
+                break
+        heights[i] = height
+        widths[i] = width
+        starts_at[i] = row_offsets[min(first, last_row)]
+        suspect[i] = bad
+
+
 # classify_kernel counts monsters, gold and starts together: one table lookup per cell adds a packed
 # increment (monsters in bits 0-20, gold in 21-41, starts in 42-62), so that no branch depends on
 # the cell (random dungeons mispredict such branches often).  The fields are emptied into int64

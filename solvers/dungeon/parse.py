@@ -30,7 +30,7 @@ from .errors import (
     RaggedGridError,
     StartError,
 )
-from .kernel import classify_kernel, first_equal_kernel, hash_kernel
+from .kernel import classify_kernel, first_equal_kernel, hash_kernel, shape_kernel
 
 __all__ = [
     "Dungeon",
@@ -228,21 +228,15 @@ def parse_flat(chars: np.ndarray, row_offsets: np.ndarray, grid_offsets: np.ndar
                   a grid's rows are consecutive in ``chars``.
     max_cells:    reject grids with more cells than this; None for no limit.
 
-    Shapes are checked with numpy, characters and starts in one kernel pass; the few grids that
+    Shapes are checked in one kernel pass, characters and starts in another; the few grids that
     fail are decoded and handed to ``parse_many`` so that their errors read the same.
     """
     n = len(grid_offsets) - 1
-    heights = np.diff(grid_offsets)
-    row_lengths = np.diff(row_offsets)
-    first_rows = np.minimum(grid_offsets[:-1], max(len(row_lengths) - 1, 0))
-    widths = np.where(heights > 0, row_lengths[first_rows] if len(row_lengths) else 0, 0)
-    owners = np.repeat(np.arange(n), heights)
-    suspect = (heights == 0) | (widths == 0)
-    suspect[owners[row_lengths != widths[owners]]] = True  # ragged (in bytes)
+    heights, widths, starts_at = (np.empty(n, dtype=np.int64) for _ in range(3))
+    suspect = np.empty(n, dtype=np.bool_)
+    shape_kernel(row_offsets, grid_offsets, -1 if max_cells is None else max_cells, heights, widths, starts_at,
+                 suspect)
     sizes = heights * widths
-    if max_cells is not None:
-        suspect |= sizes > max_cells
-    starts_at = row_offsets[np.minimum(grid_offsets[:-1], len(row_offsets) - 1)]
     codes = np.empty(len(chars), dtype=np.uint8)
     tally = np.empty((n, 5), dtype=np.int64)
     classify_kernel(chars, CODE_OF_BYTE, starts_at, np.where(suspect, 0, sizes), codes, tally)
