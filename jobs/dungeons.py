@@ -108,12 +108,12 @@ class DungeonJob(RecordBatchJob):
         every = len(batch.index) == len(records)
         ids = records.ids if every else records.ids.take(from_numpy(batch.index))
         rejected = [i for i, error in enumerate(batch.errors) if error is not None]
-        where = [f"{records.position_label} {records.positions[i]}" for i in rejected]
         return {
             "answers": self._answers(ids, records.positions[batch.index], batch),
             "errors": {
                 "id": records.ids.take(from_numpy(np.asarray(rejected))) if rejected else records.ids.slice(0, 0),
-                "error": [plain_reason(f"{w}: {self._reason(batch.errors[i])}") for w, i in zip(where, rejected)],
+                "error": [plain_reason(f"{records.position_label} {records.positions[i]}: "
+                                       f"{self._reason(batch.errors[i])}") for i in rejected],
                 "line": records.positions[rejected],
             },
         }
