@@ -57,7 +57,7 @@ class Lease:
         if created is None:  # not possible here: write, let a simultaneous writer finish, read back
             self._write()
             time.sleep(_SETTLE)
-        winner = self._read() if not created else self.record
+        winner = self.record if created else self._read()
         if not winner or winner.get("run") != self.record["run"]:
             raise LeaseError(f"another run started writing to {self.folder.display_root} at the same moment: "
                              f"{_describe(winner or {})}. Wait for it to finish, or give another --out.")

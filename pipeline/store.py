@@ -67,9 +67,11 @@ def arrow_type(type_name: str) -> pa.DataType:
     return _ARROW_TYPES[type_name]
 
 
-def _dictionary_columns(spec: TableSpec) -> list[str]:
-    """The columns that Parquet files of ``spec`` dictionary-encode: all but the distinct ones."""
-    return [c.name for c in spec.columns if not c.distinct]
+def _parquet_options(spec: TableSpec, compression: str = "zstd") -> dict[str, Any]:
+    """How every Parquet file of ``spec`` is written: with page checksums (a reader tells a damaged
+    file from a good one), and a dictionary for every column but the distinct ones."""
+    return {"compression": compression, "write_page_checksum": True,
+            "use_dictionary": [c.name for c in spec.columns if not c.distinct]}
 
 
 def _schema(spec: TableSpec, drop: str | None = None) -> pa.Schema:
@@ -374,8 +376,7 @@ class ShardStore:
 
         def write(local: str) -> None:
             last = None
-            with pq.ParquetWriter(local, schema, compression="zstd", write_page_checksum=True,
-                                  use_dictionary=_dictionary_columns(spec)) as writer:
+            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
                 # the next shard files are read while this one is compressed and written
                 for shard_id, part in _prefetched((shard_id, read(shard_id)) for shard_id in shard_ids):
                     part = part.replace_schema_metadata(schema.metadata)
@@ -442,8 +443,7 @@ class ShardStore:
         def write(local: str) -> None:
             # lz4: these files are read once, by the finish; at n = 22 it reads them in 0.7x the CPU
             # of zstd files (and the shards write them faster), for 2.2x the bytes (102 MB, not 46)
-            with pq.ParquetWriter(local, table.schema, compression="lz4", write_page_checksum=True,
-                                  use_dictionary=_dictionary_columns(spec)) as writer:
+            with pq.ParquetWriter(local, table.schema, **_parquet_options(spec, compression="lz4")) as writer:
                 for start, stop in zip(bounds, bounds[1:]):
                     writer.write_table(table.slice(start, stop - start))
                 if not len(values):
@@ -454,17 +454,14 @@ class ShardStore:
     def _write_batches(self, batches: Iterable[pa.Table], schema: pa.Schema, spec: TableSpec, path: str) -> None:
         """A file written a batch (one row group) at a time, so that no second copy of it is held."""
         def write(local: str) -> None:
-            with pq.ParquetWriter(local, schema, compression="zstd", write_page_checksum=True,
-                                  use_dictionary=_dictionary_columns(spec)) as writer:
+            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
                 for batch in batches:
                     writer.write_table(batch.replace_schema_metadata(schema.metadata))
 
         self.storage.write_atomic(path, write)
 
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
-        # page checksums let a reader tell a damaged file from a good one
-        self.storage.write_atomic(path, lambda local: pq.write_table(
-            table, local, write_page_checksum=True, compression="zstd", use_dictionary=_dictionary_columns(spec)))
+        self.storage.write_atomic(path, lambda local: pq.write_table(table, local, **_parquet_options(spec)))
 
 
 def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dict[Any, list[list[int]]]:
