@@ -27,7 +27,6 @@ import decimal
 import hashlib
 import io
 import json
-import os
 import re
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable
@@ -38,6 +37,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from numba import njit
 
+from pipeline import faults
 from pipeline.arrow import to_numpy
 from pipeline.errors import InputError
 from pipeline.jsonl_strict import read_id_and_strings
@@ -82,10 +82,6 @@ TASK_BLOCKS = 128
 DRIVER_BYTES = 64 << 20
 STARTUP_BYTES = 4 << 30
 _COUNT_READ = 1 << 24  # bytes read at a time when counting
-# Test hook: "BLOCK,TASK_BLOCKS,DRIVER_BYTES" replaces the three defaults (tiny blocks, tasks for any
-# size; DRIVER_BYTES then stands for STARTUP_BYTES too), so tests can plan small files the way large
-# ones are planned.  Never set in normal use.
-_PLAN_ENV = "BATCHENUM_TEST_PLAN"
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
 _STRINGS = pa.list_(pa.string())  # a payload type that jsonl_strict reads itself
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
@@ -290,8 +286,8 @@ def _plan_sizes(block: int | None, task_blocks: int | None,
                 driver_bytes: int | None) -> tuple[int, int, int, int]:
     """(block, task_blocks, driver_bytes, startup_bytes): the arguments given, else the test hook's,
     else the defaults.  A driver_bytes given (or the hook's) stands for startup_bytes too."""
-    hook = os.environ.get(_PLAN_ENV)
-    defaults = [int(value) for value in hook.split(",")] if hook else [BLOCK, TASK_BLOCKS, DRIVER_BYTES]
+    hook = faults.plan_sizes()
+    defaults = hook or [BLOCK, TASK_BLOCKS, DRIVER_BYTES]
     if driver_bytes is None:
         driver_bytes = defaults[2]
         startup_bytes = defaults[2] if hook else STARTUP_BYTES

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -28,6 +27,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable
 
+from pipeline import faults
 from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
 from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Job, Shard
@@ -44,11 +44,6 @@ TASK_MAX_RETRIES = 3
 _private_local = False  # set when this module started a private local Ray and connected to it
 _local_ray: LocalRay | None = None  # the private Ray that run_local started in the background
 _shutting_down: threading.Thread | None = None  # a private local Ray shutting down in the background
-
-# Test hook: a shard id whose first attempt (or, with ":always", every attempt) kills its own worker
-# process with SIGKILL, so tests can prove that a real worker death is retried or named.  Never set
-# in normal use.
-_KILL_ENV = "BATCHENUM_TEST_KILL_SHARD"
 
 
 class ClusterError(PipelineError):
@@ -118,7 +113,7 @@ def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
 
 
 def _execute_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
-    _maybe_kill_for_test(shard, store)
+    faults.maybe_kill_worker(shard.id, store.storage.root)
     return execute_shard(job, shard, store, _worker_node(), verify)
 
 
@@ -128,20 +123,6 @@ def _worker_node() -> str:
 
     context = ray.get_runtime_context()
     return f"{socket.gethostname()} ({ray.util.get_node_ip_address()}, Ray node {context.get_node_id()[:12]})"
-
-
-def _maybe_kill_for_test(shard: Shard, store: ShardStore) -> None:
-    """The test hook: ``sXXXX`` kills the shard's first attempt, ``sXXXX:always`` every attempt."""
-    target, _, mode = os.environ.get(_KILL_ENV, "").partition(":")
-    if target != shard.id:
-        return
-    marker = os.path.join(store.storage.root, f".killed-{shard.id}")
-    if os.path.exists(marker) and mode != "always":
-        return
-    os.makedirs(store.storage.root, exist_ok=True)
-    with open(marker, "w") as handle:
-        handle.write(str(os.getpid()))
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _execute_here(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:

@@ -23,7 +23,6 @@ import os
 import posixpath
 import queue
 import shutil
-import signal
 import threading
 import uuid
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import faults
 from pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, ShardOutput, TableSpec
@@ -46,10 +46,6 @@ OTHER_PARAMETERS = "committed with other parameters"
 PLAN_FILE = "_plan.json"
 
 _META_PREFIX = "batchenum."
-# Test hook: when set, a run SIGKILLs itself once a partitioned table's new folder is complete,
-# before it is swapped in, so tests can prove that a crash there leaves the old table whole.
-# Never set in normal use.
-_KILL_BEFORE_SWAP_ENV = "BATCHENUM_TEST_KILL_BEFORE_SWAP"
 _ARROW_TYPES = {
     "int64": pa.int64(),
     "float64": pa.float64(),
@@ -416,7 +412,7 @@ class ShardStore:
         try:
             write_into(staging)
             os.makedirs(staging, exist_ok=True)  # an empty table is an empty folder
-            _maybe_kill_before_swap()
+            faults.maybe_kill_before_swap()
             self.storage.replace_folder(staging, final)
         finally:
             if os.path.exists(staging):  # a failed write (replace_folder removes the former folder)
@@ -480,11 +476,6 @@ def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dic
                 raise StoreError(f"{storage.uri(path)}: row group {group} does not hold one {column} value")
             found.setdefault(stats.min, [[] for _ in paths])[k].append(group)
     return found
-
-
-def _maybe_kill_before_swap() -> None:
-    if os.environ.get(_KILL_BEFORE_SWAP_ENV):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _partition_order(spec: TableSpec) -> list[str]:

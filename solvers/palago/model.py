@@ -35,7 +35,6 @@ __all__ = [
     "TIP_OFFSET",
     "GROUP",
     "tile_corners",
-    "vertex_tiles",
     "transform_tile",
 ]
 
@@ -49,12 +48,6 @@ TIP_OFFSET = ((1, 0), (0, 1), (0, 0))
 def tile_corners(q: int, r: int) -> tuple[tuple[int, int], ...]:
     """The three blue vertices of hex (q, r), indexed by the rotation whose tip they are."""
     return tuple((q + dq, r + dr) for dq, dr in TIP_OFFSET)
-
-
-def vertex_tiles(i: int, j: int) -> tuple[tuple[int, int, int], ...]:
-    """The three hexes around blue vertex (i, j), each as (q, r, t) with t the rotation whose tip
-    is at (i, j)."""
-    return tuple((i - dq, j - dr, t) for t, (dq, dr) in enumerate(TIP_OFFSET))
 
 
 def _group() -> np.ndarray:

@@ -1,0 +1,53 @@
+"""Fault injection for the test suite: the one production module that reads the tests' hooks.
+
+Each hook is an environment variable that is never set in normal use.  Keeping them here (instead
+of beside the code they interrupt) means a reader of ``runner.py``, ``store.py`` or ``inputs.py``
+meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test can bend a run.
+
+- ``BATCHENUM_TEST_KILL_SHARD=sXXXX``: the first attempt at that shard kills its own Ray worker
+  with SIGKILL (``sXXXX:always``: every attempt), so tests prove a real worker death is retried or
+  named.
+- ``BATCHENUM_TEST_KILL_BEFORE_SWAP=1``: the process kills itself between writing a partitioned
+  table and swapping it into place, so tests prove a killed finish leaves the old table whole.
+- ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
+  test input has its lines counted by Ray tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["KILL_SHARD", "KILL_BEFORE_SWAP", "PLAN_SIZES", "maybe_kill_worker", "maybe_kill_before_swap",
+           "plan_sizes"]
+
+KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
+KILL_BEFORE_SWAP = "BATCHENUM_TEST_KILL_BEFORE_SWAP"
+PLAN_SIZES = "BATCHENUM_TEST_PLAN"
+
+
+def maybe_kill_worker(shard_id: str, folder: str) -> None:
+    """Kill this worker process if ``KILL_SHARD`` names ``shard_id``: the first attempt only (a
+    marker file in ``folder``, the job's local folder, remembers it), or every one with ``:always``."""
+    target, _, mode = os.environ.get(KILL_SHARD, "").partition(":")
+    if target != shard_id:
+        return
+    marker = os.path.join(folder, f".killed-{shard_id}")
+    if os.path.exists(marker) and mode != "always":
+        return
+    os.makedirs(folder, exist_ok=True)
+    with open(marker, "w") as handle:
+        handle.write(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_kill_before_swap() -> None:
+    """Kill this process if ``KILL_BEFORE_SWAP`` is set."""
+    if os.environ.get(KILL_BEFORE_SWAP):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def plan_sizes() -> list[int] | None:
+    """``[block, task_blocks, driver_bytes]`` from ``PLAN_SIZES``, or None when it is not set."""
+    hook = os.environ.get(PLAN_SIZES)
+    return [int(value) for value in hook.split(",")] if hook else None
