@@ -20,7 +20,8 @@ import shutil
 import tempfile
 import time
 
-from pipeline import runner
+from pipeline.job import PlanContext
+from pipeline.runner import RaySession
 from pipeline.inputs import plan_slices
 
 LINE = b'{"id":"r1","grid":["."]}\n'
@@ -40,7 +41,8 @@ def timed_plan(path: str, task_map, repeat: int) -> tuple[list[dict], float, flo
     best_cpu = best_wall = float("inf")
     for _ in range(repeat):
         cpu, wall = time.process_time(), time.perf_counter()
-        plan = plan_slices(path, "grid", PER_SLICE, task_map, driver_bytes=0 if task_map else None)
+        plan = plan_slices(path, "grid", PER_SLICE, PlanContext(task_map=task_map),
+                           driver_bytes=0 if task_map else None)
         best_cpu, best_wall = min(best_cpu, time.process_time() - cpu), min(best_wall, time.perf_counter() - wall)
     return plan, best_cpu, best_wall
 
@@ -51,12 +53,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="CPUs of the local Ray (default: all)")
     parser.add_argument("--repeat", type=int, default=3, help="plans per figure, the best kept (default 3)")
     args = parser.parse_args()
-    print(f"starting a local Ray: {runner.connect(None, args.workers)}")
+    ray = RaySession(None, args.workers)
+    print(f"starting a local Ray: {ray.connect()}")
     tasks = []
 
     def counting_map(fn, items):
         tasks.append(len(items))
-        return runner.map_tasks(fn, items)
+        return ray.map(fn, items)
 
     print(f"{'lines':>12} {'MB':>8} {'slices':>7} | {'driver count: CPU s':>20} {'wall s':>7} | "
           f"{'task count: driver CPU s':>24} {'wall s':>7} {'tasks':>6}")
@@ -74,7 +77,7 @@ def main() -> None:
             os.remove(path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        runner.shutdown_private_local()
+        ray.close()
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from jobs.dungeons import RECORDS_PER_SHARD, DungeonJob
 from pipeline.inputs import string_list_buffers
+from pipeline.job import PlanContext
 from solvers.dungeon import generate, parse_flat, parse_many, solve_batch
 
 
@@ -79,7 +80,7 @@ def bench_size(size: int, count: int, workers: int, cli: bool, steady: int, fold
     path = os.path.join(folder, f"dungeons-{size}.jsonl")
     write_jsonl(grids, path)
     job = DungeonJob(path, records_per_shard=count)
-    shard = job.plan()[0]
+    shard = job.plan(PlanContext())[0]
     report("one shard: read+parse+dedupe+solve", count, best_of(2, lambda: job.run_shard(shard)))
     if cli:
         per_shard = min(RECORDS_PER_SHARD, -(-count // workers))  # at least one shard per worker

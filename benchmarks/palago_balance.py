@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs.palago import ESTIMATE_DROP, SPLIT_DEPTHS, PalagoJob, estimated_work, packed_prefixes  # noqa: E402
+from pipeline.job import PlanContext  # noqa: E402
 from solvers.palago import frontier, prefix_nodes  # noqa: E402
 
 
@@ -54,9 +55,8 @@ def measured(n: int, counts: list[int]) -> None:
 
 def cluster(n: int, cpus: int) -> None:
     job = PalagoJob(n)
-    job.cluster_cpus = cpus
     started = time.process_time()
-    plan = job.plan()
+    plan = job.plan(PlanContext(cpus=cpus))
     plan_s = time.process_time() - started
     spec = plan[0].spec
     cut = frontier(n, spec["depth"])

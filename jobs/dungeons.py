@@ -31,7 +31,7 @@ from pipeline.inputs import (
     read_slice_arrow,
     string_list_buffers,
 )
-from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Column, Shard, ShardOutput, TableSpec
+from pipeline.job import Column, Shard, ShardOutput, ShardResult, TableSpec
 from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
 
 __all__ = [
@@ -89,7 +89,7 @@ class DungeonJob(RecordBatchJob):
     def limits(self) -> dict[str, Any]:
         return {"max_cells": self.max_cells}
 
-    def run_shard(self, shard: Shard) -> ShardOutput:
+    def run_shard(self, shard: Shard) -> ShardResult:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 
         A slice that pyarrow reads without doubt is validated straight from its Arrow buffers, with
@@ -103,7 +103,7 @@ class DungeonJob(RecordBatchJob):
         else:
             records = read_slice(loaded, "grid", source=self.input)
             outputs = self._record_outputs(records)
-        return {**outputs, STATS_KEY: {"records": len(records), INPUT_FINGERPRINT: loaded.fingerprint}}
+        return ShardResult(outputs, {"records": len(records)}, loaded.fingerprint)
 
     def _arrow_outputs(self, records: ArrowSlice) -> ShardOutput:
         """Answers and errors of a slice read whole into Arrow: only rejected grids are errors."""

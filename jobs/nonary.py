@@ -25,7 +25,7 @@ from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
 from pipeline.inputs import load_slice, plain_reason, read_slice
-from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Column, Shard, ShardOutput, TableSpec
+from pipeline.job import Column, Shard, ShardResult, TableSpec
 from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
@@ -92,7 +92,7 @@ class NonaryJob(RecordBatchJob):
         retried by the next run, with whatever budget it is given), so it is not a parameter."""
         return {"max_doors": self.max_doors}
 
-    def run_shard(self, shard: Shard) -> ShardOutput:
+    def run_shard(self, shard: Shard) -> ShardResult:
         """Read, check and solve one slice; every record gets exactly one row.
 
         Records are read without a pyarrow fast path on purpose: the parser must see the original
@@ -103,7 +103,7 @@ class NonaryJob(RecordBatchJob):
         answers, errors, timed_out = self._rows(records, range(len(records)))
         return self._outputs(answers, errors, len(records), timed_out, loaded.fingerprint)
 
-    def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardOutput:
+    def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardResult:
         """The committed shard with its timed-out records (``retry``: their lines) searched again;
         every other row is kept as committed."""
         loaded = load_slice(dict(shard.spec), self.input)
@@ -144,18 +144,17 @@ class NonaryJob(RecordBatchJob):
         return answers, errors, timed_out
 
     @staticmethod
-    def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int], fingerprint: str) -> ShardOutput:
+    def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int], fingerprint: str) -> ShardResult:
         """A timeout depends on the machine's load, not on the record: the shard asks a rerun to
         retry exactly those records (``retry``) rather than reuse their error rows.  ``fingerprint``
         is the checksum of the slice's bytes, recorded with the shard."""
-        return {
+        tables = {
             "answers": {**answers, "escaped": np.asarray(answers["escaped"], dtype=np.int64),
                         "doors": np.asarray(answers["doors"], dtype=np.int64),
                         "line": np.asarray(answers["line"], dtype=np.int64)},
             "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
-            STATS_KEY: {"records": records, "timeouts": len(timed_out), "retry": timed_out,
-                        INPUT_FINGERPRINT: fingerprint},
         }
+        return ShardResult(tables, {"records": records, "timeouts": len(timed_out)}, fingerprint, retry=timed_out)
 
     def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:
         """(escaped, plan) for one record's door list, or the reason it has no answer.
@@ -202,14 +201,10 @@ class NonaryJob(RecordBatchJob):
         return _TimedOut(f"timed out: the time budget of {self.record_timeout:g} s ran out while preparing the "
                          "graph, before the search; raise it with --record-timeout")
 
-    def summary(self, tables: dict) -> str:
-        line = super().summary(tables)
-        timeouts = getattr(self, "timeouts", 0)
+    def summary(self, tables: dict, totals: dict) -> str:
+        line = super().summary(tables, totals)
+        timeouts = totals.get("timeouts", 0)
         return line + (f" ({timeouts} timed out: rerun into the same folder to retry only those)" if timeouts else "")
-
-    def check_totals(self, tables: dict, totals: dict) -> None:
-        super().check_totals(tables, totals)
-        self.timeouts = totals.get("timeouts", 0)
 
 
 

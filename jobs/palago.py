@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from jobs import CODE_PACKAGES, palago_transfer
+from jobs import CODE_PACKAGES
 from pipeline.cli import Command, JobCommand, positive_int
 from pipeline.errors import PipelineError
-from pipeline.job import Column, Job, Shard, TableSpec
+from pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 from pipeline.storage import Storage
 
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
 
-__all__ = ["PalagoJob", "COMMAND", "COMMANDS"]
+__all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "COMMAND", "COMMANDS"]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
@@ -55,51 +55,59 @@ CREATURES = TableSpec(
 )
 
 
-class PalagoJob(Job):
+class PalagoCountsJob(Job):
+    """What both ways of counting creatures share: the tables, the parameters recorded with them,
+    the Burnside checks and the published Markdown table and plot.  ``PalagoJob`` counts by the
+    anchored search (and can catalogue); ``PalagoTransferJob`` (jobs/palago_transfer.py) by the
+    transfer-matrix method."""
+
     name = "palago"
     version = "2"
     tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
     code_packages = CODE_PACKAGES
+    method = ""
 
-    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct"):
-        from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
-        from solvers.palago.transfer import MAX_N as TRANSFER_MAX_N
-
-        if method == "transfer":
-            MAX_N = TRANSFER_MAX_N  # noqa: N806
-        if not 1 <= max_n <= MAX_N:
-            raise PipelineError(f"--max-n must be between 1 and {MAX_N}, not {max_n}")
-        if not 0 <= catalogue_max_n <= max_n:
-            raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
-        if method not in METHODS:
-            raise PipelineError(f"--method must be one of {', '.join(METHODS)}, not {method}")
-        if method == "transfer" and (catalogue_max_n or shards):
-            raise PipelineError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
-        self.method = method
+    def __init__(self, max_n: int, catalogue_max_n: int = 0):
         self.max_n = max_n
         self.catalogue_max_n = catalogue_max_n
-        self.shards = shards  # None: cut by the CPUs the run will have (plan)
-        self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
-        # the catalogue is written one n at a time, never all in the driver's memory
-        self.streamed_tables = ("creatures",) if catalogue_max_n else ()
 
     def params(self) -> dict:
         params = {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
         return {**params, "method": self.method} if self.method != "direct" else params
 
-    def shard_count(self) -> int:
+    def _published(self, counts: pd.DataFrame, out) -> dict:
+        """The count table, with its Markdown rendering and growth plot written beside it."""
+        out.write_text(out.join("creature_counts.md"), _markdown(counts, out, self.method))
+        out.write_text(out.join("creature_counts.svg"), _plot(counts))
+        return {"creature_counts": counts}
+
+
+class PalagoJob(PalagoCountsJob):
+    """Creature counts up to ``max_n`` by the anchored search, cut into ``shards`` shards of search-
+    tree prefixes, and the catalogue of every free creature up to ``catalogue_max_n``."""
+
+    method = "direct"
+
+    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
+        from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
+
+        _check_sizes(max_n, catalogue_max_n, MAX_N)
+        super().__init__(max_n, catalogue_max_n)
+        self.shards = shards  # None: cut by the CPUs the run will have (plan)
+        self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
+        # the catalogue is written one n at a time, never all in the driver's memory
+        self.streamed_tables = ("creatures",) if catalogue_max_n else ()
+
+    def shard_count(self, cpus: int | None) -> int:
         """--shards, else 4 for small N, else at least 4 per CPU of the run (and at least 32)."""
         if self.shards:
             return self.shards
-        return 4 if self.max_n < 18 else max(32, 4 * (self.cluster_cpus or 1))
+        return 4 if self.max_n < 18 else max(32, 4 * (cpus or 1))
 
-    def plan(self) -> list[Shard]:
+    def plan(self, context: PlanContext) -> list[Shard]:
         """Shards of prefixes of the tree cut at a depth that leaves about 20 prefixes or more per
-        shard, packed by estimated work (``packed_prefixes``).  The transfer-matrix method has one
-        shard per bounding-box height."""
-        if self.method == "transfer":
-            return palago_transfer.plan(self.max_n)
-        count = self.shard_count()
+        shard, packed by estimated work (``packed_prefixes``)."""
+        count = self.shard_count(context.cpus)
         depth = next((d for d, prefixes in SPLIT_DEPTHS if prefixes >= 20 * count), SPLIT_DEPTHS[-1][0])
         return [
             Shard(f"s{index:04d}", {"max_n": self.max_n, "depth": depth, "index": index, "count": count,
@@ -107,13 +115,11 @@ class PalagoJob(Job):
             for index, prefixes in enumerate(packed_prefixes(self.max_n, depth, count))
         ]
 
-    def run_shard(self, shard: Shard) -> dict:
+    def run_shard(self, shard: Shard) -> ShardResult:
         from solvers.palago import SearchCounts, count_creatures, frontier
         from solvers.palago.catalogue import catalogue_text
 
         spec = shard.spec
-        if spec.get("method") == "transfer":
-            return palago_transfer.run_shard(spec)
         trunk = SearchCounts.zeros(spec["max_n"])
         cut = frontier(spec["max_n"], spec["depth"], trunk)
         prefixes = [cut[k] for k in spec["prefixes"]]
@@ -140,7 +146,7 @@ class PalagoJob(Job):
                 "tiles": _string_array(text.tiles_data, text.tiles_offsets),
                 "sum": _string_array(text.sum_data, text.sum_offsets),
             }
-        return outputs
+        return ShardResult(outputs)
 
     def check_totals(self, tables: dict, totals: dict) -> None:
         """The catalogue holds exactly the free creatures the counts say (checked before writing)."""
@@ -151,28 +157,53 @@ class PalagoJob(Job):
                 raise PipelineError(f"catalogue holds {len(tables['creatures'])} creatures, the counts say {expected}")
 
     def finalize(self, tables: dict, out) -> dict:
-        partial = tables["partial_counts"]
-        counts = partial.groupby("n", as_index=False, sort=True).sum()
-        counts = counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
-        if self.method == "transfer":
-            counts = palago_transfer.complete(counts)  # free and stabilisers from fixed + symmetric counts
+        counts = summed_counts(tables["partial_counts"])
         _check_identities(counts)
-        if self.method == "direct":
-            _check_symmetric(counts)
-        final = {"creature_counts": counts}
-        out.write_text(out.join("creature_counts.md"), _markdown(counts, out, self.method))
-        out.write_text(out.join("creature_counts.svg"), _plot(counts))
-        return final
+        _check_symmetric(counts)
+        return self._published(counts, out)
 
-    def summary(self, tables: dict) -> str:
+    def summary(self, tables: dict, totals: dict) -> str:
         counts = tables["creature_counts"]
-        last = counts.iloc[-1]
-        line = (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
-                f"fixed({int(last.n)}) = {int(last.fixed)}, "
-                + ("transfer-matrix method" if self.method == "transfer" else f"{int(counts.nodes.sum()):,} search nodes"))
+        line = _summary_head(counts) + f"{int(counts.nodes.sum()):,} search nodes"
         if "creatures" in tables:
             line += f"; catalogue of {len(tables['creatures'])} creatures up to n = {self.catalogue_max_n}"
         return line
+
+
+def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
+               method: str = "direct") -> PalagoCountsJob:
+    """The job that ``batchenum run palago`` runs: ``PalagoJob``, or ``PalagoTransferJob`` for
+    ``method="transfer"`` (counts only)."""
+    if method not in METHODS:
+        raise PipelineError(f"--method must be one of {', '.join(METHODS)}, not {method}")
+    if method == "direct":
+        return PalagoJob(max_n, catalogue_max_n, shards)
+    from jobs.palago_transfer import PalagoTransferJob
+    from solvers.palago.transfer import MAX_N  # plain constant; the kernel is not compiled here
+
+    _check_sizes(max_n, catalogue_max_n, MAX_N)
+    if catalogue_max_n or shards:
+        raise PipelineError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
+    return PalagoTransferJob(max_n)
+
+
+def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
+    if not 1 <= max_n <= limit:
+        raise PipelineError(f"--max-n must be between 1 and {limit}, not {max_n}")
+    if not 0 <= catalogue_max_n <= max_n:
+        raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
+
+
+def summed_counts(partial: pd.DataFrame) -> pd.DataFrame:
+    """The shards' partial counts summed per n, in the table's column order."""
+    counts = partial.groupby("n", as_index=False, sort=True).sum()
+    return counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+
+
+def _summary_head(counts: pd.DataFrame) -> str:
+    last = counts.iloc[-1]
+    return (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
+            f"fixed({int(last.n)}) = {int(last.fixed)}, ")
 
 
 def packed_prefixes(max_n: int, depth: int, count: int) -> list[list[int]]:
@@ -297,8 +328,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "bounding-box height (docs/palago_transfer.md) (default: direct)")
 
 
-def _build(args: argparse.Namespace) -> PalagoJob:
-    return PalagoJob(args.max_n, args.catalogue_max_n, args.shards, args.method)
+def _build(args: argparse.Namespace) -> PalagoCountsJob:
+    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,32 +12,48 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from jobs.palago import PalagoCountsJob, _check_identities, _summary_head, summed_counts
 from pipeline.errors import PipelineError
-from pipeline.job import Shard
+from pipeline.job import PlanContext, Shard, ShardResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["plan", "run_shard", "complete"]
+__all__ = ["PalagoTransferJob", "complete"]
 
 
-def plan(max_n: int) -> list[Shard]:
-    from solvers.palago.transfer import max_height
+class PalagoTransferJob(PalagoCountsJob):
+    """Creature counts up to ``max_n`` by the transfer-matrix method: one shard per bounding-box
+    height, counts only (no catalogue, no search nodes)."""
 
-    # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
-    return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": max_n, "height": height})
-            for height in range(1, max(1, max_height(max_n)) + 1)]
+    method = "transfer"
+    shard_tables = ("partial_counts",)
 
+    def plan(self, context: PlanContext) -> list[Shard]:
+        from solvers.palago.transfer import max_height
 
-def run_shard(spec: dict) -> dict:
-    from solvers.palago.transfer import count_height
+        # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
+        return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height})
+                for height in range(1, max(1, max_height(self.max_n)) + 1)]
 
-    max_n = spec["max_n"]
-    fixed = count_height(spec["height"], max_n)
-    zeros = [0] * max_n
-    partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed[1:].tolist(),
-               **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros, "nodes": zeros}
-    return {"partial_counts": partial}
+    def run_shard(self, shard: Shard) -> ShardResult:
+        from solvers.palago.transfer import count_height
+
+        max_n = shard.spec["max_n"]
+        fixed = count_height(shard.spec["height"], max_n)
+        zeros = [0] * max_n
+        partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed[1:].tolist(),
+                   **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros,
+                   "nodes": zeros}
+        return ShardResult({"partial_counts": partial})
+
+    def finalize(self, tables: dict, out) -> dict:
+        counts = complete(summed_counts(tables["partial_counts"]))  # free and stabilisers from fixed + symmetric
+        _check_identities(counts)
+        return self._published(counts, out)
+
+    def summary(self, tables: dict, totals: dict) -> str:
+        return _summary_head(tables["creature_counts"]) + "transfer-matrix method"
 
 
 def complete(counts: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.cli import positive_int
 from pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
 from pipeline.errors import PipelineError
-from pipeline.job import Column, Job, Shard, TableSpec
+from pipeline.job import Column, Job, PlanContext, Shard, TableSpec
 from pipeline.store import write_batch
 
 __all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments", "add_generate_arguments", "write_generated"]
@@ -59,16 +59,19 @@ class RecordBatchJob(Job):
         (``input_fingerprint``), so a changed file is never taken for the one already processed."""
         return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
 
+    def inputs(self) -> tuple:
+        return (self.input,)
+
     def input_fingerprint(self, shard: Shard) -> str:
         """A checksum of the bytes the shard reads from the input (computed where the shard runs).
         A shard's ``run_shard`` records the same checksum from the bytes it read (``load_slice``), so
         this reads the input only to check a committed shard."""
         return slice_fingerprint(dict(shard.spec), self.input)
 
-    def plan(self) -> list[Shard]:
+    def plan(self, context: PlanContext) -> list[Shard]:
         """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``...
-        A large JSONL input has its lines counted by ``task_map`` when the pipeline gives one."""
-        slices = plan_slices(self.input, self.field, self.records_per_shard, self.task_map)
+        A large JSONL input has its lines counted by the context's task map."""
+        slices = plan_slices(self.input, self.field, self.records_per_shard, context)
         return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
@@ -78,7 +81,7 @@ class RecordBatchJob(Job):
             raise PipelineError(f"{self.name}: the workers read {read} records but the tables hold {answered} answers "
                                 f"and {rejected} errors; no table was written (a bug: please report it)")
 
-    def summary(self, tables: dict[str, Any]) -> str:
+    def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
         """``NAME: read N, answered A, rejected R`` (N = A + R, checked by ``check_totals``)."""
         return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
 

@@ -142,7 +142,7 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
                          head_start=args.head_start, overwrite=args.overwrite, retries=args.retries)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
-    print(job.summary(result.tables))
+    print(job.summary(result.tables, result.totals))
     print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"
           + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
           + f") in {result.seconds:.1f}s; tables in {result.location}")

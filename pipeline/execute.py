@@ -10,12 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline import runner
+from pipeline.attempt import Attempt
 from pipeline.codeversion import code_version
 from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, StreamedTable
 from pipeline.lease import Lease
 from pipeline.progress import Progress
+from pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
 from pipeline.storage import Storage, StorageError
 from pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
 
@@ -33,7 +34,10 @@ class RunOptions:
     head_start: bool = True  # compute shards in this process while a private local Ray starts
     window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
     overwrite: bool = False  # replace final tables that another run (other input or parameters) made
-    retries: int = runner.TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
+    retries: int = TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
+
+    def execution(self) -> ExecutorOptions:
+        return ExecutorOptions(self.address, self.workers, self.serial, self.head_start, self.window, self.retries)
 
 
 @dataclass
@@ -59,25 +63,23 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
         removed = store.remove_temporaries()
         if removed:
             progress.stage(f"removed {removed} temporary files left by an interrupted run")
-        try:
-            return _run_holding_the_folder(job, store, options, progress, started)
-        finally:
-            runner.shutdown_private_local()  # if planning or computing started one
+        with Executor(options.execution(), progress.stage) as executor:
+            return _run_holding_the_folder(job, store, executor, progress, started)
 
 
-def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, progress: Progress,
+def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, progress: Progress,
                             started: float) -> RunResult:
-    shards, where = _plan(job, store, options, progress)
+    shards = _plan(job, store, executor, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
-    verify = frozenset(shard.id for shard in reused if _reads_input(job))
+    verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
     progress.stage(f"{len(shards)} shards: {reused + len(verify)} committed"
                    + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
                    + f", {len(pending) - len(verify)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
-    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, options, progress, verify, where)
+    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
     reused += verified
     damaged += changed
 
@@ -96,25 +98,16 @@ def _run_holding_the_folder(job: Job, store: ShardStore, options: RunOptions, pr
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
 
 
-def _plan(job: Job, store: ShardStore, options: RunOptions, progress: Progress) -> tuple[list[Shard], str | None]:
-    """The job's shards, and the Ray connected so far (None: none yet).  On a cluster the driver
-    connects first, so that the plan follows the cluster's size, and checks that every node sees
-    the run's local files, before any task reads them.  Otherwise a plan that asks for tasks (the
-    lines of a large input to count) starts the private local Ray itself: the head start is lost,
-    which a batch that large does not miss.  --serial plans in this process."""
-    where = None
-    if not options.serial and not runner.is_local(options.address):
-        where = runner.connect(options.address, options.workers)
-        if not runner.is_private_local():
-            _check_cluster_sees_files(job, store, progress)
-    job.cluster_cpus = runner.cluster_cpus() if where else (None if options.serial
-                                                            else options.workers or os.cpu_count())
-    job.task_map = None if options.serial else runner.TaskMap(options.address, options.workers, options.retries)
-    shards = job.plan()
-    if job.task_map is not None and job.task_map.tasks:
-        where = where or job.task_map.where
-        progress.stage(f"planned with {job.task_map.tasks} tasks on {where}")
-    return shards, where
+def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> list[Shard]:
+    """The job's shards.  On a cluster the executor connects first, so that the plan follows the
+    cluster's size, and every node must see the run's local files before any task reads them."""
+    context = executor.plan_context()
+    if executor.on_cluster:
+        _check_cluster_sees_files(job, store, executor, progress)
+    shards = job.plan(context)
+    if executor.ray.tasks_mapped:
+        progress.stage(f"planned with {executor.ray.tasks_mapped} tasks on {executor.ray.where}")
+    return shards
 
 
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
@@ -192,18 +185,13 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
     return pending, committed, damaged + other_runs
 
 
-def _reads_input(job: Job) -> bool:
-    """Whether the job fingerprints an input (then committed shards are checked against it)."""
-    return type(job).input_fingerprint is not Job.input_fingerprint
-
-
 def _shard_tables(job: Job) -> list[str]:
     """The tables every shard writes."""
     return list(job.shard_tables or [spec.name for spec in job.tables])
 
 
-def _compute(job, store, pending, total, reused, options: RunOptions, progress: Progress,
-             verify: frozenset, where: str | None) -> tuple[dict[str, str], int, list[str]]:
+def _compute(job: Job, store: ShardStore, pending: list[Shard], total: int, reused: int, executor: Executor,
+             progress: Progress, verify: frozenset) -> tuple[dict[str, str], int, list[str]]:
     """Compute the pending shards (checking those in ``verify`` against their input first);
     returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
     those whose input had changed."""
@@ -213,15 +201,15 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
         return nodes, 0, changed
     lock = threading.Lock()
 
-    def on_done(shard: Shard, info: dict) -> None:  # called from the head-start thread too
+    def on_done(shard: Shard, attempt: Attempt) -> None:  # called from the driver's threads too
         with lock:
-            nodes[shard.id] = info.get("node", "?")
-            if info.get("retried"):
-                progress.stage(f"shard {shard.id}: {info['retried']} records whose outcome depended on the run "
+            nodes[shard.id] = attempt.node
+            if attempt.retried:
+                progress.stage(f"shard {shard.id}: {attempt.retried} records whose outcome depended on the run "
                                "(timeouts) computed again")
-            if info.get("reused"):
+            if attempt.reused:
                 verified[0] += 1
-            elif info.get("verified"):
+            elif attempt.verified:
                 changed.append(shard.id)
                 if len(changed) <= _DAMAGE_LINES:
                     progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
@@ -229,36 +217,19 @@ def _compute(job, store, pending, total, reused, options: RunOptions, progress: 
 
     progress.start_shards(total, reused)
     try:
-        if options.serial:
-            progress.stage("computing in this process (--serial)")
-            runner.run_serial(job, pending, store, on_done, verify)
-        elif len(pending) == 1 and options.head_start and runner.is_local(options.address):
-            # starting a private Ray takes seconds that one shard cannot win back
-            progress.stage("one shard to compute: computing it here, without starting Ray")
-            runner.run_serial(job, pending, store, on_done, verify)
-        elif options.head_start and runner.is_local(options.address):
-            progress.stage("computing shards here while a local Ray starts in the background")
-            runner.run_local(job, pending, store, on_done, options.workers, progress.stage, verify=verify,
-                             retries=options.retries)
-        else:
-            where = where or runner.connect(options.address, options.workers)  # a private local Ray
-            progress.stage(f"computing on {where}")
-            runner.run_on_ray(job, pending, store, on_done, options.window, verify, options.retries, progress.stage)
+        executor.run(job, pending, store, on_done, verify)
     finally:
         progress.finish_shards()
     return nodes, verified[0], changed
 
 
-def _check_cluster_sees_files(job: Job, store: ShardStore, progress: Progress) -> None:
+def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> None:
     """On a cluster, every node must see the local folders and files this run uses."""
     folders = {"--out": store.storage.root} if store.storage.local else {}
-    files = {}
-    source = getattr(job, "input", None)
-    if isinstance(source, Storage) and source.local:
-        files[source.root] = source.stat(source.root)
+    files = {source.root: source.stat(source.root) for source in job.inputs() if source.local}
     if folders or files:
         progress.stage("checking that every node sees " + " and ".join([*folders, *(["--input"] if files else [])]))
-        runner.check_shared_folders(folders, files)
+        executor.ray.check_shared_folders(folders, files)
 
 
 def _merge(job: Job, store: ShardStore, ids: list[str]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import io
 import json
 import re
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,13 +40,9 @@ from numba import njit
 from pipeline import faults
 from pipeline.arrow import to_numpy
 from pipeline.errors import InputError
+from pipeline.job import PlanContext
 from pipeline.jsonl_strict import read_id_and_strings
 from pipeline.storage import Storage, StorageError
-
-# A parallel map: ``task_map(fn, items)`` returns ``[fn(item) for item in items]`` (Ray tasks, say).
-# It may say by a ``ready`` attribute whether its workers are up already (False: a first call starts
-# them, which costs seconds).
-ParallelMap = Callable[[Callable, list], list]
 
 __all__ = [
     "RecordSlice",
@@ -179,7 +175,7 @@ class LoadedSlice:
 # ---------------------------------------------------------------------------------------- planning
 
 
-def plan_slices(path: str | Storage, field: str, records_per_slice: int, task_map: ParallelMap | None = None, *,
+def plan_slices(path: str | Storage, field: str, records_per_slice: int, context: PlanContext | None = None, *,
                 block: int | None = None, task_blocks: int | None = None,
                 driver_bytes: int | None = None) -> list[dict]:
     """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
@@ -188,10 +184,10 @@ def plan_slices(path: str | Storage, field: str, records_per_slice: int, task_ma
                        a local path, a URI (``s3://bucket/batch.jsonl``) or a Storage for one.
     field:             the payload field every record should carry (checked up front for Parquet).
     records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
-    task_map:          ``task_map(fn, items) -> [fn(item) for item in items]``, run in parallel (Ray
-                       tasks); a JSONL input larger than ``driver_bytes`` has its newlines counted
-                       that way (larger than ``STARTUP_BYTES`` when ``task_map.ready`` is False).
-                       None: counted in this process, whatever the size.
+    context:           the run's ``PlanContext``: a JSONL input larger than ``driver_bytes`` has its
+                       newlines counted by its ``task_map`` (larger than ``STARTUP_BYTES`` when the
+                       map must first start Ray).  None, or no task map: counted in this process,
+                       whatever the size.
     block, task_blocks, driver_bytes: ``BLOCK``, ``TASK_BLOCKS`` and ``DRIVER_BYTES`` unless given.
 
     JSONL newlines are counted per block of ``block`` bytes (by tasks of ``task_blocks`` blocks each
@@ -209,12 +205,12 @@ def plan_slices(path: str | Storage, field: str, records_per_slice: int, task_ma
         return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
     block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
     blocks = BlockRange(source, base, 0, -(-base["size"] // block), block)
-    counted_here = driver_bytes if getattr(task_map, "ready", True) else startup_bytes
-    if task_map is None or base["size"] <= counted_here:
+    counted_here = driver_bytes if context is None or context.map_ready else startup_bytes
+    if context is None or context.task_map is None or base["size"] <= counted_here:
         counts = count_block_newlines(blocks)
     else:
         counts = np.concatenate([np.zeros(0, dtype=np.int64),
-                                 *task_map(count_block_newlines, blocks.split(task_blocks))])
+                                 *context.task_map(count_block_newlines, blocks.split(task_blocks))])
     ends_with_newline = base["size"] > 0 and source.read_bytes(source.root, base["size"] - 1) == b"\n"
     return [{**base, **cut} for cut in _cut_jsonl(counts, base["size"], ends_with_newline, records_per_slice, block)]
 

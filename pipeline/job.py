@@ -13,27 +13,59 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "COLUMN_TYPES", "STATS_KEY", "INPUT_FINGERPRINT",
-           "StreamedTable"]
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "ShardResult", "PlanContext", "TaskMap",
+           "COLUMN_TYPES", "StreamedTable"]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
 
 # {table name: {column name: the column's values}}: a list, a numpy array or an Arrow array each.
 ShardOutput = dict[str, dict[str, Any]]
-# A shard output may also carry {STATS_KEY: {name: int}}: counts the worker measured (records read),
-# recorded with the shard's files and summed over all shards for ``Job.check_totals``.
-STATS_KEY = "_stats"
-# A shard that reads an input may record in its stats, under this name, the checksum of the bytes it
-# read (``Job.input_fingerprint``'s value); otherwise the pipeline reads them again to compute it.
-INPUT_FINGERPRINT = "input_fingerprint"
+# ``task_map(fn, items)`` returns ``[fn(item) for item in items]``, each call a Ray task.
+TaskMap = Callable[[Callable, list], list]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the pipeline tells a job's ``plan`` about the run.
+
+    cpus:      the CPUs the run will have (None when unknown, as with --serial): a job may cut its
+               work finer for a bigger cluster.
+    task_map:  a parallel map for work of the plan's own (counting the lines of a large input), or
+               None: plan in this process.
+    map_ready: whether ``task_map`` runs at once (Ray is connected); False when its first call must
+               start Ray first (seconds), which only a large piece of work wins back.
+    """
+
+    cpus: int | None = None
+    task_map: TaskMap | None = None
+    map_ready: bool = True
+
+
+@dataclass
+class ShardResult:
+    """What ``Job.run_shard`` returns: the shard's tables, and what the pipeline records beside them.
+
+    tables:            ``{table: {column: values}}`` for every table the shard writes.
+    stats:             counts the worker measured (``{"records": 25000}``), recorded with the shard's
+                       files and summed over all shards for ``Job.check_totals``.
+    input_fingerprint: the checksum of the input bytes the shard read (``Job.input_fingerprint``'s
+                       value), or None: the pipeline then computes it when the job reads input.
+    retry:             records whose outcome depended on the run (a timeout): a rerun recomputes
+                       only them, through ``Job.retry_shard``.
+    """
+
+    tables: ShardOutput
+    stats: dict[str, int] = field(default_factory=dict)
+    input_fingerprint: str | None = None
+    retry: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Column:
     """One column of a table.  ``distinct``: nearly every row has its own value (ids, line numbers,
-    keys), so the Parquet files store it plainly: a dictionary of such values only costs time and
-    space (for 1,000,000 dungeon answers, 0.28 s and 6.9 MB to write against 0.16 s and 3.3 MB)."""
+    keys), so the Parquet files store it plainly, without a dictionary that would only cost time and
+    space (docs/design.md, "Columns without a Parquet dictionary")."""
 
     name: str
     type: str  # one of COLUMN_TYPES
@@ -114,12 +146,6 @@ class Job:
     # another in that order, and ``key`` (one int64 column) is unique, which the writer checks.
     # ``finalize`` does not see them; ``check_totals`` and ``summary`` get a ``StreamedTable``.
     streamed_tables: tuple[str, ...] = ()
-    # The CPUs the run will have (set by the pipeline before ``plan``; None when unknown): a job may
-    # cut its work finer for a bigger cluster.
-    cluster_cpus: int | None = None
-    # A parallel map for ``plan`` (set by the pipeline before ``plan``; None: plan in this process):
-    # ``task_map(fn, items)`` returns ``[fn(item) for item in items]``, computed by Ray tasks.
-    task_map: Callable[[Callable, list], list] | None = None
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
     # only finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
@@ -128,13 +154,19 @@ class Job:
         """JSON-serialisable parameters that determine the results (recorded as provenance)."""
         raise NotImplementedError
 
-    def plan(self) -> list[Shard]:
+    def plan(self, context: PlanContext) -> list[Shard]:
         """The shards, in a deterministic order."""
         raise NotImplementedError
 
-    def run_shard(self, shard: Shard) -> ShardOutput:
-        """Compute one shard.  Runs in a Ray worker (or in-process with --serial)."""
+    def run_shard(self, shard: Shard) -> ShardResult:
+        """Compute one shard.  Runs in a Ray worker, or in the driver's own threads."""
         raise NotImplementedError
+
+    def inputs(self) -> tuple[Any, ...]:
+        """The input files the shards read (``pipeline.storage.Storage`` each); empty when none.
+        Committed shards of a job with inputs are reused only while ``input_fingerprint`` still
+        matches, and on a cluster every node must see the local ones."""
+        return ()
 
     def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
         """Turn merged, deduplicated tables (pandas DataFrames) into the published ones.
@@ -150,23 +182,23 @@ class Job:
         """A checksum of the input the shard reads, or None when the shard reads no input file.
         Recorded with the shard; a committed shard is reused only while it still matches, and the
         check runs where the shard would run (the driver never reads the whole input).  A run_shard
-        that records the checksum of what it read (``INPUT_FINGERPRINT`` in its stats) saves the
+        that returns the checksum of what it read (``ShardResult.input_fingerprint``) saves the
         pipeline from calling this after it."""
         return None
 
-    def retry_shard(self, shard: Shard, previous: dict[str, Any], retry: list) -> ShardOutput:
+    def retry_shard(self, shard: Shard, previous: dict[str, Any], retry: list) -> ShardResult:
         """A committed shard's outputs with only some records computed again.  A shard asks for
-        this by recording ``{"retry": [...]}`` in its stats (records whose outcome depended on the
-        run, such as a timeout); a rerun then calls this with its committed tables (pyarrow) instead
-        of ``run_shard``."""
+        this through ``ShardResult.retry`` (records whose outcome depended on the run, such as a
+        timeout); a rerun then calls this with its committed tables (pyarrow) instead of
+        ``run_shard``."""
         return self.run_shard(shard)
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
         """Check the merged tables against the stats every shard recorded, summed (``totals``);
         raise PipelineError when they disagree.  Runs before any final table is written."""
 
-    def summary(self, tables: dict[str, Any]) -> str:
-        """One or a few human lines describing the final tables."""
+    def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
+        """One or a few human lines describing the final tables (``totals``: as for ``check_totals``)."""
         return ", ".join(f"{name}: {len(df)} rows" for name, df in tables.items())
 
     def table_spec(self, name: str) -> TableSpec:

@@ -1,9 +1,11 @@
-"""A private Ray on this machine, started without blocking the driver.
+"""A private Ray on this machine, started without blocking the driver: the only way this project
+starts a Ray of its own, whatever the mode.
 
-``ray start --head --block`` runs as a child process with its own temporary folder, free loopback
-ports and the lowest CPU priority (nice 19, which its workers inherit), so that while it starts the
-driver's own threads keep the CPUs.  The driver connects once the address file appears, and only if work is
-left; a run that finishes first never waits for Ray at all.
+``ray start --head --block`` runs as a child process with its own temporary folder and free
+loopback ports.  For the head start it runs at the lowest CPU priority (nice 19, which its workers
+inherit), so that while it starts the driver's own threads keep the CPUs; the driver connects once
+the address file appears, and only if work is left, so a run that finishes first never waits for
+Ray at all.
 
 The child dies with the driver (PR_SET_PDEATHSIG), and Ray's processes die with the child (``--block``
 makes Ray share their fate with it), so a killed driver leaves nothing running.
@@ -20,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -37,11 +40,13 @@ class LocalRayError(RuntimeError):
 
 
 class LocalRay:
-    """One private Ray head with ``cpus`` CPUs: ``start()`` returns at once, ``address()`` says
-    whether it is up, ``stop()`` kills it and removes its folder."""
+    """One private Ray head with ``cpus`` CPUs at CPU priority ``nice``: ``start()`` returns at once,
+    ``address()`` says whether it is up, ``wait()`` waits until it is, ``stop()`` kills it and
+    removes its folder."""
 
-    def __init__(self, cpus: int):
+    def __init__(self, cpus: int, nice: int = 0):
         self.cpus = cpus
+        self.nice = nice
         self._folder: str | None = None
         self._process: subprocess.Popen | None = None
         self._log = None
@@ -58,7 +63,7 @@ class LocalRay:
                        "--num-cpus", str(self.cpus), "--temp-dir", self._folder, "--node-ip-address", "127.0.0.1",
                        "--include-dashboard=false", "--disable-usage-stats", *_free_port_options()]
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                             stderr=subprocess.STDOUT, preexec_fn=_in_child)
+                                             stderr=subprocess.STDOUT, preexec_fn=lambda: _in_child(self.nice))
         except OSError as error:
             self._failure = f"{type(error).__name__}: {error}"
 
@@ -74,6 +79,15 @@ class LocalRay:
         if self._process.poll() is not None:
             raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._output_tail()}")
         return address or None
+
+    def wait(self, timeout: float) -> str:
+        """The head's address, once it is up; LocalRayError if it exits or takes over ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while (address := self.address()) is None:
+            if time.monotonic() > deadline:
+                raise LocalRayError(f"`ray start` was not up after {timeout:g} s: {self._output_tail()}")
+            time.sleep(0.05)
+        return address
 
     def stop(self) -> None:
         """Kill ``ray start`` and every process below it, and remove the folder (logs included)."""
@@ -126,14 +140,15 @@ def _free_port_options() -> list[str]:
     return [item for option, port in zip(options, ports) for item in (option, str(port))]
 
 
-def _in_child() -> None:
+def _in_child(nice: int) -> None:
     """In the child, before exec: SIGKILL when the parent dies (Linux; elsewhere skipped), and the
-    lowest CPU priority."""
+    CPU priority asked for."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    os.nice(19)
+    if nice:
+        os.nice(nice)
 
 
 def process_tree(roots: Iterable[int]) -> set[int]:

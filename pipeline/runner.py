@@ -1,22 +1,24 @@
-"""The only module that imports Ray: connect, run shards as tasks in a bounded window, retry dead
-workers, cancel on Ctrl-C.  ``--serial`` runs the same shards in this process without Ray.
+"""The only module that imports Ray.  ``Executor`` runs a job's shards and owns everything that
+takes: the Ray it connects to, the driver's compute threads, retries and shutdown.  How the modes
+are put together, and why the head start earns its complexity: docs/design.md, "The executor".
 
-A task runs one shard and commits its files itself (through store.py), so results never travel
-through the driver; the driver learns only that the shard is done.
+A run is made of two parts:
 
-A private local Ray takes seconds to start, and its workers more to import and load the kernels,
-so by default (``run_local``) the driver computes shards itself, one thread per CPU of the run,
-from the end of the plan, while Ray starts in the background at the lowest CPU priority
-(local_ray.py); Ray takes shards from the front once it is up, and the threads stop when its
-workers deliver.  A run the threads finish first never connects ("head start").  A shard's files
-are the same wherever it ran.
+- ``_Here``: the driver computes shards itself, in this thread (``--serial``) or in one thread
+  per CPU (the kernels release the GIL).
+- ``RaySession``: the Ray the run uses, connected on demand: a cluster (``--address`` or
+  ``RAY_ADDRESS``) or a private local Ray, which only ``LocalRay`` starts, whatever the mode.  It
+  runs shards as tasks in a bounded window and lends the plan a task map.
 
-``TaskMap`` lends a plan the same Ray for work of its own (counting the lines of a large input),
-connecting first when nothing is connected yet.
+Serial is the first part alone, Ray the second alone, and the head start (the default on one
+machine) both over one ``ShardQueue``: the threads take shards from the end of the plan while the
+private Ray starts in the background, Ray takes from the front once it is up, and a run the threads
+finish first never connects.  A shard's files are the same wherever it ran.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import secrets
@@ -25,25 +27,25 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterable
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
 
 from pipeline import faults
-from pipeline.codeversion import code_version
+from pipeline.attempt import Attempt, CodeMismatchError, run_attempt
 from pipeline.errors import PipelineError
-from pipeline.job import INPUT_FINGERPRINT, STATS_KEY, Job, Shard
+from pipeline.job import Job, PlanContext, Shard
 from pipeline.local_ray import LocalRay, LocalRayError
 from pipeline.store import ShardStore
 
-__all__ = ["ClusterError", "ShardFailedError", "SharedFolderError", "TaskFailedError", "TaskMap", "run_serial",
-           "run_on_ray", "run_local", "connect", "is_local", "check_shared_folders", "map_tasks",
-           "shutdown_private_local"]
+__all__ = ["Executor", "ExecutorOptions", "RaySession", "ShardQueue", "ClusterError", "CodeMismatchError",
+           "ShardFailedError", "SharedFolderError", "TaskFailedError", "TASK_MAX_RETRIES"]
 
 # A dead worker (SIGKILL, lost node) is retried this many times by default (--retries); a Python
 # exception never is, since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
-_private_local = False  # set when this module started a private local Ray and connected to it
-_local_ray: LocalRay | None = None  # the private Ray that run_local started in the background
-_shutting_down: threading.Thread | None = None  # a private local Ray shutting down in the background
+# How long a private local Ray may take to come up when a run waits for it (it needs 3 to 7 s here).
+LOCAL_RAY_TIMEOUT = 180.0
 
 
 class ClusterError(PipelineError):
@@ -55,66 +57,394 @@ class ShardFailedError(PipelineError):
 
 
 class TaskFailedError(PipelineError):
-    """A task of ``map_tasks`` could not finish."""
-
-
-class CodeMismatchError(PipelineError):
-    """A worker's installed code differs from the driver's."""
+    """A task of the plan's task map could not finish."""
 
 
 class SharedFolderError(PipelineError):
     """A cluster node does not see the local folder the run reads or writes."""
 
 
-# What a finished shard reports to the driver: {"node": where it ran, "seconds": compute time, ...}
-ShardInfo = dict[str, Any]
-OnDone = Callable[[Shard, ShardInfo], None]
+OnDone = Callable[[Shard, Attempt], None]
 
 
-def execute_shard(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False) -> ShardInfo:
-    """Run one shard and commit its tables; returns where it ran, how long it took and its stats
-    (which are also recorded in its files).
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How to run shards.
 
-    verify: the shard is committed with matching provenance; reuse it ({"reused": True}) when the
-            fingerprint of its input is still the one recorded, else compute it again.
+    address:    a Ray cluster; None: ``RAY_ADDRESS``, else a private local Ray.
+    workers:    CPUs of the private local Ray (default: all cores).
+    serial:     every shard in this thread, without Ray.
+    head_start: compute shards in the driver's threads while a private local Ray starts.
+    window:     tasks in flight (default: twice the cluster's CPUs, at least 8).
+    retries:    times a task whose worker or node dies is run again.
     """
-    _refuse_other_code(job, store, node)
-    fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
-    retry = []
-    if verify:
-        recorded = store.recorded_stats(shard)
-        if recorded.get(INPUT_FINGERPRINT) == fingerprint:
-            retry = recorded.get("retry") or []
-            if not retry:
-                return {"node": node, "reused": True}
-    started = time.monotonic()
-    if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
-        outputs = dict(job.retry_shard(shard, store.read_shard_tables(shard), retry))
-    else:
-        outputs = dict(job.run_shard(shard))
-    stats = {**outputs.pop(STATS_KEY, {}), "node": node, "seconds": round(time.monotonic() - started, 3),
-             "committed_at": round(time.time(), 3)}
-    if INPUT_FINGERPRINT not in stats:  # the job did not record the checksum of what it read
-        fingerprint = fingerprint or job.input_fingerprint(shard)
-        if fingerprint is not None:
-            stats[INPUT_FINGERPRINT] = fingerprint
-    store.write_shard(shard, outputs, stats)
-    return {**stats, "reused": False, "verified": verify and not retry, "retried": len(retry)}
+
+    address: str | None = None
+    workers: int | None = None
+    serial: bool = False
+    head_start: bool = True
+    window: int | None = None
+    retries: int = TASK_MAX_RETRIES
 
 
-def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
-    """A worker whose installed code differs from the driver's must not commit under its name."""
-    here = code_version(job)
-    if here != store.provenance.version:
-        raise CodeMismatchError(
-            f"node {node} runs other code than the driver (code version {here}, the driver's "
-            f"{store.provenance.version}): install the same batchenum (and numba, numpy, pyarrow) on every "
-            "node, or let the code travel with the job (ray job submit --working-dir .)")
+class Executor:
+    """Runs one job run's shards: ``with Executor(options, say) as executor``, then
+    ``executor.plan_context()`` for the job's plan and ``executor.run(...)`` for its shards.
+    Leaving the block stops whatever Ray the executor started and waits for it.
+
+    ray: the Ray session to use; tests pass a fake one to drive the head start deterministically.
+    """
+
+    def __init__(self, options: ExecutorOptions, say: Callable[[str], None], ray: RaySession | None = None):
+        self.options = options
+        self.say = say
+        self.ray = ray or RaySession(options.address, options.workers, options.retries, options.window)
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.ray.close()
+
+    @property
+    def on_cluster(self) -> bool:
+        """Whether the shards run on a Ray this run did not start (whose nodes may not share files)."""
+        return not self.options.serial and not self.ray.private
+
+    def plan_context(self) -> PlanContext:
+        """What the job's plan may know and use.  On a cluster the driver connects first, so that
+        the plan follows the cluster's size; a private Ray starts only if the plan asks for tasks."""
+        if self.options.serial:
+            return PlanContext()
+        if self.on_cluster:
+            self.ray.connect()
+            return PlanContext(self.ray.cpus(), self.ray.map, map_ready=True)
+        return PlanContext(self.ray.local_cpus, self.ray.map, map_ready=self.ray.connected)
+
+    def run(self, job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
+            verify: frozenset = frozenset()) -> None:
+        """Run ``shards`` (those in ``verify`` are committed: check their input first), calling
+        ``on_done`` as each finishes, from whichever thread ran it."""
+        queue = ShardQueue(shards)
+        here = _Here(job, store, verify, on_done)
+        head_start = self.options.head_start and self.ray.private and not self.ray.connected
+        try:
+            if self.options.serial:
+                self.say("computing in this process (--serial)")
+                here.run(queue)
+            elif head_start and len(queue) == 1:
+                # starting a private Ray takes seconds that one shard cannot win back
+                self.say("one shard to compute: computing it here, without starting Ray")
+                here.run(queue)
+            elif head_start:
+                self.say("computing shards here while a local Ray starts in the background")
+                self._head_start(queue, here)
+            else:
+                self.say(f"computing on {self.ray.connect()}")
+                self.ray.run_shards(job, queue.front(), store, on_done, verify, self.say)
+        finally:
+            self.ray.release()  # in the background: the driver writes its tables meanwhile
+
+    def _head_start(self, queue: ShardQueue, here: _Here) -> None:
+        """The driver's threads take shards from the end while the private Ray starts; Ray takes
+        from the front once it is up, and once its workers deliver the threads take no more."""
+        self.ray.start_local(in_background=True)  # from this (the main) thread: Ray dies with it
+        ray_delivers = threading.Event()
+        threads = here.start(queue, min(self.ray.local_cpus, len(queue)), stop=ray_delivers)
+
+        def on_ray_done(shard: Shard, attempt: Attempt) -> None:
+            ray_delivers.set()
+            here.on_done(shard, attempt)
+
+        try:  # one try: Ctrl-C while Ray is still starting must stop what has started
+            if self._local_ray_wanted(queue, here):
+                self.ray.connect()
+                self.say(f"computing on a local Ray with {self.ray.local_cpus} CPUs "
+                         "(and here until its workers deliver)")
+                self.ray.run_shards(here.job, queue.front(until=here.failed), here.store, on_ray_done,
+                                    here.verify)
+            here.join(threads)
+        finally:
+            ray_delivers.set()
+
+    def _local_ray_wanted(self, queue: ShardQueue, here: _Here) -> bool:
+        """Wait until the private Ray is up (True) or not needed: the threads took every shard, or
+        it could not start (then they compute everything)."""
+        while not here.failed():
+            try:
+                address = self.ray.local_address()
+            except LocalRayError as error:
+                self.say(f"the local Ray did not start, so every shard is computed here: {error}")
+                return False
+            if not queue:
+                self.say("the local Ray is not needed: every shard was taken here before it was up")
+                return False
+            if address is not None:
+                return True
+            time.sleep(0.05)
+        return False
 
 
-def _execute_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
+class ShardQueue:
+    """The shards left to run, shared by the driver's threads (from the end) and Ray (the front)."""
+
+    def __init__(self, shards: Iterable[Shard]):
+        self._shards = deque(shards)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._shards)
+
+    def pop_front(self) -> Shard | None:
+        with self._lock:
+            return self._shards.popleft() if self._shards else None
+
+    def pop_back(self) -> Shard | None:
+        with self._lock:
+            return self._shards.pop() if self._shards else None
+
+    def front(self, until: Callable[[], bool] = lambda: False) -> Iterator[Shard]:
+        """Shards from the front, one at a time as they are asked for, until none is left or
+        ``until()`` is true."""
+        while not until():
+            shard = self.pop_front()
+            if shard is None:
+                return
+            yield shard
+
+
+class _Here:
+    """Shards computed in this process, named as the driver's: in this thread (``run``), or in
+    threads taking from the end of the queue (``start``, then ``join``)."""
+
+    def __init__(self, job: Job, store: ShardStore, verify: frozenset, on_done: OnDone):
+        self.job = job
+        self.store = store
+        self.verify = verify
+        self.on_done = on_done
+        self._failures: list[BaseException] = []
+
+    def failed(self) -> bool:
+        return bool(self._failures)
+
+    def run(self, queue: ShardQueue) -> None:
+        for shard in queue.front():
+            self.on_done(shard, self._attempt(shard))
+
+    def start(self, queue: ShardQueue, threads: int, stop: threading.Event) -> list[threading.Thread]:
+        started = [threading.Thread(target=self._take_from_the_end, args=(queue, stop), daemon=True,
+                                    name=f"batchenum-compute-{k}") for k in range(threads)]
+        for thread in started:
+            thread.start()
+        return started
+
+    def join(self, threads: list[threading.Thread]) -> None:
+        """Wait for the threads; raise the first failure one of them met."""
+        for thread in threads:
+            thread.join()
+        if self._failures:
+            raise self._failures[0]
+
+    def _take_from_the_end(self, queue: ShardQueue, stop: threading.Event) -> None:
+        while not stop.is_set() and not self._failures:
+            shard = queue.pop_back()
+            if shard is None:
+                return
+            try:
+                attempt = self._attempt(shard)
+            except BaseException as error:  # raised by join, in the main thread
+                self._failures.append(error)
+                return
+            self.on_done(shard, attempt)
+
+    def _attempt(self, shard: Shard) -> Attempt:
+        """Run a shard here, turning its exception into one that names it."""
+        try:
+            return run_attempt(self.job, shard, self.store, f"{socket.gethostname()} (the driver)",
+                               shard.id in self.verify)
+        except Exception as error:
+            raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
+
+
+# ------------------------------------------------------------------------------------------- Ray
+
+
+class RaySession:
+    """The Ray one run uses, connected on demand, and the work it does there: shard tasks in a
+    bounded window, the plan's task map, the probe of shared folders, and shutdown.
+
+    address: a cluster's address; None or "local" (and no ``RAY_ADDRESS``): a private local Ray of
+             ``workers`` CPUs (default: all cores), started by ``LocalRay``.  A Ray this process
+             already initialised (tests do) is used as it is.
+    """
+
+    def __init__(self, address: str | None, workers: int | None, retries: int = TASK_MAX_RETRIES,
+                 window: int | None = None):
+        self.address = address or os.environ.get("RAY_ADDRESS") or "local"
+        self.private = self.address == "local" and not _ray_initialised()
+        self.workers = workers
+        self.local_cpus = workers or os.cpu_count() or 1
+        self.retries = retries
+        self.window = window
+        self.where: str | None = None  # what it is connected to, once it is
+        self.tasks_mapped = 0  # tasks the plan's task map ran
+        self._local: LocalRay | None = None
+        self._stopping: threading.Thread | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.where is not None
+
+    def start_local(self, in_background: bool = False) -> None:
+        """Start the private Ray's processes without waiting for them.  In the background (the head
+        start) they run at the lowest CPU priority, so that they take only what the driver's
+        threads leave."""
+        if self._local is None:
+            _private_token()  # before Ray starts or is imported: it reads the mode and token once
+            self._local = LocalRay(self.local_cpus, nice=19 if in_background else 0)
+            self._local.start()
+
+    def local_address(self) -> str | None:
+        """The private Ray's address once it is up, None while it starts; LocalRayError if it
+        could not start."""
+        return self._local.address() if self._local is not None else None
+
+    def connect(self) -> str:
+        """Connect (starting the private Ray first, if that is the one), once; says to what."""
+        if self.where is None:
+            self.where = self._connect_private() if self.private else self._connect_cluster()
+        return self.where
+
+    def _connect_private(self) -> str:
+        self.start_local()
+        try:
+            address = self._local.wait(LOCAL_RAY_TIMEOUT)
+        except LocalRayError as error:
+            raise ClusterError(f"could not start a local Ray: {error}") from error
+        import ray
+
+        try:
+            ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
+        except Exception as error:
+            raise ClusterError(f"could not connect to the local Ray at {address}: "
+                               f"{type(error).__name__}: {error}") from error
+        return f"a local Ray with {self.local_cpus} CPUs"
+
+    def _connect_cluster(self) -> str:
+        import ray
+
+        if ray.is_initialized():
+            return "an already initialised Ray"
+        if self.workers:
+            raise ClusterError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
+        try:
+            ray.init(address=self.address, logging_level="WARNING")
+        except Exception as error:
+            raise ClusterError(_explain_connect_failure(self.address, error)) from error
+        return f"the Ray cluster at {self.address}"
+
+    def cpus(self) -> int:
+        """The CPUs of the connected Ray now."""
+        import ray
+
+        return int(ray.cluster_resources().get("CPU", 0))
+
+    def run_shards(self, job: Job, shards: Iterable[Shard], store: ShardStore, on_done: OnDone,
+                   verify: frozenset = frozenset(), say: Callable[[str], None] | None = None) -> None:
+        """Run shards as Ray tasks, consuming them as they finish.  A shard whose worker or node
+        dies is retried ``retries`` times; ``say`` hears when the cluster has no CPU left."""
+        import ray
+        from ray.exceptions import RayError
+
+        task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(_attempt_in_worker)
+        job_ref, store_ref = ray.put(job), ray.put(store)
+
+        def submit(shard: Shard):
+            return task.options(name=f"{job.name} {shard.id}").remote(job_ref, shard, store_ref, shard.id in verify)
+
+        stream = _TaskStream(submit, shards, _WindowSize(self.window, say, self.cpus))
+        try:
+            for shard, ref in stream:
+                try:
+                    attempt = ray.get(ref)
+                except RayError as error:
+                    raise ShardFailedError(_failure_message(shard, error, self.retries)) from error
+                on_done(shard, attempt)
+        except BaseException:
+            stream.cancel()
+            raise
+
+    def map(self, fn: Callable, items: list) -> list:
+        """``[fn(item) for item in items]``, each call a Ray task of one CPU (connecting first).
+
+        fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
+               messages.
+        A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError
+        that ``fn`` raises is raised as it is, any other failure as TaskFailedError naming the item,
+        once the other tasks have finished.  Ctrl-C cancels the tasks in flight.
+        """
+        self.connect()
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        self.tasks_mapped += len(items)
+        task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(fn)
+        stream = _TaskStream(lambda pair: task.remote(pair[1]), enumerate(items), _WindowSize(self.window, None, self.cpus))
+        results: list[Any] = [None] * len(items)
+        try:
+            for (k, item), ref in stream:
+                try:
+                    results[k] = ray.get(ref)
+                except RayTaskError as error:
+                    if isinstance(error.cause, PipelineError):
+                        raise error.cause from None
+                    raise TaskFailedError(f"{fn.__name__} failed on {item}: {_cause(error)}") from error
+                except RayError as error:
+                    raise TaskFailedError(f"{fn.__name__} could not finish on {item}: {_cause(error)}") from error
+            return results
+        except KeyboardInterrupt:
+            stream.cancel()
+            raise
+        except BaseException:
+            stream.drain()  # cancelling a task just as it completes can crash Ray's driver (see _cancel_unfinished)
+            raise
+
+    def check_shared_folders(self, folders: dict[str, str], files: dict[str, tuple[int, int]]) -> None:
+        """Refuse, before any shard runs, a cluster node that does not see the driver's local
+        folders or files (``check_shared_folders``)."""
+        check_shared_folders(folders, files)
+
+    def release(self) -> None:
+        """Stop the private Ray, if this session started one: in the background, since Ray's own
+        shutdown takes a second or two, which the driver spends writing its tables.  ``close``
+        waits for it."""
+        if self._local is None:
+            return
+        connected, local = self.connected, self._local
+        self._local, self.where = None, None
+        self._stopping = threading.Thread(target=_stop_private, args=(connected, local),
+                                          name="batchenum-ray-shutdown", daemon=True)
+        self._stopping.start()
+
+    def close(self) -> None:
+        """Stop the private Ray, if any, and wait until it is gone."""
+        self.release()
+        if self._stopping is not None:
+            self._stopping.join()
+            self._stopping = None
+
+
+def _stop_private(connected: bool, local: LocalRay) -> None:
+    if connected:
+        import ray
+
+        ray.shutdown()
+    local.stop()
+
+
+def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> Attempt:
     faults.maybe_kill_worker(shard.id, store.storage.root)
-    return execute_shard(job, shard, store, _worker_node(), verify)
+    return run_attempt(job, shard, store, _worker_node(), verify)
 
 
 def _worker_node() -> str:
@@ -125,57 +455,8 @@ def _worker_node() -> str:
     return f"{socket.gethostname()} ({ray.util.get_node_ip_address()}, Ray node {context.get_node_id()[:12]})"
 
 
-def _execute_here(job: Job, shard: Shard, store: ShardStore, verify: bool) -> ShardInfo:
-    """Run a shard in this process, turning its exception into one that names it."""
-    try:
-        return execute_shard(job, shard, store, f"{socket.gethostname()} (the driver)", verify)
-    except Exception as error:
-        raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
-
-
-def run_serial(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, verify: frozenset = frozenset()) -> None:
-    for shard in shards:
-        on_done(shard, _execute_here(job, shard, store, shard.id in verify))
-
-
-# ------------------------------------------------------------------------------------------- Ray
-
-
-def is_local(address: str | None) -> bool:
-    """Whether ``connect(address, ...)`` would start a private local Ray (without importing Ray, so
-    that ``connect`` can still set up the token before Ray reads its configuration)."""
-    return not _ray_initialised() and (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
-
-
-def connect(address: str | None, workers: int | None) -> str:
-    """Start a private local Ray (default) or connect to a cluster; returns a description.
-
-    address: None (or "local") for a private local instance with ``workers`` CPUs; anything else
-    (or the RAY_ADDRESS environment variable) for an existing cluster, whose resources are its own.
-    """
-    if is_local(address):
-        _private_token()  # before Ray is imported: it reads the mode and token once, at import
-    import ray
-
-    global _private_local
-    if ray.is_initialized():
-        return "an already initialised Ray"
-    address = address or os.environ.get("RAY_ADDRESS") or "local"
-    try:
-        if address == "local":
-            cpus = workers or os.cpu_count()
-            ray.init(address="local", num_cpus=cpus, include_dashboard=False,
-                     logging_level="WARNING", configure_logging=True, log_to_driver=True)
-            _private_local = True
-            return f"a local Ray with {cpus} CPUs"
-        if workers:
-            raise ClusterError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
-        ray.init(address=address, logging_level="WARNING")
-        return f"the Ray cluster at {address}"
-    except ClusterError:
-        raise
-    except Exception as error:
-        raise ClusterError(_explain_connect_failure(address, error)) from error
+def _ray_initialised() -> bool:
+    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
 
 
 def _private_token() -> None:
@@ -188,201 +469,82 @@ def _private_token() -> None:
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
-def cluster_cpus() -> int:
-    """The CPUs of the connected Ray cluster now."""
-    import ray
+class _TaskStream:
+    """Items submitted as tasks (``submit(item)`` returns the task's ref) with at most the window's
+    size in flight; iterating yields ``(item, ref)`` as the tasks finish, in completion order."""
 
-    return int(ray.cluster_resources().get("CPU", 0))
+    def __init__(self, submit: Callable[[Any], Any], items: Iterable, window: _WindowSize):
+        self._submit = submit
+        self._items = iter(items)
+        self._window = window
+        self._in_flight: dict = {}
 
-
-def is_private_local() -> bool:
-    """Whether the connected Ray is a private local instance that ``connect`` started."""
-    return _private_local
-
-
-def run_local(job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, workers: int | None,
-              say: Callable[[str], None], verify: frozenset = frozenset(), retries: int = TASK_MAX_RETRIES) -> None:
-    """Run the shards on this machine: the driver's own threads compute them while a private Ray
-    starts in the background, Ray takes what is left once it is up, and a run that the threads
-    finish first never connects to it.
-
-    The threads (one per CPU of the run, ``workers``, default all cores; the kernels release the
-    GIL) take shards from the end of the plan, Ray from the front.  Ray's processes run at the
-    lowest CPU priority, so they start on what the threads leave rather than slowing them down.
-    Once Ray's workers deliver a shard, the threads stop taking more.
-    """
-    cpus = workers or os.cpu_count() or 1
-    queue = list(shards)
-    lock = threading.Lock()
-    ray_delivers = threading.Event()
-    failures: list[BaseException] = []
-
-    def compute_here() -> None:
-        while not ray_delivers.is_set() and not failures:
-            with lock:
-                if not queue:
-                    return
-                shard = queue.pop()
-            try:
-                info = _execute_here(job, shard, store, shard.id in verify)
-            except BaseException as error:  # reported by the main thread
-                failures.append(error)
-                return
-            on_done(shard, info)
-
-    def from_the_front() -> Iterable[Shard]:
-        while not failures:
-            with lock:
-                if not queue:
-                    return
-                shard = queue.pop(0)
-            yield shard
-
-    def wait_for_ray() -> str | None:
-        """Ray's address once it is up; None if the threads took every shard first or Ray could not
-        start (then they compute everything)."""
-        while not failures:
-            try:
-                address = _local_ray.address()
-            except LocalRayError as error:
-                say(f"the local Ray did not start, so every shard is computed here: {error}")
-                return None
-            with lock:
-                if not queue:
-                    say("the local Ray is not needed: every shard was taken here before it was up")
-                    return None
-            if address is not None:
-                return address
-            time.sleep(0.05)
-        return None
-
-    def on_ray_done(shard: Shard, info: ShardInfo) -> None:
-        ray_delivers.set()
-        on_done(shard, info)
-
-    global _local_ray
-    _private_token()  # before Ray starts or is imported
-    _local_ray = LocalRay(cpus)
-    _local_ray.start()  # from this (the main) thread: Ray's processes die with it
-    helpers = [threading.Thread(target=compute_here, name=f"batchenum-compute-{k}", daemon=True)
-               for k in range(min(cpus, len(shards)))]
-    for helper in helpers:
-        helper.start()
-    try:  # one try: Ctrl-C while Ray is still starting must stop what has started
-        address = wait_for_ray()
-        if address is not None:
-            _connect_local(address)
-            say(f"computing on a local Ray with {cpus} CPUs (and here until its workers deliver)")
-            run_on_ray(job, from_the_front(), store, on_ray_done, verify=verify, retries=retries)
-        for helper in helpers:
-            helper.join()
-        if failures:
-            raise failures[0]
-    finally:
-        ray_delivers.set()
-        shutdown_private_local(wait=False)  # run_job waits for it once its tables are written
-
-
-def _connect_local(address: str) -> None:
-    import ray
-
-    global _private_local
-    try:
-        ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
-    except Exception as error:
-        raise ClusterError(f"could not connect to the local Ray at {address}: {type(error).__name__}: {error}") from error
-    _private_local = True
-
-
-def shutdown_private_local(wait: bool = True) -> None:
-    """Shut down the private local Ray that this module started, if any: now, rather than at
-    interpreter exit, which first sleeps.  That takes up to a second or two, so ``wait=False`` lets
-    it happen in the background while the driver writes its tables; the next call (with ``wait``)
-    waits for it."""
-    global _private_local, _local_ray, _shutting_down
-    if _private_local or _local_ray is not None:
-        connected, local = _private_local, _local_ray
-        _private_local, _local_ray = False, None
-        _shutting_down = threading.Thread(target=_stop_private_local, args=(connected, local),
-                                          name="batchenum-ray-shutdown", daemon=True)
-        _shutting_down.start()
-    if wait and _shutting_down is not None:
-        _shutting_down.join()
-        _shutting_down = None
-
-
-def _stop_private_local(connected: bool, local: LocalRay | None) -> None:
-    if connected:
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
         import ray
 
-        ray.shutdown()
-    if local is not None:
-        local.stop()
+        self._fill()
+        while self._in_flight:
+            ready, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=1.0)
+            for ref in ready:
+                yield self._in_flight.pop(ref), ref
+            self._fill()
+
+    def _fill(self) -> None:
+        for item in itertools.islice(self._items, max(self._window.current() - len(self._in_flight), 0)):
+            self._in_flight[self._submit(item)] = item
+
+    def cancel(self) -> None:
+        """Cancel the tasks in flight that have not finished."""
+        _cancel_unfinished(list(self._in_flight))
+
+    def drain(self) -> None:
+        """Wait for the tasks in flight to finish, submitting no more."""
+        import ray
+
+        if self._in_flight:
+            ray.wait(list(self._in_flight), num_returns=len(self._in_flight), fetch_local=False)
 
 
-class TaskMap:
-    """``task_map(fn, items)``: ``[fn(item) for item in items]`` as Ray tasks (``map_tasks``), after
-    connecting as ``connect(address, workers)`` would when no Ray is connected yet.  The pipeline hands
-    one to a job before it plans; ``where`` then says what it connected to (None: it did not) and
-    ``tasks`` how many tasks it ran."""
+class _WindowSize:
+    """Tasks to keep in flight: fixed, or twice the cluster's CPUs (re-read at most every 5 s).
+    Reading the CPUs also notices a cluster left with none, which would otherwise look like a hang."""
 
-    def __init__(self, address: str | None, workers: int | None, retries: int = TASK_MAX_RETRIES):
-        self.address = address
-        self.workers = workers
-        self.retries = retries
-        self.where: str | None = None
-        self.tasks = 0
+    def __init__(self, fixed: int | None, say: Callable[[str], None] | None, read_cpus: Callable[[], int]):
+        self.fixed = fixed
+        self.say = say
+        self.read_cpus = read_cpus
+        self.value = 8
+        self.read_at = -1e9
+        self.cpus: int | None = None
 
-    @property
-    def ready(self) -> bool:
-        """Whether Ray is connected already (else the first call starts or connects it)."""
-        return _ray_initialised()
+    def current(self) -> int:
+        now = time.monotonic()
+        if now - self.read_at >= 5.0:
+            self.read_at = now
+            self._update()
+        return self.fixed or self.value
 
-    def __call__(self, fn: Callable, items: list) -> list:
-        if not _ray_initialised():
-            self.where = connect(self.address, self.workers)
-        self.tasks += len(items)
-        return map_tasks(fn, items, self.retries)
+    def _update(self) -> None:
+        cpus = self.read_cpus()
+        if self.say and cpus == 0 and self.cpus != 0:
+            self.say("the cluster has no CPUs (no worker node has joined, or all have left): waiting for nodes "
+                     "to join; Ctrl-C stops, and a rerun reuses the committed shards")
+        elif self.say and cpus and self.cpus == 0:
+            self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} now: going on")
+        self.cpus = cpus
+        self.value = max(8, 2 * cpus)
 
 
-def _ray_initialised() -> bool:
-    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
-
-
-def map_tasks(fn: Callable, items: list, retries: int = TASK_MAX_RETRIES) -> list:
-    """``[fn(item) for item in items]``, each call a Ray task of one CPU on the connected Ray.
-
-    fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
-           messages.
-    A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError
-    that ``fn`` raises is raised as it is, any other failure as TaskFailedError naming the item,
-    once the other tasks have finished.  Ctrl-C cancels the tasks in flight.
-    """
+def _cancel_unfinished(refs: list) -> None:
+    """Cancel the tasks of ``refs`` that have not finished (cancelling a finished one can crash
+    Ray's driver: ray-project/ray#54798; one finishing right now still can, rarely)."""
     import ray
-    from ray.exceptions import RayError, RayTaskError
 
-    task = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=False)(fn)
-    refs = [task.remote(item) for item in items]
-    try:
-        results = []
-        for item, ref in zip(items, refs):
-            try:
-                results.append(ray.get(ref))
-            except RayTaskError as error:
-                if isinstance(error.cause, PipelineError):
-                    raise error.cause from None
-                raise TaskFailedError(f"{fn.__name__} failed on {item}: {_cause(error)}") from error
-            except RayError as error:
-                raise TaskFailedError(f"{fn.__name__} could not finish on {item}: {_cause(error)}") from error
-        return results
-    except KeyboardInterrupt:
-        _cancel_unfinished(refs)
-        raise
-    except BaseException:
-        # let the others finish (seconds): a task cancelled just as it completes can crash Ray's
-        # driver (a RAY_CHECK on "Tried to complete task that was not pending", ray-project/ray#54798)
-        ray.wait(refs, num_returns=len(refs), fetch_local=False)
-        raise
+    if not refs:
+        return
+    _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+    for ref in unfinished:
+        ray.cancel(ref, force=True)
 
 
 def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, int]]) -> None:
@@ -461,95 +623,6 @@ def _explain_connect_failure(address: str, error: Exception) -> str:
                 f"the address and that the cluster is up. ({text})")
     return (f"could not connect to the Ray cluster at {address}: check the address, that the cluster is "
             f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
-
-
-def run_on_ray(job: Job, shards: Iterable[Shard], store: ShardStore, on_done: OnDone, window: int | None = None,
-               verify: frozenset = frozenset(), retries: int = TASK_MAX_RETRIES,
-               say: Callable[[str], None] | None = None) -> None:
-    """Run shards as Ray tasks, consuming them as they finish.  Tasks in flight: ``window``, or by
-    default twice the cluster's CPUs (at least 8), re-read every few seconds so that the window
-    follows nodes joining and leaving an autoscaling cluster.  A shard whose worker or node dies is
-    retried ``retries`` times.  ``say`` hears when the cluster has no CPU left to run on."""
-    import ray
-    from ray.exceptions import RayError
-
-    if not shards:
-        return
-    task = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=False)(_execute_in_worker)
-    job_ref = ray.put(job)
-    store_ref = ray.put(store)
-    queue = iter(shards)
-    in_flight: dict = {}
-
-    def submit(count: int) -> None:
-        for shard in _take(queue, count):
-            in_flight[task.remote(job_ref, shard, store_ref, shard.id in verify)] = shard
-
-    size = _WindowSize(window, say)
-    submit(size.current())
-    try:
-        while in_flight:
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
-            for ref in ready:
-                shard = in_flight.pop(ref)
-                try:
-                    info = ray.get(ref)
-                except RayError as error:
-                    raise ShardFailedError(_failure_message(shard, error, retries)) from error
-                on_done(shard, info)
-            submit(size.current() - len(in_flight))
-    except BaseException:
-        _cancel_unfinished(list(in_flight))
-        raise
-
-
-class _WindowSize:
-    """Tasks to keep in flight: fixed, or twice the cluster's CPUs (re-read at most every 5 s).
-    Reading the CPUs also notices a cluster left with none, which would otherwise look like a hang."""
-
-    def __init__(self, fixed: int | None, say: Callable[[str], None] | None = None):
-        self.fixed = fixed
-        self.say = say
-        self.value = 8
-        self.read_at = -1e9
-        self.cpus = None
-
-    def current(self) -> int:
-        now = time.monotonic()
-        if now - self.read_at >= 5.0:
-            self.read_at = now
-            self._read_cpus()
-        return self.fixed or self.value
-
-    def _read_cpus(self) -> None:
-        cpus = cluster_cpus()
-        if self.say and cpus == 0 and self.cpus != 0:
-            self.say("the cluster has no CPUs (no worker node has joined, or all have left): waiting for nodes "
-                     "to join; Ctrl-C stops, and a rerun reuses the committed shards")
-        elif self.say and cpus and self.cpus == 0:
-            self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} now: going on")
-        self.cpus = cpus
-        self.value = max(8, 2 * cpus)
-
-
-def _cancel_unfinished(refs: list) -> None:
-    """Cancel the tasks of ``refs`` that have not finished (cancelling a finished one can crash
-    Ray's driver: ray-project/ray#54798; one finishing right now still can, rarely)."""
-    import ray
-
-    if not refs:
-        return
-    _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
-    for ref in unfinished:
-        ray.cancel(ref, force=True)
-
-
-def _take(iterator, count: int) -> Iterable:
-    for _ in range(max(count, 0)):
-        try:
-            yield next(iterator)
-        except StopIteration:
-            return
 
 
 def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RETRIES) -> str:

@@ -25,13 +25,17 @@ def cases_dir() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One private local Ray instance for the whole test session (2 CPUs)."""
+    """One private local Ray instance for the whole test session (2 CPUs), started and stopped the
+    way a run starts its own (pipeline.runner.RaySession, through pipeline.local_ray.LocalRay)."""
     import ray
 
+    from pipeline.runner import RaySession
+
+    session = RaySession(None, 2)
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        session.connect()
     yield ray
-    ray.shutdown()
+    session.close()
 
 
 def free_port() -> int:

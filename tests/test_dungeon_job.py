@@ -12,7 +12,7 @@ import pytest
 import jobs.dungeons
 from jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments, build_job, run_generate
 from pipeline.errors import InputError
-from pipeline.job import STATS_KEY, Shard
+from pipeline.job import PlanContext, Shard
 from solvers.dungeon import generate, oracle_gold
 from test_inputs_property import plain_columns
 
@@ -57,10 +57,10 @@ def mixed_file(tmp_path):
 def run_all(job: DungeonJob) -> dict[str, dict[str, list]]:
     """Every shard of the job, outputs concatenated in shard order."""
     out = {"answers": {}, "errors": {}}
-    for shard in job.plan():
+    for shard in job.plan(PlanContext()):
         shard = Shard(shard.id, json.loads(json.dumps(dict(shard.spec))))  # specs must survive JSON
-        outputs = job.run_shard(shard)
-        stats = outputs.pop(STATS_KEY)
+        result = job.run_shard(shard)
+        outputs, stats = result.tables, result.stats
         for table, columns in outputs.items():
             for name, values in plain_columns(columns).items():
                 out[table].setdefault(name, []).extend(values)
@@ -122,17 +122,17 @@ def test_parquet_input(tmp_path):
 
 def test_plan_ids_params_and_summary(mixed_file):
     job = DungeonJob(str(mixed_file), records_per_shard=5)
-    assert [s.id for s in job.plan()] == ["s00000", "s00001", "s00002", "s00003", "s00004"]
+    assert [s.id for s in job.plan(PlanContext())] == ["s00000", "s00001", "s00002", "s00003", "s00004"]
     assert job.params()["input"] == str(mixed_file) and job.params()["max_cells"] == 1_000_000
     json.dumps(job.params())
     import pandas as pd
     tables = {"answers": pd.DataFrame({"id": ["a"] * 990}), "errors": pd.DataFrame({"id": ["b"] * 10})}
-    assert job.summary(tables) == "dungeons: read 1000, answered 990, rejected 10"
+    assert job.summary(tables, {}) == "dungeons: read 1000, answered 990, rejected 10"
 
 
 def test_missing_input_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
-        DungeonJob(str(tmp_path / "nope.jsonl")).plan()
+        DungeonJob(str(tmp_path / "nope.jsonl")).plan(PlanContext())
 
 
 def test_run_arguments():

@@ -14,6 +14,7 @@ import pytest
 
 from jobs.dungeons import DungeonJob
 from jobs.nonary import NonaryJob
+from pipeline.job import PlanContext
 from pipeline.errors import InputError
 from pipeline.execute import RunOptions, run_job
 from pipeline.inputs import plan_slices, read_slice, slice_fingerprint
@@ -120,7 +121,7 @@ def test_a_shard_reads_its_slice_once_and_records_its_checksum(tmp_path, job_cla
                          Progress(job.name, stream=io.StringIO()))
         assert result.reused == (result.shards if rerun else 0)
         run_reads, job.input.reads = job.input.reads, []
-        shards = job.plan()  # the reads of planning alone (the file's head and last byte)
+        shards = job.plan(PlanContext())  # the reads of planning alone (the file's head and last byte)
         slices = [(shard.spec["from"], shard.spec["to"]) for shard in shards]
         assert sorted(run_reads) == sorted(job.input.reads + slices)
         for shard in shards:

@@ -17,7 +17,7 @@ from jobs.dungeons import DungeonJob
 from jobs.nonary import NonaryJob
 from pipeline.errors import InputError
 from pipeline.inputs import plan_slices, read_slice, read_slice_arrow
-from pipeline.job import STATS_KEY, Shard
+from pipeline.job import PlanContext, Shard
 
 GRID = pa.list_(pa.string())
 BOM = b"\xef\xbb\xbf"
@@ -90,10 +90,10 @@ def plain_columns(columns: dict) -> dict[str, list]:
 def job_verdicts(job) -> dict[int, tuple]:
     """line -> (table, id, reason); checks one verdict per record and UTF-8 on the way."""
     result = {}
-    for shard in job.plan():
-        out = job.run_shard(Shard(shard.id, json.loads(json.dumps(dict(shard.spec)))))
-        answers, errors = (plain_columns(out[table]) for table in ("answers", "errors"))
-        assert out[STATS_KEY]["records"] == len(answers["id"]) + len(errors["id"])
+    for shard in job.plan(PlanContext()):
+        result = job.run_shard(Shard(shard.id, json.loads(json.dumps(dict(shard.spec)))))
+        answers, errors = (plain_columns(result.tables[table]) for table in ("answers", "errors"))
+        assert result.stats["records"] == len(answers["id"]) + len(errors["id"])
         for line, ident in zip(list(answers["line"]), answers["id"]):
             assert line not in result
             result[int(line)] = ("answer", ident.encode("utf-8"), None)

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.job import PlanContext
 from jobs import nonary
 from jobs.nonary import NonaryJob
 from solvers.nonary import brute_force, generate, verify_plan
@@ -47,7 +48,7 @@ def write_mixed(path, lines):
 
 
 def run_all(job):
-    outputs = [job.run_shard(shard) for shard in job.plan()]
+    outputs = [job.run_shard(shard).tables for shard in job.plan(PlanContext())]
     answers = {k: [v for out in outputs for v in out["answers"][k]] for k in job.table_spec("answers").column_names}
     errors = {k: [v for out in outputs for v in out["errors"][k]] for k in job.table_spec("errors").column_names}
     return answers, errors
@@ -57,7 +58,7 @@ def run_all(job):
 def test_mixed_batch_every_record_accounted_for(tmp_path, per_shard):
     path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in MIXED])
     job = NonaryJob(str(path), records_per_shard=per_shard, max_doors=6)
-    shards = job.plan()
+    shards = job.plan(PlanContext())
     assert [s.id for s in shards] == [f"s{k:05d}" for k in range(len(shards))]
     answers, errors = run_all(job)
     assert len(answers["id"]) + len(errors["id"]) == len(MIXED)
@@ -80,7 +81,7 @@ def test_summary_counts(tmp_path):
     job = NonaryJob(str(path), max_doors=6)
     answers, errors = run_all(job)
     tables = {"answers": pd.DataFrame(answers), "errors": pd.DataFrame(errors)}
-    assert job.summary(tables) == f"nonary: read {len(MIXED)}, answered 4, rejected {len(MIXED) - 4}"
+    assert job.summary(tables, {}) == f"nonary: read {len(MIXED)}, answered 4, rejected {len(MIXED) - 4}"
 
 
 def test_identical_graphs_are_solved_once_and_mapped_back(tmp_path, monkeypatch):
@@ -178,7 +179,7 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
         return job, result
 
     job, first = run(1e-6)
-    assert job.summary(first.tables).endswith("(1 timed out: rerun into the same folder to retry only those)")
+    assert job.summary(first.tables, first.totals).endswith("(1 timed out: rerun into the same folder to retry only those)")
     errors = pd.read_parquet(tmp_path / "out" / "nonary" / "errors.parquet")
     assert errors.id.tolist() == ["hard"] and "timed out" in errors.error[0]
     job, second = run(60)
@@ -188,4 +189,4 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
     assert answers.id.tolist() == ["easy0", "hard", "easy1", "easy2"]
     assert answers.escaped[1] == HARD[1][1]
     assert len(pd.read_parquet(tmp_path / "out" / "nonary" / "errors.parquet")) == 0
-    assert job.summary(second.tables) == "nonary: read 4, answered 4, rejected 0"
+    assert job.summary(second.tables, second.totals) == "nonary: read 4, answered 4, rejected 0"

@@ -15,8 +15,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import runner
+from pipeline.job import PlanContext
 from pipeline.inputs import load_slice, plan_slices
+from pipeline.runner import RaySession
 from test_faults import PUBLISHED, cli, cli_command, reused
 
 pytestmark = pytest.mark.slow
@@ -168,9 +169,9 @@ def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_sessio
 
     def counting_map(fn, items):  # the real map, watched
         calls.append(len(items))
-        return runner.map_tasks(fn, items)
+        return RaySession(None, None).map(fn, items)
 
-    by_tasks = plan_slices(uri, "grid", 300, counting_map, block=2048, task_blocks=4, driver_bytes=0)
+    by_tasks = plan_slices(uri, "grid", 300, PlanContext(task_map=counting_map), block=2048, task_blocks=4, driver_bytes=0)
     assert calls and calls[0] > 1
     assert by_tasks == plan_slices(uri, "grid", 300, block=2048)
     slices = [load_slice(spec).data for spec in by_tasks]

@@ -7,6 +7,7 @@ import json
 import pyarrow as pa
 import pytest
 
+from pipeline.job import PlanContext
 from jobs.palago import PalagoJob
 from solvers.palago import Catalogue, count_creatures, decode_codes, key_of
 from solvers.palago.catalogue import catalogue_text
@@ -49,7 +50,7 @@ def test_subset_of_a_catalogue_is_encoded_independently(catalogue15):
 def test_job_shard_writes_the_same_rows_as_before():
     """run_shard's creatures columns: Arrow strings equal to what the pure-Python path produced."""
     job = PalagoJob(12, catalogue_max_n=11, shards=3)
-    out = job.run_shard(job.plan()[1])["creatures"]
+    out = job.run_shard(job.plan(PlanContext())[1]).tables["creatures"]
     _, catalogue = count_creatures(12, None, 11)
     rows = sorted(zip(out["n"].tolist(), out["key"].to_pylist(), out["stabiliser"].tolist(), out["tiles"].to_pylist(),
                       out["sum"].to_pylist()))

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from pipeline.job import PlanContext
 from jobs.palago import PalagoJob, packed_prefixes
 from solvers.palago import count_creatures, frontier, prefix_nodes
 
@@ -23,14 +24,14 @@ def test_every_prefix_of_the_frontier_is_in_exactly_one_shard(max_n, depth, coun
 def test_the_shards_of_a_plan_sum_to_the_unsplit_search(shards):
     job = PalagoJob(15, shards=shards)
     whole, _ = count_creatures(15)
-    outputs = [job.run_shard(shard)["partial_counts"] for shard in job.plan()]
+    outputs = [job.run_shard(shard).tables["partial_counts"] for shard in job.plan(PlanContext())]
     for column, expected in (("free", whole.free), ("fixed", whole.fixed), ("nodes", whole.nodes)):
         assert np.sum([output[column] for output in outputs], axis=0).tolist() == expected[1:].tolist()
 
 
 def test_the_plan_is_the_same_on_every_call_and_its_specs_stay_small():
     job = PalagoJob(22, shards=32)
-    first, second = job.plan(), PalagoJob(22, shards=32).plan()
+    first, second = job.plan(PlanContext()), PalagoJob(22, shards=32).plan(PlanContext())
     assert first == second
     assert max(len(json.dumps(dict(shard.spec))) for shard in first) < 1000  # about 120 prefix indices each
 

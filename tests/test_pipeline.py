@@ -13,7 +13,7 @@ from ray import cloudpickle
 import toy_job
 from pipeline.errors import PipelineError
 from pipeline.execute import RunOptions, code_version, run_job
-from pipeline.job import Column, Shard, TableSpec
+from pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
 from pipeline.progress import Progress
 from pipeline.runner import ShardFailedError
 from pipeline.store import StoreError
@@ -127,7 +127,7 @@ def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path)
     os.remove(tmp_path / "toy" / "_shards" / "items" / "s004.parquet")
     store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
     with pytest.raises(PipelineError, match=r"1 of 6 shards are not committed .*s004 \(ran on node-b"):
-        _check_complete(job, store, job.plan(), {"s004": "node-b (10.0.0.2)"})
+        _check_complete(job, store, job.plan(PlanContext()), {"s004": "node-b (10.0.0.2)"})
 
 
 class _StreamedToy(ToyJob):
@@ -139,7 +139,7 @@ class _StreamedToy(ToyJob):
     streamed_tables = ("rows",)
 
     def run_shard(self, shard):
-        return {"rows": {"value": list(range(shard.spec["start"], shard.spec["stop"]))}}
+        return ShardResult({"rows": {"value": list(range(shard.spec["start"], shard.spec["stop"]))}})
 
     def finalize(self, tables, out):
         return tables
@@ -153,7 +153,7 @@ def test_a_streamed_table_names_a_repeated_key_instead_of_dropping_rows(tmp_path
 
 def test_a_streamed_table_is_written_shard_by_shard(tmp_path):
     job = _StreamedToy(width=5)
-    job.plan = lambda: [Shard(f"s{k:03d}", {"start": 5 * k, "stop": 5 * k + 5}) for k in range(6)]
+    job.plan = lambda context: [Shard(f"s{k:03d}", {"start": 5 * k, "stop": 5 * k + 5}) for k in range(6)]
     result = run(tmp_path, job)
     assert len(result.tables["rows"]) == 30
     assert pd.read_parquet(tmp_path / "streamed_toy" / "rows.parquet").value.tolist() == list(range(30))
@@ -178,7 +178,7 @@ class _PartitionedStreamedToy(ToyJob):
     def run_shard(self, shard):
         k = int(shard.id[1:])
         keys = [f"k{value:03d}" for value in range(k, 60, 3)][::-1] + ([self.repeat] if self.repeat and k == 2 else [])
-        return {"rows": {"group": [int(key[1:]) % 2 for key in keys], "key": keys}}
+        return ShardResult({"rows": {"group": [int(key[1:]) % 2 for key in keys], "key": keys}})
 
     def finalize(self, tables, out):
         return tables

@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 from ray import cloudpickle
 
 from jobs.dungeons import DungeonJob
-from pipeline import runner
 from pipeline.errors import InputError
+from pipeline.job import PlanContext
 from pipeline.execute import RunOptions, run_job
 from pipeline.inputs import count_block_newlines, load_slice, plan_slices
 from pipeline.progress import Progress
+from pipeline.runner import RaySession, TaskFailedError
 
 from test_faults import cli
 
@@ -74,7 +75,7 @@ def test_block_plan_resolves_to_the_reference_slices(tmp_path_factory, data, lin
     path.write_bytes(data)
     expected = reference_cuts(data, lines_per_slice)
     by_driver = plan_slices(str(path), "grid", lines_per_slice, block=block)
-    by_tasks = plan_slices(str(path), "grid", lines_per_slice, in_process_map, block=block, task_blocks=task_blocks,
+    by_tasks = plan_slices(str(path), "grid", lines_per_slice, PlanContext(task_map=in_process_map), block=block, task_blocks=task_blocks,
                            driver_bytes=0)
     assert by_tasks == by_driver
     assert resolved(path, by_driver, data) == expected
@@ -89,14 +90,14 @@ def test_counting_runs_in_ray_tasks_and_gives_the_driver_plan(tmp_path, ray_sess
 
     def counting_map(fn, items):  # the real map, watched
         calls.append(len(items))
-        return runner.map_tasks(fn, items)
+        return RaySession(None, None).map(fn, items)
 
-    by_tasks = plan_slices(str(path), "grid", 250, counting_map, block=4096, task_blocks=3, driver_bytes=0)
+    by_tasks = plan_slices(str(path), "grid", 250, PlanContext(task_map=counting_map), block=4096, task_blocks=3, driver_bytes=0)
     assert calls == [-(-path.stat().st_size // (4096 * 3))] and calls[0] > 1
     assert by_tasks == plan_slices(str(path), "grid", 250, block=4096)
     assert resolved(path, by_tasks, path.read_bytes()) == reference_cuts(path.read_bytes(), 250)
-    assert os.getpid() not in runner.map_tasks(worker_pid, [1, 2])  # tasks run in Ray workers
-    assert plan_slices(str(path), "grid", 250, counting_map, block=4096) == by_tasks  # small: counted here
+    assert os.getpid() not in RaySession(None, None).map(worker_pid, [1, 2])  # tasks run in Ray workers
+    assert plan_slices(str(path), "grid", 250, PlanContext(task_map=counting_map), block=4096) == by_tasks  # small: counted here
     assert len(calls) == 1
 
 
@@ -118,17 +119,17 @@ def test_failed_counting_names_the_blocks_or_the_changed_file(tmp_path, ray_sess
     def map_after_an_append(fn, items):  # the file grows while its lines are counted
         with open(path, "a") as handle:
             handle.write("{}\n")
-        return runner.map_tasks(fn, items)
+        return RaySession(None, None).map(fn, items)
 
     with pytest.raises(InputError, match=f"input file {path} changed during the run"):
-        plan_slices(str(path), "grid", 10, map_after_an_append, block=1024, driver_bytes=0)
+        plan_slices(str(path), "grid", 10, PlanContext(task_map=map_after_an_append), block=1024, driver_bytes=0)
 
     def map_failing(fn, items):
-        return runner.map_tasks(failing_count, items)
+        return RaySession(None, None).map(failing_count, items)
 
     named = rf"failed on blocks 2\.\.3 \(bytes 2,048 to 4,096\) of {path}: OSError: the disk went away"
-    with pytest.raises(runner.TaskFailedError, match=named):
-        plan_slices(str(path), "grid", 10, map_failing, block=1024, task_blocks=2, driver_bytes=0)
+    with pytest.raises(TaskFailedError, match=named):
+        plan_slices(str(path), "grid", 10, PlanContext(task_map=map_failing), block=1024, task_blocks=2, driver_bytes=0)
 
 
 def run_dungeons(path, out, **options):

@@ -28,6 +28,7 @@ from test_dungeon_job import run_all  # every shard, no Ray; checks the workers'
 
 from jobs.dungeons import DungeonJob
 from jobs.nonary import NonaryJob, add_run_arguments
+from pipeline.job import PlanContext
 from pipeline.errors import InputError
 from pipeline.inputs import MAX_DEPTH, MAX_NUMBER_DIGITS, plan_slices, read_slice, read_slice_arrow
 
@@ -314,7 +315,7 @@ def test_duplicated_parquet_column_is_refused_at_planning(tmp_path, column):
     pq.write_table(pa.Table.from_arrays([arrays[name] for name in names], names=names), path)
     message = f"Parquet input {path} has 2 columns named '{column}': keep exactly one and write the file again"
     with pytest.raises(InputError) as caught:
-        DungeonJob(str(path)).plan()
+        DungeonJob(str(path)).plan(PlanContext())
     assert str(caught.value) == message
     run = subprocess.run([sys.executable, "-m", "jobs", "run", "dungeons", "--input", str(path),
                           "--out", str(tmp_path / "o"), "--serial"], capture_output=True, text=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from pipeline.job import Column, Job, Shard, TableSpec
+from pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 
 ITEMS = TableSpec(
     "items",
@@ -36,16 +36,16 @@ class ToyJob(Job):
     def params(self) -> dict:
         return {"shards": self.shards, "width": self.width}
 
-    def plan(self) -> list[Shard]:
+    def plan(self, context: PlanContext) -> list[Shard]:
         return [Shard(f"s{k:03d}", {"start": k * self.width, "stop": (k + 2) * self.width}) for k in range(self.shards)]
 
-    def run_shard(self, shard: Shard) -> dict:
+    def run_shard(self, shard: Shard) -> ShardResult:
         if shard.id == self.fail_on:
             raise ValueError(f"bad input in {shard.id}")
         time.sleep(self.seconds)
         values = list(range(shard.spec["start"], shard.spec["stop"]))
-        return {"items": {"value": values, "square": [v * v for v in values],
-                          "parity": [v % 2 for v in values], "label": [f"v{v}" for v in values]}}
+        return ShardResult({"items": {"value": values, "square": [v * v for v in values],
+                                      "parity": [v % 2 for v in values], "label": [f"v{v}" for v in values]}})
 
     def finalize(self, tables: dict, out) -> dict:
         items = tables["items"]

@@ -31,11 +31,12 @@ def committed(shard_dir: pathlib.Path) -> int:
 
 
 def a_shard_is_running() -> bool:
-    """Whether a Ray worker is running a shard now (Ray titles a busy worker ray::<task>)."""
+    """Whether a Ray worker is running a shard now (Ray titles a busy worker ray::<task name>, and
+    the executor names a shard's task "<job> <shard id>")."""
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if handle.read().startswith(b"ray::_execute_in_worker"):
+                if handle.read().startswith(b"ray::palago s"):
                     return True
         except OSError:
             continue

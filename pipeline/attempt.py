@@ -1,0 +1,88 @@
+"""One attempt at one shard, wherever it runs (a Ray worker or a thread of the driver): check that
+this node runs the driver's code, reuse the committed shard if its input is unchanged, else compute
+it and commit its tables.  No Ray here: runner.py calls this from its tasks and threads alike.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pipeline.codeversion import code_version
+from pipeline.errors import PipelineError
+from pipeline.job import Job, Shard, ShardResult
+from pipeline.store import ShardStore
+
+__all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]
+
+# The names under which a shard's recorded stats keep its input's checksum and its records to retry.
+INPUT_FINGERPRINT = "input_fingerprint"
+RETRY = "retry"
+
+
+class CodeMismatchError(PipelineError):
+    """A worker's installed code differs from the driver's."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt at a shard did, as the driver hears of it.
+
+    node:     where it ran, as an operator can find it.
+    reused:   the committed shard was checked against its input and kept, nothing computed.
+    verified: a committed shard was checked and its input had changed: it was computed again.
+    retried:  how many of the committed shard's records were computed again (``ShardResult.retry``).
+    """
+
+    node: str
+    reused: bool = False
+    verified: bool = False
+    retried: int = 0
+
+
+def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False) -> Attempt:
+    """Run one shard and commit its tables (with its stats, node, compute time and input checksum).
+
+    verify: the shard is committed with matching provenance; reuse it when the fingerprint of its
+            input is still the one recorded, else compute it again.
+    """
+    _refuse_other_code(job, store, node)
+    fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
+    retry = []
+    if verify:
+        recorded = store.recorded_stats(shard)
+        if recorded.get(INPUT_FINGERPRINT) == fingerprint:
+            retry = recorded.get(RETRY) or []
+            if not retry:
+                return Attempt(node, reused=True)
+    started = time.monotonic()
+    if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
+        result = job.retry_shard(shard, store.read_shard_tables(shard), retry)
+    else:
+        result = job.run_shard(shard)
+    store.write_shard(shard, result.tables, _recorded_stats(job, shard, result, fingerprint, node, started))
+    return Attempt(node, verified=verify and not retry, retried=len(retry))
+
+
+def _recorded_stats(job: Job, shard: Shard, result: ShardResult, fingerprint: str | None, node: str,
+                    started: float) -> dict:
+    """The stats a shard's files record: the job's counts, its records to retry and its input's
+    checksum (computed here when the job did not return it), then where and when it ran."""
+    stats: dict = {**result.stats, RETRY: result.retry} if result.retry else dict(result.stats)
+    fingerprint = result.input_fingerprint or fingerprint
+    if fingerprint is None and job.inputs():
+        fingerprint = job.input_fingerprint(shard)
+    if fingerprint is not None:
+        stats[INPUT_FINGERPRINT] = fingerprint
+    return {**stats, "node": node, "seconds": round(time.monotonic() - started, 3),
+            "committed_at": round(time.time(), 3)}
+
+
+def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
+    """A worker whose installed code differs from the driver's must not commit under its name."""
+    here = code_version(job)
+    if here != store.provenance.version:
+        raise CodeMismatchError(
+            f"node {node} runs other code than the driver (code version {here}, the driver's "
+            f"{store.provenance.version}): install the same batchenum (and numba, numpy, pyarrow) on every "
+            "node, or let the code travel with the job (ray job submit --working-dir .)")

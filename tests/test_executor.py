@@ -1,0 +1,166 @@
+"""The executor's modes with a fake Ray injected, so the head start's hand-over is deterministic:
+the fake Ray comes up exactly when a test says, and runs its shards in this process.
+(tests/test_local_ray.py runs the same modes with a real private Ray, in their own processes.)"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from pipeline.codeversion import code_version
+from pipeline.job import PlanContext, Shard, ShardResult
+from pipeline.local_ray import LocalRayError
+from pipeline.runner import Executor, ExecutorOptions, ShardFailedError
+from pipeline.storage import Storage
+from pipeline.store import Provenance, ShardStore
+from toy_job import ToyJob
+
+FAKE_NODE = "the fake Ray"
+
+
+class FakeRay:
+    """What the executor needs of a Ray session; it is "up" once ``up`` is set, fails to start
+    when given ``failure``, and runs shards here, named as ``FAKE_NODE``."""
+
+    def __init__(self, failure: str | None = None):
+        self.private = True
+        self.local_cpus = 1
+        self.where: str | None = None
+        self.tasks_mapped = 0
+        self.up = threading.Event()
+        self.failure = failure
+        self.started = self.released = self.closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self.where is not None
+
+    def start_local(self, in_background: bool = False) -> None:
+        self.started = True
+
+    def local_address(self) -> str | None:
+        if self.failure:
+            raise LocalRayError(self.failure)
+        return "fake:1" if self.up.is_set() else None
+
+    def connect(self) -> str:
+        self.where = "a fake Ray"
+        return self.where
+
+    def run_shards(self, job, shards, store, on_done, verify=frozenset(), say=None) -> None:
+        from pipeline.attempt import run_attempt
+
+        for shard in shards:
+            on_done(shard, run_attempt(job, shard, store, FAKE_NODE, shard.id in verify))
+
+    def map(self, fn, items: list) -> list:
+        self.connect()
+        return [fn(item) for item in items]
+
+    def release(self) -> None:
+        self.released = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class HandOverJob(ToyJob):
+    """ToyJob whose driver threads compute ``up_after`` shards, then bring the fake Ray up while they
+    hold the next one until Ray has delivered a shard."""
+
+    def __init__(self, fake: FakeRay, up_after: int, delivered: threading.Event, shards: int = 10):
+        super().__init__(shards=shards)
+        self.fake, self.up_after, self.delivered = fake, up_after, delivered
+        self.by_driver = 0
+        self.lock = threading.Lock()
+
+    def run_shard(self, shard: Shard) -> ShardResult:
+        if threading.current_thread().name.startswith("batchenum-compute"):
+            with self.lock:
+                self.by_driver += 1
+                count = self.by_driver
+            if count > self.up_after:
+                self.fake.up.set()
+                assert self.delivered.wait(30), "the fake Ray never delivered"
+        return super().run_shard(shard)
+
+
+def run_with(tmp_path, job, fake: FakeRay, **options) -> tuple[dict[str, str], list[str]]:
+    """Run every planned shard through an executor holding ``fake``; (shard -> node, what it said)."""
+    store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
+    ran: dict[str, str] = {}
+    said: list[str] = []
+
+    def on_done(shard, attempt) -> None:
+        ran[shard.id] = attempt.node
+        if attempt.node == FAKE_NODE and hasattr(job, "delivered"):
+            job.delivered.set()
+
+    with Executor(ExecutorOptions(**options), said.append, ray=fake) as executor:
+        executor.run(job, job.plan(PlanContext()), store, on_done)
+    return ran, said
+
+
+def test_the_head_start_hands_the_front_of_the_plan_to_ray_once_it_is_up(tmp_path):
+    fake, delivered = FakeRay(), threading.Event()
+    ran, said = run_with(tmp_path, HandOverJob(fake, up_after=2, delivered=delivered), fake)
+    on_ray = sorted(shard for shard, node in ran.items() if node == FAKE_NODE)
+    assert on_ray == [f"s{k:03d}" for k in range(7)]  # the front, until none was left
+    assert sorted(set(ran) - set(on_ray)) == ["s007", "s008", "s009"]  # the end: two, and the one held
+    assert "computing on a local Ray with 1 CPUs (and here until its workers deliver)" in said
+    assert fake.released and fake.closed
+
+
+def test_a_run_the_threads_finish_first_never_connects(tmp_path):
+    fake = FakeRay()
+    ran, said = run_with(tmp_path, ToyJob(shards=5), fake)
+    assert set(ran.values()) == {f"{socket.gethostname()} (the driver)"} and len(ran) == 5
+    assert "the local Ray is not needed: every shard was taken here before it was up" in said
+    assert fake.started and not fake.connected
+
+
+def test_a_ray_that_cannot_start_leaves_every_shard_to_the_driver(tmp_path):
+    fake = FakeRay(failure="NotADirectoryError: no place for Ray's files")
+    ran, said = run_with(tmp_path, ToyJob(shards=6), fake)
+    assert len(ran) == 6 and FAKE_NODE not in ran.values()
+    assert ("the local Ray did not start, so every shard is computed here: "
+            "NotADirectoryError: no place for Ray's files") in said
+
+
+def test_one_shard_is_computed_here_without_starting_ray(tmp_path):
+    fake = FakeRay()
+    ran, said = run_with(tmp_path, ToyJob(shards=1), fake)
+    assert list(ran) == ["s000"] and not fake.started
+    assert "one shard to compute: computing it here, without starting Ray" in said
+
+
+def test_without_the_head_start_every_shard_goes_to_ray(tmp_path):
+    fake = FakeRay()
+    ran, said = run_with(tmp_path, ToyJob(shards=4), fake, head_start=False)
+    assert set(ran.values()) == {FAKE_NODE} and len(ran) == 4
+    assert said == ["computing on a fake Ray"]
+
+
+def test_serial_runs_in_plan_order_and_never_touches_ray(tmp_path):
+    fake = FakeRay()
+    ran, said = run_with(tmp_path, ToyJob(shards=4), fake, serial=True)
+    assert list(ran) == ["s000", "s001", "s002", "s003"] and not fake.started and not fake.connected
+    assert said == ["computing in this process (--serial)"]
+
+
+def test_a_failing_shard_on_a_driver_thread_is_raised_by_name(tmp_path):
+    fake = FakeRay()
+    with pytest.raises(ShardFailedError, match=r"shard s002 failed: ValueError: bad input in s002"):
+        run_with(tmp_path, ToyJob(shards=5, fail_on="s002"), fake)
+    assert fake.closed
+
+
+def test_planning_on_one_machine_offers_a_task_map_that_starts_ray(tmp_path):
+    fake = FakeRay()
+    with Executor(ExecutorOptions(workers=3), lambda _: None, ray=fake) as executor:
+        context = executor.plan_context()
+    assert context.cpus == fake.local_cpus and context.task_map is not None and not context.map_ready
+    with Executor(ExecutorOptions(serial=True), lambda _: None, ray=fake) as executor:
+        assert executor.plan_context() == PlanContext()
