@@ -1,8 +1,9 @@
 """Arrow arrays from numpy arrays without ``pa.array``.
 
-The first call of ``pa.array`` in a process imports pandas (0.2 to 0.3 s here, holding the GIL, in
-the driver and in every Ray worker), as do ``pa.table`` and ``pq.read_table``.  A shard whose columns
-are numpy or Arrow arrays, and a finish that reads with ``pq.ParquetFile``, never pay it.
+The first call of ``pa.array`` in a process imports pandas, holding the GIL, in the driver and in
+every Ray worker, as do ``pa.table`` and ``pq.read_table``.  A shard whose columns are numpy or
+Arrow arrays, and a finish that reads with ``pq.ParquetFile``, never pay it (docs/design.md, "No
+pandas, no pyarrow.compute on the hot path").
 """
 
 from __future__ import annotations

@@ -367,7 +367,7 @@ class ShardStore:
 
         def read(shard_id: str) -> pa.Table:
             with self.storage.open_input(self.shard_path(name, shard_id)) as handle:
-                # (not pq.read_table, which imports pandas: 0.2 to 0.3 s of a run's finish)
+                # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
                 return pq.ParquetFile(handle, page_checksum_verification=True).read()
 
         def write(local: str) -> None:
@@ -437,8 +437,8 @@ class ShardStore:
         bounds = [0, *(int(i) + 1 for i in (values[1:] != values[:-1]).nonzero()[0]), len(values)]
 
         def write(local: str) -> None:
-            # lz4: these files are read once, by the finish; at n = 22 it reads them in 0.7x the CPU
-            # of zstd files (and the shards write them faster), for 2.2x the bytes (102 MB, not 46)
+            # lz4: these files are read once, by the finish, which reads them faster than zstd files
+            # for more bytes (docs/design.md, "The finish reads ahead")
             with pq.ParquetWriter(local, table.schema, **_parquet_options(spec, compression="lz4")) as writer:
                 for start, stop in zip(bounds, bounds[1:]):
                     writer.write_table(table.slice(start, stop - start))
@@ -516,7 +516,7 @@ def _merged_batches(table: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa
 def _prefetched(items: Iterator, depth: int = 2) -> Iterator:
     """``items`` computed in a background thread, at most ``depth`` ahead of the consumer.  Arrow
     releases the GIL, so reading and merging the next batches overlaps compressing and writing this
-    one (n = 22, 2 cores: the finish in 4.7-5.3 s instead of 6.5-7.3 s).  An exception in ``items``
+    one (docs/design.md, "The finish reads ahead").  An exception in ``items``
     reaches the consumer; a consumer that stops early stops the thread."""
     ahead: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
