@@ -1,4 +1,11 @@
 """The jobs: each puzzle solver wired into the pipeline."""
 
+from importlib import metadata
+
 # Every source file of these packages goes into the code version of every job's shards.
 CODE_PACKAGES = ("jobs", "pipeline", "solvers")
+
+try:  # the one version source is pyproject.toml's, as installed
+    __version__ = metadata.version("batchenum")
+except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "unknown"

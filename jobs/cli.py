@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from jobs import dungeons, nonary, palago, palago_views
+from jobs import __version__, dungeons, nonary, palago, palago_views
 from pipeline import cli
 
 JOBS = [palago.COMMAND, dungeons.COMMAND, nonary.COMMAND]
@@ -13,7 +13,7 @@ COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS, *nonar
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main(sys.argv[1:] if argv is None else argv, JOBS, COMMANDS)
+    return cli.main(sys.argv[1:] if argv is None else argv, JOBS, COMMANDS, version=__version__)
 
 
 def console() -> None:

@@ -10,6 +10,7 @@ which takes milliseconds.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 
 from jobs import CODE_PACKAGES
 from pipeline.cli import Command, JobCommand, positive_int
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 from pipeline.storage import Storage
 
@@ -175,7 +176,7 @@ def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
     """The job that ``batchenum run palago`` runs: ``PalagoJob``, or ``PalagoTransferJob`` for
     ``method="transfer"`` (counts only)."""
     if method not in METHODS:
-        raise PipelineError(f"--method must be one of {', '.join(METHODS)}, not {method}")
+        raise UsageError(f"--method must be one of {', '.join(METHODS)}, not {method}")
     if method == "direct":
         return PalagoJob(max_n, catalogue_max_n, shards)
     from jobs.palago_transfer import PalagoTransferJob
@@ -183,15 +184,15 @@ def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
 
     _check_sizes(max_n, catalogue_max_n, MAX_N)
     if catalogue_max_n or shards:
-        raise PipelineError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
+        raise UsageError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
     return PalagoTransferJob(max_n)
 
 
 def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
     if not 1 <= max_n <= limit:
-        raise PipelineError(f"--max-n must be between 1 and {limit}, not {max_n}")
+        raise UsageError(f"--max-n must be between 1 and {limit}, not {max_n}")
     if not 0 <= catalogue_max_n <= max_n:
-        raise PipelineError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
+        raise UsageError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
 
 
 def summed_counts(partial: pd.DataFrame) -> pd.DataFrame:
@@ -339,6 +340,8 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
                         help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)")
     parser.add_argument("--column", choices=("free", "fixed"), default="free",
                         help="the column a b-file lists (default: free)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object on standard output: the table's location and its rows (docs/cli.md)")
 
 
 def _print_table(args: argparse.Namespace) -> int:
@@ -349,6 +352,10 @@ def _print_table(args: argparse.Namespace) -> int:
     import pandas as pd
 
     counts = pd.read_parquet(path, filesystem=folder.fs)
+    if args.json:
+        rows = [{name: int(value) for name, value in row.items()} for row in counts.to_dict("records")]
+        print(json.dumps({"table": "creature_counts", "location": folder.uri(path), "rows": rows}, indent=2))
+        return 0
     if args.format == "bfile":
         print(bfile(counts, args.column), end="")
         return 0

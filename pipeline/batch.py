@@ -9,11 +9,13 @@ which limits apply, how the answers table looks and how a shard is run.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from pipeline.cli import positive_int
 from pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
+from pipeline.storage import is_uri
 from pipeline.job import Column, Job, PlanContext, Shard, TableSpec
 from pipeline.store import write_batch
 
@@ -102,9 +104,22 @@ def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:
                         help="output file: Parquet if it ends in .parquet, else JSONL")
 
 
+def _check_generate_target(path: str) -> None:
+    """``generate --out`` names a file whose folder exists: it never replaces a folder, and never
+    creates folders it was not asked for."""
+    if is_uri(path):
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"--out {path} is a folder: give a file name (for example {os.path.join(path, 'batch.jsonl')})")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--out {path}: the folder {parent} does not exist; create it first, or give another path")
+
+
 def write_generated(path: str, field: str, id_prefix: str, values: list[Any], value_type: Any, noun: str) -> int:
     """Write generated records with ids ``<prefix>1``, ``<prefix>2``... (zero-padded) atomically,
     say so, and return the exit status."""
+    _check_generate_target(path)
     digits = len(str(len(values)))
     ids = [f"{id_prefix}{k:0{digits}d}" for k in range(1, len(values) + 1)]
     write_batch(path, field, ids, values, value_type)

@@ -3,7 +3,8 @@
 ``batchenum run JOB [job options] [--out DIR] [--workers K] [--address A] [--serial]`` runs a job;
 other commands (``generate dungeons``, ``table``, ...) are supplied by the jobs package.
 Exit status: 0 when the job ran (whatever records it rejected), 1 on an error that stopped it,
-2 on bad usage, 130 when interrupted.
+2 on bad usage, 130 when interrupted.  ``--json`` makes ``run`` and ``status`` print one JSON
+document on standard output (docs/cli.md, "JSON output"); progress stays on standard error.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.execute import RunOptions, run_job
 from pipeline.job import Job
 from pipeline.progress import Progress
 from pipeline.runner import TASK_MAX_RETRIES
-from pipeline.storage import is_uri
+from pipeline.storage import Storage, is_uri
 
 __all__ = ["JobCommand", "Command", "main", "positive_int", "non_negative_int", "probability"]
 
@@ -100,10 +101,14 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                        help="replace tables that a run with other input or parameters left in DIR/JOB "
                             "(without it such a run is refused, so nothing is replaced silently)")
     group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
+    group.add_argument("--json", action="store_true",
+                       help="print the summary as one JSON object on standard output (docs/cli.md)")
 
 
-def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: str) -> argparse.ArgumentParser:
+def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: str,
+                 version: str = "unknown") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
+    parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run = top.add_parser("run", help="run a job", description="Run a job and write its tables.")
     run_jobs = run.add_subparsers(dest="job", metavar="JOB", required=True)
@@ -118,6 +123,7 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
                                         "an estimate of the time left, and the final tables with their provenance.")
     status.add_argument("--out", default="results", metavar="DIR",
                         help="the folder or URI the runs write to (default: results)")
+    status.add_argument("--json", action="store_true", help="one JSON object on standard output (docs/cli.md)")
     status.set_defaults(handler=_status)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
     for command in commands:
@@ -136,25 +142,57 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
 
 def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     if args.serial and (args.workers or args.address):
-        raise PipelineError("--serial runs without Ray: drop --workers/--address, or drop --serial")
+        raise UsageError("--serial runs without Ray: drop --workers/--address, or drop --serial")
     _refuse_relative_out_under_job_submit(args.out)
     job = job_command.build(args)
     options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
                          head_start=args.head_start, overwrite=args.overwrite, retries=args.retries)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
-    print(job.summary(result.tables, result.totals))
-    print(f"{job.name}: {result.shards} shard{'' if result.shards == 1 else 's'} ({result.reused} reused"
-          + (f", {len(result.recomputed)} damaged or stale recomputed" if result.recomputed else "")
+    summary = job.summary(result.tables, result.totals)
+    if args.json:
+        print(json.dumps(_run_json(job, result, summary), indent=2))
+        return 0
+    print(summary)
+    print(f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
+          + (f", {len(result.recomputed)} recomputed: damaged, stale or made with other parameters"
+             if result.recomputed else "")
           + f") in {result.seconds:.1f}s; tables in {result.location}")
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
-    from pipeline.status import job_statuses, render
+def _run_json(job: Job, result, summary: str) -> dict:
+    """``run --json``: the run's outcome, in the stable shape docs/cli.md describes."""
+    return {
+        "job": job.name,
+        "location": result.location,
+        "params": job.params(),
+        "shards": result.shards,
+        "reused": result.reused,
+        "recomputed": list(result.recomputed),
+        "seconds": round(result.seconds, 3),
+        "tables": {name: {"path": result.paths.get(name), "rows": len(table)} for name, table in result.tables.items()},
+        "totals": result.totals,
+        "summary": summary,
+    }
 
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _status(args: argparse.Namespace) -> int:
+    from pipeline.status import job_statuses, render, to_json
+
+    out = Storage.at(args.out)
+    if out.local and not os.path.isdir(out.root):
+        raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
     statuses = job_statuses(args.out)
-    if statuses:
+    if args.json:
+        print(json.dumps(to_json(statuses), indent=2))
+    elif statuses:
         print(render(statuses))
+    else:
+        print(f"no job folder under {out.display_root}: nothing has run there yet")
     return 0
 
 
@@ -175,14 +213,19 @@ def _refuse_relative_out_under_job_submit(out: str) -> None:
 
 
 def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Sequence[Command],
-         prog: str = "batchenum") -> int:
-    parser = build_parser(jobs, commands, prog)
+         prog: str = "batchenum", version: str = "unknown") -> int:
+    parser = build_parser(jobs, commands, prog, version)
     args = parser.parse_args(argv)
     interrupted = _note_interrupts()
     try:
         return args.handler(args)
     except KeyboardInterrupt:
         return _interrupted(prog)
+    except BrokenPipeError:
+        return _pipe_closed()
+    except UsageError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
     except Exception as error:
         # Ctrl-C inside a library (Ray starting up, say) can surface as another exception
         if interrupted.is_set():
@@ -203,6 +246,14 @@ def _note_interrupts() -> threading.Event:
 
         signal.signal(signal.SIGINT, handler)
     return interrupted
+
+
+def _pipe_closed() -> int:
+    """The reader of our output went away (``batchenum table | head -2``): end quietly, as other
+    command-line tools do, with standard output pointed at nothing so that the interpreter's own
+    flush at exit does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def _interrupted(prog: str) -> int:

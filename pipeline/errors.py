@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["PipelineError", "InputError"]
+__all__ = ["PipelineError", "InputError", "UsageError"]
 
 
 class PipelineError(Exception):
@@ -14,3 +14,8 @@ class InputError(PipelineError):
 
     A single bad record is not an InputError: it is reported as that record's error.
     """
+
+
+class UsageError(PipelineError):
+    """Options that are out of range or cannot go together: the command exits with status 2, as for
+    any other usage error, with one line saying what to change."""

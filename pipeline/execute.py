@@ -75,7 +75,7 @@ def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, pro
     verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
-    progress.stage(f"{len(shards)} shards: {reused + len(verify)} committed"
+    progress.stage(f"{len(shards)} shard{'' if len(shards) == 1 else 's'}: {reused + len(verify)} committed"
                    + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
                    + f", {len(pending) - len(verify)} to compute"
                    + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))

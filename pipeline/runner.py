@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from pipeline import faults
 from pipeline.attempt import Attempt, CodeMismatchError, run_attempt
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.job import Job, PlanContext, Shard
 from pipeline.local_ray import LocalRay, LocalRayError
 from pipeline.store import ShardStore
@@ -336,7 +336,7 @@ class RaySession:
         if ray.is_initialized():
             return "an already initialised Ray"
         if self.workers:
-            raise ClusterError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
+            raise UsageError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
         try:
             ray.init(address=self.address, logging_level="WARNING")
         except Exception as error:

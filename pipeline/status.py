@@ -16,7 +16,7 @@ from pipeline.lease import LEASE_FILE, STALE_AFTER
 from pipeline.storage import TMP_MARK, Storage
 from pipeline.store import PLAN_FILE, read_metadata
 
-__all__ = ["JobStatus", "job_statuses", "render"]
+__all__ = ["JobStatus", "job_statuses", "render", "to_json"]
 
 
 @dataclass
@@ -182,6 +182,43 @@ def _render_one(status: JobStatus, now: float) -> str:
         parts = f" in {table['partitions']} partitions" if table.get("partitions") else ""
         lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}")
     return "\n".join(lines)
+
+
+def to_json(statuses: list[JobStatus], now: float | None = None) -> dict[str, Any]:
+    """``status --json``: one object per job folder, in the stable shape docs/cli.md describes."""
+    now = time.time() if now is None else now
+    return {"jobs": [_job_json(status, now) for status in statuses]}
+
+
+def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
+    lease = status.lease
+    running = None
+    if lease:
+        beat = now - float(lease.get("heartbeat_at", 0))
+        running = {"host": lease.get("host"), "pid": lease.get("pid"), "heartbeat_seconds_ago": round(beat, 1),
+                   "stale": beat > STALE_AFTER}
+    plan = status.plan or {}
+    return {
+        "name": status.name,
+        "location": status.where,
+        "last_run": {"started_at": plan.get("started_at"), "host": plan.get("host"), "pid": plan.get("pid")}
+        if status.plan else None,
+        "running": running,
+        "shards": {"planned": status.planned, "committed": len(status.committed), "stale": len(status.stale),
+                   "damaged": len(status.damaged)},
+        "last_commit_at": status.last_commit,
+        "seconds_left": _time_left(status) if status.commit_times else None,
+        "tables": [{"name": table["name"], "rows": table["rows"], "partitions": table.get("partitions"),
+                    "version": table.get("version"), "params": _params(table.get("params"))} for table in status.tables],
+    }
+
+
+def _params(recorded: Any) -> Any:
+    """A table's recorded parameters as an object (they are stored as JSON text)."""
+    try:
+        return json.loads(recorded) if isinstance(recorded, str) else recorded
+    except ValueError:
+        return recorded
 
 
 def _time_left(status: JobStatus) -> float | None:

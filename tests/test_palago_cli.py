@@ -76,10 +76,10 @@ def test_table_command_prints_the_table(ray_run):
 
 def test_bad_arguments_get_a_clear_message(tmp_path):
     result = batchenum("run", "palago", "--max-n", "50", "--out", str(tmp_path), check=False)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "--max-n must be between 1 and 40, not 50" in result.stderr
     result = batchenum("run", "palago", "--max-n", "9", "--catalogue-max-n", "10", "--serial", "--out", str(tmp_path), check=False)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "--catalogue-max-n must be between 0 and --max-n (9), not 10" in result.stderr
     missing = batchenum("table", "--out", str(tmp_path / "nowhere"), check=False)
     assert missing.returncode == 1 and "run `batchenum run palago" in missing.stderr

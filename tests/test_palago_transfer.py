@@ -72,7 +72,7 @@ def test_transfer_refuses_a_catalogue(tmp_path):
     result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", "10", "--method", "transfer",
                              "--catalogue-max-n", "5", "--serial", "--out", str(tmp_path)],
                             capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert result.returncode == 1 and "--method transfer counts only" in result.stderr
+    assert result.returncode == 2 and "--method transfer counts only" in result.stderr
 
 
 def test_the_lower_bound_never_cuts_a_creature():

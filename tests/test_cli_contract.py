@@ -1,0 +1,90 @@
+"""The command line as scripts and orchestrators drive it: ``--version``, exit status 2 with one line
+for every usage error, ``--json`` shapes, a closed pipe, and refusals that create nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+
+def cli(*args: str, cwd=None, stdin=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_version_names_the_installed_package():
+    from importlib import metadata
+
+    done = cli("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"batchenum {metadata.version('batchenum')}"
+
+
+@pytest.mark.parametrize("args, says", [
+    (("run", "palago", "--max-n", "99"), "--max-n must be between 1 and"),
+    (("run", "palago", "--max-n", "12", "--catalogue-max-n", "13"), "--catalogue-max-n must be between 0 and --max-n"),
+    (("run", "palago", "--serial", "--workers", "2"), "--serial runs without Ray"),
+    (("run", "palago", "--method", "transfer", "--catalogue-max-n", "3"), "--method transfer counts only"),
+])
+def test_usage_errors_exit_2_with_one_line(args, says):
+    done = cli(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("batchenum: error: ") and says in done.stderr
+
+
+def test_generate_refuses_a_folder_and_a_missing_parent_and_creates_nothing(tmp_path):
+    (tmp_path / "adir").mkdir()
+    done = cli("generate", "dungeons", "--count", "5", "--out", "adir", cwd=tmp_path)
+    assert done.returncode == 2 and "--out adir is a folder" in done.stderr
+    assert os.listdir(tmp_path / "adir") == []
+    missing = tmp_path / "no" / "such" / "x.jsonl"
+    done = cli("generate", "dungeons", "--count", "5", "--out", str(missing))
+    assert done.returncode == 2 and f"the folder {missing.parent} does not exist" in done.stderr
+    assert not (tmp_path / "no").exists()
+
+
+def test_status_of_a_missing_folder_says_so(tmp_path):
+    done = cli("status", "--out", str(tmp_path / "nowhere"))
+    assert done.returncode == 1 and f"no such folder: {tmp_path / 'nowhere'}" in done.stderr
+    done = cli("status", "--out", str(tmp_path))
+    assert done.returncode == 0 and "nothing has run there yet" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "out"
+    done = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    return out, json.loads(done.stdout)
+
+
+def test_run_json_shape(small_run):
+    out, summary = small_run
+    assert summary["job"] == "palago" and summary["location"] == str(out / "palago")
+    assert summary["params"] == {"max_n": 9, "catalogue_max_n": 0}
+    assert (summary["shards"], summary["reused"], summary["recomputed"]) == (4, 0, [])
+    assert summary["tables"] == {"creature_counts": {"path": str(out / "palago" / "creature_counts.parquet"), "rows": 9}}
+    assert summary["summary"].startswith("palago: n = 1..9, free(9) = ")
+
+
+def test_status_and_table_json_shapes(small_run):
+    out, _ = small_run
+    status = json.loads(cli("status", "--out", str(out), "--json").stdout)
+    [job] = status["jobs"]
+    assert job["name"] == "palago" and job["shards"] == {"planned": 4, "committed": 4, "stale": 0, "damaged": 0}
+    assert job["running"] is None and job["tables"][0]["params"] == {"max_n": 9, "catalogue_max_n": 0}
+    table = json.loads(cli("table", "--out", str(out), "--json").stdout)
+    parquet = out / "palago" / "creature_counts.parquet"
+    assert table["location"] == str(parquet)
+    assert table["rows"] == pd.read_parquet(parquet).to_dict("records")  # every row and column, as ints
+
+
+@pytest.mark.parametrize("command", ["table", "status"])
+def test_a_closed_pipe_ends_quietly(small_run, command):
+    out, _ = small_run
+    done = subprocess.run(f"{sys.executable} -m jobs {command} --out {out} | head -1", shell=True,
+                          capture_output=True, text=True, timeout=300, executable="/bin/bash")
+    assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1
