@@ -32,12 +32,14 @@ class Attempt:
     reused:   the committed shard was checked against its input and kept, nothing computed.
     verified: a committed shard was checked and its input had changed: it was computed again.
     retried:  how many of the committed shard's records were computed again (``ShardResult.retry``).
+    records:  the input records it read (its ``records`` stat), for progress; None when it read none.
     """
 
     node: str
     reused: bool = False
     verified: bool = False
     retried: int = 0
+    records: int | None = None
 
 
 def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False) -> Attempt:
@@ -61,7 +63,7 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
     else:
         result = job.run_shard(shard)
     store.write_shard(shard, result.tables, _recorded_stats(job, shard, result, fingerprint, node, started))
-    return Attempt(node, verified=verify and not retry, retried=len(retry))
+    return Attempt(node, verified=verify and not retry, retried=len(retry), records=result.stats.get("records"))
 
 
 def _recorded_stats(job: Job, shard: Shard, result: ShardResult, fingerprint: str | None, node: str,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -216,6 +217,7 @@ def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Seque
          prog: str = "batchenum", version: str = "unknown") -> int:
     parser = build_parser(jobs, commands, prog, version)
     args = parser.parse_args(argv)
+    _log_progress_lines(prog)
     interrupted = _note_interrupts()
     try:
         return args.handler(args)
@@ -246,6 +248,14 @@ def _note_interrupts() -> threading.Event:
 
         signal.signal(signal.SIGINT, handler)
     return interrupted
+
+
+def _log_progress_lines(prog: str) -> None:
+    """Off a terminal, progress comes as ``batchenum`` logger records: give them timestamped lines on
+    standard error, unless the application (a caller of ``main``) configured logging itself."""
+    if not logging.getLogger().handlers and not sys.stderr.isatty():
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format=f"%(asctime)s {prog} %(message)s", datefmt="%Y-%m-%dT%H:%M:%S")
 
 
 def _pipe_closed() -> int:

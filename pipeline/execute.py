@@ -213,7 +213,7 @@ def _compute(job: Job, store: ShardStore, pending: list[Shard], total: int, reus
                 changed.append(shard.id)
                 if len(changed) <= _DAMAGE_LINES:
                     progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
-            progress.shard_done()
+            progress.shard_done(attempt.records)
 
     progress.start_shards(total, reused)
     try:

@@ -1,12 +1,21 @@
-"""Progress for long runs: a redrawn status line on a terminal, plain log lines otherwise."""
+"""Progress for long runs: a redrawn status line on a terminal, ``logging`` records otherwise.
+
+Off a terminal, progress goes to the ``batchenum`` logger (INFO), so an application's own logging
+configuration decides where it goes and how it looks; the ``batchenum`` command configures
+timestamped lines on standard error when nothing else has.  The terminal line is written by hand:
+it is one line redrawn with ``\r``, which a dependency (tqdm, rich) would not make shorter.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "LOGGER"]
+
+LOGGER = logging.getLogger("batchenum")
 
 
 def _duration(seconds: float) -> str:
@@ -22,9 +31,12 @@ def _duration(seconds: float) -> str:
 class Progress:
     """Reports a job's stages and its shards as they finish.
 
-    On a terminal the shard count, elapsed time and an estimate of the time left are redrawn in
-    place (at most a few times a second); otherwise each stage is one line, and shard progress is
-    logged at most every ``log_every`` seconds so that logs stay short.
+    On a terminal the shard count, elapsed time, rate and an estimate of the time left are redrawn
+    in place (at most a few times a second); otherwise each stage is one line, and shard progress
+    is reported at most every ``log_every`` seconds so that logs stay short.
+
+    stream: where the lines go; by default standard error when it is a terminal, else the
+            ``batchenum`` logger.
     """
 
     def __init__(self, label: str, stream: TextIO | None = None, quiet: bool = False, log_every: float = 30.0):
@@ -32,11 +44,13 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.logged = stream is None and not self.interactive
         self.log_every = log_every
         self.started = time.monotonic()
         self._total = 0
         self._done = 0
         self._computed = 0
+        self._records = 0
         self._compute_started = self.started
         self._last_draw = 0.0
 
@@ -52,9 +66,11 @@ class Progress:
         self._compute_started = time.monotonic()
         self._draw(force=True)
 
-    def shard_done(self) -> None:
+    def shard_done(self, records: int | None = None) -> None:
+        """One more shard done; ``records``: how many input records it read, when it reads any."""
         self._done += 1
         self._computed += 1
+        self._records += records or 0
         self._draw(force=self._done == self._total)
 
     def finish_shards(self) -> None:
@@ -71,6 +87,8 @@ class Progress:
         remaining = self._total - self._done
         if self._computed and remaining:
             line += f", ~{_duration(elapsed / self._computed * remaining)} left"
+        if self._records and elapsed > 0:
+            line += f", {self._records / elapsed:,.0f} records/s"
         if self.interactive:
             self._write("\r\033[K" + line)
         elif not force or self._done == self._total:
@@ -81,6 +99,11 @@ class Progress:
             self._write("\r\033[K")
 
     def _write(self, text: str) -> None:
-        if not self.quiet:
-            self.stream.write(text)
-            self.stream.flush()
+        if self.quiet:
+            return
+        if self.logged:
+            if text.strip():
+                LOGGER.info(text.strip())
+            return
+        self.stream.write(text)
+        self.stream.flush()

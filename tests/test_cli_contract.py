@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from conftest import CASES
 
 
 def cli(*args: str, cwd=None, stdin=None) -> subprocess.CompletedProcess:
@@ -88,3 +90,24 @@ def test_a_closed_pipe_ends_quietly(small_run, command):
     done = subprocess.run(f"{sys.executable} -m jobs {command} --out {out} | head -1", shell=True,
                           capture_output=True, text=True, timeout=300, executable="/bin/bash")
     assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1
+
+
+def test_progress_goes_through_logging_off_a_terminal(tmp_path, caplog):
+    """A script or notebook that configures logging gets the run's progress as records of the
+    ``batchenum`` logger; the command itself writes them as timestamped lines."""
+    import logging
+
+    from jobs.palago import PalagoJob
+    from pipeline.execute import RunOptions, run_job
+    from pipeline.progress import Progress
+
+    with caplog.at_level(logging.INFO, logger="batchenum"):
+        run_job(PalagoJob(8), RunOptions(out_dir=str(tmp_path / "api"), serial=True), Progress("palago"))
+    said = [record.getMessage() for record in caplog.records if record.name == "batchenum"]
+    assert any("computing in this process (--serial)" in line for line in said)
+    assert any(line.startswith("palago: 4/4 shards") for line in said)
+    done = cli("run", "dungeons", "--input", str(CASES / "dungeon_seed.jsonl"), "--records-per-shard", "3",
+               "--serial", "--out", str(tmp_path / "cli"))
+    assert done.returncode == 0, done.stderr
+    shards_line = next(line for line in done.stderr.splitlines() if "4/4 shards" in line)
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d batchenum dungeons: 4/4 shards, .* records/s$", shards_line)
