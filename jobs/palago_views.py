@@ -13,12 +13,19 @@ import argparse
 import json
 import os
 import shutil
+import sys
+import time
 
 from pipeline.cli import Command, positive_int
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.storage import Storage
 
-__all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items"]
+__all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items", "SEARCH_MAX_N", "MAX_SHOWN"]
+
+# Sizes a gallery searches for on the spot (n = 16 takes seconds, n = 18 a minute: about threefold per
+# tile), and creatures it shows without --limit or --force (50 pages of 500).
+SEARCH_MAX_N = 16
+MAX_SHOWN = 25_000
 
 
 def creature_from_text(text: str) -> list:
@@ -95,6 +102,9 @@ def _add_gallery_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only creatures whose symmetry group has order S (1, 2, 3 or 6); repeat for several")
     parser.add_argument("--limit", type=positive_int, metavar="L",
                         help="only the first L creatures in gallery order (most symmetric first, then by key)")
+    parser.add_argument("--force", action="store_true",
+                        help=f"search sizes above {SEARCH_MAX_N} here, and write galleries of more than "
+                             f"{MAX_SHOWN:,} creatures without --limit")
 
 
 def gallery_frame(n: int, source: str | None = None, stabilisers=None, limit: int | None = None):
@@ -234,9 +244,21 @@ def _running(pid: int) -> bool:
 def _gallery(args: argparse.Namespace) -> int:
     from solvers.palago.render import gallery_index_html, gallery_page_html, gallery_page_name, gallery_pages
 
+    if args.source is None and args.n > SEARCH_MAX_N and not args.force:
+        raise UsageError(f"--n {args.n}: searching creatures of size {args.n} here would take long (a minute at "
+                         f"n = 18, about three times more per tile); write a catalogue first with "
+                         f"`batchenum run palago --max-n {args.n} --catalogue-max-n {args.n}` and pass its folder with "
+                         "--from, or give --force")
     stabilisers = sorted(set(args.stabiliser)) if args.stabiliser else None
+    say = _Say()
+    say(f"finding the creatures of size {args.n} " + (f"in {args.source}" if args.source else "by searching"))
     frame, counts = gallery_frame(args.n, args.source, stabilisers, args.limit)
     pages = gallery_pages(frame["stabiliser"].tolist(), args.per_page)
+    if len(frame) > MAX_SHOWN and args.limit is None and not args.force:
+        raise UsageError(f"--n {args.n}: {len(frame):,} creatures would make {len(pages):,} pages of {args.per_page}; "
+                         f"give --limit L (for example --limit {MAX_SHOWN:,}) or --stabiliser S to show fewer, "
+                         "or --force for all")
+    say(f"writing {len(frame):,} creatures on {len(pages):,} page{'' if len(pages) == 1 else 's'}")
     folder = os.path.join(args.out, "palago", gallery_folder(args.n, stabilisers, args.limit))
     # Write the pages into a fresh folder, then swap it in: no page of an earlier gallery (which may
     # have had more pages) is left behind, and an interrupted run leaves the old gallery whole.
@@ -249,6 +271,7 @@ def _gallery(args: argparse.Namespace) -> int:
             html = gallery_page_html(args.n, items, page, len(pages), counts)
             with open(os.path.join(tmp, gallery_page_name(page.number)), "w", encoding="utf-8") as handle:
                 handle.write(html + "\n")
+            say.every(5.0, f"page {page.number:,} of {len(pages):,} written")
         index = gallery_index_html(args.n, pages, counts, per_page=args.per_page,
                                    selection=_selection(stabilisers, args.limit))
         with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as handle:
@@ -264,6 +287,21 @@ def _gallery(args: argparse.Namespace) -> int:
     print(f"palago gallery: {len(frame):,} of {sum(counts.values()):,} creatures of size {args.n} on "
           f"{len(pages):,} page{'' if len(pages) == 1 else 's'}; open {index_path}")
     return 0
+
+
+class _Say:
+    """Progress lines of the gallery on standard error, timed from the command's start."""
+
+    def __init__(self):
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        self.last = time.monotonic()
+        print(f"palago gallery: {message} [{self.last - self.started:.1f}s]", file=sys.stderr, flush=True)
+
+    def every(self, seconds: float, message: str) -> None:
+        if time.monotonic() - self.last >= seconds:
+            self(message)
 
 
 COMMANDS = [

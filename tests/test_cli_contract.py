@@ -111,3 +111,19 @@ def test_progress_goes_through_logging_off_a_terminal(tmp_path, caplog):
     assert done.returncode == 0, done.stderr
     shards_line = next(line for line in done.stderr.splitlines() if "4/4 shards" in line)
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d batchenum dungeons: 4/4 shards, .* records/s$", shards_line)
+
+
+def test_a_gallery_too_large_to_search_or_to_show_asks_for_what_to_change(tmp_path, monkeypatch, capsys):
+    done = cli("palago", "gallery", "--n", "40", "--out", str(tmp_path))
+    assert done.returncode == 2 and "--from" in done.stderr and "--force" in done.stderr
+    assert not (tmp_path / "palago").exists()
+    from jobs import palago_views
+    from jobs.cli import main
+
+    monkeypatch.setattr(palago_views, "MAX_SHOWN", 50)  # n = 12 has 81 creatures
+    assert main(["palago", "gallery", "--n", "12", "--per-page", "20", "--out", str(tmp_path)]) == 2
+    said = capsys.readouterr().err
+    assert "81 creatures would make 5 pages of 20; give --limit L" in said
+    assert main(["palago", "gallery", "--n", "12", "--per-page", "20", "--limit", "50", "--out", str(tmp_path)]) == 0
+    said = capsys.readouterr().err
+    assert "palago gallery: writing 50 creatures on 3 pages" in said
