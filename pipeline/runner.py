@@ -337,6 +337,7 @@ class RaySession:
             return "an already initialised Ray"
         if self.workers:
             raise UsageError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
+        _check_reachable(self.address)
         try:
             ray.init(address=self.address, logging_level="WARNING")
         except Exception as error:
@@ -440,6 +441,21 @@ def _stop_private(connected: bool, local: LocalRay) -> None:
 
         ray.shutdown()
     local.stop()
+
+
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """Fail within ``timeout`` when nothing listens at a ``host:port`` address: Ray itself retries
+    an unreachable cluster for minutes, printing only its own warnings."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # "auto", ray:// client addresses and the like: Ray resolves them
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ClusterError(f"could not reach the Ray cluster at {address} ({error.strerror or error}): check the "
+                           "address (--address or RAY_ADDRESS: the head's IP and its GCS port, 6379 by default), "
+                           "that the cluster is up (`ray status` on the head) and that no firewall stands "
+                           "between") from error
 
 
 def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> Attempt:

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -127,3 +128,13 @@ def test_a_gallery_too_large_to_search_or_to_show_asks_for_what_to_change(tmp_pa
     assert main(["palago", "gallery", "--n", "12", "--per-page", "20", "--limit", "50", "--out", str(tmp_path)]) == 0
     said = capsys.readouterr().err
     assert "palago gallery: writing 50 creatures on 3 pages" in said
+
+
+def test_an_unreachable_cluster_fails_fast_naming_the_address(tmp_path):
+    from conftest import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    done = cli("run", "palago", "--max-n", "8", "--address", address, "--out", str(tmp_path))
+    assert time.monotonic() - started < 30  # the bound is about 15 s; Ray alone hung for minutes
+    assert done.returncode == 1 and f"could not reach the Ray cluster at {address}" in done.stderr
