@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 import sys
 
-from jobs import __version__, dungeons, nonary, palago, palago_views
+from jobs import __version__, dungeons, nonary, palago, palago_views, warm
 from pipeline import cli
 
 JOBS = [palago.COMMAND, dungeons.COMMAND, nonary.COMMAND]
-COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS]
+COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS, *warm.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:

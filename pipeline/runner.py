@@ -415,6 +415,11 @@ class RaySession:
         folders or files (``check_shared_folders``)."""
         check_shared_folders(folders, files)
 
+    def on_every_node(self, fn: Callable, *args) -> list:
+        """``fn(*args)`` once on every node of the connected Ray (``on_every_node``)."""
+        self.connect()
+        return on_every_node(fn, *args, timeout=3600)
+
     def release(self) -> None:
         """Stop the private Ray, if this session started one: in the background, since Ray's own
         shutdown takes a second or two, which the driver spends writing its tables.  ``close``
@@ -571,9 +576,6 @@ def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, in
     files:   {option: (size, mtime_ns)} keyed by local input path; every node must see the same.
     Raises SharedFolderError naming the node and the two fixes.
     """
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     token = uuid.uuid4().hex
     probes = {}
     for option, folder in folders.items():
@@ -582,18 +584,26 @@ def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, in
         with open(probes[option][1], "w") as handle:
             handle.write(token)
     try:
-        nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
-        probe = ray.remote(num_cpus=0, max_retries=0)(_probe_node)
-        refs = {probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-                .remote({o: p for o, (_, p) in probes.items()}, token, files): node for node in nodes}
-        for ref, node in refs.items():
-            where, problems = ray.get(ref, timeout=120)
+        for where, problems in on_every_node(_probe_node, {o: p for o, (_, p) in probes.items()}, token, files):
             if problems:
                 raise SharedFolderError(_not_shared_message(where, problems))
     finally:
         for _, path in probes.values():
             if os.path.exists(path):
                 os.remove(path)
+
+
+def on_every_node(fn: Callable, *args, timeout: float = 120) -> list:
+    """``fn(*args)`` once on every alive node that has CPUs (a task of no CPU pinned to the node),
+    in node order; a module-level ``fn`` (workers import it)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
+    task = ray.remote(num_cpus=0, max_retries=0)(fn)
+    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+                         name=f"{fn.__name__} {node['NodeManagerAddress']}").remote(*args) for node in nodes]
+    return [ray.get(ref, timeout=timeout) for ref in refs]
 
 
 def _probe_node(probes: dict[str, str], token: str, files: dict[str, tuple[int, int]]) -> tuple[str, list[str]]:

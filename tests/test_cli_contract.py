@@ -138,3 +138,15 @@ def test_an_unreachable_cluster_fails_fast_naming_the_address(tmp_path):
     done = cli("run", "palago", "--max-n", "8", "--address", address, "--out", str(tmp_path))
     assert time.monotonic() - started < 30  # the bound is about 15 s; Ray alone hung for minutes
     assert done.returncode == 1 and f"could not reach the Ray cluster at {address}" in done.stderr
+
+
+def test_warm_compiles_every_jobs_kernels_here_and_on_every_node(ray_session):
+    done = cli("warm")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"warm: \S+: palago [\d.]+ s, palago transfer [\d.]+ s, dungeons [\d.]+ s, nonary [\d.]+ s\n",
+                        done.stdout)
+    from jobs.warm import warm_kernels
+    from pipeline.runner import on_every_node
+
+    [(host, seconds)] = on_every_node(warm_kernels)  # the session's Ray has one node
+    assert set(seconds) == {"palago", "palago transfer", "dungeons", "nonary"}

@@ -1,0 +1,79 @@
+"""``batchenum warm``: compile every numba kernel the jobs use, here or on every node of a cluster.
+
+numba compiles a kernel on its first call in a process and keeps the machine code in its cache
+(``__pycache__`` beside the installed package, or ``NUMBA_CACHE_DIR``), so a node's first run pays
+the compiles once.  ``warm`` pays them before a run: it runs each job's shard code on a few tiny
+records in a scratch folder, which calls every kernel a real shard calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import tempfile
+import time
+
+from pipeline.cli import Command
+from pipeline.job import PlanContext
+
+__all__ = ["warm_kernels", "COMMANDS"]
+
+
+def warm_kernels() -> tuple[str, dict[str, float]]:
+    """Compile (or load from the cache) every kernel the jobs use in this process; returns this
+    host's name and the seconds each job's kernels took."""
+    from jobs.dungeons import DungeonJob
+    from jobs.nonary import NonaryJob
+    from jobs.palago import PalagoJob
+    from jobs.palago_transfer import PalagoTransferJob
+    from pipeline.store import write_batch
+    from solvers.dungeon import generate as dungeons
+    from solvers.nonary import generate as door_graphs
+    from solvers.palago.symmetric import symmetric_counts
+
+    seconds: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="batchenum-warm-") as folder:
+        dungeon_file, nonary_file = os.path.join(folder, "d.jsonl"), os.path.join(folder, "n.jsonl")
+        write_batch(dungeon_file, "grid", [f"d{k}" for k in range(8)], dungeons(8, 6, 6, 0), None)
+        write_batch(nonary_file, "doors", [f"g{k}" for k in range(8)], door_graphs(8, 4, 8, 0), None)
+        for name, job in (("palago", PalagoJob(10, catalogue_max_n=10, shards=1)),
+                          ("palago transfer", PalagoTransferJob(8)),
+                          ("dungeons", DungeonJob(dungeon_file)), ("nonary", NonaryJob(nonary_file))):
+            started = time.perf_counter()
+            for shard in job.plan(PlanContext()):
+                job.run_shard(shard)
+            if name == "palago transfer":
+                symmetric_counts(8)
+            seconds[name] = round(time.perf_counter() - started, 2)
+    return socket.gethostname(), seconds
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", metavar="A",
+                        help="warm every node of this Ray cluster (default: $RAY_ADDRESS; neither: this machine)")
+
+
+def _warm(args: argparse.Namespace) -> int:
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        host, seconds = warm_kernels()
+        print(_line(host, seconds))
+        return 0
+    from pipeline.runner import RaySession
+
+    session = RaySession(address, None)
+    try:
+        for host, seconds in session.on_every_node(warm_kernels):
+            print(_line(host, seconds))
+    finally:
+        session.close()
+    return 0
+
+
+def _line(host: str, seconds: dict[str, float]) -> str:
+    return f"warm: {host}: " + ", ".join(f"{name} {value:.1f} s" for name, value in seconds.items())
+
+
+COMMANDS = [Command(("warm",), "compile every kernel the jobs use (numba), here or on every node of --address",
+                    _add_arguments, _warm)]
