@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import runner
-from pipeline.inputs import load_slice, plan_slices
+from pipeline.inputs.plan import load_slice, plan_slices
 from test_faults import PUBLISHED, cli, cli_command, reused
 
 pytestmark = pytest.mark.slow
