@@ -12,6 +12,13 @@ which returns it as a value of the payload type or raises ``ValueError`` whose t
 A job's parser thereby sees the original JSON types (``9.0``, ``"9"`` and ``true`` are not ``9``),
 and its reasons read exactly as they always did.  Without a ``check`` a payload must already have
 exactly the payload type, JSON type for JSON type (an integer for int64, never a float or a string).
+
+Why a job's check rather than the package validating payloads against the Arrow type: which
+payloads are acceptable, and the words of a rejection, are the job's.  A dungeon grid may also be
+one string of rows; a door list is rejected for its first bad door, a wrong type or a wrong number,
+in door order; rooms may be integers no Arrow type holds.  The package could only reject such
+payloads with reasons of its own, so it hands the raw value to the job's own checks instead, at
+the one place where raw values exist (the reference readers), and keeps one Arrow-backed type.
 """
 
 from __future__ import annotations
