@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 
 from jobs.dungeons import RECORDS_PER_SHARD, DungeonJob
-from pipeline.inputs import string_list_buffers
+from pipeline.arrow import string_list_buffers
 from pipeline.job import PlanContext
 from solvers.dungeon import generate, parse_flat, parse_many, solve_batch
 

@@ -19,20 +19,13 @@ import pyarrow as pa
 
 from jobs import CODE_PACKAGES
 from pipeline import batch
-from pipeline.arrow import from_numpy
+from pipeline.arrow import from_numpy, string_list_buffers
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import (
-    ArrowSlice,
-    RecordSlice,
-    load_slice,
-    plain_reason,
-    read_slice,
-    read_slice_arrow,
-    string_list_buffers,
-)
-from pipeline.job import Column, Shard, ShardOutput, ShardResult, TableSpec
-from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, parse_many, solve_batch
+from pipeline.inputs import read_records
+from pipeline.job import Column, Shard, ShardResult, TableSpec
+from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
+from solvers.dungeon.parse import grid_rows
 
 __all__ = [
     "DungeonJob",
@@ -92,47 +85,23 @@ class DungeonJob(RecordBatchJob):
     def run_shard(self, shard: Shard) -> ShardResult:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 
-        A slice that pyarrow reads without doubt is validated straight from its Arrow buffers, with
-        no Python object per record; any other slice is read record by record, so that every line
-        is accounted for.  Either way the slice is read from the input once.
+        Grids arrive as one Arrow list<string> array, whichever reader read the slice (a grid
+        given as one string is split into its rows), and are validated straight from its buffers,
+        with no Python object per record.  Records the reader rejected, and rejected grids, are
+        the errors.
         """
-        loaded = load_slice(dict(shard.spec), self.input)
-        fast = read_slice_arrow(loaded, "grid", _GRID_TYPE, self.input)
-        if fast is not None:
-            records, outputs = fast, self._arrow_outputs(fast)
-        else:
-            records = read_slice(loaded, "grid", source=self.input)
-            outputs = self._record_outputs(records)
-        return ShardResult(outputs, {"records": len(records)}, loaded.fingerprint)
-
-    def _arrow_outputs(self, records: ArrowSlice) -> ShardOutput:
-        """Answers and errors of a slice read whole into Arrow: only rejected grids are errors."""
-        batch = parse_flat(*string_list_buffers(records.values), max_cells=self.max_cells)
+        records = read_records(dict(shard.spec), "grid", _GRID_TYPE, check=grid_rows, source=self.input)
+        batch = parse_flat(*string_list_buffers(records.payloads), max_cells=self.max_cells)
         is_rejected = np.ones(len(records), dtype=np.bool_)
         is_rejected[batch.index] = False
         rejected = np.flatnonzero(is_rejected)  # (numpy: no Python loop over the slice's records)
         clean = not len(rejected)  # then no take, which imports pyarrow.compute (0.1 s, first shard)
-        return {
+        outputs = {
             "answers": self._answers(records.ids if clean else records.ids.take(from_numpy(batch.index)),
                                      records.positions[batch.index], batch),
-            "errors": {
-                "id": records.ids.slice(0, 0) if clean else records.ids.take(from_numpy(rejected)),
-                "error": [plain_reason(f"{records.position_label} {records.positions[i]}: "
-                                       f"{self._reason(batch.errors[i])}") for i in rejected],
-                "line": records.positions[rejected],
-            },
+            "errors": records.error_rows(rejected, [self._reason(batch.errors[i]) for i in rejected]),
         }
-
-    def _record_outputs(self, records: RecordSlice) -> ShardOutput:
-        """Answers and errors of a slice read record by record: unreadable records are errors too."""
-        readable = [i for i, error in enumerate(records.errors) if error is None]
-        batch = parse_many([records.values[i] for i in readable], max_cells=self.max_cells)
-        answered = [readable[k] for k in batch.index.tolist()]
-        return {
-            "answers": self._answers([records.ids[i] for i in answered],
-                                     np.asarray([records.positions[i] for i in answered], dtype=np.int64), batch),
-            "errors": self._error_rows(records, readable, batch.errors),
-        }
+        return ShardResult(outputs, {"records": records.read}, records.fingerprint)
 
     @staticmethod
     def _answers(ids: Any, lines: np.ndarray, batch: ParsedBatch) -> dict[str, Any]:
@@ -146,19 +115,6 @@ class DungeonJob(RecordBatchJob):
             "monsters": batch.monsters,
             "gold_total": batch.gold_total,
             "line": lines,
-        }
-
-    def _error_rows(self, records: RecordSlice, readable: list[int], parse_errors: list) -> dict[str, list]:
-        """Rows for unreadable records and rejected grids, in input order."""
-        reasons = dict(enumerate(records.errors))
-        for i, error in zip(readable, parse_errors):
-            if error is not None:
-                reasons[i] = f"{records.where(i)}: {self._reason(error)}"
-        rejected = sorted(i for i, reason in reasons.items() if reason is not None)
-        return {
-            "id": [records.name(i) for i in rejected],
-            "error": [plain_reason(reasons[i]) for i in rejected],
-            "line": [records.positions[i] for i in rejected],
         }
 
     @staticmethod

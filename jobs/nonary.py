@@ -24,9 +24,9 @@ from jobs import CODE_PACKAGES
 from pipeline import batch
 from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
 from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import load_slice, plain_reason, read_slice
+from pipeline.inputs import Records, read_records
 from pipeline.job import Column, Shard, ShardResult, TableSpec
-from solvers.nonary import NonaryError, SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
+from solvers.nonary import SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from solvers.nonary.canonical import canonical_form
 
 __all__ = [
@@ -93,23 +93,18 @@ class NonaryJob(RecordBatchJob):
         return {"max_doors": self.max_doors}
 
     def run_shard(self, shard: Shard) -> ShardResult:
-        """Read, check and solve one slice; every record gets exactly one row.
-
-        Records are read without a pyarrow fast path on purpose: the parser must see the original
-        JSON types to reject ``9.0``, ``"9"`` or ``true`` rather than have them coerced.
-        """
-        loaded = load_slice(dict(shard.spec), self.input)
-        records = read_slice(loaded, "doors", source=self.input)
+        """Read, check and solve one slice; every record gets exactly one row."""
+        records = self._read(shard)
         answers, errors, timed_out = self._rows(records, range(len(records)))
-        return self._outputs(answers, errors, len(records), timed_out, loaded.fingerprint)
+        return self._outputs(answers, errors, records.read, timed_out, records.fingerprint)
 
     def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardResult:
         """The committed shard with its timed-out records (``retry``: their lines) searched again;
         every other row is kept as committed."""
-        loaded = load_slice(dict(shard.spec), self.input)
-        records = read_slice(loaded, "doors", source=self.input)
+        records = self._read(shard)
         again = set(retry)
-        answers, errors, timed_out = self._rows(records, [i for i, p in enumerate(records.positions) if p in again])
+        retried = [i for i, p in enumerate(records.positions.tolist()) if p in again]
+        answers, errors, timed_out = self._rows(records, retried, read_errors=False)
         for table, rows in (("answers", answers), ("errors", errors)):
             kept = previous[table].to_pydict()
             for name, values in kept.items():
@@ -117,31 +112,48 @@ class NonaryJob(RecordBatchJob):
             order = sorted(range(len(rows["line"])), key=rows["line"].__getitem__)
             for name in rows:
                 rows[name] = [rows[name][k] for k in order]
-        return self._outputs(answers, errors, len(records), timed_out, loaded.fingerprint)
+        return self._outputs(answers, errors, records.read, timed_out, records.fingerprint)
 
-    def _rows(self, records, indices) -> tuple[dict, dict, list[int]]:
-        """Answers and errors rows for the records at ``indices``, and the lines that timed out."""
+    def _read(self, shard: Shard) -> Records:
+        """The slice's records, each door list checked by ``_checked_doors``."""
+        return read_records(dict(shard.spec), "doors", pa.string(), check=self._checked_doors, source=self.input)
+
+    def _checked_doors(self, value: Any) -> str:
+        """A record's door list, checked on its JSON values as read (the parser must see ``9.0``,
+        ``"9"`` or ``true`` as they are, to reject them rather than have them coerced), as compact
+        JSON text: rooms may be any integer, and Arrow has no type for Python's integers.  Raises
+        a ValueError with the reason for a door list that breaks the contract."""
+        try:
+            return json.dumps(parse(value, max_doors=self.max_doors), separators=(",", ":"))
+        except TooManyDoorsError as error:
+            raise ValueError(f"{error.doors} doors is more than the limit of {error.limit} "
+                             "(raise it with --max-doors)") from None
+
+    def _rows(self, records: Records, indices, read_errors: bool = True) -> tuple[dict, dict, list[int]]:
+        """Answers rows for the accepted records at ``indices``, errors rows for those that have no
+        answer (and for the records the reader rejected, with ``read_errors``), and the lines
+        that timed out."""
         answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "line": []}
-        errors: dict[str, list] = {"id": [], "error": [], "line": []}
+        rejected, reasons = [], []
         solved: dict[tuple, tuple[int, list] | str] = {}  # canonical key -> (escaped, plan) or reason
         timed_out = []
+        ids, positions, payloads = records.ids.to_pylist(), records.positions.tolist(), records.payloads.to_pylist()
         for i in indices:
-            position = records.positions[i]
-            outcome = records.errors[i] or self._answer(records.values[i], solved)
+            doors = tuple(tuple(door) for door in json.loads(payloads[i]))
+            outcome = self._answer(doors, solved)
             if isinstance(outcome, str):
-                errors["id"].append(records.name(i))
-                errors["error"].append(plain_reason(outcome if records.errors[i] else f"{records.where(i)}: {outcome}"))
-                errors["line"].append(position)
+                rejected.append(i)
+                reasons.append(outcome)
                 if isinstance(outcome, _TimedOut):
-                    timed_out.append(position)
+                    timed_out.append(positions[i])
             else:
                 escaped, plan = outcome
-                answers["id"].append(records.ids[i])
+                answers["id"].append(ids[i])
                 answers["escaped"].append(escaped)
                 answers["plan"].append(json.dumps(plan, separators=(",", ":")))
-                answers["doors"].append(len(records.values[i]))
-                answers["line"].append(position)
-        return answers, errors, timed_out
+                answers["doors"].append(len(doors))
+                answers["line"].append(positions[i])
+        return answers, records.error_rows(rejected, reasons, read_errors=read_errors), timed_out
 
     @staticmethod
     def _outputs(answers: dict, errors: dict, records: int, timed_out: list[int], fingerprint: str) -> ShardResult:
@@ -156,8 +168,8 @@ class NonaryJob(RecordBatchJob):
         }
         return ShardResult(tables, {"records": records, "timeouts": len(timed_out)}, fingerprint, retry=timed_out)
 
-    def _answer(self, value: Any, solved: dict) -> tuple[int, list] | str:
-        """(escaped, plan) for one record's door list, or the reason it has no answer.
+    def _answer(self, doors: tuple, solved: dict) -> tuple[int, list] | str:
+        """(escaped, plan) for one record's checked door list, or the reason it has no answer.
 
         solved: canonical key -> (escaped, plan over the canonical door list) or a reason, shared
         by the shard so that each distinct graph is searched once; a door list whose time ran
@@ -168,12 +180,6 @@ class NonaryJob(RecordBatchJob):
         search.
         """
         deadline = time.monotonic() + self.record_timeout
-        try:
-            doors = parse(value, max_doors=self.max_doors)
-        except TooManyDoorsError as error:
-            return f"{error.doors} doors is more than the limit of {error.limit} (raise it with --max-doors)"
-        except NonaryError as error:
-            return str(error)
         if doors in solved:
             return solved[doors]
         try:

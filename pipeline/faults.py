@@ -1,7 +1,7 @@
 """Fault injection for the test suite: the one production module that reads the tests' hooks.
 
 Each hook is an environment variable that is never set in normal use.  Keeping them here (instead
-of beside the code they interrupt) means a reader of ``runner.py``, ``store.py`` or ``inputs.py``
+of beside the code they interrupt) means a reader of ``runner.py``, ``store.py`` or ``inputs/plan.py``
 meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test can bend a run.
 
 - ``BATCHENUM_TEST_KILL_SHARD=sXXXX``: the first attempt at that shard kills its own Ray worker

@@ -169,10 +169,10 @@ def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):
     path = tmp_path / "readable.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     job = DungeonJob(str(path), records_per_shard=25, max_cells=100)
-    monkeypatch.setattr(jobs.dungeons, "read_slice", lambda *a, **k: pytest.fail("left the Arrow path"))
+    monkeypatch.setattr("pipeline.inputs.jsonl._read_lines", lambda *a, **k: pytest.fail("left the Arrow path"))
     fast = run_all(job)
     monkeypatch.undo()
-    monkeypatch.setattr(jobs.dungeons, "read_slice_arrow", lambda *a, **k: None)
+    monkeypatch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)
     assert run_all(job) == fast
     assert len(fast["errors"]["id"]) == sum(1 for _, _, error in readable if error) > 5
     assert fast["answers"]["gold"][:60] == [oracle_gold(g) for g in grids]

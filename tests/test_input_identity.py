@@ -17,7 +17,7 @@ from jobs.nonary import NonaryJob
 from pipeline.job import PlanContext
 from pipeline.errors import InputError
 from pipeline.execute import RunOptions, run_job
-from pipeline.inputs import plan_slices, read_slice, slice_fingerprint
+from pipeline.inputs import plan_slices, read_records, slice_fingerprint
 from pipeline.progress import Progress
 from pipeline.storage import Storage
 from pipeline.store import read_metadata
@@ -75,7 +75,7 @@ def test_a_same_size_edit_during_a_run_is_detected(tmp_path):
     batch.write_bytes(data.replace(b'"@.."', b'"@.."', 1))  # same bytes, new mtime: a rewrite in place
     os.utime(batch, ns=(os.stat(batch).st_atime_ns, os.stat(batch).st_mtime_ns + 1_000_000_000))
     with pytest.raises(InputError, match="changed during the run"):
-        read_slice(spec, "grid")
+        read_records(spec, "grid", pa.list_(pa.string()))
 
 
 def test_parquet_fingerprint_follows_the_row_groups_of_the_slice(tmp_path):

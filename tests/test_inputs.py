@@ -1,36 +1,57 @@
-"""pipeline/inputs.py: slices cover every line once, every line becomes one record or is blank."""
+"""pipeline/inputs: slices cover every line once, every line becomes one record or is blank."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field as dataclass_field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.arrow import string_list_buffers
 from pipeline.errors import InputError, PipelineError
-from pipeline.inputs import (
-    RecordSlice,
-    describe_input,
-    plan_slices,
-    read_slice,
-    read_slice_arrow,
-    string_list_buffers,
-)
-from pipeline.inputs import _cut_slice
+from pipeline.inputs import describe_input, plan_slices, read_records
+from pipeline.inputs.plan import _cut_slice
 
 GRID = pa.list_(pa.string())
 
 
-def read_all(path, field="grid", per_slice=3, fast_type=None) -> RecordSlice:
+@dataclass
+class AllRecords:
+    """Every record of a file in input order, accepted or rejected: one entry per record in each
+    list (id None: the record has none; value None and an error: it was rejected)."""
+
+    positions: list = dataclass_field(default_factory=list)
+    ids: list = dataclass_field(default_factory=list)
+    values: list = dataclass_field(default_factory=list)
+    errors: list = dataclass_field(default_factory=list)
+    position_label: str = "line"
+
+
+def read_all(path, field="grid", per_slice=3, payload_type=GRID, check=None) -> AllRecords:
     """Every slice of the file, concatenated."""
-    out = RecordSlice()
+    rows = []
+    out = AllRecords()
     for spec in plan_slices(str(path), field, per_slice):
-        part = read_slice(json.loads(json.dumps(spec)), field, fast_type)  # specs must survive JSON
-        out.position_label = part.position_label
-        for name in ("positions", "ids", "values", "errors"):
-            getattr(out, name).extend(getattr(part, name))
+        part = read_records(json.loads(json.dumps(spec)), field, payload_type, check=check)  # specs survive JSON
+        label = out.position_label = part.position_label
+        rows += zip(part.positions.tolist(), part.ids.to_pylist(), part.payloads.to_pylist(), [None] * len(part))
+        rejected = part.rejected
+        rows += [(p, None if name == f"{label} {p}" else name, None, reason)
+                 for p, name, reason in zip(rejected.positions.tolist(), rejected.names, rejected.reasons)]
+    for row in sorted(rows, key=lambda row: row[0]):
+        for name, value in zip(("positions", "ids", "values", "errors"), row):
+            getattr(out, name).append(value)
     return out
+
+
+@pytest.fixture(params=["fast", "reference"])
+def readers(request, monkeypatch):
+    """Both JSONL readers: as chosen (the fast path where it reads a slice), or the reference only."""
+    if request.param == "reference":
+        monkeypatch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a: None)
+    return request.param
 
 
 def write_lines(tmp_path, lines, name="batch.jsonl", end="\n"):
@@ -43,13 +64,12 @@ def good_lines(n):
     return [json.dumps({"id": f"r{i}", "grid": [f"@{i % 10}", "$."], "extra": {"x": [1, 2]}}) for i in range(n)]
 
 
-@pytest.mark.parametrize("fast_type", [None, GRID])
 @pytest.mark.parametrize("per_slice", [1, 2, 3, 7, 100])
-def test_slices_cover_every_line_once(tmp_path, per_slice, fast_type):
+def test_slices_cover_every_line_once(tmp_path, per_slice, readers):
     lines = good_lines(10)
     lines[4] = ""  # a blank line is skipped but still counts for the line numbers after it
     path = write_lines(tmp_path, lines)
-    records = read_all(path, per_slice=per_slice, fast_type=fast_type)
+    records = read_all(path, per_slice=per_slice)
     assert records.position_label == "line"
     assert records.positions == [1, 2, 3, 4, 6, 7, 8, 9, 10]
     assert records.ids == [f"r{i}" for i in range(10) if i != 4]
@@ -80,11 +100,11 @@ def test_last_line_without_newline_and_crlf(tmp_path):
     path = tmp_path / "b.jsonl"
     path.write_bytes(b'{"id": "a", "grid": "x"}\r\n\r\n{"id": "b", "grid": "y"}')
     for per_slice in (1, 2, 5):
-        records = read_all(path, per_slice=per_slice)
+        records = read_all(path, per_slice=per_slice, payload_type=pa.string())
         assert (records.positions, records.ids, records.values) == ([1, 3], ["a", "b"], ["x", "y"])
 
 
-def test_malformed_lines_are_reported_by_line(tmp_path):
+def test_malformed_lines_are_reported_by_line(tmp_path, readers):
     lines = [
         '{"id": "ok", "grid": ["@$"]}',
         '{"id": "broken", "grid": [',
@@ -100,8 +120,8 @@ def test_malformed_lines_are_reported_by_line(tmp_path):
     ]
     path = write_lines(tmp_path, lines)
     path.write_bytes(path.read_bytes() + b'{"id": "\xff", "grid": []}\n')
-    for fast_type in (None, GRID):
-        records = read_all(path, per_slice=4, fast_type=fast_type)
+    for per_slice in (4,):
+        records = read_all(path, per_slice=per_slice)
         assert records.positions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]
         assert records.ids == ["ok", None, None, None, "17", None, None, "nogrid", None, None, None]
         errors = records.errors
@@ -122,18 +142,23 @@ def test_malformed_lines_are_reported_by_line(tmp_path):
     "payload, expected",
     [("9.0", 9.0), ('"9"', "9"), ("true", True), ("null", None), ("[1, 2.5]", [1, 2.5]), ("9", 9)],
 )
-def test_fast_path_never_coerces_types(tmp_path, payload, expected):
+def test_payloads_are_never_coerced(tmp_path, payload, expected):
     path = write_lines(tmp_path, [f'{{"id": "a", "n": {payload}}}'])
-    records = read_all(path, field="n", fast_type=pa.int64())
-    assert records.values == [expected] and type(records.values[0]) is type(expected)
-    assert records.errors == [None]
+    records = read_all(path, field="n", payload_type=pa.int64())
+    if type(expected) is int:
+        assert records.values == [expected] and records.errors == [None]
+    else:  # rejected, not read as 9
+        assert records.values == [None] and records.errors[0].startswith("line 1: 'n' is not of type int64")
+    seen = read_all(path, field="n", payload_type=pa.string(), check=lambda value: type(value).__name__)
+    assert seen.values == [type(expected).__name__] and seen.errors == [None]  # a check sees the JSON type
 
 
-def test_fast_path_keeps_nested_types(tmp_path):
+def test_nested_types_are_kept(tmp_path):
     path = write_lines(tmp_path, ['{"id": "a", "doors": [[9, 0, -1]]}', '{"id": "b", "doors": [[9, 0, -1.0]]}'])
-    records = read_all(path, field="doors", fast_type=pa.list_(pa.list_(pa.int64())))
-    assert records.values == [[[9, 0, -1]], [[9, 0, -1.0]]]
-    assert type(records.values[1][0][2]) is float
+    records = read_all(path, field="doors", payload_type=pa.list_(pa.list_(pa.int64())))
+    assert records.values == [[[9, 0, -1]], None] and records.errors[1].startswith("line 2: 'doors' is not of type")
+    seen = read_all(path, field="doors", payload_type=pa.string(), check=json.dumps)
+    assert seen.values == ["[[9, 0, -1]]", "[[9, 0, -1.0]]"]
 
 
 def test_empty_file_has_no_slices(tmp_path):
@@ -155,9 +180,9 @@ def test_parquet_row_ranges(tmp_path):
 def test_parquet_ids_ints_nulls_and_magic_sniffing(tmp_path):
     path = tmp_path / "batch.data"  # no suffix: recognised by its magic bytes
     pq.write_table(pa.table({"id": [5, None, 7], "grid": ["@", "@$", None]}), path)
-    records = read_all(path)
+    records = read_all(path, payload_type=pa.string())
     assert records.ids == ["5", None, "7"]
-    assert records.errors == [None, "row 2: no 'id'", None]
+    assert records.errors == [None, "row 2: no 'id'", "row 3: 'grid' is not of type string (null)"]
     assert records.values == ["@", None, None]
 
 
@@ -194,13 +219,13 @@ def test_changed_file_is_detected(tmp_path):
     spec = plan_slices(str(path), "grid", 10)[0]
     path.write_bytes(path.read_bytes() + b"\n")
     with pytest.raises(InputError, match="changed during the run"):
-        read_slice(spec, "grid")
+        read_records(spec, "grid", GRID)
 
 
 def test_clean_slices_take_the_pyarrow_path(tmp_path, monkeypatch):
     path = write_lines(tmp_path, good_lines(5))
-    monkeypatch.setattr("pipeline.inputs._read_jsonl_lines", lambda *a: pytest.fail("fell back"))
-    records = read_all(path, per_slice=2, fast_type=GRID)
+    monkeypatch.setattr("pipeline.inputs.jsonl._read_lines", lambda *a: pytest.fail("fell back"))
+    records = read_all(path, per_slice=2)
     assert records.positions == [1, 2, 3, 4, 5] and records.errors == [None] * 5
 
 
@@ -212,13 +237,23 @@ def test_describe_input(tmp_path):
         describe_input(str(tmp_path / "gone.jsonl"))
 
 
-def test_read_slice_arrow_agrees_with_read_slice(tmp_path):
+def test_fast_path_agrees_with_the_reference(tmp_path, monkeypatch):
     path = write_lines(tmp_path, good_lines(9))
     for spec in plan_slices(str(path), "grid", 4):
-        arrow = read_slice_arrow(spec, "grid", GRID)
-        plain = read_slice(spec, "grid", GRID)
-        assert arrow.positions.tolist() == plain.positions and arrow.ids.to_pylist() == plain.ids
-        assert arrow.values.to_pylist() == plain.values and arrow.position_label == "line"
+        fast = read_records(spec, "grid", GRID)
+        with monkeypatch.context() as patch:
+            patch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a: None)  # the reference only
+            plain = read_records(spec, "grid", GRID)
+        assert fast.positions.tolist() == plain.positions.tolist() and fast.ids.equals(plain.ids)
+        assert fast.payloads.to_pylist() == plain.payloads.to_pylist() and fast.position_label == "line"
+        assert len(fast.rejected) == len(plain.rejected) == 0 and fast.fingerprint == plain.fingerprint
+
+
+def fell_back(monkeypatch, module: str, reader: str) -> list:
+    """A list that gets an entry each time the reference reader ``module.reader`` is called."""
+    calls, original = [], getattr(__import__(f"pipeline.inputs.{module}", fromlist=[reader]), reader)
+    monkeypatch.setattr(f"pipeline.inputs.{module}.{reader}", lambda *a: calls.append(1) or original(*a))
+    return calls
 
 
 @pytest.mark.parametrize(
@@ -226,22 +261,27 @@ def test_read_slice_arrow_agrees_with_read_slice(tmp_path):
     ['{"id": "x", "grid": ["@", null]}', '{"id": "x"}', '{"grid": ["@"]}', '{"id": 3, "grid": ["@"]}', "", "[1]",
      '{"id": "x", "grid": "@"}'],
 )
-def test_read_slice_arrow_declines_anything_doubtful(tmp_path, line):
+def test_fast_path_declines_anything_doubtful(tmp_path, line, monkeypatch):
     path = write_lines(tmp_path, [good_lines(1)[0], line])
-    assert read_slice_arrow(plan_slices(str(path), "grid", 10)[0], "grid", GRID) is None
+    calls = fell_back(monkeypatch, "jsonl", "_read_lines")
+    read_records(plan_slices(str(path), "grid", 10)[0], "grid", GRID)
+    assert calls
 
 
-def test_read_slice_arrow_parquet(tmp_path):
+def test_parquet_fast_path(tmp_path, monkeypatch):
     path = tmp_path / "b.parquet"
     pq.write_table(pa.table({"id": [1, 2, 3], "grid": [["@a"], ["@", "$"], ["é"]]}), path, row_group_size=2)
     spec = plan_slices(str(path), "grid", 2)[1]
-    arrow = read_slice_arrow(spec, "grid", GRID)
-    assert (arrow.positions.tolist(), arrow.ids.to_pylist(), arrow.values.to_pylist()) == ([3], ["3"], [["é"]])
-    assert arrow.position_label == "row"
+    calls = fell_back(monkeypatch, "parquet", "_read_rows")
+    arrow = read_records(spec, "grid", GRID)
+    assert (arrow.positions.tolist(), arrow.ids.to_pylist(), arrow.payloads.to_pylist()) == ([3], ["3"], [["é"]])
+    assert arrow.position_label == "row" and not calls
     pq.write_table(pa.table({"id": ["a", None], "grid": [["@"], ["@"]]}), path)
-    assert read_slice_arrow(plan_slices(str(path), "grid", 5)[0], "grid", GRID) is None
+    read_records(plan_slices(str(path), "grid", 5)[0], "grid", GRID)
+    assert len(calls) == 1
     pq.write_table(pa.table({"id": ["a"], "grid": ["@"]}), path)  # a string, not a list of strings
-    assert read_slice_arrow(plan_slices(str(path), "grid", 5)[0], "grid", GRID) is None
+    read_records(plan_slices(str(path), "grid", 5)[0], "grid", GRID)
+    assert len(calls) == 2
 
 
 def test_string_list_buffers_of_a_sliced_array():

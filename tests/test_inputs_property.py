@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jobs.dungeons import DungeonJob
 from jobs.nonary import NonaryJob
 from pipeline.errors import InputError
-from pipeline.inputs import plan_slices, read_slice, read_slice_arrow
+from pipeline.inputs import plan_slices, read_records
 from pipeline.job import PlanContext, Shard
 
 GRID = pa.list_(pa.string())
@@ -68,17 +68,30 @@ def non_blank_lines(data: bytes) -> list[int]:
     return [k for k, line in enumerate(data.split(b"\n"), 1) if line.strip()]
 
 
-def read_everything(path, field: str, per_slice: int, fast_type) -> list[tuple]:
-    """(position, id, value, error) for every record of every slice, through ``read_slice``."""
+def read_everything(path, field: str, per_slice: int, fast: bool, monkeypatch) -> list[tuple]:
+    """(position, id, value, error) for every record of every slice, through ``read_records``:
+    with the fast path where it reads a slice (``fast``), else the reference readers only."""
     out = []
-    for spec in plan_slices(str(path), field, per_slice):
-        part = read_slice(spec, field, fast_type)
-        out.extend(zip(part.positions, part.ids, part.values, part.errors))
-        fast = read_slice_arrow(spec, field, GRID)
-        if fast is not None:  # the fast path may decline, but never differ
-            assert fast.positions.tolist() == part.positions and fast.ids.to_pylist() == part.ids
-            assert fast.values.to_pylist() == part.values and part.errors == [None] * len(part)
-    return out
+    with monkeypatch.context() as patch:
+        if not fast:
+            patch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a: None)
+        for spec in plan_slices(str(path), field, per_slice):
+            part = read_records(spec, field, GRID, check=lambda value: value if _strings(value) else _no(value))
+            label = part.position_label
+            out.extend(zip(part.positions.tolist(), part.ids.to_pylist(), part.payloads.to_pylist(),
+                           [None] * len(part)))
+            rejected = part.rejected
+            out.extend((p, None if name == f"{label} {p}" else name, None, reason)
+                       for p, name, reason in zip(rejected.positions.tolist(), rejected.names, rejected.reasons))
+    return sorted(out, key=lambda record: record[0])
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _no(value):
+    raise ValueError(f"not a list of strings: {type(value).__name__}")
 
 
 def plain_columns(columns: dict) -> dict[str, list]:
@@ -91,9 +104,9 @@ def job_verdicts(job) -> dict[int, tuple]:
     """line -> (table, id, reason); checks one verdict per record and UTF-8 on the way."""
     result = {}
     for shard in job.plan(PlanContext()):
-        result = job.run_shard(Shard(shard.id, json.loads(json.dumps(dict(shard.spec)))))
-        answers, errors = (plain_columns(result.tables[table]) for table in ("answers", "errors"))
-        assert result.stats["records"] == len(answers["id"]) + len(errors["id"])
+        outcome = job.run_shard(Shard(shard.id, json.loads(json.dumps(dict(shard.spec)))))
+        answers, errors = (plain_columns(outcome.tables[table]) for table in ("answers", "errors"))
+        assert outcome.stats["records"] == len(answers["id"]) + len(errors["id"])
         for line, ident in zip(list(answers["line"]), answers["id"]):
             assert line not in result
             result[int(line)] = ("answer", ident.encode("utf-8"), None)
@@ -112,7 +125,7 @@ def job_verdicts(job) -> dict[int, tuple]:
 @example([b"\xfe\xff"], False)  # a UTF-16 byte order mark
 @example([b'{"id":"a","grid":["@$","#."]}', b'{"id": "b", "grid": []}'], True)  # jsonl_strict reads these
 @example([b'{"id":"a","grid":["@$","#."]}', b'{"id":"a\\u0041","grid":["@"]}'], False)  # ...not this escape
-def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, content, bom):
+def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, monkeypatch, content, bom):
     data = (BOM if bom else b"") + b"\n".join(content) + b"\n"
     path = tmp_path_factory.mktemp("p") / "batch.jsonl"
     path.write_bytes(data)
@@ -124,8 +137,8 @@ def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, content, bom):
         return
     records = non_blank_lines(data)
     for field in ("grid", "doors"):
-        readings = [read_everything(path, field, per_slice, fast_type)
-                    for per_slice in (1, 3, 50) for fast_type in (None, GRID)]
+        readings = [read_everything(path, field, per_slice, fast, monkeypatch)
+                    for per_slice in (1, 3, 50) for fast in (False, True)]
         assert all(reading == readings[0] for reading in readings)
         assert [position for position, *_ in readings[0]] == records
         for _, ident, _, error in readings[0]:
@@ -149,14 +162,14 @@ parquet_strings = st.one_of(st.text(max_size=5).map(lambda s: s.encode("utf-8", 
                           st.one_of(st.none(), st.lists(st.one_of(st.none(), parquet_strings), max_size=3))),
                 max_size=8),
        st.integers(1, 4))
-def test_parquet_readers_agree_on_random_rows(tmp_path_factory, rows, group):
+def test_parquet_readers_agree_on_random_rows(tmp_path_factory, monkeypatch, rows, group):
     path = tmp_path_factory.mktemp("p") / "batch.parquet"
     ids = pa.array([ident for ident, _ in rows], type=pa.binary()).view(pa.string())
     grid = pa.array([value for _, value in rows], type=pa.list_(pa.binary())).cast(pa.list_(pa.binary()))
     grid = pa.ListArray.from_arrays(grid.offsets, grid.values.view(pa.string()), mask=grid.is_null()) \
         if len(rows) else pa.array([], type=GRID)
     pq.write_table(pa.table({"id": ids, "grid": grid}), path, row_group_size=group)
-    readings = [read_everything(path, "grid", per_slice, None) for per_slice in (1, 3, 50)]
+    readings = [read_everything(path, "grid", per_slice, True, monkeypatch) for per_slice in (1, 3, 50)]
     assert all(reading == readings[0] for reading in readings)
     assert [position for position, *_ in readings[0]] == list(range(1, len(rows) + 1))
     seen = [job_verdicts(DungeonJob(str(path), records_per_shard=size)) for size in (1, 50)]

@@ -20,7 +20,7 @@ from jobs.dungeons import DungeonJob
 from pipeline.errors import InputError
 from pipeline.job import PlanContext
 from pipeline.execute import RunOptions, run_job
-from pipeline.inputs import count_block_newlines, load_slice, plan_slices
+from pipeline.inputs.plan import count_block_newlines, load_slice, plan_slices
 from pipeline.progress import Progress
 from pipeline.runner import RaySession, TaskFailedError
 

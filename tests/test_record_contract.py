@@ -30,7 +30,8 @@ from jobs.dungeons import DungeonJob
 from jobs.nonary import NonaryJob, add_run_arguments
 from pipeline.job import PlanContext
 from pipeline.errors import InputError
-from pipeline.inputs import MAX_DEPTH, MAX_NUMBER_DIGITS, plan_slices, read_slice, read_slice_arrow
+from pipeline.inputs import plan_slices, read_records
+from pipeline.inputs.jsonl import MAX_DEPTH, MAX_NUMBER_DIGITS
 
 GRID = pa.list_(pa.string())
 OK_DUNGEON = b'{"id": "ok", "grid": ["@$"]}'  # answer 1
@@ -293,8 +294,10 @@ def test_parquet_strings_that_are_not_utf8_are_row_errors(tmp_path, dictionary):
     for size in (1, 2, 10):
         assert {int(k): v for k, v in verdicts(DungeonJob(str(path), records_per_shard=size)).items()} == expected
     for spec in plan_slices(str(path), "grid", 2):
-        fast = read_slice_arrow(spec, "grid", GRID)
-        assert fast is None or fast.ids == read_slice(spec, "grid").ids
+        records = read_records(spec, "grid", GRID)
+        named = dict(zip(records.positions.tolist(), records.ids.to_pylist()))
+        named.update(zip(records.rejected.positions.tolist(), records.rejected.names))
+        assert all(named[row] == expected[row][1] for row in named)  # never an id that is not UTF-8
 
 
 def test_parquet_surrogate_id_in_nonary(tmp_path):

@@ -38,6 +38,7 @@ __all__ = [
     "parse",
     "parse_many",
     "parse_flat",
+    "grid_rows",
     "FLOOR",
     "WALL",
     "GOLD",
@@ -278,28 +279,46 @@ def _errors_of_suspects(suspects, n, chars, row_offsets, grid_offsets, max_cells
 # ------------------------------------------------------------------------------ per-record checks
 
 
+def grid_rows(grid: Any) -> list[str]:
+    """A grid's rows as a list of strings: a list of strings as it is, one string split at ``\n``;
+    NotAGridError for anything else, EmptyGridError for an empty string.  (A job that reads grids
+    as Arrow lists of strings turns other JSON values into them with this, before ``parse_flat``.)"""
+    rows = _rows_of(grid)
+    _joined(rows)
+    return rows
+
+
 def _flatten(grid: Any, max_cells: int | None) -> tuple[int, int, str]:
     """(height, width, the rows joined) after the checks that need no per-cell work: type,
     emptiness, size and shape."""
+    rows = _rows_of(grid)
+    if not rows:
+        raise EmptyGridError("grid is empty (no rows)")
+    joined = _joined(rows)
+    _check_size(len(joined), max_cells)
+    _check_shape(rows)
+    return len(rows), len(rows[0]), joined
+
+
+def _rows_of(grid: Any) -> list:
+    """The rows of a grid given as one string or as a list (whatever the rows are)."""
     if isinstance(grid, str):
         text = grid[:-1] if grid.endswith("\n") else grid
         if not text:
             raise EmptyGridError("grid is empty")
-        rows = text.split("\n")
-    elif isinstance(grid, (list, tuple)):
-        rows = list(grid)
-        if not rows:
-            raise EmptyGridError("grid is empty (no rows)")
-    else:
-        raise NotAGridError(f"grid must be a string or a list of strings, not {_type_name(grid)}")
+        return text.split("\n")
+    if isinstance(grid, (list, tuple)):
+        return list(grid)
+    raise NotAGridError(f"grid must be a string or a list of strings, not {_type_name(grid)}")
+
+
+def _joined(rows: list) -> str:
+    """The rows joined; NotAGridError naming the first row that is not a string."""
     try:
-        joined = "".join(rows)
+        return "".join(rows)
     except TypeError:  # some row is not a string: name it
         r = next(r for r, row in enumerate(rows) if not isinstance(row, str))
         raise NotAGridError(f"row {r + 1} is not a string but {_type_name(rows[r])}") from None
-    _check_size(len(joined), max_cells)
-    _check_shape(rows)
-    return len(rows), len(rows[0]), joined
 
 
 def _check_size(cells: int, max_cells: int | None) -> None:

@@ -1,0 +1,253 @@
+"""Reading a JSONL slice: one JSON object per line, with an ``id`` and a payload field.
+
+Three readers, tried in this order, all returning ``Records``:
+
+1. ``jsonl_strict`` (compiled): the commonest shape, ``{"id": "...", "FIELD": ["...", ...]}`` as a
+   program writes it; anything else and it declines;
+2. ``pyarrow.json`` against the schema {id: string, FIELD: payload type}, used only when it reads the
+   slice exactly as the reference does (``_arrow_table`` says when); every record is then accepted;
+3. the reference, line by line with ``json.loads`` (``_read_lines``): every non-blank line becomes
+   one record, accepted or rejected with its reason; payloads go through the job's ``check``.
+
+The first two (the fast path) are tried only for payloads of type ``FAST_TYPE``, list<string>: the
+one shape they are shown to read exactly as ``json.loads`` does (tests/test_inputs_property.py), and
+one a job's check leaves as it is.  Any other payload type is read by the reference alone, so its
+check sees every payload with its JSON types (the Nonary job relies on it).  A record's verdict
+thus depends neither on the reader nor on the records sharing its slice.
+
+JSONL must be UTF-8 without unpaired surrogate escapes; a byte order mark is skipped at the very
+start of the file only; lines nested deeper than ``MAX_DEPTH`` or with a number longer than
+``MAX_NUMBER_DIGITS`` digits are rejected.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pa_json
+from numba import njit
+
+from pipeline.arrow import has_nulls
+from pipeline.inputs.jsonl_strict import read_id_and_strings
+from pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, json_type_name, record_id
+
+__all__ = ["read_jsonl", "FAST_TYPE", "MAX_DEPTH", "MAX_NUMBER_DIGITS"]
+
+FAST_TYPE = pa.list_(pa.string())  # the payload type the fast path reads (jsonl_strict reads it itself)
+_ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
+# A JSONL line is rejected when it nests arrays and objects deeper than MAX_DEPTH or holds a number
+# of more than MAX_NUMBER_DIGITS digits: records never need either, and json.loads could not read
+# them the same way everywhere (its recursion limit depends on the caller's stack, its integer
+# limit on PYTHONINTMAXSTRDIGITS, which cannot be set below 640), while pyarrow reads both; so both
+# readers refuse them up front.
+MAX_DEPTH = 64
+MAX_NUMBER_DIGITS = 640
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def read_jsonl(data: bytes, first_line: int, field: str, payload_type: pa.DataType, check: Check | None,
+               fingerprint: str) -> Records:
+    """The records of a JSONL slice (its exact bytes, its first line's number): by the fast path
+    when it reads the slice without doubt, else line by line (see the module's docstring)."""
+    if payload_type.equals(FAST_TYPE):
+        records = _fast_records(data, first_line, field, fingerprint)
+        if records is not None:
+            return records
+    return _read_lines(data, first_line, field, payload_type, check, fingerprint)
+
+
+def _fast_records(data: bytes, first_line: int, field: str, fingerprint: str) -> Records | None:
+    """Every record of the slice, accepted, when a fast reader reads all of them without doubt:
+    each has an id and a list of strings with no null; None otherwise."""
+    table = _arrow_table(data, first_line, field)
+    if table is None:
+        return None
+    ids, payloads = table.column("id").combine_chunks(), table.column(field).combine_chunks()
+    if ids.null_count or has_nulls(payloads) or not pa.types.is_string(ids.type):
+        return None
+    return Records(ids=ids, positions=np.arange(first_line, first_line + table.num_rows, dtype=np.int64),
+                   payloads=payloads, position_label="line", rejected=Rejected(), fingerprint=fingerprint)
+
+
+def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
+    """The slice as a pyarrow Table {id, field: list<string>}, or None when it could differ from
+    the line-by-line reading (``_read_lines``), which is the reference."""
+    # pyarrow.json does not check UTF-8 outside the columns it keeps, skips a BOM at the start of
+    # any block, and reads deep nesting and huge numbers that the line reader refuses: decline all.
+    if not data.isascii() and not _is_utf8(data):
+        return None
+    if data.startswith(_BOM):
+        if first_line != 1:
+            return None
+        data = data[len(_BOM):]
+    table = read_id_and_strings(data, field)  # the commonest shape, compiled; None: read it as below
+    if table is not None:
+        return table
+    line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    depth, digits, opening = _scan_lines(data)
+    # Every line must open an object: pyarrow 26 crashes (SIGSEGV) on a block whose first line is
+    # ``null``, and a line without content could hide a second object on another line.
+    if line_count and ((opening[:line_count] != ord("{")).any() or depth.max() > MAX_DEPTH
+                       or digits.max() > MAX_NUMBER_DIGITS):
+        return None
+    schema = pa.schema([("id", pa.string()), (field, FAST_TYPE)])
+    try:
+        table = pa_json.read_json(
+            io.BytesIO(data),
+            read_options=pa_json.ReadOptions(block_size=_ARROW_BLOCK),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except Exception:  # any parse or type problem: the line-by-line reader explains it per line
+        return None
+    # With every line opening an object, as many rows as lines means one object per line (pyarrow
+    # also splits objects at a space or a carriage return, so a line can hold two, and skips blank
+    # lines, which could make up for it); a null means "missing" and "null" cannot be told apart.
+    # Either way, read line by line.
+    if table.num_rows != line_count or table.column("id").null_count or table.column(field).null_count:
+        return None
+    return table
+
+
+def _is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8 (Python's strict decoder: no surrogates, no overlong forms)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _scan_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(depth, digits, opening), one entry per ``\\n``-separated line of ``data`` (as ``data.split``):
+    the deepest nesting of arrays and objects, the longest run of digits outside strings, and
+    the first byte that is not JSON whitespace (space, tab, carriage return), -1 for none."""
+    lines = data.count(b"\n") + 1
+    depth = np.zeros(lines, dtype=np.int64)
+    digits = np.zeros(lines, dtype=np.int64)
+    opening = np.full(lines, -1, dtype=np.int16)
+    _scan_kernel(np.frombuffer(data, dtype=np.uint8), depth, digits, opening)
+    return depth, digits, opening
+
+
+@njit(cache=True, nogil=True)
+def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
+    """Fill depth[k], digits[k] (int64) and opening[k] (int16) for line k of data (uint8[n]);
+    strings (between unescaped double quotes) are skipped.  Outputs have one entry per line and
+    start at 0, 0 and -1."""
+    n = len(data)
+    line = 0
+    level = 0
+    run = 0
+    i = 0
+    while i < n:
+        byte = data[i]
+        i += 1
+        if byte == 10:
+            line += 1
+            level = 0
+            run = 0
+            continue
+        if byte == 32 or byte == 9 or byte == 13:  # JSON whitespace (not \v or \f, which bytes.strip removes)
+            run = 0
+            continue
+        if opening[line] < 0:
+            opening[line] = byte
+        if byte == 34:  # a string: skip to its closing quote (or the end of the line)
+            run = 0
+            while i < n:
+                byte = data[i]
+                if byte == 34 or byte == 10:
+                    break
+                i += 2 if byte == 92 and data[i + 1 if i + 1 < n else i] != 10 else 1
+            if i < n and data[i] == 34:
+                i += 1
+        elif 48 <= byte <= 57:
+            run += 1
+            if run > digits[line]:
+                digits[line] = run
+        else:
+            run = 0
+            if byte == 91 or byte == 123:
+                level += 1
+                if level > depth[line]:
+                    depth[line] = level
+            elif byte == 93 or byte == 125:
+                level -= 1
+
+
+
+def _read_lines(data: bytes, first_line: int, field: str, payload_type: pa.DataType, check: Check | None,
+                fingerprint: str) -> Records:
+    """The slice line by line with ``json.loads``: every non-blank line becomes one record.  This is
+    the reference reading; the fast path is used only where it gives the same records."""
+    records = RecordsBuilder(field, payload_type, check, "line")
+    depth, digits, _ = _scan_lines(data)
+    for offset, raw in enumerate(data.split(b"\n")):
+        if offset == 0 and first_line == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]  # a byte order mark at the very start of the file is allowed
+        if raw.strip():
+            line = first_line + offset
+            records.add(line, *_parse_json_line(raw, line, field, int(depth[offset]), int(digits[offset])))
+    return records.records(fingerprint)
+
+
+def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int) -> tuple[str | None, Any, str | None]:
+    """(id, value, error) for one non-blank line; depth and digits as ``_scan_lines`` found them."""
+    where = f"line {line}"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, None, f"{where}: not valid UTF-8 (byte {exc.start + 1} of the line)"
+    if text.lstrip().startswith("\ufeff"):
+        return None, None, f"{where}: a byte order mark (U+FEFF) is allowed only at the very start of the file"
+    if depth > MAX_DEPTH:
+        return None, None, f"{where}: arrays and objects nested more than {MAX_DEPTH} deep"
+    if digits > MAX_NUMBER_DIGITS:
+        return None, None, f"{where}: a number of {digits:,} digits (at most {MAX_NUMBER_DIGITS:,} are read)"
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        return None, None, f"{where}: not valid JSON: {message} at column {exc.colno}"
+    except (ValueError, RecursionError):  # a lower PYTHONINTMAXSTRDIGITS, a very deep stack
+        return None, None, f"{where}: not valid JSON: a number too long or nesting too deep to read"
+    if _SURROGATE_ESCAPE.search(raw):
+        surrogate = _lone_surrogate(obj)
+        if surrogate is not None:
+            return None, None, (f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
+                                "surrogate pair without its other half (not a character)")
+    if not isinstance(obj, dict):
+        return None, None, f"{where}: not a JSON object but {json_type_name(obj)}"
+    id_, id_error = record_id(obj.get("id"), "id" in obj, where)
+    if id_error:
+        return id_, None, id_error
+    if field not in obj:
+        return id_, None, f"{where}: no {field!r}"
+    return id_, obj[field], None
+
+
+def _lone_surrogate(value: Any) -> int | None:
+    """The code point of the first unpaired surrogate in any string (or key) of a decoded JSON
+    value, or None.  Paired escapes such as ``\\ud83d\\ude00`` are decoded to one character."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                for char in item:
+                    if 0xD800 <= ord(char) <= 0xDFFF:
+                        return ord(char)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+

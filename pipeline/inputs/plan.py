@@ -1,0 +1,391 @@
+"""Planning: split a JSONL or Parquet input into slices, and read one slice's bytes once.
+
+Planning a JSONL file never parses it: newlines are counted per block (``BLOCK`` bytes), in
+parallel for a large file when the caller lends a parallel map, and slices are cut from the counts;
+each slice's reader then finds its exact cuts in the one byte range it reads (``load_slice``).
+Parquet slices are row ranges.  ``slice_fingerprint`` is the checksum of the bytes a slice reads.
+
+    >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from pipeline import faults
+from pipeline.errors import InputError
+from pipeline.job import PlanContext
+from pipeline.storage import Storage, StorageError
+
+__all__ = ["plan_slices", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
+           "detect_format", "load_slice", "LoadedSlice", "slice_fingerprint", "open_parquet", "check_unchanged",
+           "overlapping_row_groups"]
+
+
+
+_PARQUET_MAGIC = b"PAR1"
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
+# JSONL planning: newlines are counted per block of BLOCK bytes, TASK_BLOCKS blocks per counting task
+# (128 MiB: 100 GB is about 800 tasks, and the driver keeps one int per block); an input of at most
+# DRIVER_BYTES is counted by the driver itself, since starting tasks would cost it more.  When the
+# tasks' workers are not up yet (a private local Ray, not started), counting with tasks would first
+# cost Ray's start-up and the head start, while the driver counts about 1 GB/s: the driver counts
+# inputs of up to STARTUP_BYTES itself then.
+BLOCK = 1 << 20
+TASK_BLOCKS = 128
+DRIVER_BYTES = 64 << 20
+STARTUP_BYTES = 4 << 30
+_COUNT_READ = 1 << 24  # bytes read at a time when counting
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark (a JSONL file may start with one)
+# Compressed files are recognised by their first bytes and refused with a message saying so.
+_COMPRESSED_MAGIC = (
+    (b"\x1f\x8b", "gzip", "gunzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+    (b"BZh", "bzip2", "bunzip2"),  # followed by a block size digit and the block magic, checked below
+    (b"\xfd7zXZ\x00", "xz", "unxz"),
+    (b"PK\x03\x04", "zip", "unzip"),
+)
+_BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
+
+
+@dataclass(frozen=True)
+class LoadedSlice:
+    """A slice read from the input once (``load_slice``), so that its readers need not read it again.
+
+    spec:        the slice spec from ``plan_slices``.
+    data:        the slice's exact bytes (JSONL); None for Parquet, whose rows are read by column.
+    fingerprint: ``slice_fingerprint`` of the slice, computed from those same bytes for JSONL.
+    """
+
+    spec: dict
+    data: bytes | None
+    fingerprint: str
+
+
+
+# ---------------------------------------------------------------------------------------- planning
+
+
+def plan_slices(path: str | Storage, field: str, records_per_slice: int, context: PlanContext | None = None, *,
+                block: int | None = None, task_blocks: int | None = None,
+                driver_bytes: int | None = None) -> list[dict]:
+    """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
+
+    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes):
+                       a local path, a URI (``s3://bucket/batch.jsonl``) or a Storage for one.
+    field:             the payload field every record should carry (checked up front for Parquet).
+    records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
+    context:           the run's ``PlanContext``: a JSONL input larger than ``driver_bytes`` has its
+                       newlines counted by its ``task_map`` (larger than ``STARTUP_BYTES`` when the
+                       map must first start Ray).  None, or no task map: counted in this process,
+                       whatever the size.
+    block, task_blocks, driver_bytes: ``BLOCK``, ``TASK_BLOCKS`` and ``DRIVER_BYTES`` unless given.
+
+    JSONL newlines are counted per block of ``block`` bytes (by tasks of ``task_blocks`` blocks each
+    for a large input), and the driver cuts the file from those counts alone: a slice spec names the
+    byte range to read and how many newlines into it the slice starts and ends, and the reader finds
+    the exact cuts.  The driver never parses, and for a large input never reads it.  Parquet slices
+    are row ranges.  The specs cover the whole file exactly once; an empty file has none.  Raises
+    InputError for a missing or unreadable file or one whose format cannot be told.
+    """
+    if not isinstance(records_per_slice, int) or records_per_slice < 1:
+        raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
+    source = input_storage(path)
+    base = describe_input(source)
+    if detect_format(source) == "parquet":
+        return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
+    block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
+    blocks = BlockRange(source, base, 0, -(-base["size"] // block), block)
+    if _driver_counts(context, base["size"], driver_bytes, startup_bytes):
+        counts = count_block_newlines(blocks)
+    else:
+        counts = np.concatenate([np.zeros(0, dtype=np.int64),
+                                 *context.task_map(count_block_newlines, blocks.split(task_blocks))])
+    ends_with_newline = base["size"] > 0 and source.read_bytes(source.root, base["size"] - 1) == b"\n"
+    return [{**base, **cut} for cut in _cut_jsonl(counts, base["size"], ends_with_newline, records_per_slice, block)]
+
+
+def _driver_counts(context: PlanContext | None, size: int, driver_bytes: int, startup_bytes: int) -> bool:
+    """Whether the driver counts an input's newlines itself rather than by the context's task map:
+    always without one; for an input of at most ``driver_bytes``; and, while the map must first
+    start Ray (``context.map_ready`` is False), for one of at most ``startup_bytes``."""
+    if context is None or context.task_map is None:
+        return True
+    return size <= (driver_bytes if context.map_ready else startup_bytes)
+
+
+def input_storage(path: str | Storage) -> Storage:
+    """The Storage of one input file; InputError for a location that cannot be used."""
+    if isinstance(path, Storage):
+        return path
+    try:
+        return Storage.at(path)
+    except StorageError as error:
+        raise InputError(f"input: {error}") from None
+
+
+def describe_input(path: str | Storage) -> dict:
+    """{"path": path or URI, "size": bytes, "mtime_ns": modification time} of an input file, for
+    provenance (a changed file is not mistaken for the one already processed).  Raises InputError
+    for a missing or unreadable file."""
+    source = input_storage(path)
+    size, mtime_ns = _stat_input(source)
+    return {"path": source.display_root, "size": size, "mtime_ns": mtime_ns}
+
+
+def _stat_input(source: Storage) -> tuple[int, int]:
+    """(size, mtime_ns) of the input file, or an InputError saying why it cannot be used."""
+    where = source.display_root
+    try:
+        size, mtime_ns = source.stat(source.root)
+        if source.local:
+            with open(source.root, "rb"):
+                pass
+    except FileNotFoundError:
+        raise InputError(f"input file {where} does not exist") from None
+    except StorageError as error:
+        raise InputError(f"input {error}") from None
+    except PermissionError:
+        raise InputError(f"cannot read input file {where}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"cannot read input file {where}: {exc.strerror or exc}") from None
+    return size, mtime_ns
+
+
+def detect_format(source: Storage) -> str:
+    """"parquet" or "jsonl", from the suffix, else from the first bytes; InputError for a
+    compressed file or UTF-16/32 text (whatever its name) or one whose format cannot be told."""
+    path = source.display_root
+    lower = path.lower()
+    head = source.read_bytes(source.root, 0, 10)
+    for magic, kind, tool in _COMPRESSED_MAGIC:
+        if head.startswith(magic) and (kind != "bzip2" or _BZIP2_BLOCK.fullmatch(head[3:])):
+            raise InputError(
+                f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
+                "and pass the .jsonl or .parquet file"
+            )
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
+        raise InputError(f"input {path} is UTF-16 or UTF-32 text (it starts with that byte order mark): "
+                         "convert it to UTF-8, for example with iconv -t UTF-8")
+    if lower.endswith(".parquet") or head[:4] == _PARQUET_MAGIC:
+        return "parquet"
+    if lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
+        return "jsonl"
+    raise InputError(
+        f"cannot tell the format of {path}: name it .jsonl (one JSON object per line) "
+        "or .parquet"
+    )
+
+
+def _plan_sizes(block: int | None, task_blocks: int | None,
+                driver_bytes: int | None) -> tuple[int, int, int, int]:
+    """(block, task_blocks, driver_bytes, startup_bytes): the arguments given, else the test hook's,
+    else the defaults.  A driver_bytes given (or the hook's) stands for startup_bytes too."""
+    hook = faults.plan_sizes()
+    defaults = hook or [BLOCK, TASK_BLOCKS, DRIVER_BYTES]
+    if driver_bytes is None:
+        driver_bytes = defaults[2]
+        startup_bytes = defaults[2] if hook else STARTUP_BYTES
+    else:
+        startup_bytes = driver_bytes
+    return block or defaults[0], task_blocks or defaults[1], driver_bytes, startup_bytes
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """Blocks ``first`` .. ``end - 1`` of an input, block k being bytes [k * block, (k + 1) * block);
+    ``described`` is the input's ``describe_input`` at planning time.  Its ``str`` names it in
+    messages."""
+
+    source: Storage
+    described: dict
+    first: int
+    end: int
+    block: int
+
+    def split(self, blocks_per_part: int) -> list["BlockRange"]:
+        return [BlockRange(self.source, self.described, first, min(first + blocks_per_part, self.end), self.block)
+                for first in range(self.first, self.end, blocks_per_part)]
+
+    def __str__(self) -> str:
+        size = self.described["size"]
+        return (f"blocks {self.first}..{self.end - 1} (bytes {self.first * self.block:,} to "
+                f"{min(self.end * self.block, size):,}) of {self.source.display_root}")
+
+
+def count_block_newlines(blocks: BlockRange) -> np.ndarray:
+    """The newlines in each block of ``blocks`` (int64, one count per block), reading only those
+    blocks.  Runs in a counting task or on the driver; raises InputError naming the blocks when they
+    cannot be read, or when the file changed since planning began."""
+    check_unchanged(blocks.described, blocks.source)  # its message names the file and says what to do
+    try:
+        counts = np.zeros(blocks.end - blocks.first, dtype=np.int64)
+        per_read = max(1, _COUNT_READ // blocks.block)  # a few large reads, not one per small block
+        buffer = np.empty(per_read * blocks.block, dtype=np.uint8)  # reused: fresh memory per read faults
+        with blocks.source.open_input(blocks.source.root) as handle:
+            for first in range(blocks.first, blocks.end, per_read):
+                last = min(first + per_read, blocks.end)
+                data = buffer[:_read_into(handle, first * blocks.block, buffer[:(last - first) * blocks.block])]
+                for k in range(first, last):
+                    at = (k - first) * blocks.block
+                    # numpy: 2.5x bytes.count here, and the comparison releases the GIL
+                    counts[k - blocks.first] = np.count_nonzero(data[at : at + blocks.block] == 0x0A)
+    except Exception as error:
+        raise InputError(f"cannot count the lines of {blocks}: {type(error).__name__}: {error}") from None
+    return counts
+
+
+def _read_into(handle, offset: int, buffer: np.ndarray) -> int:
+    """Fill ``buffer`` with the bytes at ``offset`` (fewer at the end of the file); returns how many."""
+    handle.seek(offset)
+    filled = 0
+    while filled < len(buffer):
+        got = handle.readinto(buffer[filled:])
+        if not got:
+            break
+        filled += got
+    return filled
+
+
+def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per_slice: int,
+               block: int) -> list[dict]:
+    """Slice specs of ``lines_per_slice`` lines each, from the newlines counted in each block.
+
+    Slice k starts after newline number k * lines_per_slice (1-based; the file's start for k = 0),
+    which lies in the block where before[b] < mark <= before[b + 1]; the spec says to read from that
+    block's start and pass ``skip`` newlines.  It ends after ``lines`` more newlines, read up to the
+    end of the block holding the last of them, or at the end of the file for the last slice.
+    """
+    before = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))  # newlines before each block
+    lines = int(before[-1]) + (0 if ends_with_newline or size == 0 else 1)  # a last line may lack "\n"
+    slices = -(-lines // lines_per_slice)
+    if not slices:
+        return []
+    marks = np.arange(1, slices, dtype=np.int64) * lines_per_slice  # newlines that end slices 0 .. slices-2
+    mark_blocks = np.searchsorted(before, marks, side="left") - 1
+    starts = [(0, 0)] + [(int(b) * block, int(m - before[b])) for b, m in zip(mark_blocks, marks)]
+    ends = [min(size, (int(b) + 1) * block) for b in mark_blocks] + [size]
+    return [
+        {"format": "jsonl", "first_line": 1 + k * lines_per_slice, "from": start, "skip": skip, "to": end,
+         "lines": lines_per_slice if k < slices - 1 else None}
+        for k, ((start, skip), end) in enumerate(zip(starts, ends))
+    ]
+
+
+def _plan_parquet(source: Storage, field: str, rows_per_slice: int) -> list[dict]:
+    """Row ranges of ``rows_per_slice`` rows each; checks that the payload column exists."""
+    path = source.display_root
+    parquet_file = open_parquet(source)
+    names = parquet_file.schema_arrow.names
+    if field not in names:
+        raise InputError(f"Parquet input {path} has no column {field!r} (its columns: {', '.join(names)})")
+    for name in ("id", field):
+        if names.count(name) > 1:
+            raise InputError(
+                f"Parquet input {path} has {names.count(name)} columns named {name!r}: "
+                "keep exactly one and write the file again"
+            )
+    total = parquet_file.metadata.num_rows
+    return [
+        {"format": "parquet", "start_row": start, "end_row": min(start + rows_per_slice, total)}
+        for start in range(0, total, rows_per_slice)
+    ]
+
+
+def open_parquet(source: Storage):
+    """A pyarrow ParquetFile, or an InputError if the file is not readable Parquet."""
+    try:
+        return pq.ParquetFile(source.open_input(source.root))
+    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
+        raise InputError(f"cannot read {source.display_root} as Parquet: {exc}") from None
+
+
+def load_slice(spec: dict, source: Storage | None = None) -> LoadedSlice:
+    """Read one slice planned by ``plan_slices`` once, with its fingerprint: the readers take the
+    result instead of a spec, so that a shard reads its JSONL slice a single time.
+
+    source: the input's Storage (carries object-store credentials to workers); default: the one
+            ``spec["path"]`` names, reached with this process's environment.
+
+    Raises InputError if the file changed since it was planned.
+    """
+    source = source or input_storage(spec["path"])
+    if spec["format"] == "parquet":
+        return LoadedSlice(spec, None, slice_fingerprint(spec, source))
+    data = _slice_bytes(spec, source)
+    return LoadedSlice(spec, data, _fingerprint(data))
+
+
+def _slice_bytes(spec: dict, source: Storage) -> bytes:
+    """The exact bytes of a JSONL slice: its planned range is read in one request, and the cuts
+    found in it by counting ``skip`` and ``lines`` newlines (``_cut_slice``).  InputError if the
+    file changed since planning."""
+    check_unchanged(spec, source)
+    data = source.read_bytes(source.root, spec["from"], spec["to"])
+    start, end = _cut_slice(data, spec)
+    return data[start:end]
+
+
+def _cut_slice(data: bytes, spec: dict) -> tuple[int, int]:
+    """(start, end) of a slice within ``data``, the bytes [from, to) of its input: just after the
+    ``skip``-th newline, and ``lines`` newlines further (or the end, for the last slice)."""
+    wanted = spec["skip"] + (spec["lines"] or 0)
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A)[:wanted] if wanted else ()
+    if len(newlines) < wanted:  # only when the content changed behind the same size and time
+        raise InputError(f"input file {spec['path']} changed during the run (bytes {spec['from']:,} to "
+                         f"{spec['to']:,} no longer hold the lines planned); run it again once it no longer changes")
+    start = int(newlines[spec["skip"] - 1]) + 1 if spec["skip"] else 0
+    end = int(newlines[-1]) + 1 if spec["lines"] else len(data)
+    return start, end
+
+
+def check_unchanged(spec: dict, source: Storage) -> None:
+    """InputError when the file's size or modification time differ from the plan's: it changed
+    during the run, and slices read before and after would mix two contents."""
+    if _stat_input(source) != (spec["size"], spec["mtime_ns"]):
+        raise InputError(f"input file {spec['path']} changed during the run (its size or modification time "
+                         "differ from when the batch was planned); run it again once it no longer changes")
+
+
+def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
+    """A checksum of the bytes a slice reads: the slice's byte range of a JSONL file, or the column
+    chunks of the Parquet row groups that hold its rows.  Workers record it with each shard, and a
+    rerun reuses a shard only when the fingerprint of its slice is unchanged, so content changed
+    behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
+    source = source or input_storage(spec["path"])
+    if spec["format"] == "jsonl":
+        return _fingerprint(_slice_bytes(spec, source))
+    digest = hashlib.sha256()
+    check_unchanged(spec, source)
+    metadata = open_parquet(source).metadata
+    digest.update(f"{spec['start_row']}:{spec['end_row']}".encode())
+    with source.open_input(source.root) as handle:
+        for group in overlapping_row_groups(metadata, spec["start_row"], spec["end_row"])[0]:
+            for k in range(metadata.row_group(group).num_columns):
+                chunk = metadata.row_group(group).column(k)
+                offset = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+                digest.update(handle.read_at(chunk.total_compressed_size, offset))
+    return digest.hexdigest()[:32]
+
+
+def _fingerprint(data: bytes) -> str:
+    """SHA-256 (hardware-accelerated here: about 1.2 GB/s, 1.6x blake2b) of a JSONL slice's bytes."""
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def overlapping_row_groups(metadata, start: int, end: int) -> tuple[list[int], int | None]:
+    """The row groups holding rows [start, end), and the first row of the first of them."""
+    groups, group_start, first = [], 0, None
+    for index in range(metadata.num_row_groups):
+        group_end = group_start + metadata.row_group(index).num_rows
+        if group_start < end and group_end > start:
+            groups.append(index)
+            first = group_start if first is None else first
+        group_start = group_end
+    return groups, first
+
