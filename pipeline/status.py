@@ -45,6 +45,8 @@ def job_statuses(location: str) -> list[JobStatus]:
     out = Storage.at(location)
     found = []
     for folder in out.list_dirs(out.root):
+        if _basename(folder).startswith("_"):  # not a job folder: _inputs/ holds batches given as data
+            continue
         status = _job_status(out.child(_basename(folder)))
         if status is not None:
             found.append(status)

@@ -1,0 +1,189 @@
+"""``batchenum.run``: one function for every job, one result type for every job."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pipeline.errors import UsageError
+from pipeline.execute import RunOptions, run_job
+from pipeline.job import Job, TableSpec
+from pipeline.progress import Progress
+from pipeline.runner import TASK_MAX_RETRIES
+from pipeline.storage import Storage
+
+__all__ = ["run", "Result", "Table", "job_names"]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table a run wrote: where it is, how many rows it has, and how to read it.
+
+    path:      a Parquet file, or a folder of hive partitions (``n=3/part-0.parquet``), as a local
+               path or a URI.
+    rows:      its row count.
+    partition: the int64 column a partitioned table is split by (None: one file).
+    """
+
+    name: str
+    path: str
+    rows: int
+    partition: str | None = None
+
+    def to_arrow(self):
+        """The table as a ``pyarrow.Table``, page checksums verified, partition column int64."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        storage = Storage.at(self.path)
+        partitioning = (ds.partitioning(pa.schema([(self.partition, pa.int64())]), flavor="hive")
+                        if self.partition else None)
+        scan = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
+            page_checksum_verification=True))
+        return ds.dataset(storage.root, filesystem=storage.fs, format=scan, partitioning=partitioning).to_table()
+
+    def to_pandas(self):
+        """The table as a pandas DataFrame (``to_arrow().to_pandas()``)."""
+        return self.to_arrow().to_pandas()
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a run did and wrote.
+
+    tables:     every table it wrote, by name.
+    location:   the job folder (``OUT/JOB``), as a path or URI.
+    shards:     shards planned; ``reused``: of those, committed by an earlier run and kept;
+                ``recomputed``: ids of those recomputed (damaged, stale, or made with other parameters).
+    totals:     counts the shards recorded, summed (``records`` read; ``timeouts`` for nonary).
+    summary:    the job's one-line summary, as the CLI prints it.
+    """
+
+    job: str
+    location: str
+    tables: dict[str, Table]
+    shards: int
+    reused: int
+    recomputed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    totals: dict[str, int] = field(default_factory=dict)
+    summary: str = ""
+
+
+def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct") -> Job:
+    from jobs.palago import palago_job
+
+    return palago_job(max_n, catalogue_max_n, shards, method)
+
+
+def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int | None = None, *,
+              out: str) -> Job:
+    from jobs.dungeons import MAX_CELLS, RECORDS_PER_SHARD, DungeonJob
+
+    return DungeonJob(_input_location(input, "grid", out), records_per_shard or RECORDS_PER_SHARD,
+                      max_cells or MAX_CELLS)
+
+
+def _nonary(input: Any, records_per_shard: int | None = None, max_doors: int | None = None,
+            record_timeout: float | None = None, *, out: str) -> Job:
+    from jobs.nonary import MAX_DOORS, RECORD_TIMEOUT, RECORDS_PER_SHARD, NonaryJob
+
+    return NonaryJob(_input_location(input, "doors", out), records_per_shard or RECORDS_PER_SHARD,
+                     max_doors or MAX_DOORS, record_timeout or RECORD_TIMEOUT)
+
+
+# job name -> (builder from keyword parameters, whether it reads a batch and so needs ``out``)
+_JOBS: dict[str, tuple[Callable[..., Job], bool]] = {"palago": (_palago, False), "dungeons": (_dungeons, True),
+                                                     "nonary": (_nonary, True)}
+
+
+def job_names() -> list[str]:
+    """The jobs ``run`` knows: ``['palago', 'dungeons', 'nonary']``."""
+    return list(_JOBS)
+
+
+def run(job: str | Job, *, out: str = "results", workers: int | None = None, address: str | None = None,
+        serial: bool = False, overwrite: bool = False, retries: int = TASK_MAX_RETRIES, quiet: bool = True,
+        **params: Any) -> Result:
+    """Run ``job`` (a name from ``job_names()``, or a ``pipeline.job.Job``) and return its ``Result``.
+
+    params:   the job's own parameters, as the CLI's options with underscores: palago ``max_n``,
+              ``catalogue_max_n``, ``shards``, ``method``; dungeons ``input``, ``records_per_shard``,
+              ``max_cells``; nonary ``input``, ``records_per_shard``, ``max_doors``, ``record_timeout``.
+              ``input`` is a file, folder or URI, or a pandas DataFrame or Arrow table with the
+              columns ``id`` and the payload (``grid``, ``doors``), which is first written to
+              ``OUT/_inputs/`` as Parquet, named by its content (so a rerun reuses its shards).
+    out, workers, address, serial, overwrite, retries: as the CLI's options of the same names.
+    quiet:    no progress (progress goes to the ``batchenum`` logger otherwise).
+
+    >>> import batchenum
+    >>> batchenum.run("palago", max_n=99)
+    Traceback (most recent call last):
+    ...
+    pipeline.errors.UsageError: --max-n must be between 1 and 40, not 99
+    >>> batchenum.run("sudoku")
+    Traceback (most recent call last):
+    ...
+    pipeline.errors.UsageError: no job 'sudoku': the jobs are palago, dungeons, nonary
+    """
+    instance = _job(job, params, out)
+    options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, overwrite=overwrite,
+                         retries=retries)
+    done = run_job(instance, options, Progress(instance.name, quiet=quiet))
+    tables = {name: Table(name, done.paths[name], len(table), _partition(instance, name))
+              for name, table in done.tables.items()}
+    return Result(instance.name, done.location, tables, done.shards, done.reused, list(done.recomputed),
+                  done.seconds, done.totals, instance.summary(done.tables, done.totals))
+
+
+def _job(job: str | Job, params: dict[str, Any], out: str) -> Job:
+    if isinstance(job, Job):
+        if params:
+            raise UsageError(f"parameters {sorted(params)} go to the job's constructor, not to run()")
+        return job
+    if job not in _JOBS:
+        raise UsageError(f"no job {job!r}: the jobs are {', '.join(_JOBS)}")
+    build, reads_batch = _JOBS[job]
+    try:
+        return build(**params, out=out) if reads_batch else build(**params)
+    except TypeError as error:
+        raise UsageError(f"{job}: {error}") from None
+
+
+def _partition(job: Job, name: str) -> str | None:
+    spec: TableSpec = job.table_spec(name)
+    return spec.partition
+
+
+def _input_location(data: Any, field: str, out: str) -> str:
+    """A path or URI as it is; a pandas DataFrame or Arrow table written once, as Parquet, to
+    ``OUT/_inputs/<sha256 of its bytes>.parquet`` (beside the job folders, so that every node of a
+    cluster that sees ``out`` sees it too)."""
+    if isinstance(data, str):
+        return data
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not isinstance(data, pa.Table):
+        if not hasattr(data, "columns"):
+            raise UsageError(f"input must be a path, a URI, a pandas DataFrame or an Arrow table, not "
+                             f"{type(data).__name__}")
+        data = pa.Table.from_pandas(data, preserve_index=False)
+    missing = {"id", field} - set(data.column_names)
+    if missing:
+        raise UsageError(f"input has no column {', '.join(sorted(missing))}: it needs 'id' and '{field}'")
+    buffer = io.BytesIO()
+    pq.write_table(data.select(["id", field]).replace_schema_metadata(None), buffer)
+    content = buffer.getvalue()
+    storage = Storage.at(out)
+    path = storage.join("_inputs", f"{hashlib.sha256(content).hexdigest()[:32]}.parquet")
+    if not storage.is_file(path):
+        storage.write_atomic(path, lambda local: _write_bytes(local, content))
+    return storage.uri(path)
+
+
+def _write_bytes(path: str, content: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(content)
