@@ -61,6 +61,15 @@ class RecordBatchJob(Job):
         (``input_fingerprint``), so a changed file is never taken for the one already processed."""
         return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
 
+    def shard_label(self, shard: Shard) -> str:
+        """``s00003 lines 75001-100000`` (JSONL; the last slice ``lines 975001-end``) or
+        ``s00003 rows 1-25000`` (Parquet)."""
+        spec = shard.spec
+        if "first_line" in spec:
+            last = spec["first_line"] + spec["lines"] - 1 if spec["lines"] else "end"
+            return f"{shard.id} lines {spec['first_line']}-{last}"
+        return f"{shard.id} rows {spec['start_row'] + 1}-{spec['end_row']}"
+
     def inputs(self) -> tuple:
         return (self.input,)
 

@@ -162,6 +162,11 @@ class Job:
         """Compute one shard.  Runs in a Ray worker, or in the driver's own threads."""
         raise NotImplementedError
 
+    def shard_label(self, shard: Shard) -> str:
+        """How an operator sees the shard's task (Ray's Dashboard, ``ray list tasks``), after the
+        job's name: its id, and what it covers when that helps."""
+        return shard.id
+
     def inputs(self) -> tuple[Any, ...]:
         """The input files the shards read (``pipeline.storage.Storage`` each); empty when none.
         Committed shards of a job with inputs are reused only while ``input_fingerprint`` still

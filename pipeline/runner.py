@@ -361,7 +361,8 @@ class RaySession:
         job_ref, store_ref = ray.put(job), ray.put(store)
 
         def submit(shard: Shard):
-            return task.options(name=f"{job.name} {shard.id}").remote(job_ref, shard, store_ref, shard.id in verify)
+            return task.options(name=f"{job.name} {job.shard_label(shard)}").remote(job_ref, shard, store_ref,
+                                                                                  shard.id in verify)
 
         stream = _TaskStream(submit, shards, _WindowSize(self.window, say, self.cpus))
         try:

@@ -5,9 +5,11 @@ the fake Ray comes up exactly when a test says, and runs its shards in this proc
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 
 import pytest
+from ray import cloudpickle
 
 from pipeline.codeversion import code_version
 from pipeline.job import PlanContext, Shard, ShardResult
@@ -15,8 +17,11 @@ from pipeline.local_ray import LocalRayError
 from pipeline.runner import Executor, ExecutorOptions, ShardFailedError
 from pipeline.storage import Storage
 from pipeline.store import Provenance, ShardStore
+import toy_job
 from toy_job import ToyJob
 
+for _module in (toy_job, sys.modules[__name__]):  # Ray workers cannot import test modules
+    cloudpickle.register_pickle_by_value(_module)
 FAKE_NODE = "the fake Ray"
 
 
@@ -164,3 +169,38 @@ def test_planning_on_one_machine_offers_a_task_map_that_starts_ray(tmp_path):
     assert context.cpus == fake.local_cpus and context.task_map is not None and not context.map_ready
     with Executor(ExecutorOptions(serial=True), lambda _: None, ray=fake) as executor:
         assert executor.plan_context() == PlanContext()
+
+
+class _NamedTasks(ToyJob):
+    """ToyJob whose shards record the name Ray gave their task."""
+
+    def shard_label(self, shard: Shard) -> str:
+        return f"{shard.id} values {shard.spec['start']}-{shard.spec['stop'] - 1}"
+
+    def run_shard(self, shard: Shard) -> ShardResult:
+        import ray
+
+        result = super().run_shard(shard)
+        result.tables["items"]["label"] = [ray.get_runtime_context().get_task_name()] * len(result.tables["items"]["value"])
+        return result
+
+
+def test_ray_tasks_are_named_after_the_job_and_the_shard(tmp_path, ray_session):
+    from pipeline.runner import RaySession
+
+    job = _NamedTasks(shards=3)
+    store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
+    RaySession(None, None).run_shards(job, job.plan(PlanContext()), store, lambda shard, attempt: None)
+    labels = {table.column("label")[0].as_py() for table in (store.read_shard_tables(Shard(f"s{k:03d}"))["items"]
+                                                              for k in range(3))}
+    assert labels == {"toy s000 values 0-9", "toy s001 values 5-14", "toy s002 values 10-19"}
+
+
+def test_a_batch_shard_is_labelled_by_its_lines_or_rows(tmp_path):
+    from jobs.dungeons import DungeonJob
+
+    path = tmp_path / "batch.jsonl"
+    path.write_text("".join(f'{{"id": "d{k}", "grid": ["@"]}}\n' for k in range(7)))
+    job = DungeonJob(str(path), records_per_shard=3)
+    assert [job.shard_label(shard) for shard in job.plan(PlanContext())] == [
+        "s00000 lines 1-3", "s00001 lines 4-6", "s00002 lines 7-end"]
