@@ -99,10 +99,21 @@ class RecordBatchJob(Job):
 
 def add_batch_arguments(parser: argparse.ArgumentParser, field: str, records_per_shard: int) -> None:
     """``--input FILE`` and ``--records-per-shard N`` for a record batch job's ``run`` command."""
-    parser.add_argument("--input", required=True, metavar="FILE",
+    parser.add_argument("--input", required=True, metavar="FILE", action=_Once,
                         help=f'JSONL (one {{"id", "{field}"}} object per line) or Parquet (columns id, {field})')
     parser.add_argument("--records-per-shard", type=positive_int, default=records_per_shard, metavar="N",
                         help=f"input lines or rows per shard (default {records_per_shard:,})")
+
+
+class _Once(argparse.Action):
+    """An option that may be given once: a second ``--input`` is refused rather than silently
+    replacing the first (a run reads one file today)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): a run reads "
+                         "one file; concatenate the files into one (cat a.jsonl b.jsonl > batch.jsonl)")
+        setattr(namespace, self.dest, values)
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:

@@ -150,3 +150,8 @@ def test_warm_compiles_every_jobs_kernels_here_and_on_every_node(ray_session):
 
     [(host, seconds)] = on_every_node(warm_kernels)  # the session's Ray has one node
     assert set(seconds) == {"palago", "palago transfer", "dungeons", "nonary"}
+
+
+def test_input_given_twice_is_refused_not_halved(tmp_path):
+    done = cli("run", "dungeons", "--input", "a.jsonl", "--input", "b.jsonl", "--out", str(tmp_path))
+    assert done.returncode == 2 and "--input given twice (a.jsonl and b.jsonl)" in done.stderr
