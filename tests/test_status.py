@@ -1,5 +1,5 @@
 """`batchenum status` reads a job folder's plan and file footers: during a run, after an
-interrupted one, on an empty folder (quiet), and with stale shards."""
+interrupted one, on a missing or empty folder, and with stale shards."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_status_after_a_finished_run_and_with_stale_shards(tmp_path):
     assert "4/4 shards committed" in status(tmp_path).stdout
 
 
-def test_status_is_quiet_about_what_it_does_not_find(tmp_path):
-    assert status(tmp_path / "nothing-here").stdout == ""
+def test_status_says_what_it_does_not_find(tmp_path):
+    missing = cli("status", "--out", str(tmp_path / "nothing-here"), check=False)
+    assert missing.returncode == 1 and "no such folder" in missing.stderr and missing.stdout == ""
     (tmp_path / "empty").mkdir()
-    assert status(tmp_path / "empty").stdout == ""
+    assert status(tmp_path / "empty").stdout == f"no job folder under {tmp_path / 'empty'}: nothing has run there yet\n"
