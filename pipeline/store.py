@@ -285,6 +285,9 @@ class ShardStore:
             path = self.shard_path(name, shard.id)
             if not self.storage.exists(path):
                 return "missing", {}, {}
+            if not self.storage.is_file(path):  # not ours to delete: it may hold someone's files
+                raise StoreError(f"{self.storage.uri(path)} is a folder where a shard file belongs (batchenum never "
+                                 "makes one there): move it away and run the same command again")
             problem, rows[name], found = self._check_file(path, shard, name, full)
             if problem:
                 problem = problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
@@ -302,7 +305,11 @@ class ShardStore:
                   "shards": [shard.id for shard in shards], "tables": list(self.job.shard_tables
                                                                           or [t.name for t in self.job.tables]),
                   **run}
-        self.storage.write_text(self.storage.join(PLAN_FILE), json.dumps(record, sort_keys=True) + "\n")
+        path = self.storage.join(PLAN_FILE)
+        if self.storage.exists(path) and not self.storage.is_file(path):
+            raise StoreError(f"{self.storage.uri(path)} is a folder where the run's plan belongs (batchenum never "
+                             "makes one there): move it away and run the same command again")
+        self.storage.write_text(path, json.dumps(record, sort_keys=True) + "\n")
 
     def final_params(self) -> str | None:
         """The parameters (JSON) recorded in the job's final tables already in place, if any."""
