@@ -351,7 +351,7 @@ def _print_table(args: argparse.Namespace) -> int:
         raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
     import pandas as pd
 
-    counts = pd.read_parquet(path, filesystem=folder.fs)
+    counts = _read_counts(folder, path, args.out).to_pandas()
     if args.json:
         rows = [{name: int(value) for name, value in row.items()} for row in counts.to_dict("records")]
         print(json.dumps({"table": "creature_counts", "location": folder.uri(path), "rows": rows}, indent=2))
@@ -362,6 +362,33 @@ def _print_table(args: argparse.Namespace) -> int:
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(counts.to_string(index=False))
     return 0
+
+
+def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
+    """The count table, verified (pipeline.store.read_verified: page checksums, footer, columns) and
+    checked for what its footer's unprotected parts could still get wrong: it holds n = 1..max_n, in
+    order, for the max_n its parameters record.  A damaged table is one error naming it, never
+    other numbers."""
+    from pipeline.store import DamagedFileError, read_verified, recorded_metadata, table_schema
+
+    where = folder.uri(path)
+    rebuild = (f"; no number from it is shown. Run the `batchenum run palago ... --out {out}` command that "
+               "wrote it again: it reuses the committed shards and rebuilds the table")
+    try:
+        with folder.open_input(path) as handle:
+            table = read_verified(handle, table_schema(CREATURE_COUNTS), where=where)
+    except DamagedFileError as error:
+        raise PipelineError(f"{error}{rebuild}") from None
+    except OSError as error:
+        raise PipelineError(f"cannot read {where}: {error}") from None
+    meta = recorded_metadata(table.schema)
+    try:
+        max_n = int(json.loads(meta["params"])["max_n"])
+    except (KeyError, TypeError, ValueError):
+        raise PipelineError(f"{where} is damaged (its recorded parameters are unreadable){rebuild}") from None
+    if meta.get("table") != CREATURE_COUNTS.name or table.column("n").to_pylist() != list(range(1, max_n + 1)):
+        raise PipelineError(f"{where} is damaged (it does not hold n = 1..{max_n} as its parameters say){rebuild}")
+    return table.replace_schema_metadata(None)
 
 
 def bfile(counts: pd.DataFrame, column: str = "free") -> str:

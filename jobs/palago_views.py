@@ -165,18 +165,62 @@ def _read_catalogue(n: int, source: str, stabilisers):
             return pd.DataFrame(columns=_COLUMNS), {}
         raise PipelineError(f"the catalogue at {where} stops at n = {known[-1] if known else 0}: rerun with "
                             f"--catalogue-max-n {n} or more, or drop --from")
-    dataset = ds.dataset(catalogue.root, format="parquet", filesystem=catalogue.fs,
-                         partitioning=ds.partitioning(pa.schema([("n", pa.int64())]), flavor="hive"))
-    size = ds.field("n") == n  # a partition filter: the other sizes' files are never opened
-    orders = dataset.to_table(columns=["stabiliser"], filter=size).column("stabiliser").to_pylist()
+    # every page read is checked against its checksum: a damaged catalogue is an error, never creatures
+    verified = ds.ParquetFileFormat(
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
+    where = catalogue.join(f"n={n}")
+    try:
+        dataset = ds.dataset(catalogue.root, format=verified, filesystem=catalogue.fs,
+                             partitioning=ds.partitioning(pa.schema([("n", pa.int64())]), flavor="hive"),
+                             exclude_invalid_files=False)
+        size = ds.field("n") == n  # a partition filter: the other sizes' files are never opened
+        files = [fragment.path for fragment in dataset.get_fragments(filter=size)]
+        where = files[0] if len(files) == 1 else where  # name the file when there is one
+        rows = _check_catalogue_footers(dataset, size)
+        orders = dataset.to_table(columns=["stabiliser"], filter=size).column("stabiliser").to_pylist()
+        wanted = size if not stabilisers else size & ds.field("stabiliser").isin(sorted(stabilisers))
+        columns = [c for c in _COLUMNS if c in dataset.schema.names]  # catalogues before the sum column lack it
+        table = dataset.to_table(columns=columns, filter=wanted)
+    except (OSError, pa.ArrowException, _DamagedCatalogue) as error:
+        raise PipelineError(f"the catalogue at {catalogue.uri(where)} is damaged or unreadable ({error}); no "
+                            f"creature from it is shown. Run `batchenum run palago --max-n M --catalogue-max-n M "
+                            f"--out {source}` (M >= {n}) again to rebuild it") from None
+    if len(orders) != rows:
+        raise PipelineError(f"the catalogue at {catalogue.uri(where)} is damaged ({len(orders)} rows read where its "
+                            f"footers say {rows}); run the command that wrote it again to rebuild it")
     counts = {}
     for order in orders:
         counts[order] = counts.get(order, 0) + 1
-    wanted = size if not stabilisers else size & ds.field("stabiliser").isin(sorted(stabilisers))
-    columns = [c for c in _COLUMNS if c in dataset.schema.names]  # catalogues before the sum column lack it
-    frame = dataset.to_table(columns=columns, filter=wanted).to_pandas()
+    frame = table.to_pandas()
     frame["stabiliser"] = frame["stabiliser"].astype("int64")
     return frame, counts
+
+
+class _DamagedCatalogue(Exception):
+    pass
+
+
+def _check_catalogue_footers(dataset, size) -> int:
+    """The rows the footers of the partition's files state, after checking what no page checksum
+    covers: each footer's row counts agree, and its columns have the catalogue's types (a damaged
+    footer could otherwise turn a column into another type, read as other values)."""
+    from jobs.palago import CREATURES
+    from pipeline.store import table_schema
+
+    declared = table_schema(CREATURES, partitioned_file=True)
+    rows = 0
+    for fragment in dataset.get_fragments(filter=size):
+        metadata = fragment.metadata
+        stated = sum(metadata.row_group(k).num_rows for k in range(metadata.num_row_groups))
+        if metadata.num_rows != stated:
+            raise _DamagedCatalogue(f"{fragment.path}: its footer says {metadata.num_rows} rows and its row "
+                                    f"groups {stated}")
+        for field in fragment.physical_schema:
+            index = declared.get_field_index(field.name)
+            if index < 0 or not field.type.equals(declared.field(index).type):
+                raise _DamagedCatalogue(f"{fragment.path}: column {field.name}: {field.type} is not in the catalogue")
+        rows += stated
+    return rows
 
 
 def _items(frame) -> list:

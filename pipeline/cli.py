@@ -222,7 +222,12 @@ def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Seque
     try:
         return args.handler(args)
     except KeyboardInterrupt:
-        return _interrupted(prog)
+        return _interrupted(prog, interrupted.signum)
+    except SystemExit as stop:
+        # ray.init replaces our SIGTERM handler with one that calls sys.exit(SIGTERM): stop as for ours
+        if stop.code == signal.SIGTERM:
+            return _interrupted(prog, signal.SIGTERM)
+        raise
     except BrokenPipeError:
         return _pipe_closed()
     except UsageError as error:
@@ -231,7 +236,7 @@ def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Seque
     except Exception as error:
         # Ctrl-C inside a library (Ray starting up, say) can surface as another exception
         if interrupted.is_set():
-            return _interrupted(prog)
+            return _interrupted(prog, interrupted.signum)
         if not isinstance(error, (PipelineError, ValueError, OSError)):
             raise
         print(f"{prog}: error: {error}", file=sys.stderr)
@@ -239,14 +244,19 @@ def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Seque
 
 
 def _note_interrupts() -> threading.Event:
-    """An event set by Ctrl-C (SIGINT), which still raises KeyboardInterrupt as usual."""
+    """An event set by Ctrl-C (SIGINT) or SIGTERM (``kill``, a scheduler stopping the job), each of
+    which raises KeyboardInterrupt as Ctrl-C always did: the run stops the same way, committed shards
+    kept.  ``interrupted.signum`` says which, for the exit status (130 or 143)."""
     interrupted = threading.Event()
+    interrupted.signum = signal.SIGINT
     if threading.current_thread() is threading.main_thread():
         def handler(signum, frame):
+            interrupted.signum = signum
             interrupted.set()
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
     return interrupted
 
 
@@ -266,6 +276,9 @@ def _pipe_closed() -> int:
     return 0
 
 
-def _interrupted(prog: str) -> int:
-    print(f"\n{prog}: interrupted; committed shards are kept and a rerun reuses them", file=sys.stderr)
-    return 130
+def _interrupted(prog: str, signum: int = signal.SIGINT) -> int:
+    """Exit status 128 + the signal, as a shell reports a process the signal ended: 130 for Ctrl-C,
+    143 for SIGTERM."""
+    how = "stopped (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    print(f"\n{prog}: {how}; committed shards are kept and a rerun reuses them", file=sys.stderr)
+    return 128 + int(signum)

@@ -21,7 +21,7 @@ import uuid
 from pipeline.errors import PipelineError
 from pipeline.storage import TMP_MARK, Storage
 
-__all__ = ["Lease", "LeaseError", "LEASE_FILE", "STALE_AFTER"]
+__all__ = ["Lease", "LeaseError", "LEASE_FILE", "STALE_AFTER", "dead_reason", "lease_problem"]
 
 LEASE_FILE = "_lease.json"
 HEARTBEAT = 10.0  # seconds between renewals
@@ -48,7 +48,7 @@ class Lease:
     def __enter__(self) -> "Lease":
         current = self._read()
         if current and current.get("run") != self.record["run"]:
-            dead = _dead_reason(current)
+            dead = dead_reason(current)
             if dead is None:
                 raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}. "
                                  "Wait for it to finish (or stop it), or give another --out.")
@@ -69,7 +69,7 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        current = self._read()
+        current = self._read(check=False)
         if current and current.get("run") == self.record["run"]:
             self.folder.delete_file(self.path)
 
@@ -100,24 +100,59 @@ class Lease:
     def _write(self) -> None:
         self.folder.write_text(self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
 
-    def _read(self) -> dict | None:
-        if not self.folder.is_file(self.path):
-            return None
+    def _read(self, check: bool = True) -> dict | None:
+        """The lease now in place (None when there is none).  LeaseError when the file is not a
+        lease that a run of ours wrote (``check``; otherwise such a file reads as None)."""
         try:
-            return json.loads(self.folder.read_bytes(self.path))
-        except (ValueError, FileNotFoundError):
+            if not self.folder.exists(self.path):
+                return None
+            if not self.folder.is_file(self.path):
+                problem: str | None = "it is not a file"
+            else:
+                record = json.loads(self.folder.read_bytes(self.path))
+                problem = lease_problem(record)
+        except FileNotFoundError:  # removed between the two looks: its run has just ended
             return None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            problem = "it is not JSON"
+        if problem is None:
+            return record
+        if not check:
+            return None
+        raise self._damaged(problem)
+
+    def _damaged(self, problem: str) -> LeaseError:
+        return LeaseError(f"{self.folder.uri(self.path)} is damaged or foreign ({problem}): it is not a lease a run of "
+                          f"batchenum wrote, so whether a run is writing to {self.folder.display_root} is unknown. If "
+                          "no run is writing there, remove that file and run the same command again.")
 
 
-def _dead_reason(lease: dict) -> str | None:
-    """Why the run that wrote ``lease`` is dead, or None while it may be alive."""
+def lease_problem(lease: object) -> str | None:
+    """Why ``lease`` (parsed JSON) is not a lease a run of ours wrote, or None when it is one."""
+    if not isinstance(lease, dict):
+        return f"it holds a JSON {type(lease).__name__}, not an object"
+    for key, kinds in (("run", str), ("host", str), ("pid", int), ("started_at", (int, float)),
+                       ("heartbeat_at", (int, float))):
+        value = lease.get(key)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            return f"its {key} is {json.dumps(value)[:40]}" if key in lease else f"it has no {key}"
+        if key == "pid" and not 0 < value < 1 << 31:
+            return f"its pid is {value}"
+        if key.endswith("_at") and not 0 <= value < 1e11:  # seconds since 1970, before the year 5000
+            return f"its {key} is {value}"
+    return None
+
+
+def dead_reason(lease: dict) -> str | None:
+    """Why the run that wrote ``lease`` (one that ``lease_problem`` accepts) is dead, or None while
+    it may be alive."""
     age = time.time() - float(lease.get("heartbeat_at", 0))
     if lease.get("host") == socket.gethostname() and isinstance(lease.get("pid"), int):
         try:
             os.kill(lease["pid"], 0)
         except ProcessLookupError:
             return "its process is gone"
-        except PermissionError:
+        except (PermissionError, OverflowError):
             pass
     if age > STALE_AFTER:
         return f"no heartbeat for {age:.0f} s"

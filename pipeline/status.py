@@ -12,9 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.lease import LEASE_FILE, STALE_AFTER
+from pipeline.lease import LEASE_FILE, STALE_AFTER, dead_reason, lease_problem
 from pipeline.storage import TMP_MARK, Storage
-from pipeline.store import PLAN_FILE, read_metadata
+from pipeline.store import PLAN_FILE, DamagedFileError, plan_problem, read_metadata, read_verified
+
+# A final table file up to this size has every page checked against its checksum; a larger one only
+# its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).
+VERIFY_BYTES = 64 << 20
 
 __all__ = ["JobStatus", "job_statuses", "render", "to_json"]
 
@@ -34,6 +38,9 @@ class JobStatus:
     last_commit: float | None = None  # the latest commit of any shard
     tables: list[dict[str, Any]] = field(default_factory=list)  # final tables: name, rows, params, version
     lease: dict[str, Any] | None = None  # the lease of a run writing there now (or of a dead one)
+    dead: str | None = None  # why the lease's run is dead (None while it may be alive)
+    unplanned: list[str] = field(default_factory=list)  # shard files the plan does not name
+    problems: list[str] = field(default_factory=list)  # damaged _plan.json or _lease.json, what to do
 
     @property
     def planned(self) -> int | None:
@@ -55,13 +62,23 @@ def job_statuses(location: str) -> list[JobStatus]:
 
 def _job_status(folder: Storage) -> JobStatus | None:
     files = [path for path in folder.list_files() if TMP_MARK not in path]
-    plan = _read_json(folder, PLAN_FILE)
+    plan, plan_error = _read_json(folder, PLAN_FILE)
+    if plan is not None and plan_problem(plan):
+        plan, plan_error = None, plan_problem(plan)
     shard_files = [path for path in files if "/_shards/" in path.replace("\\", "/")]
     finals = [path for path in files if path.endswith(".parquet") and path not in shard_files]
     if plan is None and not shard_files and not finals:
         return None
     status = JobStatus(_basename(folder.root), folder.display_root, plan)
-    status.lease = _read_json(folder, LEASE_FILE)
+    if plan_error:
+        status.problems.append(f"{PLAN_FILE} is damaged ({plan_error}); the next run writes it anew")
+    lease, lease_error = _read_json(folder, LEASE_FILE)
+    lease_error = lease_error or (lease_problem(lease) if lease is not None else None)
+    if lease_error:
+        status.problems.append(f"{LEASE_FILE} is damaged ({lease_error}); if no run is writing to "
+                               f"{folder.display_root}, remove it")
+    elif lease is not None:
+        status.lease, status.dead = lease, dead_reason(lease)
     _read_shards(status, folder, shard_files)
     status.tables = _group_partitions([_final_table(folder, path) for path in finals])
     return status
@@ -78,17 +95,24 @@ def _group_partitions(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry = grouped.setdefault(top, {**table, "name": f"{top}/", "rows": 0, "partitions": 0})
         entry["partitions"] += 1
         entry["rows"] = None if entry["rows"] is None or table["rows"] is None else entry["rows"] + table["rows"]
+        if table.get("damaged") and not entry.get("damaged"):
+            entry["damaged"] = f"{rest}: {table['damaged']}"
     return list(grouped.values())
 
 
-def _read_json(folder: Storage, name: str) -> dict[str, Any] | None:
+def _read_json(folder: Storage, name: str) -> tuple[Any, str | None]:
+    """(the JSON in ``name``, None) or (None, why it cannot be read); (None, None) when absent."""
     path = folder.join(name)
-    if not folder.is_file(path):
-        return None
     try:
-        return json.loads(folder.read_bytes(path))
-    except ValueError:
-        return None
+        if not folder.exists(path):
+            return None, None
+        if not folder.is_file(path):
+            return None, "not a file"
+        return json.loads(folder.read_bytes(path)), None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None, "not JSON"
+    except OSError as error:
+        return None, f"unreadable: {error}"
 
 
 def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> None:
@@ -100,6 +124,10 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
     for path in shard_files:
         _, table, name = _relative_parts(folder, path)
         by_shard.setdefault(name.removesuffix(".parquet"), {})[table] = path
+    if plan:  # only the planned shards count: a file the plan does not name is no part of the run
+        planned = set(plan["shards"])
+        status.unplanned = sorted(shard_id for shard_id in by_shard if shard_id not in planned)
+        by_shard = {shard_id: paths for shard_id, paths in by_shard.items() if shard_id in planned}
     started = plan.get("started_at", 0.0)
     for shard_id in sorted(by_shard):
         paths = by_shard[shard_id]
@@ -115,23 +143,48 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
             status.stale.append(shard_id)
             continue
         status.committed.append(shard_id)
+        stats = _stats(meta)
+        committed_at, seconds = stats.get("committed_at"), stats.get("seconds", 0.0)
+        if not _number(committed_at):
+            continue
+        status.last_commit = max(status.last_commit or 0.0, float(committed_at))
+        if _number(started) and committed_at >= started and _number(seconds):
+            status.seconds.append(float(seconds))
+            status.commit_times.append(float(committed_at))
+
+
+def _stats(meta: dict[str, str]) -> dict[str, Any]:
+    try:
         stats = json.loads(meta.get("stats") or "{}")
-        if "committed_at" in stats:
-            status.last_commit = max(status.last_commit or 0.0, float(stats["committed_at"]))
-        if stats.get("committed_at", 0) >= started:
-            status.seconds.append(float(stats.get("seconds", 0.0)))
-            status.commit_times.append(float(stats["committed_at"]))
+    except ValueError:
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
 def _final_table(folder: Storage, path: str) -> dict[str, Any]:
+    """A final table file's rows and provenance; its pages checked too when it is small enough
+    (``VERIFY_BYTES``), its footer's row counts always."""
     name = folder.relative(path)
     try:
-        meta = read_metadata(path, folder.fs)
         import pyarrow.parquet as pq
 
-        rows = pq.ParquetFile(folder.open_input(path)).metadata.num_rows
-    except Exception:
-        return {"name": name, "rows": None}
+        with folder.open_input(path) as handle:
+            if handle.size() <= VERIFY_BYTES:
+                table = read_verified(handle)
+                rows, meta = table.num_rows, table.schema.metadata
+            else:
+                metadata = pq.ParquetFile(handle).metadata
+                rows, meta = metadata.num_rows, metadata.metadata
+                if rows != sum(metadata.row_group(k).num_rows for k in range(metadata.num_row_groups)):
+                    raise DamagedFileError("its footer's row counts disagree")
+    except Exception as error:  # damaged: never a row count read from it
+        return {"name": name, "rows": None, "damaged": str(error).removeprefix("a Parquet file is ")}
+    meta = {k.decode(errors="replace").removeprefix("batchenum."): v.decode(errors="replace")
+            for k, v in (meta or {}).items()}
     return {"name": name, "rows": rows, "params": meta.get("params"), "version": meta.get("version")}
 
 
@@ -161,25 +214,34 @@ def _render_one(status: JobStatus, now: float) -> str:
         lines.append(f"  code:        version {plan.get('version')}")
         lines.append(f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} "
                      f"(pid {plan.get('pid')})")
-    if status.lease:
-        beat = now - float(status.lease.get("heartbeat_at", 0))
+    for problem in status.problems:
+        lines.append(f"  damaged:     {problem}")
+    if status.lease and status.dead is None:
+        beat = now - float(status.lease["heartbeat_at"])
         lines.append(f"  running:     host {status.lease.get('host')}, pid {status.lease.get('pid')}, "
-                     f"last heartbeat {_ago(beat)} ago" + (" (stale: the run looks dead)" if beat > STALE_AFTER else ""))
+                     f"last heartbeat {_ago(beat)} ago")
+    elif status.lease:
+        lines.append(f"  stopped:     the run of host {status.lease.get('host')}, pid {status.lease.get('pid')} is dead "
+                     f"({status.dead}); the next run takes the folder over and reuses what is committed")
     total = status.planned
     shard_line = f"{len(status.committed)}" + (f"/{total}" if total is not None else "") + " shards committed"
     if status.stale or status.damaged:
         shard_line += f", {len(status.stale)} stale (other code or parameters), {len(status.damaged)} damaged"
+    if status.unplanned:
+        shard_line += f"; {len(status.unplanned)} not in the plan, ignored ({', '.join(status.unplanned[:3])}" \
+                      + (", ..." if len(status.unplanned) > 3 else "") + ")"
     lines.append(f"  shards:      {shard_line}")
     if status.last_commit:
         lines.append(f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
                      + (f"; the last run computed {len(status.seconds)} shards in {sum(status.seconds):.1f} s"
                         if status.seconds else "; the last run reused every shard it has"))
-    if status.commit_times:
+    if status.commit_times and _alive(status):
         left = _time_left(status)
         if left is not None:
             lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run")
     for table in status.tables:
-        rows = "unreadable" if table["rows"] is None else f"{table['rows']:,} rows"
+        rows = (f"damaged ({table['damaged']}); run the command that wrote it again to rebuild it"
+                if table.get("damaged") else "unreadable") if table["rows"] is None else f"{table['rows']:,} rows"
         extra = f", version {table.get('version')}, parameters {table.get('params')}" if table["rows"] is not None else ""
         parts = f" in {table['partitions']} partitions" if table.get("partitions") else ""
         lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}")
@@ -196,9 +258,9 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
     lease = status.lease
     running = None
     if lease:
-        beat = now - float(lease.get("heartbeat_at", 0))
+        beat = now - float(lease["heartbeat_at"])
         running = {"host": lease.get("host"), "pid": lease.get("pid"), "heartbeat_seconds_ago": round(beat, 1),
-                   "stale": beat > STALE_AFTER}
+                   "stale": beat > STALE_AFTER, "alive": status.dead is None, "dead": status.dead}
     plan = status.plan or {}
     return {
         "name": status.name,
@@ -208,10 +270,13 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "running": running,
         "shards": {"planned": status.planned, "committed": len(status.committed), "stale": len(status.stale),
                    "damaged": len(status.damaged)},
+        "unplanned_shards": len(status.unplanned),  # shard files the plan does not name, not counted
+        "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
-        "seconds_left": _time_left(status) if status.commit_times else None,
+        "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
         "tables": [{"name": table["name"], "rows": table["rows"], "partitions": table.get("partitions"),
-                    "version": table.get("version"), "params": _params(table.get("params"))} for table in status.tables],
+                    "version": table.get("version"), "params": _params(table.get("params")),
+                    "damaged": table.get("damaged")} for table in status.tables],
     }
 
 
@@ -223,6 +288,11 @@ def _params(recorded: Any) -> Any:
         return recorded
 
 
+def _alive(status: JobStatus) -> bool:
+    """Whether a run holds the folder now: an estimate of the time left means nothing otherwise."""
+    return status.lease is not None and status.dead is None
+
+
 def _time_left(status: JobStatus) -> float | None:
     """Shards still to commit over the rate at which the last run committed them."""
     if status.planned is None or not status.plan:
@@ -230,6 +300,8 @@ def _time_left(status: JobStatus) -> float | None:
     remaining = status.planned - len(status.committed)
     started = status.plan.get("started_at")
     if remaining <= 0 or not started or not status.commit_times:
+        return None
+    if not _number(started):
         return None
     elapsed = max(status.commit_times) - started
     rate = len(status.commit_times) / elapsed if elapsed > 0 else None

@@ -38,7 +38,8 @@ from pipeline.errors import PipelineError
 from pipeline.job import Job, Shard, ShardOutput, TableSpec
 from pipeline.storage import TMP_MARK, Storage
 
-__all__ = ["Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE", "read_metadata"]
+__all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
+           "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
@@ -59,6 +60,11 @@ class StoreError(PipelineError):
     """A shard output that does not fit its table's declared columns."""
 
 
+class DamagedFileError(StoreError):
+    """A Parquet file this project wrote that fails its checks (page checksums, footer, columns): its
+    contents are never served.  The message names the file and why."""
+
+
 def arrow_type(type_name: str) -> pa.DataType:
     return _ARROW_TYPES[type_name]
 
@@ -72,6 +78,59 @@ def _parquet_options(spec: TableSpec, compression: str = "zstd") -> dict[str, An
 
 def _schema(spec: TableSpec, drop: str | None = None) -> pa.Schema:
     return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in spec.columns if c.name != drop])
+
+
+def table_schema(spec: TableSpec, partitioned_file: bool = False) -> pa.Schema:
+    """The columns a file of ``spec`` holds (a file of a hive-partitioned table lacks the partition
+    column, which its folder name carries)."""
+    return _schema(spec, drop=spec.partition if partitioned_file else None)
+
+
+def read_verified(handle: Any, schema: pa.Schema | None = None, columns: list[str] | None = None,
+                  row_groups: list[int] | None = None, where: str = "") -> pa.Table:
+    """Read a Parquet file this project wrote, trusting nothing in it: every page read is checked
+    against its checksum, the footer's row counts against one another and against the rows read,
+    and the columns against ``schema`` (names and types; the file's own metadata is kept on the
+    table).  Page checksums do not cover the footer or the page headers: these checks catch the
+    footer damage that would otherwise be read as other numbers (a row group's row count, a column's
+    name or type in the Arrow schema).  DamagedFileError naming ``where`` otherwise."""
+    try:
+        parquet = pq.ParquetFile(handle, page_checksum_verification=True)
+        metadata = parquet.metadata
+        if row_groups is None:
+            table = parquet.read(columns=columns)
+        else:
+            table = parquet.read_row_groups(row_groups, columns=columns)
+    except Exception as error:  # whatever the reader trips on, the file cannot be trusted
+        raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({_reason(error)})") from None
+    problem = _footer_problem(metadata, table, schema, columns, row_groups)
+    if problem:
+        raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({problem})")
+    return table
+
+
+def _footer_problem(metadata: Any, table: pa.Table, schema: pa.Schema | None, columns: list[str] | None,
+                    row_groups: list[int] | None) -> str | None:
+    groups = [metadata.row_group(k).num_rows for k in range(metadata.num_row_groups)]
+    if metadata.num_rows != sum(groups):
+        return f"its footer says {metadata.num_rows} rows and its row groups {sum(groups)}"
+    expected_rows = sum(groups) if row_groups is None else sum(groups[k] for k in row_groups)
+    if table.num_rows != expected_rows:
+        return f"{table.num_rows} rows read where its footer says {expected_rows}"
+    if schema is not None:
+        wanted = schema if columns is None else pa.schema([schema.field(name) for name in columns])
+        if table.schema.remove_metadata() != wanted.remove_metadata():
+            return f"its columns {_columns(table.schema)} are not the table's {_columns(wanted)}"
+    return None
+
+
+def _columns(schema: pa.Schema) -> str:
+    return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
+
+
+def _reason(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 @dataclass(frozen=True)
@@ -109,6 +168,29 @@ def _encode_metadata(meta: dict[str, str]) -> dict[bytes, bytes]:
 def read_metadata(path: str, filesystem: Any) -> dict[str, str]:
     """The batchenum metadata of a Parquet file (provenance, stats) from its footer alone."""
     return _decode_metadata(pq.read_schema(path, filesystem=filesystem).metadata)
+
+
+def plan_problem(plan: Any) -> str | None:
+    """Why ``plan`` (the parsed ``_plan.json``) is not a plan a run of ours wrote, or None."""
+    if not isinstance(plan, dict):
+        return f"it holds a JSON {type(plan).__name__}, not an object"
+    for key in ("shards", "tables"):
+        value = plan.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            return f"its {key} are not a list of names"
+    for key in ("started_at",):
+        value = plan.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                  or not 0 <= value < 1e11):
+            return f"its {key} is {json.dumps(value)[:40]}"
+    if "shards" not in plan:
+        return "it has no shards"
+    return None
+
+
+def recorded_metadata(schema: pa.Schema) -> dict[str, str]:
+    """The batchenum metadata (provenance, stats) a table read from a file carries on its schema."""
+    return _decode_metadata(schema.metadata)
 
 
 def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
@@ -203,12 +285,17 @@ class ShardStore:
             path = self.shard_path(name, shard.id)
             if not self.storage.exists(path):
                 return "missing", {}, {}
+            if not self.storage.is_file(path):  # not ours to delete: it may hold someone's files
+                raise StoreError(f"{self.storage.uri(path)} is a folder where a shard file belongs (batchenum never "
+                                 "makes one there): move it away and run the same command again")
             problem, rows[name], found = self._check_file(path, shard, name, full)
             if problem:
                 problem = problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
                 return problem, {}, {}
             if stats is None:
-                stats = json.loads(found.get("stats") or "{}")
+                stats = _stats(found)
+                if stats is None:
+                    return f"{self.storage.relative(path)}: its recorded stats are unreadable", {}, {}
         return None, rows, stats or {}
 
     def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
@@ -218,7 +305,11 @@ class ShardStore:
                   "shards": [shard.id for shard in shards], "tables": list(self.job.shard_tables
                                                                           or [t.name for t in self.job.tables]),
                   **run}
-        self.storage.write_text(self.storage.join(PLAN_FILE), json.dumps(record, sort_keys=True) + "\n")
+        path = self.storage.join(PLAN_FILE)
+        if self.storage.exists(path) and not self.storage.is_file(path):
+            raise StoreError(f"{self.storage.uri(path)} is a folder where the run's plan belongs (batchenum never "
+                             "makes one there): move it away and run the same command again")
+        self.storage.write_text(path, json.dumps(record, sort_keys=True) + "\n")
 
     def final_params(self) -> str | None:
         """The parameters (JSON) recorded in the job's final tables already in place, if any."""
@@ -234,16 +325,24 @@ class ShardStore:
 
     def _check_file(self, path: str, shard: Shard, name: str, full: bool = True) -> tuple[str | None, int, dict]:
         """(problem or None, rows, the decoded metadata) of one committed shard file."""
+        spec = self.job.table_spec(name)
         try:
-            if full:
-                table = pq.read_table(path, filesystem=self.storage.fs, page_checksum_verification=True)
-                schema, rows = table.schema, table.num_rows
-            else:
-                with self.storage.open_input(path) as handle:
-                    footer = pq.ParquetFile(handle)
-                    schema, rows = footer.schema_arrow, footer.metadata.num_rows
+            with self.storage.open_input(path) as handle:
+                if full:
+                    table = read_verified(handle)
+                    schema, rows = table.schema, table.num_rows
+                    problem = _grouping_problem(handle, table, spec)
+                    if problem:
+                        return problem, 0, {}
+                else:
+                    footer = pq.ParquetFile(handle).metadata
+                    schema, rows = footer.schema.to_arrow_schema(), footer.num_rows
+                    if rows != sum(footer.row_group(k).num_rows for k in range(footer.num_row_groups)):
+                        return "damaged (its footer's row counts disagree)", 0, {}
+        except DamagedFileError as error:
+            return str(error).removeprefix("a Parquet file is "), 0, {}
         except Exception as error:  # any failure to read means the file cannot be trusted
-            return f"unreadable ({type(error).__name__}: {error})", 0, {}
+            return f"unreadable ({type(error).__name__}: {_reason(error)})", 0, {}
         found = _decode_metadata(schema.metadata)
         return self._provenance_problem(found, schema, rows, shard, name), rows, found
 
@@ -264,13 +363,13 @@ class ShardStore:
     def shard_stats(self, table: str, shard_id: str) -> dict[str, Any]:
         """What a committed shard recorded about its run (node, seconds, records read)."""
         metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
-        return json.loads(_decode_metadata(metadata).get("stats") or "{}")
+        return _stats(_decode_metadata(metadata)) or {}
 
     def read_shard_tables(self, shard: Shard) -> dict[str, pa.Table]:
         """Every committed table of one shard (for a job that redoes only some of its records)."""
         tables = self.job.shard_tables or [spec.name for spec in self.job.tables]
-        return {name: pq.read_table(self.shard_path(name, shard.id), filesystem=self.storage.fs)
-                .replace_schema_metadata(None) for name in tables}
+        return {name: self._read_shard_file(self.shard_path(name, shard.id), name).replace_schema_metadata(None)
+                for name in tables}
 
     def recorded_stats(self, shard: Shard) -> dict[str, Any]:
         """The stats of a committed shard's first table ({} when it cannot be read)."""
@@ -279,6 +378,23 @@ class ShardStore:
                                     shard.id)
         except Exception:  # damaged or gone since it was checked: it is then computed again
             return {}
+
+    def _read_shard_file(self, path: str, name: str, row_groups: list[int] | None = None) -> pa.Table:
+        """A committed shard file read for the finish, every check of ``read_verified`` made; a
+        damaged or vanished file is one StoreError naming it, raised before any table is written."""
+        try:
+            with self.storage.open_input(path) as handle:
+                return read_verified(handle, _schema(self.job.table_spec(name)), row_groups=row_groups,
+                                     where=self.storage.uri(path))
+        except DamagedFileError as error:
+            raise self._damaged(path, str(error).removeprefix(f"{self.storage.uri(path)} ")) from None
+        except (OSError, pa.ArrowException) as error:  # gone or unreachable since it was checked
+            raise self._damaged(path, f"cannot be read: {_reason(error)}") from None
+
+    def _damaged(self, path: str, why: str) -> StoreError:
+        return DamagedFileError(
+            f"shard file {self.storage.uri(path)} {why}; no table was written. Run the same command "
+            "again: it checks every committed shard, recomputes this one and reuses the rest")
 
     def remove_temporaries(self) -> int:
         """Put back a partitioned table that a crash left moved aside (``Storage.restore_folder``),
@@ -298,8 +414,8 @@ class ShardStore:
         """Concatenate one table's committed shard files, in the given shard order.  Every file must
         be there: a missing one is an error, never skipped."""
         spec = self.job.table_spec(name)
-        parts = [pq.read_table(self.shard_path(name, shard_id), filesystem=self.storage.fs,
-                               page_checksum_verification=True).replace_schema_metadata(None) for shard_id in shard_ids]
+        parts = [self._read_shard_file(self.shard_path(name, shard_id), name).replace_schema_metadata(None)
+                 for shard_id in shard_ids]
         if not parts:
             return _schema(spec).empty_table()
         return pa.concat_tables(parts)
@@ -353,8 +469,11 @@ class ShardStore:
         parts = []
         for path, indices in zip(paths, groups):
             if indices:
-                with self.storage.open_input(path) as handle:
-                    parts.append(pq.ParquetFile(handle, page_checksum_verification=True).read_row_groups(indices))
+                part = self._read_shard_file(path, spec.name, row_groups=indices)
+                values = to_numpy(part.column(spec.partition))
+                if len(values) and not (values == values[0]).all():  # the footer's statistics pointed elsewhere
+                    raise self._damaged(path, f"is damaged (row groups {indices} do not hold one {spec.partition} value)")
+                parts.append(part)
         return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
 
     def _write_in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> str:
@@ -366,9 +485,8 @@ class ShardStore:
         path = self.storage.join(f"{name}.parquet")
 
         def read(shard_id: str) -> pa.Table:
-            with self.storage.open_input(self.shard_path(name, shard_id)) as handle:
-                # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
-                return pq.ParquetFile(handle, page_checksum_verification=True).read()
+            # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
+            return self._read_shard_file(self.shard_path(name, shard_id), name)
 
         def write(local: str) -> None:
             last = None
@@ -458,6 +576,36 @@ class ShardStore:
 
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         self.storage.write_atomic(path, lambda local: pq.write_table(table, local, **_parquet_options(spec)))
+
+
+def _stats(found: dict[str, str]) -> dict | None:
+    """The stats a shard recorded (``{}`` when none), or None when they are not a JSON object."""
+    try:
+        stats = json.loads(found.get("stats") or "{}")
+    except ValueError:
+        return None
+    return stats if isinstance(stats, dict) else None
+
+
+def _grouping_problem(handle: Any, table: pa.Table, spec: TableSpec) -> str | None:
+    """For a shard of a partitioned table: whether each row group's statistics (which the finish
+    follows, and which no checksum covers) name the one partition value its rows hold."""
+    if spec.partition is None:
+        return None
+    metadata = pq.ParquetFile(handle).metadata
+    index = table.schema.get_field_index(spec.partition)
+    values = to_numpy(table.column(spec.partition))
+    start = 0
+    for group in range(metadata.num_row_groups):
+        rows = metadata.row_group(group).num_rows
+        mine = values[start:start + rows]
+        start += rows
+        if not rows:
+            continue
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max or not (stats.min == stats.max and (mine == stats.min).all()):
+            return f"damaged (row group {group}'s statistics do not match its {spec.partition} values)"
+    return None
 
 
 def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dict[Any, list[list[int]]]:
