@@ -24,6 +24,7 @@ every creature exactly once.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -289,32 +290,55 @@ def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
     return tri_len
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _search(
-    max_n, width, anchor, off, ci, cj, perm, matrices,
-    prefix, prefix_len, frontier_depth,
-    in_s, rot, req, s_list, tri_list, stack,
-    fixed, free, by_stab, stab_sum, nodes,
-    paths, path_lens, path_count,
-    catalogue_max_n, cat_codes, cat_meta, cat_count,
-):
-    """Depth-first search from the anchor.
+# The kernel's arguments, grouped.  _search unpacks each group once on entry: an array read from
+# a tuple is reference-counted (atomic increments and decrements), which in the hot loop or in
+# the helpers it calls per node costs about 5x, so the helpers below take the arrays themselves.
+_Grid = namedtuple("_Grid", ["max_n", "width", "anchor", "off", "ci", "cj", "perm", "matrices"])
+# max_n, width, anchor: ints (see SearchGrid); off: int64[3], the tip of rotation r is hex +
+# off[r]; ci, cj: int64[cells] each cell's coordinates relative to the anchor (so the kernel never
+# divides); perm: int64[6, 3] (_PERM), matrices: int64[6, 4] (_MATRICES).
+_Work = namedtuple("_Work", ["in_s", "rot", "req", "s_list", "tri_list", "stack"])
+# Grid-sized work arrays in_s uint8, rot int8, req int8 (must be zero / -1 / zero, and are left
+# so), s_list, tri_list int64; stack: int64[max_n + 2, 10] frames (see _search).
+_Tally = namedtuple("_Tally", ["fixed", "free", "by_stab", "stab_sum", "nodes"])
+# The arrays of a SearchCounts: int64[max_n + 1] (by_stab int64[max_n + 1, 4]).
+_Cut = namedtuple("_Cut", ["depth", "paths", "lens", "count"])
+# Frontier mode when depth >= 0: every node at that depth and every creature completed above it
+# go to paths (int8[rows, depth]) and lens (int64[rows]); count (int64[1]) counts them, rows past
+# the buffer included (those are dropped, so the caller can retry larger).  depth -1: count.
+_Shelf = namedtuple("_Shelf", ["max_n", "codes", "meta", "count"])
+# The catalogue: canonical creatures of up to max_n tiles go to codes (int64, tile codes) and
+# meta (int64[rows, 3]: n, stabiliser, offset) from the positions count = int64[3] [creatures,
+# codes, overflowed], which are advanced.
 
-    prefix[:prefix_len]: forced rotation choices for the first decisions (a shard of the tree).
-    frontier_depth >= 0: instead of counting, record in paths/path_lens every node at that depth
-    and every creature completed above it (path_count[0] counts them; rows past the buffer are
-    counted but dropped, so the caller can retry larger).  -1: count.
-    catalogue_max_n: canonical creatures up to this size are appended to cat_codes (tile codes) and
-    cat_meta (n, stabiliser, offset) from the positions cat_count = [creatures, codes, overflowed],
-    which are advanced; when the buffers are full, overflowed is set and the search goes on
-    counting without appending.  (Growing the buffers in here instead slows the whole kernel down
-    by about 1.6x, even when nothing is collected.)
-    Work arrays in_s, rot, req (grid-sized) must be zero / -1 / zero and are left so.
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _search(grid, work, prefix, counts, cut, shelf):
+    """Depth-first search from the anchor.  grid, work, counts, cut, shelf: a _Grid, _Work, _Tally,
+    _Cut, _Shelf (see each).
+
+    prefix: int8[...] forced rotation choices for the first decisions (a shard of the tree).
+    cut.depth >= 0: instead of counting, record every node at that depth and every creature
+    completed above it in the cut.  shelf.max_n: canonical creatures up to this size are appended
+    to the catalogue buffers; when they are full, overflowed is set and the search goes on counting
+    without appending.  (Growing the buffers in here instead slows the whole kernel down by about
+    1.6x, even when nothing is collected.)
     stack: int64[max_n + 2, 10] frames (hex, bit mask of the rotations still to try, rotation being
     tried, saved |S|, saved head, for rotations 0, 1, 2 the vertex it pulls into S or -1, the
     frame's depth in decisions, the length of ``forced`` when it was made).  Forced decisions
     get no frame, so frames and depths differ below the prefix; in frontier mode they coincide.
+
+    The three modes (count, count and catalogue, frontier) still share this one loop.  One kernel
+    per mode, with the loop's steps as inlined helpers taking these groups, ran 5-9x slower (the
+    reference counting above); with helpers taking the arrays one by one, the shared steps need up
+    to 17 arguments each.
     """
+    max_n, width, anchor, off, ci, cj, perm, matrices = grid
+    in_s, rot, req, s_list, tri_list, stack = work
+    fixed, free, by_stab, stab_sum, nodes = counts
+    frontier_depth, paths, path_lens, path_count = cut
+    catalogue_max_n, cat_codes, cat_meta, cat_count = shelf
+    prefix_len = prefix.shape[0]
     # Hot-path indices are cast to np.uint64: numba then leaves out the negative-index wraparound
     # it adds to every signed index (about 1.1x at n = 20, 21).  They are never negative: cells
     # around S lie at or above row 0, S at or above the anchor's row 1.
@@ -538,37 +562,32 @@ class _Workspace:
 
     def __init__(self, max_n: int):
         _check_max_n(max_n)
-        self.grid = SearchGrid(max_n)
-        cells = self.grid.width * self.grid.height
-        self.in_s = np.zeros(cells, dtype=np.uint8)
-        self.rot = np.full(cells, -1, dtype=np.int8)
-        self.req = np.zeros(cells, dtype=np.int8)
-        self.s_list = np.zeros(cells, dtype=np.int64)
-        self.tri_list = np.zeros(cells, dtype=np.int64)
-        self.stack = np.zeros((max_n + 2, 10), dtype=np.int64)
+        layout = SearchGrid(max_n)
+        cells = layout.width * layout.height
         # coordinates of every cell relative to the anchor, so the kernel never divides
         index = np.arange(cells, dtype=np.int64)
-        self.ci = index % self.grid.width - self.grid.anchor % self.grid.width
-        self.cj = index // self.grid.width - self.grid.anchor // self.grid.width
-
-    def run(self, prefix, frontier_depth, counts, paths, path_lens, path_count,
-            catalogue_max_n=0, cat_codes=None, cat_meta=None, cat_count=None):
-        g = self.grid
-        if cat_codes is None:
-            cat_codes = np.zeros(0, dtype=np.int64)
-            cat_meta = np.zeros((0, 3), dtype=np.int64)
-            cat_count = np.zeros(3, dtype=np.int64)
-        _search(
-            g.max_n, g.width, g.anchor, g.corner_offsets, self.ci, self.cj, _PERM, _MATRICES,
-            prefix, len(prefix), frontier_depth,
-            self.in_s, self.rot, self.req, self.s_list, self.tri_list, self.stack,
-            counts.fixed, counts.free, counts.by_stabiliser, counts.stabiliser_sum, counts.nodes,
-            paths, path_lens, path_count,
-            catalogue_max_n, cat_codes, cat_meta, cat_count,
+        ci = index % layout.width - layout.anchor % layout.width
+        cj = index // layout.width - layout.anchor // layout.width
+        self.grid = _Grid(max_n, layout.width, layout.anchor, layout.corner_offsets, ci, cj, _PERM, _MATRICES)
+        self.work = _Work(
+            in_s=np.zeros(cells, dtype=np.uint8),
+            rot=np.full(cells, -1, dtype=np.int8),
+            req=np.zeros(cells, dtype=np.int8),
+            s_list=np.zeros(cells, dtype=np.int64),
+            tri_list=np.zeros(cells, dtype=np.int64),
+            stack=np.zeros((max_n + 2, 10), dtype=np.int64),
         )
 
+    def run(self, prefix, counts, cut=None, shelf=None):
+        """Search below ``prefix`` into ``counts`` (a SearchCounts); frontier mode when a _Cut with
+        depth >= 0 is given, the catalogue kept in ``shelf`` when given."""
+        c = counts
+        _search(self.grid, self.work, prefix, _Tally(c.fixed, c.free, c.by_stabiliser, c.stabiliser_sum, c.nodes),
+                cut or _NO_CUT, shelf or _NO_SHELF)
 
-_NO_PATHS = (np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.int64))
+
+_NO_CUT = _Cut(-1, np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+_NO_SHELF = _Shelf(0, np.zeros(0, dtype=np.int64), np.zeros((0, 3), dtype=np.int64), np.zeros(3, dtype=np.int64))
 
 
 def frontier(max_n: int, depth: int, trunk: SearchCounts | None = None) -> list[tuple[int, ...]]:
@@ -590,7 +609,7 @@ def frontier(max_n: int, depth: int, trunk: SearchCounts | None = None) -> list[
         lens = np.zeros(capacity, dtype=np.int64)
         count = np.zeros(1, dtype=np.int64)
         counts = SearchCounts.zeros(max_n)
-        workspace.run(np.zeros(0, dtype=np.int8), depth, counts, paths, lens, count)
+        workspace.run(np.zeros(0, dtype=np.int8), counts, cut=_Cut(depth, paths, lens, count))
         if count[0] <= capacity:
             if trunk is not None:
                 trunk.nodes[...] += counts.nodes
@@ -604,12 +623,10 @@ def prefix_nodes(max_n: int, prefixes: list[tuple[int, ...]]) -> np.ndarray:
     not be given: use ``frontier(max_n, depth)``."""
     _check_max_n(max_n)
     workspace = _Workspace(max_n)
-    paths, lens = _NO_PATHS
-    count = np.zeros(1, dtype=np.int64)
     nodes = np.zeros(len(prefixes), dtype=np.int64)
     for k, prefix in enumerate(prefixes):
         counts = SearchCounts.zeros(max_n)
-        workspace.run(np.asarray(prefix, dtype=np.int8), -1, counts, paths, lens, count)
+        workspace.run(np.asarray(prefix, dtype=np.int8), counts)
         nodes[k] = counts.nodes.sum()
     return nodes
 
@@ -652,8 +669,6 @@ def count_creatures(
         raise ValueError(f"catalogue_max_n must be between 0 and max_n ({max_n}), not {catalogue_max_n}")
     workspace = _Workspace(max_n)
     counts = SearchCounts.zeros(max_n)
-    paths, lens = _NO_PATHS
-    count = np.zeros(1, dtype=np.int64)
     # The catalogue of every prefix goes into one pair of buffers.  When they overflow, the
     # prefix's counts say exactly how much room it needs: grow them and search that prefix again.
     cat_codes = np.zeros(4096 * catalogue_max_n, dtype=np.int64)
@@ -665,8 +680,7 @@ def count_creatures(
         while True:
             start = cat_count[:2].copy()
             attempt = SearchCounts.zeros(max_n)
-            workspace.run(prefix_array, -1, attempt, paths, lens, count,
-                          catalogue_max_n, cat_codes, cat_meta, cat_count)
+            workspace.run(prefix_array, attempt, shelf=_Shelf(catalogue_max_n, cat_codes, cat_meta, cat_count))
             if not cat_count[2]:
                 break
             free = attempt.free[: catalogue_max_n + 1]
