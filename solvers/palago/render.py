@@ -3,8 +3,8 @@ creature counts with n (SVG).
 
 Pure functions returning text; no files, no plotting library, nothing fetched over a network.
 
-**Tiles.**  Drawn in the README's frame (hex (q, r) centred at q*(1, 0) + r*(1/2, sqrt(3)/2), y up,
-so hexes are pointy-topped).  A tile in rotation t has, with c = 2t, four regions:
+**Tiles.**  Drawn in the frame of docs/rules.md, "The lattice the search runs on" (hex (q, r)
+centred at q*(1, 0) + r*(1/2, sqrt(3)/2), y up, so hexes are pointy-topped).  A tile in rotation t has, with c = 2t, four regions:
 
 - the blue tip: the sector cut off blue corner c by an arc between the midpoints of edges c, c+1;
 - the yellow tip: the same at the opposite yellow corner c+3 (edges c+3, c+4);

@@ -13,7 +13,7 @@ The rules leave the convention open.  This module fixes it as follows, in the ge
 (directions numbered counter-clockwise, direction k's normal at 300 + 60k degrees):
 
 - "up" is direction 3, ``(-1, 1)``, the neighbour at 120 degrees (the nearest to straight up in
-  the README's pointy-top frame; straight up when hexes are drawn flat-topped);
+  the pointy-top frame of docs/rules.md; straight up when hexes are drawn flat-topped);
 - clockwise decreases the direction index (digit k: direction d becomes d - k mod 6);
 - ``a``, ``b``, ``c`` are rotations t = 2, 1, 0 (blue tip at corner 4, 2, 0): each letter turns the
   tip 120 degrees clockwise from the one before;

@@ -3,7 +3,7 @@
 This is a second, independent route to the stabiliser columns of the count table, and the piece
 the transfer-matrix method needs to turn fixed counts into free counts.
 
-The model (see README, "How the Palago search works"): blue vertices (i, j) form a triangular
+The model (see docs/palago.md, "How the Palago search works"): blue vertices (i, j) form a triangular
 lattice; hex (i, j) is the up-triangle (i, j), (i + 1, j), (i, j + 1) and its rotation puts the
 tip on one of those corners, the body on the other two.  A creature is a set S of vertices, with
 every hex around S placed, every body touching S inside S, and S connected through bodies.
