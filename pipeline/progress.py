@@ -1,8 +1,9 @@
 """Progress for long runs: a redrawn status line on a terminal, ``logging`` records otherwise.
 
-Off a terminal, progress goes to the ``batchenum`` logger (INFO), so an application's own logging
-configuration decides where it goes and how it looks; the ``batchenum`` command configures
-timestamped lines on standard error when nothing else has.  The terminal line is written by hand:
+Off a terminal, progress goes to the ``batchenum`` logger (INFO) once logging is configured, so an
+application's own logging configuration decides where it goes and how it looks; the ``batchenum``
+command configures timestamped lines on standard error when nothing else has, and without any
+configuration the lines go to standard error as they are.  The terminal line is written by hand:
 it is one line redrawn with ``\r``, which a dependency (tqdm, rich) would not make shorter.
 """
 
@@ -36,7 +37,8 @@ class Progress:
     is reported at most every ``log_every`` seconds so that logs stay short.
 
     stream: where the lines go; by default standard error when it is a terminal, else the
-            ``batchenum`` logger.
+            ``batchenum`` logger when logging is configured (plain lines on standard error when it
+            is not, so that nothing is lost).
     """
 
     def __init__(self, label: str, stream: TextIO | None = None, quiet: bool = False, log_every: float = 30.0):
@@ -101,7 +103,7 @@ class Progress:
     def _write(self, text: str) -> None:
         if self.quiet:
             return
-        if self.logged:
+        if self.logged and LOGGER.hasHandlers():
             if text.strip():
                 LOGGER.info(text.strip())
             return
