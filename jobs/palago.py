@@ -382,6 +382,8 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
     except OSError as error:
         raise PipelineError(f"cannot read {where}: {error}") from None
     meta = recorded_metadata(table.schema)
+    if not meta:  # written by another tool (pandas, say): checksums and schema checked, no provenance
+        return table
     try:
         max_n = int(json.loads(meta["params"])["max_n"])
     except (KeyError, TypeError, ValueError):
