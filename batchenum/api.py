@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pipeline.errors import UsageError
 from pipeline.execute import RunOptions, run_job
-from pipeline.job import Job, TableSpec
+from pipeline.job import Job
 from pipeline.progress import Progress
 from pipeline.runner import TASK_MAX_RETRIES
 from pipeline.storage import Storage
@@ -132,7 +133,7 @@ def run(job: str | Job, *, out: str = "results", workers: int | None = None, add
     options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, overwrite=overwrite,
                          retries=retries)
     done = run_job(instance, options, Progress(instance.name, quiet=quiet))
-    tables = {name: Table(name, done.paths[name], len(table), _partition(instance, name))
+    tables = {name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
               for name, table in done.tables.items()}
     return Result(instance.name, done.location, tables, done.shards, done.reused, list(done.recomputed),
                   done.seconds, done.totals, instance.summary(done.tables, done.totals))
@@ -146,15 +147,12 @@ def _job(job: str | Job, params: dict[str, Any], out: str) -> Job:
     if job not in _JOBS:
         raise UsageError(f"no job {job!r}: the jobs are {', '.join(_JOBS)}")
     build, reads_batch = _JOBS[job]
+    arguments = {**params, "out": out} if reads_batch else params
     try:
-        return build(**params, out=out) if reads_batch else build(**params)
-    except TypeError as error:
+        inspect.signature(build).bind(**arguments)
+    except TypeError as error:  # a parameter the job does not take, or one it needs
         raise UsageError(f"{job}: {error}") from None
-
-
-def _partition(job: Job, name: str) -> str | None:
-    spec: TableSpec = job.table_spec(name)
-    return spec.partition
+    return build(**arguments)
 
 
 def _input_location(data: Any, field: str, out: str) -> str:

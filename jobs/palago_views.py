@@ -18,6 +18,7 @@ import time
 
 from pipeline.cli import Command, positive_int
 from pipeline.errors import PipelineError, UsageError
+from pipeline.progress import Progress
 from pipeline.storage import Storage
 
 __all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items", "SEARCH_MAX_N", "MAX_SHOWN"]
@@ -294,7 +295,7 @@ def _gallery(args: argparse.Namespace) -> int:
                          f"`batchenum run palago --max-n {args.n} --catalogue-max-n {args.n}` and pass its folder with "
                          "--from, or give --force")
     stabilisers = sorted(set(args.stabiliser)) if args.stabiliser else None
-    say = _Say()
+    say = Progress("palago gallery", stream=sys.stderr).stage
     say(f"finding the creatures of size {args.n} " + (f"in {args.source}" if args.source else "by searching"))
     frame, counts = gallery_frame(args.n, args.source, stabilisers, args.limit)
     pages = gallery_pages(frame["stabiliser"].tolist(), args.per_page)
@@ -304,6 +305,7 @@ def _gallery(args: argparse.Namespace) -> int:
                          "or --force for all")
     say(f"writing {len(frame):,} creatures on {len(pages):,} page{'' if len(pages) == 1 else 's'}")
     folder = os.path.join(args.out, "palago", gallery_folder(args.n, stabilisers, args.limit))
+    said_at = time.monotonic()
     # Write the pages into a fresh folder, then swap it in: no page of an earlier gallery (which may
     # have had more pages) is left behind, and an interrupted run leaves the old gallery whole.
     tmp = f"{folder}.tmp-{os.getpid()}"
@@ -315,7 +317,9 @@ def _gallery(args: argparse.Namespace) -> int:
             html = gallery_page_html(args.n, items, page, len(pages), counts)
             with open(os.path.join(tmp, gallery_page_name(page.number)), "w", encoding="utf-8") as handle:
                 handle.write(html + "\n")
-            say.every(5.0, f"page {page.number:,} of {len(pages):,} written")
+            if time.monotonic() - said_at >= 5.0:
+                say(f"page {page.number:,} of {len(pages):,} written")
+                said_at = time.monotonic()
         index = gallery_index_html(args.n, pages, counts, per_page=args.per_page,
                                    selection=_selection(stabilisers, args.limit))
         with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as handle:
@@ -331,21 +335,6 @@ def _gallery(args: argparse.Namespace) -> int:
     print(f"palago gallery: {len(frame):,} of {sum(counts.values()):,} creatures of size {args.n} on "
           f"{len(pages):,} page{'' if len(pages) == 1 else 's'}; open {index_path}")
     return 0
-
-
-class _Say:
-    """Progress lines of the gallery on standard error, timed from the command's start."""
-
-    def __init__(self):
-        self.started = self.last = time.monotonic()
-
-    def __call__(self, message: str) -> None:
-        self.last = time.monotonic()
-        print(f"palago gallery: {message} [{self.last - self.started:.1f}s]", file=sys.stderr, flush=True)
-
-    def every(self, seconds: float, message: str) -> None:
-        if time.monotonic() - self.last >= seconds:
-            self(message)
 
 
 COMMANDS = [

@@ -37,16 +37,22 @@ def warm_kernels() -> tuple[str, dict[str, float]]:
         dungeon_file, nonary_file = os.path.join(folder, "d.jsonl"), os.path.join(folder, "n.jsonl")
         write_batch(dungeon_file, "grid", [f"d{k}" for k in range(8)], dungeons(8, 6, 6, 0), None)
         write_batch(nonary_file, "doors", [f"g{k}" for k in range(8)], door_graphs(8, 4, 8, 0), None)
-        for name, job in (("palago", PalagoJob(10, catalogue_max_n=10, shards=1)),
-                          ("palago transfer", PalagoTransferJob(8)),
-                          ("dungeons", DungeonJob(dungeon_file)), ("nonary", NonaryJob(nonary_file))):
+        warmers = {
+            "palago": lambda: _run_every_shard(PalagoJob(10, catalogue_max_n=10, shards=1)),
+            "palago transfer": lambda: (_run_every_shard(PalagoTransferJob(8)), symmetric_counts(8)),
+            "dungeons": lambda: _run_every_shard(DungeonJob(dungeon_file)),
+            "nonary": lambda: _run_every_shard(NonaryJob(nonary_file)),
+        }
+        for name, warm in warmers.items():
             started = time.perf_counter()
-            for shard in job.plan(PlanContext()):
-                job.run_shard(shard)
-            if name == "palago transfer":
-                symmetric_counts(8)
+            warm()
             seconds[name] = round(time.perf_counter() - started, 2)
     return socket.gethostname(), seconds
+
+
+def _run_every_shard(job) -> None:
+    for shard in job.plan(PlanContext()):
+        job.run_shard(shard)
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
