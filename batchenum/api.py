@@ -8,12 +8,12 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pipeline.errors import UsageError
-from pipeline.execute import RunOptions, run_job
-from pipeline.job import Job
-from pipeline.progress import Progress
-from pipeline.runner import TASK_MAX_RETRIES
-from pipeline.storage import Storage
+from batchenum.pipeline.errors import UsageError
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.job import Job
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.runner import TASK_MAX_RETRIES
+from batchenum.pipeline.storage import Storage
 
 __all__ = ["run", "Result", "Table", "job_names"]
 
@@ -74,14 +74,14 @@ class Result:
 
 
 def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct") -> Job:
-    from jobs.palago import palago_job
+    from batchenum.jobs.palago import palago_job
 
     return palago_job(max_n, catalogue_max_n, shards, method)
 
 
 def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int | None = None, *,
               out: str) -> Job:
-    from jobs.dungeons import MAX_CELLS, RECORDS_PER_SHARD, DungeonJob
+    from batchenum.jobs.dungeons import MAX_CELLS, RECORDS_PER_SHARD, DungeonJob
 
     return DungeonJob(_input_location(input, "grid", out), records_per_shard or RECORDS_PER_SHARD,
                       max_cells or MAX_CELLS)
@@ -89,7 +89,7 @@ def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int |
 
 def _nonary(input: Any, records_per_shard: int | None = None, max_doors: int | None = None,
             record_timeout: float | None = None, *, out: str) -> Job:
-    from jobs.nonary import MAX_DOORS, RECORD_TIMEOUT, RECORDS_PER_SHARD, NonaryJob
+    from batchenum.jobs.nonary import MAX_DOORS, RECORD_TIMEOUT, RECORDS_PER_SHARD, NonaryJob
 
     return NonaryJob(_input_location(input, "doors", out), records_per_shard or RECORDS_PER_SHARD,
                      max_doors or MAX_DOORS, record_timeout or RECORD_TIMEOUT)
@@ -123,11 +123,11 @@ def run(job: str | Job, *, out: str = "results", workers: int | None = None, add
     >>> batchenum.run("palago", max_n=99)
     Traceback (most recent call last):
     ...
-    pipeline.errors.UsageError: --max-n must be between 1 and 40, not 99
+    batchenum.pipeline.errors.UsageError: --max-n must be between 1 and 40, not 99
     >>> batchenum.run("sudoku")
     Traceback (most recent call last):
     ...
-    pipeline.errors.UsageError: no job 'sudoku': the jobs are palago, dungeons, nonary
+    batchenum.pipeline.errors.UsageError: no job 'sudoku': the jobs are palago, dungeons, nonary
     """
     instance = _job(job, params, out)
     options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, overwrite=overwrite,

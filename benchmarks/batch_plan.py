@@ -20,9 +20,9 @@ import shutil
 import tempfile
 import time
 
-from pipeline.job import PlanContext
-from pipeline.runner import RaySession
-from pipeline.inputs import plan_slices
+from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.runner import RaySession
+from batchenum.pipeline.inputs import plan_slices
 
 LINE = b'{"id":"r1","grid":["."]}\n'
 PER_SLICE = 25_000

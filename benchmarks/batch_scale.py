@@ -27,14 +27,14 @@ GRID = 16
 
 
 def generate(count: int, path: str) -> None:
-    subprocess.run([sys.executable, "-m", "jobs", "generate", "dungeons", "--count", str(count), "--height",
+    subprocess.run([sys.executable, "-m", "batchenum", "generate", "dungeons", "--count", str(count), "--height",
                     str(GRID), "--width", str(GRID), "--seed", "1", "--out", path], check=True, capture_output=True)
 
 
 def run_cli(args: list[str], env: dict | None = None) -> tuple[float, int, str]:
     """(wall seconds, driver peak RSS in bytes, stdout) of one CLI run."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "jobs", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "batchenum", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env={**os.environ, **(env or {})})
     peak = 0
     while process.poll() is None:

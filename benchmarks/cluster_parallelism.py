@@ -24,7 +24,7 @@ import tempfile
 
 import pyarrow.parquet as pq
 
-from pipeline.local_ray import process_tree
+from batchenum.pipeline.local_ray import process_tree
 
 
 def most_at_once(intervals: list[tuple[float, float]]) -> int:
@@ -51,7 +51,7 @@ def main() -> None:
     address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-parallel-") as out:
-            run = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(args.max_n), "--out", out,
+            run = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(args.max_n), "--out", out,
                                   "--address", address, "--quiet"], capture_output=True, text=True, env=env)
             if run.returncode:
                 raise SystemExit(run.stderr)

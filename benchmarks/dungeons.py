@@ -29,10 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from jobs.dungeons import RECORDS_PER_SHARD, DungeonJob
-from pipeline.arrow import string_list_buffers
-from pipeline.job import PlanContext
-from solvers.dungeon import generate, parse_flat, parse_many, solve_batch
+from batchenum.jobs.dungeons import RECORDS_PER_SHARD, DungeonJob
+from batchenum.pipeline.arrow import string_list_buffers
+from batchenum.pipeline.job import PlanContext
+from batchenum.solvers.dungeon import generate, parse_flat, parse_many, solve_batch
 
 
 def best_of(repeats: int, action) -> float:
@@ -104,7 +104,7 @@ def cli_run(path: str, workers: int, per_shard: int, out: str) -> tuple[float, s
     """Wall seconds and output of ``batchenum run dungeons`` on ``path`` in a fresh process, into an
     emptied ``out`` (so that no shard of an earlier run is reused)."""
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "jobs", "run", "dungeons", "--input", path, "--workers", str(workers),
+    command = [sys.executable, "-m", "batchenum", "run", "dungeons", "--input", path, "--workers", str(workers),
                "--records-per-shard", str(per_shard), "--out", out, "--quiet"]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)

@@ -36,7 +36,7 @@ def timed_run(code: Path, args: list[str], scratch: Path) -> float:
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "jobs", *args, "--out", str(out), "--quiet"], cwd=scratch, env=env,
+    done = subprocess.run([sys.executable, "-m", "batchenum", *args, "--out", str(out), "--quiet"], cwd=scratch, env=env,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:

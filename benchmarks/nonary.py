@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from solvers.nonary import generate, solve, verify_plan
+from batchenum.solvers.nonary import generate, solve, verify_plan
 
 # name: generator parameters (rooms, doors, cycles, parallel, nines)
 BATCHES = {
@@ -62,7 +62,7 @@ def cli_seconds(graphs: list, workdir: str) -> float:
     path = os.path.join(workdir, "hard.jsonl")
     with open(path, "w", encoding="ascii") as handle:
         handle.writelines(json.dumps({"id": f"h{k}", "doors": g}) + "\n" for k, g in enumerate(graphs))
-    command = [sys.executable, "-m", "jobs", "run", "nonary", "--input", path, "--serial", "--quiet"]
+    command = [sys.executable, "-m", "batchenum", "run", "nonary", "--input", path, "--serial", "--quiet"]
     for attempt in range(2):
         out = os.path.join(workdir, f"out{attempt}")
         start = time.perf_counter()

@@ -17,7 +17,7 @@ import time
 
 import pandas as pd
 
-from solvers.palago import count_creatures
+from batchenum.solvers.palago import count_creatures
 
 
 def kernel_rows(min_n: int, max_n: int) -> list[dict]:
@@ -37,7 +37,7 @@ def kernel_rows(min_n: int, max_n: int) -> list[dict]:
 
 def ray_job(max_n: int, workers: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(max_n),
+        command = [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n),
                    "--workers", str(workers), "--out", out, "--quiet"]
         started = time.perf_counter()
         subprocess.run(command, check=True, capture_output=True)

@@ -26,9 +26,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.palago import ESTIMATE_DROP, SPLIT_DEPTHS, PalagoJob, estimated_work, packed_prefixes  # noqa: E402
-from pipeline.job import PlanContext  # noqa: E402
-from solvers.palago import frontier, prefix_nodes  # noqa: E402
+from batchenum.jobs.palago import ESTIMATE_DROP, SPLIT_DEPTHS, PalagoJob, estimated_work, packed_prefixes  # noqa: E402
+from batchenum.pipeline.job import PlanContext  # noqa: E402
+from batchenum.solvers.palago import frontier, prefix_nodes  # noqa: E402
 
 
 def depth_for(count: int) -> int:

@@ -27,10 +27,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from jobs.palago import SPLIT_DEPTHS  # noqa: E402
-from solvers.palago import count_creatures, decode_codes, frontier, key_of  # noqa: E402
-from solvers.palago.catalogue import catalogue_text  # noqa: E402
-from solvers.palago.sums import encode  # noqa: E402
+from batchenum.jobs.palago import SPLIT_DEPTHS  # noqa: E402
+from batchenum.solvers.palago import count_creatures, decode_codes, frontier, key_of  # noqa: E402
+from batchenum.solvers.palago.catalogue import catalogue_text  # noqa: E402
+from batchenum.solvers.palago.sums import encode  # noqa: E402
 
 
 def cpu_seconds(function):
@@ -67,7 +67,7 @@ def python_text(max_n: int) -> dict:
 def job(n: int, catalogue: bool, workers: int) -> tuple[float, float]:
     """Wall seconds of the whole run, and of the part before merging (from the progress lines)."""
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(n), "--workers", str(workers),
+        command = [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(n), "--workers", str(workers),
                    "--out", out] + (["--catalogue-max-n", str(n)] if catalogue else [])
         started = time.perf_counter()
         result = subprocess.run(command, check=True, capture_output=True, text=True)

@@ -58,7 +58,7 @@ def main() -> None:
 
     cpu = args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
-    from solvers.palago import search as new
+    from batchenum.solvers.palago import search as new
 
     with tempfile.TemporaryDirectory() as folder:
         old = load_old(args.base, folder)

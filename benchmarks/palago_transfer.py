@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from solvers.palago import count_creatures  # noqa: E402
-from solvers.palago.transfer import count_height, max_height  # noqa: E402
+from batchenum.solvers.palago import count_creatures  # noqa: E402
+from batchenum.solvers.palago.transfer import count_height, max_height  # noqa: E402
 
 
 def transfer(n: int):

@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections import defaultdict
 
-from pipeline.local_ray import process_tree
+from batchenum.pipeline.local_ray import process_tree
 
 TICKS = os.sysconf("SC_CLK_TCK")
 WORKER_COST = """
@@ -34,9 +34,9 @@ import numpy, pyarrow
 t1 = time.perf_counter()
 import ray
 t2 = time.perf_counter()
-import jobs.palago, pipeline.runner
+import batchenum.jobs.palago, batchenum.pipeline.runner
 t3 = time.perf_counter()
-from solvers.palago import count_creatures
+from batchenum.solvers.palago import count_creatures
 t4 = time.perf_counter()
 count_creatures(5)
 t5 = time.perf_counter()
@@ -70,7 +70,7 @@ def kind(command: str, root_command: str) -> str:
 
 def profile_run(max_n: int, workers: int) -> None:
     out = tempfile.mkdtemp(prefix="startup-")
-    command = [sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(max_n), "--workers", str(workers),
+    command = [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--workers", str(workers),
                "--out", out]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -127,7 +127,7 @@ def worker_cost(repeat: int) -> None:
 def serial(max_n: int) -> None:
     out = tempfile.mkdtemp(prefix="startup-serial-")
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(max_n), "--serial", "--quiet",
+    subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--serial", "--quiet",
                     "--out", out], check=True, capture_output=True)
     print(f"\n--serial (one process, no Ray): {time.monotonic() - started:.1f} s wall")
     shutil.rmtree(out, ignore_errors=True)

@@ -3,7 +3,7 @@
 from importlib import metadata
 
 # Every source file of these packages goes into the code version of every job's shards.
-CODE_PACKAGES = ("jobs", "pipeline", "solvers")
+CODE_PACKAGES = ("batchenum.jobs", "batchenum.pipeline", "batchenum.solvers")
 
 try:  # the one version source is pyproject.toml's, as installed
     __version__ = metadata.version("batchenum")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 import sys
 
-from jobs import __version__, dungeons, nonary, palago, palago_views, warm
-from pipeline import cli
+from batchenum.jobs import __version__, dungeons, nonary, palago, palago_views, warm
+from batchenum.pipeline import cli
 
 JOBS = [palago.COMMAND, dungeons.COMMAND, nonary.COMMAND]
 COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS, *warm.COMMANDS]

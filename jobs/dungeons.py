@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from jobs import CODE_PACKAGES
-from pipeline import batch
-from pipeline.arrow import from_numpy, string_list_buffers
-from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
-from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import read_records
-from pipeline.job import Column, Shard, ShardResult, TableSpec
-from solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
-from solvers.dungeon.parse import grid_rows
+from batchenum.jobs import CODE_PACKAGES
+from batchenum.pipeline import batch
+from batchenum.pipeline.arrow import from_numpy, string_list_buffers
+from batchenum.pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
+from batchenum.pipeline.cli import Command, JobCommand, positive_int, probability
+from batchenum.pipeline.inputs import read_records
+from batchenum.pipeline.job import Column, Shard, ShardResult, TableSpec
+from batchenum.solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
+from batchenum.solvers.dungeon.parse import grid_rows
 
 __all__ = [
     "DungeonJob",

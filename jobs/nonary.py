@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from jobs import CODE_PACKAGES
-from pipeline import batch
-from pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
-from pipeline.cli import Command, JobCommand, positive_int, probability
-from pipeline.inputs import Records, read_records
-from pipeline.job import Column, Shard, ShardResult, TableSpec
-from solvers.nonary import SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
-from solvers.nonary.canonical import canonical_form
+from batchenum.jobs import CODE_PACKAGES
+from batchenum.pipeline import batch
+from batchenum.pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
+from batchenum.pipeline.cli import Command, JobCommand, positive_int, probability
+from batchenum.pipeline.inputs import Records, read_records
+from batchenum.pipeline.job import Column, Shard, ShardResult, TableSpec
+from batchenum.solvers.nonary import SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
+from batchenum.solvers.nonary.canonical import canonical_form
 
 __all__ = [
     "NonaryJob",

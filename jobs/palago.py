@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from jobs import CODE_PACKAGES
-from pipeline.cli import Command, JobCommand, positive_int
-from pipeline.errors import PipelineError, UsageError
-from pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
-from pipeline.storage import Storage
+from batchenum.jobs import CODE_PACKAGES
+from batchenum.pipeline.cli import Command, JobCommand, positive_int
+from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.storage import Storage
 
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
@@ -90,7 +90,7 @@ class PalagoJob(PalagoCountsJob):
     method = "direct"
 
     def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
-        from solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
+        from batchenum.solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
 
         _check_sizes(max_n, catalogue_max_n, MAX_N)
         super().__init__(max_n, catalogue_max_n)
@@ -117,8 +117,8 @@ class PalagoJob(PalagoCountsJob):
         ]
 
     def run_shard(self, shard: Shard) -> ShardResult:
-        from solvers.palago import SearchCounts, count_creatures, frontier
-        from solvers.palago.catalogue import catalogue_text
+        from batchenum.solvers.palago import SearchCounts, count_creatures, frontier
+        from batchenum.solvers.palago.catalogue import catalogue_text
 
         spec = shard.spec
         trunk = SearchCounts.zeros(spec["max_n"])
@@ -179,8 +179,8 @@ def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
         raise UsageError(f"--method must be one of {', '.join(METHODS)}, not {method}")
     if method == "direct":
         return PalagoJob(max_n, catalogue_max_n, shards)
-    from jobs.palago_transfer import PalagoTransferJob
-    from solvers.palago.transfer import MAX_N  # plain constant; the kernel is not compiled here
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+    from batchenum.solvers.palago.transfer import MAX_N  # plain constant; the kernel is not compiled here
 
     _check_sizes(max_n, catalogue_max_n, MAX_N)
     if catalogue_max_n or shards:
@@ -215,7 +215,7 @@ def packed_prefixes(max_n: int, depth: int, count: int) -> list[list[int]]:
     (every K-th prefix) to 1.05x with 32 shards, and from 1.20x to 1.06x with 64."""
     import heapq
 
-    from solvers.palago import frontier
+    from batchenum.solvers.palago import frontier
 
     work = estimated_work(max_n, frontier(max_n, depth), depth)
     loads = [(0, k) for k in range(count)]
@@ -230,7 +230,7 @@ def packed_prefixes(max_n: int, depth: int, count: int) -> list[list[int]]:
 def estimated_work(max_n: int, prefixes: list[tuple[int, ...]], depth: int) -> list[int]:
     """1 + the search nodes below each prefix in the tree of max_n - ESTIMATE_DROP tiles (a prefix
     that tree does not reach, having already too many tiles around it, has little below it)."""
-    from solvers.palago import frontier, prefix_nodes
+    from batchenum.solvers.palago import frontier, prefix_nodes
 
     smaller = max(max_n - ESTIMATE_DROP, 1)
     cut = frontier(smaller, depth)
@@ -261,7 +261,7 @@ def _check_symmetric(counts: pd.DataFrame) -> None:
     32 s at n = 40)."""
     import numpy as np
 
-    from solvers.palago.symmetric import stabiliser_columns, symmetric_counts
+    from batchenum.solvers.palago.symmetric import stabiliser_columns, symmetric_counts
 
     max_n = int(counts.n.max())
     fixed = np.zeros(max_n + 1, dtype=np.int64)
@@ -308,7 +308,7 @@ def _out_option(out) -> str:
 
 def _plot(counts: pd.DataFrame) -> str:
     """The growth plot (free and fixed by n, log scale) that goes next to the Markdown table."""
-    from solvers.palago.render import growth_plot_svg
+    from batchenum.solvers.palago.render import growth_plot_svg
 
     return growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n"
 
@@ -369,7 +369,7 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
     checked for what its footer's unprotected parts could still get wrong: it holds n = 1..max_n, in
     order, for the max_n its parameters record.  A damaged table is one error naming it, never
     other numbers."""
-    from pipeline.store import DamagedFileError, read_verified, recorded_metadata, table_schema
+    from batchenum.pipeline.store import DamagedFileError, read_verified, recorded_metadata, table_schema
 
     where = folder.uri(path)
     rebuild = (f"; no number from it is shown. Run the `batchenum run palago ... --out {out}` command that "

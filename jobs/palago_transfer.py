@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jobs.palago import PalagoCountsJob, _check_identities, _summary_head, summed_counts
-from pipeline.errors import PipelineError
-from pipeline.job import PlanContext, Shard, ShardResult
+from batchenum.jobs.palago import PalagoCountsJob, _check_identities, _summary_head, summed_counts
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.job import PlanContext, Shard, ShardResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,14 +30,14 @@ class PalagoTransferJob(PalagoCountsJob):
     shard_tables = ("partial_counts",)
 
     def plan(self, context: PlanContext) -> list[Shard]:
-        from solvers.palago.transfer import max_height
+        from batchenum.solvers.palago.transfer import max_height
 
         # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
         return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height})
                 for height in range(1, max(1, max_height(self.max_n)) + 1)]
 
     def run_shard(self, shard: Shard) -> ShardResult:
-        from solvers.palago.transfer import count_height
+        from batchenum.solvers.palago.transfer import count_height
 
         max_n = shard.spec["max_n"]
         fixed = count_height(shard.spec["height"], max_n)
@@ -58,7 +58,7 @@ class PalagoTransferJob(PalagoCountsJob):
 
 def complete(counts: pd.DataFrame) -> pd.DataFrame:
     """Fill the free and stabiliser columns of a table holding summed fixed counts."""
-    from solvers.palago.symmetric import stabiliser_columns, symmetric_counts
+    from batchenum.solvers.palago.symmetric import stabiliser_columns, symmetric_counts
 
     max_n = int(counts.n.max())
     n = counts.n.to_numpy()

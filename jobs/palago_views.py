@@ -16,10 +16,10 @@ import shutil
 import sys
 import time
 
-from pipeline.cli import Command, positive_int
-from pipeline.errors import PipelineError, UsageError
-from pipeline.progress import Progress
-from pipeline.storage import Storage
+from batchenum.pipeline.cli import Command, positive_int
+from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.storage import Storage
 
 __all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items", "SEARCH_MAX_N", "MAX_SHOWN"]
 
@@ -32,8 +32,8 @@ MAX_SHOWN = 25_000
 def creature_from_text(text: str) -> list:
     """The creature named by ``text``: a key (it contains commas: ``q,r,t,regions`` per tile) or
     a sum.  Raises ValueError saying what is wrong with it."""
-    from solvers.palago import tiles_from_key
-    from solvers.palago.sums import decode, encode
+    from batchenum.solvers.palago import tiles_from_key
+    from batchenum.solvers.palago.sums import decode, encode
 
     text = text.strip()
     if "," in text:
@@ -63,9 +63,9 @@ def _add_show_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from solvers.palago import canonical_tiles, key_of
-    from solvers.palago.render import creature_svg
-    from solvers.palago.sums import encode
+    from batchenum.solvers.palago import canonical_tiles, key_of
+    from batchenum.solvers.palago.render import creature_svg
+    from batchenum.solvers.palago.sums import encode
 
     tiles = creature_from_text(args.creature)
     canonical, stabiliser = canonical_tiles(tiles)
@@ -130,8 +130,8 @@ def gallery_frame(n: int, source: str | None = None, stabilisers=None, limit: in
 def _search(n: int, stabilisers):
     import pandas as pd
 
-    from solvers.palago import count_creatures, decode_codes, key_of
-    from solvers.palago.sums import encode
+    from batchenum.solvers.palago import count_creatures, decode_codes, key_of
+    from batchenum.solvers.palago.sums import encode
 
     _, catalogue = count_creatures(n, catalogue_max_n=n)
     rows, counts = [], {}
@@ -205,8 +205,8 @@ def _check_catalogue_footers(dataset, size) -> int:
     """The rows the footers of the partition's files state, after checking what no page checksum
     covers: each footer's row counts agree, and its columns have the catalogue's types (a damaged
     footer could otherwise turn a column into another type, read as other values)."""
-    from jobs.palago import CREATURES
-    from pipeline.store import table_schema
+    from batchenum.jobs.palago import CREATURES
+    from batchenum.pipeline.store import table_schema
 
     declared = table_schema(CREATURES, partitioned_file=True)
     rows = 0
@@ -226,9 +226,9 @@ def _check_catalogue_footers(dataset, size) -> int:
 
 def _items(frame) -> list:
     """GalleryItem per row of a gallery frame (tiles decoded, sums made for catalogues without them)."""
-    from solvers.palago import Tile
-    from solvers.palago.render import GalleryItem
-    from solvers.palago.sums import encode
+    from batchenum.solvers.palago import Tile
+    from batchenum.solvers.palago.render import GalleryItem
+    from batchenum.solvers.palago.sums import encode
 
     items = []
     for key, stabiliser, name, tiles_json in frame[_COLUMNS].itertuples(index=False):
@@ -287,7 +287,7 @@ def _running(pid: int) -> bool:
 
 
 def _gallery(args: argparse.Namespace) -> int:
-    from solvers.palago.render import gallery_index_html, gallery_page_html, gallery_page_name, gallery_pages
+    from batchenum.solvers.palago.render import gallery_index_html, gallery_page_html, gallery_page_name, gallery_pages
 
     if args.source is None and args.n > SEARCH_MAX_N and not args.force:
         raise UsageError(f"--n {args.n}: searching creatures of size {args.n} here would take long (a minute at "

@@ -14,8 +14,8 @@ import socket
 import tempfile
 import time
 
-from pipeline.cli import Command
-from pipeline.job import PlanContext
+from batchenum.pipeline.cli import Command
+from batchenum.pipeline.job import PlanContext
 
 __all__ = ["warm_kernels", "COMMANDS"]
 
@@ -23,14 +23,14 @@ __all__ = ["warm_kernels", "COMMANDS"]
 def warm_kernels() -> tuple[str, dict[str, float]]:
     """Compile (or load from the cache) every kernel the jobs use in this process; returns this
     host's name and the seconds each job's kernels took."""
-    from jobs.dungeons import DungeonJob
-    from jobs.nonary import NonaryJob
-    from jobs.palago import PalagoJob
-    from jobs.palago_transfer import PalagoTransferJob
-    from pipeline.store import write_batch
-    from solvers.dungeon import generate as dungeons
-    from solvers.nonary import generate as door_graphs
-    from solvers.palago.symmetric import symmetric_counts
+    from batchenum.jobs.dungeons import DungeonJob
+    from batchenum.jobs.nonary import NonaryJob
+    from batchenum.jobs.palago import PalagoJob
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+    from batchenum.pipeline.store import write_batch
+    from batchenum.solvers.dungeon import generate as dungeons
+    from batchenum.solvers.nonary import generate as door_graphs
+    from batchenum.solvers.palago.symmetric import symmetric_counts
 
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="batchenum-warm-") as folder:
@@ -66,7 +66,7 @@ def _warm(args: argparse.Namespace) -> int:
         host, seconds = warm_kernels()
         print(_line(host, seconds))
         return 0
-    from pipeline.runner import RaySession
+    from batchenum.pipeline.runner import RaySession
 
     session = RaySession(address, None)
     try:

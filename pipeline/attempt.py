@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pipeline.codeversion import code_version
-from pipeline.errors import PipelineError
-from pipeline.job import Job, Shard, ShardResult
-from pipeline.store import ShardStore
+from batchenum.pipeline.codeversion import code_version
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.job import Job, Shard, ShardResult
+from batchenum.pipeline.store import ShardStore
 
 __all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]
 

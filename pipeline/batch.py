@@ -12,12 +12,12 @@ import argparse
 import os
 from typing import Any
 
-from pipeline.cli import positive_int
-from pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
-from pipeline.errors import PipelineError, UsageError
-from pipeline.storage import is_uri
-from pipeline.job import Column, Job, PlanContext, Shard, TableSpec
-from pipeline.store import write_batch
+from batchenum.pipeline.cli import positive_int
+from batchenum.pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
+from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.storage import is_uri
+from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
+from batchenum.pipeline.store import write_batch
 
 __all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments", "add_generate_arguments", "write_generated"]
 

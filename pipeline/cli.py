@@ -19,12 +19,12 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from pipeline.errors import PipelineError, UsageError
-from pipeline.execute import RunOptions, run_job
-from pipeline.job import Job
-from pipeline.progress import Progress
-from pipeline.runner import TASK_MAX_RETRIES
-from pipeline.storage import Storage, is_uri
+from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.job import Job
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.runner import TASK_MAX_RETRIES
+from batchenum.pipeline.storage import Storage, is_uri
 
 __all__ = ["JobCommand", "Command", "main", "positive_int", "non_negative_int", "probability"]
 
@@ -182,7 +182,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from pipeline.status import job_statuses, render, to_json
+    from batchenum.pipeline.status import job_statuses, render, to_json
 
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):

@@ -18,8 +18,14 @@ LIBRARIES = ("numba", "numpy", "pyarrow")  # their versions are part of the code
 
 def code_version(job) -> str:
     """``<declared version>+<16 hex digits>`` for a job object."""
-    packages = job.code_packages or (type(job).__module__.split(".")[0], "pipeline")
+    packages = job.code_packages or (_package_of(type(job).__module__), "batchenum.pipeline")
     return f"{job.version}+{_digest(tuple(sorted(set(packages))))}"
+
+
+def _package_of(module: str) -> str:
+    """The package a job's module belongs to: its top level, or ``batchenum.<folder>`` for ours."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "batchenum" and len(parts) > 2 else parts[0]
 
 
 @functools.lru_cache(maxsize=None)

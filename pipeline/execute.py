@@ -10,15 +10,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.attempt import Attempt
-from pipeline.codeversion import code_version
-from pipeline.errors import PipelineError
-from pipeline.job import Job, Shard, StreamedTable
-from pipeline.lease import Lease
-from pipeline.progress import Progress
-from pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
-from pipeline.storage import Storage, StorageError
-from pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
+from batchenum.pipeline.attempt import Attempt
+from batchenum.pipeline.codeversion import code_version
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.job import Job, Shard, StreamedTable
+from batchenum.pipeline.lease import Lease
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
+from batchenum.pipeline.storage import Storage, StorageError
+from batchenum.pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 

@@ -18,8 +18,8 @@ import threading
 import time
 import uuid
 
-from pipeline.errors import PipelineError
-from pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["Lease", "LeaseError", "LEASE_FILE", "STALE_AFTER", "dead_reason", "lease_problem"]
 

@@ -31,12 +31,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from pipeline import faults
-from pipeline.attempt import Attempt, CodeMismatchError, run_attempt
-from pipeline.errors import PipelineError, UsageError
-from pipeline.job import Job, PlanContext, Shard
-from pipeline.local_ray import LocalRay, LocalRayError
-from pipeline.store import ShardStore
+from batchenum.pipeline import faults
+from batchenum.pipeline.attempt import Attempt, CodeMismatchError, run_attempt
+from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.job import Job, PlanContext, Shard
+from batchenum.pipeline.local_ray import LocalRay, LocalRayError
+from batchenum.pipeline.store import ShardStore
 
 __all__ = ["Executor", "ExecutorOptions", "RaySession", "ShardQueue", "ClusterError", "CodeMismatchError",
            "ShardFailedError", "SharedFolderError", "TaskFailedError", "TASK_MAX_RETRIES"]

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.lease import LEASE_FILE, STALE_AFTER, dead_reason, lease_problem
-from pipeline.storage import TMP_MARK, Storage
-from pipeline.store import PLAN_FILE, DamagedFileError, plan_problem, read_metadata, read_verified
+from batchenum.pipeline.lease import LEASE_FILE, STALE_AFTER, dead_reason, lease_problem
+from batchenum.pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline.store import PLAN_FILE, DamagedFileError, plan_problem, read_metadata, read_verified
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).

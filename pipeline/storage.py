@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
-from pipeline.errors import PipelineError
+from batchenum.pipeline.errors import PipelineError
 
 __all__ = ["Storage", "StorageError", "TMP_MARK", "OLD_MARK", "is_uri", "redact"]
 

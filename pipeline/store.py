@@ -32,11 +32,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import faults
-from pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
-from pipeline.errors import PipelineError
-from pipeline.job import Job, Shard, ShardOutput, TableSpec
-from pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline import faults
+from batchenum.pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
+from batchenum.pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]

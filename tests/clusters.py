@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from conftest import free_ports
-from pipeline.local_ray import process_tree
+from batchenum.pipeline.local_ray import process_tree
 
 _NODE_PORT_OPTIONS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
                       "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")

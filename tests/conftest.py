@@ -29,7 +29,7 @@ def ray_session():
     way a run starts its own (pipeline.runner.RaySession, through pipeline.local_ray.LocalRay)."""
     import ray
 
-    from pipeline.runner import RaySession
+    from batchenum.pipeline.runner import RaySession
 
     session = RaySession(None, 2)
     if not ray.is_initialized():

@@ -12,7 +12,7 @@ import pytest
 import batchenum
 import batchenum.api
 from conftest import CASES
-from pipeline.errors import UsageError
+from batchenum.pipeline.errors import UsageError
 
 
 @pytest.mark.parametrize("module", [batchenum, batchenum.api], ids=["batchenum", "batchenum.api"])

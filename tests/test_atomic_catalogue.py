@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.palago import PalagoJob
-from pipeline.execute import code_version
-from pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
-from pipeline.store import Provenance, ShardStore
+from batchenum.jobs.palago import PalagoJob
+from batchenum.pipeline.execute import code_version
+from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
+from batchenum.pipeline.store import Provenance, ShardStore
 from test_faults import cli
 
 

@@ -98,7 +98,7 @@ def _probe(page) -> dict:
 def gallery(tmp_path_factory):
     """A gallery of the 81 creatures of size 12 (every stabiliser order 1, 2, 3, 6) on 3 pages."""
     out = tmp_path_factory.mktemp("gallery")
-    subprocess.run([sys.executable, "-m", "jobs", "palago", "gallery", "--n", "12", "--per-page", "30",
+    subprocess.run([sys.executable, "-m", "batchenum", "palago", "gallery", "--n", "12", "--per-page", "30",
                     "--out", str(out)], check=True, capture_output=True, timeout=300)
     return out / "palago" / "gallery_n12"
 
@@ -106,8 +106,8 @@ def gallery(tmp_path_factory):
 @pytest.fixture(scope="module")
 def wide_page(tmp_path_factory):
     """A page of the 12 widest creatures of size 16, pictures wider than a card (235 px in 228)."""
-    from jobs.palago_views import gallery_items
-    from solvers.palago.render import gallery_page_html, gallery_pages
+    from batchenum.jobs.palago_views import gallery_items
+    from batchenum.solvers.palago.render import gallery_page_html, gallery_pages
 
     def width(item):
         xs = [tile.q + tile.r / 2 for tile in item.tiles]

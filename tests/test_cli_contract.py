@@ -16,7 +16,7 @@ from conftest import CASES
 
 
 def cli(*args: str, cwd=None, stdin=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def test_version_names_the_installed_package():
@@ -88,7 +88,7 @@ def test_status_and_table_json_shapes(small_run):
 @pytest.mark.parametrize("command", ["table", "status"])
 def test_a_closed_pipe_ends_quietly(small_run, command):
     out, _ = small_run
-    done = subprocess.run(f"{sys.executable} -m jobs {command} --out {out} | head -1", shell=True,
+    done = subprocess.run(f"{sys.executable} -m batchenum {command} --out {out} | head -1", shell=True,
                           capture_output=True, text=True, timeout=300, executable="/bin/bash")
     assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1
 
@@ -98,9 +98,9 @@ def test_progress_goes_through_logging_off_a_terminal(tmp_path, caplog):
     ``batchenum`` logger; the command itself writes them as timestamped lines."""
     import logging
 
-    from jobs.palago import PalagoJob
-    from pipeline.execute import RunOptions, run_job
-    from pipeline.progress import Progress
+    from batchenum.jobs.palago import PalagoJob
+    from batchenum.pipeline.execute import RunOptions, run_job
+    from batchenum.pipeline.progress import Progress
 
     with caplog.at_level(logging.INFO, logger="batchenum"):
         run_job(PalagoJob(8), RunOptions(out_dir=str(tmp_path / "api"), serial=True), Progress("palago"))
@@ -118,8 +118,8 @@ def test_a_gallery_too_large_to_search_or_to_show_asks_for_what_to_change(tmp_pa
     done = cli("palago", "gallery", "--n", "40", "--out", str(tmp_path))
     assert done.returncode == 2 and "--from" in done.stderr and "--force" in done.stderr
     assert not (tmp_path / "palago").exists()
-    from jobs import palago_views
-    from jobs.cli import main
+    from batchenum.jobs import palago_views
+    from batchenum.jobs.cli import main
 
     monkeypatch.setattr(palago_views, "MAX_SHOWN", 50)  # n = 12 has 81 creatures
     assert main(["palago", "gallery", "--n", "12", "--per-page", "20", "--out", str(tmp_path)]) == 2
@@ -145,8 +145,8 @@ def test_warm_compiles_every_jobs_kernels_here_and_on_every_node(ray_session):
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"warm: \S+: palago [\d.]+ s, palago transfer [\d.]+ s, dungeons [\d.]+ s, nonary [\d.]+ s\n",
                         done.stdout)
-    from jobs.warm import warm_kernels
-    from pipeline.runner import on_every_node
+    from batchenum.jobs.warm import warm_kernels
+    from batchenum.pipeline.runner import on_every_node
 
     [(host, seconds)] = on_every_node(warm_kernels)  # the session's Ray has one node
     assert set(seconds) == {"palago", "palago transfer", "dungeons", "nonary"}

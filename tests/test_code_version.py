@@ -12,8 +12,8 @@ import pytest
 
 import clusters
 from conftest import REPO
-from jobs.palago import PalagoJob
-from pipeline.codeversion import code_version
+from batchenum.jobs.palago import PalagoJob
+from batchenum.pipeline.codeversion import code_version
 from test_faults import cli_command
 
 
@@ -26,8 +26,9 @@ def test_code_version_covers_every_package_and_the_libraries():
 @pytest.mark.slow
 def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
     copy = tmp_path / "other_code"
-    for package in ("jobs", "pipeline", "solvers"):
+    for package in ("batchenum", "jobs", "pipeline", "solvers"):  # a checkout: batchenum/ finds the rest
         shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    shutil.copy(REPO / "pyproject.toml", copy)
     with open(copy / "solvers" / "palago" / "canonical.py", "a") as handle:
         handle.write("\n# a local edit on one node\n")
     temp_dir, env = f"/tmp/bv{os.getpid()}", clusters.token_env()

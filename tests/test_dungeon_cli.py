@@ -9,8 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
-from jobs import cli
-from solvers.dungeon import generate, oracle_gold
+from batchenum.jobs import cli
+from batchenum.solvers.dungeon import generate, oracle_gold
 
 from test_dungeon_job import MIXED
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ class Report:
         if name in ("pandas", "pyarrow.compute"):
             print(name, "imported from:", "".join(traceback.format_stack(limit=8)), file=sys.stderr)
 sys.meta_path.insert(0, Report())
-from jobs.cli import console
+from batchenum.jobs.cli import console
 console()
 """
 

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import jobs.dungeons
-from jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments, build_job, run_generate
-from pipeline.errors import InputError
-from pipeline.job import PlanContext, Shard
-from solvers.dungeon import generate, oracle_gold
+import batchenum.jobs.dungeons
+from batchenum.jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments, build_job, run_generate
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.job import PlanContext, Shard
+from batchenum.solvers.dungeon import generate, oracle_gold
 from test_inputs_property import plain_columns
 
 BIG = ["@" + "." * 10] + ["." * 11] * 9  # 110 cells
@@ -102,8 +102,8 @@ def test_duplicates_are_solved_once_and_answered_for_every_record(tmp_path, monk
     path = tmp_path / "dups.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     solved = []
-    real_solve_batch = jobs.dungeons.solve_batch
-    monkeypatch.setattr(jobs.dungeons, "solve_batch", lambda b: solved.append(len(b)) or real_solve_batch(b))
+    real_solve_batch = batchenum.jobs.dungeons.solve_batch
+    monkeypatch.setattr(batchenum.jobs.dungeons, "solve_batch", lambda b: solved.append(len(b)) or real_solve_batch(b))
     answers = run_all(DungeonJob(str(path)))["answers"]
     assert answers["id"] == [r["id"] for r in records]
     assert answers["gold"] == [oracle_gold(r["grid"]) for r in records]
@@ -169,10 +169,10 @@ def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):
     path = tmp_path / "readable.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     job = DungeonJob(str(path), records_per_shard=25, max_cells=100)
-    monkeypatch.setattr("pipeline.inputs.jsonl._read_lines", lambda *a, **k: pytest.fail("left the Arrow path"))
+    monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._read_lines", lambda *a, **k: pytest.fail("left the Arrow path"))
     fast = run_all(job)
     monkeypatch.undo()
-    monkeypatch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)
+    monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)
     assert run_all(job) == fast
     assert len(fast["errors"]["id"]) == sum(1 for _, _, error in readable if error) > 5
     assert fast["answers"]["gold"][:60] == [oracle_gold(g) for g in grids]

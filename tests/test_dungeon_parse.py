@@ -1,4 +1,4 @@
-"""solvers.dungeon.parse: every way a grid can break the contract gets a specific error."""
+"""batchenum.solvers.dungeon.parse: every way a grid can break the contract gets a specific error."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from solvers.dungeon import (
+from batchenum.solvers.dungeon import (
     BadCharacterError,
     DungeonError,
     EmptyGridError,
@@ -18,7 +18,7 @@ from solvers.dungeon import (
     parse_flat,
     parse_many,
 )
-from solvers.dungeon.kernel import first_equal_kernel
+from batchenum.solvers.dungeon.kernel import first_equal_kernel
 
 
 @pytest.mark.parametrize(

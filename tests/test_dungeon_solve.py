@@ -1,4 +1,4 @@
-"""solvers.dungeon.solve: the published cases, the kernel against the literal oracle, witnesses."""
+"""batchenum.solvers.dungeon.solve: the published cases, the kernel against the literal oracle, witnesses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from solvers.dungeon import (
+from batchenum.solvers.dungeon import (
     PathError,
     generate,
     oracle_gold,

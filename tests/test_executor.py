@@ -11,12 +11,12 @@ import threading
 import pytest
 from ray import cloudpickle
 
-from pipeline.codeversion import code_version
-from pipeline.job import PlanContext, Shard, ShardResult
-from pipeline.local_ray import LocalRayError
-from pipeline.runner import Executor, ExecutorOptions, ShardFailedError
-from pipeline.storage import Storage
-from pipeline.store import Provenance, ShardStore
+from batchenum.pipeline.codeversion import code_version
+from batchenum.pipeline.job import PlanContext, Shard, ShardResult
+from batchenum.pipeline.local_ray import LocalRayError
+from batchenum.pipeline.runner import Executor, ExecutorOptions, ShardFailedError
+from batchenum.pipeline.storage import Storage
+from batchenum.pipeline.store import Provenance, ShardStore
 import toy_job
 from toy_job import ToyJob
 
@@ -55,7 +55,7 @@ class FakeRay:
         return self.where
 
     def run_shards(self, job, shards, store, on_done, verify=frozenset(), say=None) -> None:
-        from pipeline.attempt import run_attempt
+        from batchenum.pipeline.attempt import run_attempt
 
         for shard in shards:
             on_done(shard, run_attempt(job, shard, store, FAKE_NODE, shard.id in verify))
@@ -186,7 +186,7 @@ class _NamedTasks(ToyJob):
 
 
 def test_ray_tasks_are_named_after_the_job_and_the_shard(tmp_path, ray_session):
-    from pipeline.runner import RaySession
+    from batchenum.pipeline.runner import RaySession
 
     job = _NamedTasks(shards=3)
     store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
@@ -197,7 +197,7 @@ def test_ray_tasks_are_named_after_the_job_and_the_shard(tmp_path, ray_session):
 
 
 def test_a_batch_shard_is_labelled_by_its_lines_or_rows(tmp_path):
-    from jobs.dungeons import DungeonJob
+    from batchenum.jobs.dungeons import DungeonJob
 
     path = tmp_path / "batch.jsonl"
     path.write_text("".join(f'{{"id": "d{k}", "grid": ["@"]}}\n' for k in range(7)))

@@ -28,7 +28,7 @@ COUNT_COLUMNS = ["n", "free", "fixed", "free_stabiliser_1", "free_stabiliser_2",
 
 
 def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "jobs", *args]
+    return [sys.executable, "-m", "batchenum", *args]
 
 
 def cli(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -259,14 +259,14 @@ def test_missing_token_gets_one_clear_message(token_cluster, tmp_path):
 def job_submit(cluster: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", cluster["dashboard"],
-         "--working-dir", str(REPO), "--", "python", "-m", "jobs", *args],
+         "--working-dir", str(REPO), "--", "python", "-m", "batchenum", *args],
         capture_output=True, text=True, timeout=600, env=cluster["env"], cwd=REPO,
     )
 
 
 @pytest.mark.slow
 def test_cluster_recipe_ray_job_submit(token_cluster, new_bucket, tmp_path):
-    """The README's cluster recipe: `ray job submit --working-dir . -- python -m jobs run ...
+    """The README's cluster recipe: `ray job submit --working-dir . -- python -m batchenum run ...
     --out s3://...`, the head's environment reaching the store."""
     submit = job_submit(token_cluster, "run", "palago", "--max-n", "12", "--out", f"s3://{new_bucket}/runs")
     assert submit.returncode == 0, submit.stdout + submit.stderr

@@ -12,15 +12,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.dungeons import DungeonJob
-from jobs.nonary import NonaryJob
-from pipeline.job import PlanContext
-from pipeline.errors import InputError
-from pipeline.execute import RunOptions, run_job
-from pipeline.inputs import plan_slices, read_records, slice_fingerprint
-from pipeline.progress import Progress
-from pipeline.storage import Storage
-from pipeline.store import read_metadata
+from batchenum.jobs.dungeons import DungeonJob
+from batchenum.jobs.nonary import NonaryJob
+from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.inputs import plan_slices, read_records, slice_fingerprint
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.storage import Storage
+from batchenum.pipeline.store import read_metadata
 
 GRIDS = [["@.$", "..$"], ["@$#", "g.$"], ["@..", "$.$"], ["@$$", "..."]] * 6
 

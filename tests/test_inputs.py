@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.arrow import string_list_buffers
-from pipeline.errors import InputError, PipelineError
-from pipeline.inputs import describe_input, plan_slices, read_records
-from pipeline.inputs.plan import _cut_slice
+from batchenum.pipeline.arrow import string_list_buffers
+from batchenum.pipeline.errors import InputError, PipelineError
+from batchenum.pipeline.inputs import describe_input, plan_slices, read_records
+from batchenum.pipeline.inputs.plan import _cut_slice
 
 GRID = pa.list_(pa.string())
 
@@ -50,7 +50,7 @@ def read_all(path, field="grid", per_slice=3, payload_type=GRID, check=None) -> 
 def readers(request, monkeypatch):
     """Both JSONL readers: as chosen (the fast path where it reads a slice), or the reference only."""
     if request.param == "reference":
-        monkeypatch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a: None)
+        monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a: None)
     return request.param
 
 
@@ -224,7 +224,7 @@ def test_changed_file_is_detected(tmp_path):
 
 def test_clean_slices_take_the_pyarrow_path(tmp_path, monkeypatch):
     path = write_lines(tmp_path, good_lines(5))
-    monkeypatch.setattr("pipeline.inputs.jsonl._read_lines", lambda *a: pytest.fail("fell back"))
+    monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._read_lines", lambda *a: pytest.fail("fell back"))
     records = read_all(path, per_slice=2)
     assert records.positions == [1, 2, 3, 4, 5] and records.errors == [None] * 5
 
@@ -242,7 +242,7 @@ def test_fast_path_agrees_with_the_reference(tmp_path, monkeypatch):
     for spec in plan_slices(str(path), "grid", 4):
         fast = read_records(spec, "grid", GRID)
         with monkeypatch.context() as patch:
-            patch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a: None)  # the reference only
+            patch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a: None)  # the reference only
             plain = read_records(spec, "grid", GRID)
         assert fast.positions.tolist() == plain.positions.tolist() and fast.ids.equals(plain.ids)
         assert fast.payloads.to_pylist() == plain.payloads.to_pylist() and fast.position_label == "line"
@@ -251,8 +251,8 @@ def test_fast_path_agrees_with_the_reference(tmp_path, monkeypatch):
 
 def fell_back(monkeypatch, module: str, reader: str) -> list:
     """A list that gets an entry each time the reference reader ``module.reader`` is called."""
-    calls, original = [], getattr(__import__(f"pipeline.inputs.{module}", fromlist=[reader]), reader)
-    monkeypatch.setattr(f"pipeline.inputs.{module}.{reader}", lambda *a: calls.append(1) or original(*a))
+    calls, original = [], getattr(__import__(f"batchenum.pipeline.inputs.{module}", fromlist=[reader]), reader)
+    monkeypatch.setattr(f"batchenum.pipeline.inputs.{module}.{reader}", lambda *a: calls.append(1) or original(*a))
     return calls
 
 

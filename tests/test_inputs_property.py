@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobs.dungeons import DungeonJob
-from jobs.nonary import NonaryJob
-from pipeline.errors import InputError
-from pipeline.inputs import plan_slices, read_records
-from pipeline.job import PlanContext, Shard
+from batchenum.jobs.dungeons import DungeonJob
+from batchenum.jobs.nonary import NonaryJob
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.inputs import plan_slices, read_records
+from batchenum.pipeline.job import PlanContext, Shard
 
 GRID = pa.list_(pa.string())
 BOM = b"\xef\xbb\xbf"
@@ -74,7 +74,7 @@ def read_everything(path, field: str, per_slice: int, fast: bool, monkeypatch) -
     out = []
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr("pipeline.inputs.jsonl._fast_records", lambda *a: None)
+            patch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a: None)
         for spec in plan_slices(str(path), field, per_slice):
             part = read_records(spec, field, GRID, check=lambda value: value if _strings(value) else _no(value))
             label = part.position_label

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from hypothesis import example, given, settings, strategies as st
 
-from pipeline.inputs.jsonl_strict import read_id_and_strings
+from batchenum.pipeline.inputs.jsonl_strict import read_id_and_strings
 
 SCHEMA = pa.schema([("id", pa.string()), ("grid", pa.list_(pa.string()))])
 printable = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=6)

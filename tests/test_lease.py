@@ -7,8 +7,8 @@ import signal
 import subprocess
 import threading
 
-from pipeline.lease import Lease, LeaseError
-from pipeline.storage import Storage
+from batchenum.pipeline.lease import Lease, LeaseError
+from batchenum.pipeline.storage import Storage
 from test_faults import cli, cli_command, committed, palago_args, reused, wait_for_commits
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from solvers.nonary import generate, parse, solve, verify_plan
-from solvers.nonary.canonical import canonical_form
+from batchenum.solvers.nonary import generate, parse, solve, verify_plan
+from batchenum.solvers.nonary.canonical import canonical_form
 
 
 def disguise(doors, rng):

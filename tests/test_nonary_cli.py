@@ -9,14 +9,14 @@ import sys
 import pandas as pd
 import pytest
 
-from solvers.nonary import brute_force, generate, verify_plan
+from batchenum.solvers.nonary import brute_force, generate, verify_plan
 
 from test_nonary_job import ANSWERS, MIXED
 
 
 
 def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

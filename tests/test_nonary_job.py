@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.job import PlanContext
-from jobs import nonary
-from jobs.nonary import NonaryJob
-from solvers.nonary import brute_force, generate, verify_plan
+from batchenum.pipeline.job import PlanContext
+from batchenum.jobs import nonary
+from batchenum.jobs.nonary import NonaryJob
+from batchenum.solvers.nonary import brute_force, generate, verify_plan
 
 # (line, id as reported, reason fragment or None for a valid record)
 MIXED = [
@@ -164,8 +164,8 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
     the same folder searches only the timed-out records again (here with a budget that suffices)."""
     import io
 
-    from pipeline.execute import RunOptions, run_job
-    from pipeline.progress import Progress
+    from batchenum.pipeline.execute import RunOptions, run_job
+    from batchenum.pipeline.progress import Progress
     from test_nonary_solve import HARD
 
     lines = [json.dumps({"id": f"easy{k}", "doors": [[9, 0, -1]]}) for k in range(3)]

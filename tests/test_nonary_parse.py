@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from solvers.nonary import (
+from batchenum.solvers.nonary import (
     DoorListError,
     DoorNumberError,
     DoorShapeError,

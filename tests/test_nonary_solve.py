@@ -8,8 +8,8 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from solvers.nonary import PlanError, SolveTimeout, brute_force, generate, parse, solve, verify_plan
-from solvers.nonary.solve import _compile, _fits_kernel, _Search, solve_parsed
+from batchenum.solvers.nonary import PlanError, SolveTimeout, brute_force, generate, parse, solve, verify_plan
+from batchenum.solvers.nonary.solve import _compile, _fits_kernel, _Search, solve_parsed
 
 # Graphs that a plain exhaustive search (solvers.nonary.oracle.brute_force) took 27 to 199 s to
 # answer; the answers are its results.
@@ -155,7 +155,7 @@ def test_full_tables_only_slow_the_search_down(monkeypatch):
 
     graphs = generate(60, rooms=4, doors=16, seed=13, cycles=0.5, parallel=0.4, nines=0.15)
     expected = [solve(doors)[0] for doors in graphs]
-    solve_module = importlib.import_module("solvers.nonary.solve")
+    solve_module = importlib.import_module("batchenum.solvers.nonary.solve")
     monkeypatch.setattr(solve_module, "_MAX_MEMO_BYTES", 1 << 13)  # frozen at its first 2048 states
     monkeypatch.setattr(solve_module, "_MAX_NETS_BYTES", 1 << 10)
     for doors, answer in zip(graphs, expected):

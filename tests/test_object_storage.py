@@ -15,9 +15,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.job import PlanContext
-from pipeline.inputs.plan import load_slice, plan_slices
-from pipeline.runner import RaySession
+from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.inputs.plan import load_slice, plan_slices
+from batchenum.pipeline.runner import RaySession
 from test_faults import PUBLISHED, cli, cli_command, reused
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ PUBLISHED_FREE = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81, 205, 512, 1335, 3404, 8
 
 
 def table(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "jobs", "table", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "batchenum", "table", *args], capture_output=True, text=True,
                             timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -7,11 +7,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from pipeline.job import PlanContext
-from jobs.palago import PalagoJob
-from solvers.palago import Catalogue, count_creatures, decode_codes, key_of
-from solvers.palago.catalogue import catalogue_text
-from solvers.palago.sums import decode, encode
+from batchenum.pipeline.job import PlanContext
+from batchenum.jobs.palago import PalagoJob
+from batchenum.solvers.palago import Catalogue, count_creatures, decode_codes, key_of
+from batchenum.solvers.palago.catalogue import catalogue_text
+from batchenum.solvers.palago.sums import decode, encode
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ PUBLISHED_13_TO_20 = [205, 512, 1335, 3404, 8922, 23592, 62630, 167622]
 
 
 def batchenum(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=600)
     if check and result.returncode != 0:
         raise AssertionError(f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result

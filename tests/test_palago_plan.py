@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.job import PlanContext
-from jobs.palago import PalagoJob, packed_prefixes
-from solvers.palago import count_creatures, frontier, prefix_nodes
+from batchenum.pipeline.job import PlanContext
+from batchenum.jobs.palago import PalagoJob, packed_prefixes
+from batchenum.solvers.palago import count_creatures, frontier, prefix_nodes
 
 
 @pytest.mark.parametrize("max_n,depth,count", [(12, 4, 1), (14, 6, 3), (14, 8, 7), (16, 10, 32)])
@@ -43,7 +43,7 @@ def test_prefix_nodes_add_up_to_the_whole_search_below_the_cut():
 
 
 def _trunk_nodes(max_n: int, depth: int) -> int:
-    from solvers.palago import SearchCounts
+    from batchenum.solvers.palago import SearchCounts
 
     trunk = SearchCounts.zeros(max_n)
     frontier(max_n, depth, trunk)

@@ -11,11 +11,11 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from jobs.palago_views import gallery_items
-from solvers.palago import count_creatures, decode_codes, key_of, tiles_from_key
-from solvers.palago.render import (COLOURS, creature_svg, gallery_index_html, gallery_page_html, gallery_pages,
+from batchenum.jobs.palago_views import gallery_items
+from batchenum.solvers.palago import count_creatures, decode_codes, key_of, tiles_from_key
+from batchenum.solvers.palago.render import (COLOURS, creature_svg, gallery_index_html, gallery_page_html, gallery_pages,
                                    growth_plot_svg, tile_defs_svg)
-from solvers.palago.sums import decode
+from batchenum.solvers.palago.sums import decode
 
 SVG = "{http://www.w3.org/2000/svg}"
 TWELVE = "0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b"
@@ -23,7 +23,7 @@ FREE_1_TO_12 = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81]  # docs/rules.md / tests/
 
 
 def batchenum(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300)
     if check and result.returncode != 0:
         raise AssertionError(f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import palago_oracle as oracle
-from solvers.palago import (
+from batchenum.solvers.palago import (
     SearchCounts,
     Tile,
     canonical_tiles,

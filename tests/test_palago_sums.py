@@ -11,9 +11,9 @@ import random
 import pytest
 
 from palago_oracle import DIRECTIONS, creatures_on
-from solvers.palago import canonical_tiles, count_creatures, decode_codes, images, key_of, tiles_from_key
-from solvers.palago.model import tile_corners
-from solvers.palago.sums import (
+from batchenum.solvers.palago import canonical_tiles, count_creatures, decode_codes, images, key_of, tiles_from_key
+from batchenum.solvers.palago.model import tile_corners
+from batchenum.solvers.palago.sums import (
     LETTER_ROTATION,
     UP,
     NotACreatureError,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from solvers.palago import count_creatures
-from solvers.palago.symmetric import symmetric_counts, stabiliser_columns
+from batchenum.solvers.palago import count_creatures
+from batchenum.solvers.palago.symmetric import symmetric_counts, stabiliser_columns
 
 MAX_N = 18
 

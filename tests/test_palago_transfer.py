@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from solvers.palago import count_creatures
-from solvers.palago.transfer import (count_height, count_height_reference, fixed_counts, fixed_counts_reference,
+from batchenum.solvers.palago import count_creatures
+from batchenum.solvers.palago.transfer import (count_height, count_height_reference, fixed_counts, fixed_counts_reference,
                                      max_height)
 
 MAX_N = 16
@@ -57,7 +57,7 @@ def test_unweighted_sweep_counts_boxes_of_one_height(direct):
 def test_job_writes_the_direct_table(tmp_path):
     out_transfer, out_direct = tmp_path / "transfer", tmp_path / "direct"
     for method, out in (("transfer", out_transfer), ("direct", out_direct)):
-        result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(MAX_N), "--serial",
+        result = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(MAX_N), "--serial",
                                  "--method", method, "--out", str(out)], capture_output=True, text=True, cwd=REPO,
                                 timeout=300)
         assert result.returncode == 0, result.stderr
@@ -69,7 +69,7 @@ def test_job_writes_the_direct_table(tmp_path):
 
 
 def test_transfer_refuses_a_catalogue(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", "10", "--method", "transfer",
+    result = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "10", "--method", "transfer",
                              "--catalogue-max-n", "5", "--serial", "--out", str(tmp_path)],
                             capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 2 and "--method transfer counts only" in result.stderr
@@ -93,7 +93,7 @@ def test_kernel_matches_the_published_table_to_24():
 def test_smallest_tables(tmp_path):
     for max_n in (1, 2):
         out = tmp_path / str(max_n)
-        result = subprocess.run([sys.executable, "-m", "jobs", "run", "palago", "--max-n", str(max_n), "--method",
+        result = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--method",
                                  "transfer", "--serial", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
                                 timeout=120)
         assert result.returncode == 0, result.stderr

@@ -11,12 +11,12 @@ import pytest
 from ray import cloudpickle
 
 import toy_job
-from pipeline.errors import PipelineError
-from pipeline.execute import RunOptions, code_version, run_job
-from pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
-from pipeline.progress import Progress
-from pipeline.runner import ShardFailedError
-from pipeline.store import StoreError
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.execute import RunOptions, code_version, run_job
+from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.runner import ShardFailedError
+from batchenum.pipeline.store import StoreError
 from toy_job import ToyJob
 
 # Ray workers cannot import the tests folder; ship the toy job's module by value.
@@ -118,9 +118,9 @@ def test_provenance_is_in_the_metadata(tmp_path):
 def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path):
     """A shard committed where the driver does not see it (a node's own disk) is never skipped: the
     run names it and the node it ran on, and writes no final table."""
-    from pipeline.execute import _check_complete
-    from pipeline.storage import Storage
-    from pipeline.store import Provenance, ShardStore
+    from batchenum.pipeline.execute import _check_complete
+    from batchenum.pipeline.storage import Storage
+    from batchenum.pipeline.store import Provenance, ShardStore
 
     job = ToyJob()
     run(tmp_path)
@@ -186,7 +186,7 @@ class _PartitionedStreamedToy(ToyJob):
 
 @pytest.mark.parametrize("batch_rows", [4, 1 << 17])
 def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, monkeypatch, batch_rows):
-    monkeypatch.setattr("pipeline.store._BATCH_ROWS", batch_rows)  # several row groups, keys checked across them
+    monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)  # several row groups, keys checked across them
     run(tmp_path, _PartitionedStreamedToy())
     for group in (0, 1):
         part = pq.ParquetFile(tmp_path / "partitioned_toy" / "rows" / f"group={group}" / "part-0.parquet")
@@ -197,14 +197,14 @@ def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, mo
 
 @pytest.mark.parametrize("batch_rows", [4, 1 << 17])
 def test_a_streamed_partitioned_table_names_a_repeated_key(tmp_path, monkeypatch, batch_rows):
-    monkeypatch.setattr("pipeline.store._BATCH_ROWS", batch_rows)
+    monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)
     with pytest.raises(StoreError, match=r"'rows', group = 1: key 'k007' appears more than once"):
         run(tmp_path, _PartitionedStreamedToy(repeat="k007"))
     assert not (tmp_path / "partitioned_toy" / "rows").exists()  # no partition of the failed table is in place
 
 
 def test_prefetched_items_keep_their_order_and_an_exception_reaches_the_consumer():
-    from pipeline.store import _prefetched
+    from batchenum.pipeline.store import _prefetched
 
     def items():
         yield from range(5)

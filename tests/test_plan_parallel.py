@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from ray import cloudpickle
 
-from jobs.dungeons import DungeonJob
-from pipeline.errors import InputError
-from pipeline.job import PlanContext
-from pipeline.execute import RunOptions, run_job
-from pipeline.inputs.plan import count_block_newlines, load_slice, plan_slices
-from pipeline.progress import Progress
-from pipeline.runner import RaySession, TaskFailedError
+from batchenum.jobs.dungeons import DungeonJob
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.inputs.plan import count_block_newlines, load_slice, plan_slices
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.runner import RaySession, TaskFailedError
 
 from test_faults import cli
 

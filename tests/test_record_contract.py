@@ -26,12 +26,12 @@ import pytest
 
 from test_dungeon_job import run_all  # every shard, no Ray; checks the workers' record counts
 
-from jobs.dungeons import DungeonJob
-from jobs.nonary import NonaryJob, add_run_arguments
-from pipeline.job import PlanContext
-from pipeline.errors import InputError
-from pipeline.inputs import plan_slices, read_records
-from pipeline.inputs.jsonl import MAX_DEPTH, MAX_NUMBER_DIGITS
+from batchenum.jobs.dungeons import DungeonJob
+from batchenum.jobs.nonary import NonaryJob, add_run_arguments
+from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.inputs import plan_slices, read_records
+from batchenum.pipeline.inputs.jsonl import MAX_DEPTH, MAX_NUMBER_DIGITS
 
 GRID = pa.list_(pa.string())
 OK_DUNGEON = b'{"id": "ok", "grid": ["@$"]}'  # answer 1
@@ -131,7 +131,7 @@ def test_cli_runs_the_issue_repro_to_the_end(tmp_path):
 
     path = tmp_path / "u.jsonl"
     path.write_bytes(b'{"id":"ok","grid":["@$"]}\n{"id":"bad\xff","grid":["@"]}\n{"id":"a\\ud800","grid":["@"]}\n')
-    run = subprocess.run([sys.executable, "-m", "jobs", "run", "dungeons", "--input", str(path),
+    run = subprocess.run([sys.executable, "-m", "batchenum", "run", "dungeons", "--input", str(path),
                           "--out", str(tmp_path / "o"), "--serial", "--quiet"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "dungeons: read 3, answered 1, rejected 2" in run.stdout + run.stderr
@@ -320,7 +320,7 @@ def test_duplicated_parquet_column_is_refused_at_planning(tmp_path, column):
     with pytest.raises(InputError) as caught:
         DungeonJob(str(path)).plan(PlanContext())
     assert str(caught.value) == message
-    run = subprocess.run([sys.executable, "-m", "jobs", "run", "dungeons", "--input", str(path),
+    run = subprocess.run([sys.executable, "-m", "batchenum", "run", "dungeons", "--input", str(path),
                           "--out", str(tmp_path / "o"), "--serial"], capture_output=True, text=True)
     assert run.returncode == 1 and message in run.stderr and "KeyError" not in run.stderr
 
@@ -343,7 +343,7 @@ def test_compressed_input_says_so(tmp_path, kind, tool, compress, name):
         plan_slices(str(path), "grid", 10)
     assert str(caught.value).startswith(message)
     if kind == "gzip" and name == "batch.jsonl.gz":
-        run = subprocess.run([sys.executable, "-m", "jobs", "run", "nonary", "--input", str(path),
+        run = subprocess.run([sys.executable, "-m", "batchenum", "run", "nonary", "--input", str(path),
                               "--out", str(tmp_path / "o"), "--serial"], capture_output=True, text=True)
         assert run.returncode == 1 and message in run.stderr
 

@@ -19,14 +19,14 @@ from conftest import REPO
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real command line, this worktree's code (cwd=REPO puts it first on sys.path)."""
-    return subprocess.run([sys.executable, "-m", "jobs", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300,
                           cwd=REPO, env={**os.environ, **(env or {})})
 
 
 def in_process(*args: str) -> tuple[int, str, str]:
     """The same command line called in this process (the whole of jobs.cli.main, nothing replaced):
     for sweeps too long to start a process per case."""
-    from jobs.cli import main
+    from batchenum.jobs.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from pipeline.errors import PipelineError
-from pipeline.lease import LEASE_FILE, Lease
-from pipeline.status import job_statuses, render, to_json
-from pipeline.storage import Storage
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.lease import LEASE_FILE, Lease
+from batchenum.pipeline.status import job_statuses, render, to_json
+from batchenum.pipeline.storage import Storage
 from test_store_damage import cli, palago_run  # noqa: F401  (a module fixture: one real run)
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
@@ -116,7 +116,7 @@ def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_
 
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
     out = tmp_path / "out"
-    driver = subprocess.Popen([sys.executable, "-m", "jobs", "run", "palago", "--max-n", "19", "--shards", "24",
+    driver = subprocess.Popen([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "19", "--shards", "24",
                                "--serial", "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 
 ITEMS = TableSpec(
     "items",
@@ -22,7 +22,7 @@ class ToyJob(Job):
     must deduplicate."""
 
     name = "toy"
-    code_packages = ("pipeline",)  # this module is pickled by value to Ray workers, not installed
+    code_packages = ("batchenum.pipeline",)  # this module is pickled by value to Ray workers, not installed
     version = "1"
     tables = (ITEMS, TOTALS)
     shard_tables = ("items",)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipeline.inputs.jsonl import read_jsonl
-from pipeline.inputs.parquet import read_parquet
-from pipeline.inputs.plan import describe_input, input_storage, load_slice, plan_slices, slice_fingerprint
-from pipeline.inputs.records import Check, Records, accounting_summary
-from pipeline.storage import Storage
+from batchenum.pipeline.inputs.jsonl import read_jsonl
+from batchenum.pipeline.inputs.parquet import read_parquet
+from batchenum.pipeline.inputs.plan import describe_input, input_storage, load_slice, plan_slices, slice_fingerprint
+from batchenum.pipeline.inputs.records import Check, Records, accounting_summary
+from batchenum.pipeline.storage import Storage
 
 __all__ = ["plan_slices", "read_records", "Records", "slice_fingerprint", "describe_input", "input_storage",
            "accounting_summary"]

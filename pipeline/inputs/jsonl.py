@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from numba import njit
 
-from pipeline.arrow import has_nulls
-from pipeline.inputs.jsonl_strict import read_id_and_strings
-from pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, json_type_name, record_id
+from batchenum.pipeline.arrow import has_nulls
+from batchenum.pipeline.inputs.jsonl_strict import read_id_and_strings
+from batchenum.pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, json_type_name, record_id
 
 __all__ = ["read_jsonl", "FAST_TYPE", "MAX_DEPTH", "MAX_NUMBER_DIGITS"]
 

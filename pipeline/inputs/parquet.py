@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.arrow import has_nulls
-from pipeline.errors import InputError
-from pipeline.inputs.jsonl import FAST_TYPE
-from pipeline.inputs.plan import check_unchanged, open_parquet, overlapping_row_groups
-from pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, record_id
-from pipeline.storage import Storage
+from batchenum.pipeline.arrow import has_nulls
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.inputs.jsonl import FAST_TYPE
+from batchenum.pipeline.inputs.plan import check_unchanged, open_parquet, overlapping_row_groups
+from batchenum.pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, record_id
+from batchenum.pipeline.storage import Storage
 
 __all__ = ["read_parquet"]
 

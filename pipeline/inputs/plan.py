@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline import faults
-from pipeline.errors import InputError
-from pipeline.job import PlanContext
-from pipeline.storage import Storage, StorageError
+from batchenum.pipeline import faults
+from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.storage import Storage, StorageError
 
 __all__ = ["plan_slices", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
            "detect_format", "load_slice", "LoadedSlice", "slice_fingerprint", "open_parquet", "check_unchanged",

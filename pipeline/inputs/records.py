@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from pipeline.arrow import from_numpy
+from batchenum.pipeline.arrow import from_numpy
 
 __all__ = ["Records", "Rejected", "Check", "plain_reason", "accounting_summary"]
 

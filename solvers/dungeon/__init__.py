@@ -3,7 +3,7 @@ monster on two consecutive turns?  (docs/rules.md section 2.)
 
 Pure: numpy and numba only, no Ray, Arrow or pipeline imports.
 
-    >>> from solvers.dungeon import solve
+    >>> from batchenum.solvers.dungeon import solve
     >>> solve(["@....", "...g$", "....."])
     0
 """

@@ -34,7 +34,7 @@ a blue one turned 60 degrees.  ``decode`` prefers a blue creature through all th
 one, it takes a yellow one and returns it turned 60 degrees counter-clockwise (now blue), so it
 always returns blue tiles.  ``encode`` always describes a blue creature.
 
->>> from solvers.palago import key_of
+>>> from batchenum.solvers.palago import key_of
 >>> key_of(decode("4b+5c"))
 '1,0,1,1 0,1,0,1 1,1,2,1'
 >>> encode(decode("4b+5c"))

@@ -20,10 +20,10 @@ import time
 import ray
 from ray.cluster_utils import Cluster
 
-from jobs.palago import PalagoJob
-from pipeline.errors import PipelineError
-from pipeline.execute import RunOptions, run_job
-from pipeline.progress import Progress
+from batchenum.jobs.palago import PalagoJob
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
 
 
 def committed(shard_dir: pathlib.Path) -> int:

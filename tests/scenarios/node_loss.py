@@ -15,9 +15,9 @@ import time
 import ray
 from ray.cluster_utils import Cluster
 
-from jobs.palago import PalagoJob
-from pipeline.execute import RunOptions, run_job
-from pipeline.progress import Progress
+from batchenum.jobs.palago import PalagoJob
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
 
 
 def main(out: str) -> None:
