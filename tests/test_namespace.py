@@ -4,6 +4,7 @@ batchenum.jobs and batchenum.solvers, so a user's own modules of those names and
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -77,5 +78,7 @@ def test_the_command_runs_from_a_folder_with_its_own_jobs_and_pipeline(tmp_path)
 
 def test_no_top_level_pipeline_jobs_or_solvers_is_installed(tmp_path):
     probe = "import importlib.util; print([importlib.util.find_spec(n) for n in ('pipeline', 'jobs', 'solvers')])"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    installed_only = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}  # a checkout on it would show
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env=installed_only)
     assert done.returncode == 0 and done.stdout.strip() == "[None, None, None]", done.stderr
