@@ -25,7 +25,8 @@ from batchenum.pipeline.storage import Storage
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
 
-__all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "COMMAND", "COMMANDS"]
+__all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "bfile", "exact_column", "BFILE_COLUMNS", "COMMAND",
+           "COMMANDS"]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
@@ -35,6 +36,7 @@ SPLIT_DEPTHS = ((10, 3_820), (12, 28_984), (14, 219_877))
 ESTIMATE_DROP = 6
 STABILISER_ORDERS = (1, 2, 3, 6)
 METHODS = ("direct", "transfer")
+BFILE_COLUMNS = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS))
 
 _COUNT_COLUMNS = (
     Column("n", "int64"),
@@ -338,8 +340,8 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the folder or URI a palago run wrote to (default: results)")
     parser.add_argument("--format", choices=("text", "bfile"), default="text",
                         help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)")
-    parser.add_argument("--column", choices=("free", "fixed"), default="free",
-                        help="the column a b-file lists (default: free)")
+    parser.add_argument("--column", choices=BFILE_COLUMNS, default="free",
+                        help="the column a b-file lists: " + ", ".join(BFILE_COLUMNS) + " (default: free)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object on standard output: the table's location and its rows (docs/cli.md)")
 
@@ -351,13 +353,14 @@ def _print_table(args: argparse.Namespace) -> int:
         raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
     import pandas as pd
 
-    counts = _read_counts(folder, path, args.out).to_pandas()
+    table = _read_counts(folder, path, args.out)
+    if args.format == "bfile":
+        print(bfile(table, args.column), end="")
+        return 0
+    counts = table.to_pandas()
     if args.json:
         rows = [{name: int(value) for name, value in row.items()} for row in counts.to_dict("records")]
         print(json.dumps({"table": "creature_counts", "location": folder.uri(path), "rows": rows}, indent=2))
-        return 0
-    if args.format == "bfile":
-        print(bfile(counts, args.column), end="")
         return 0
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(counts.to_string(index=False))
@@ -393,10 +396,35 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
     return table.replace_schema_metadata(None)
 
 
-def bfile(counts: pd.DataFrame, column: str = "free") -> str:
-    """OEIS b-file text: one line 'n value' per row, n ascending, no header."""
-    rows = counts.sort_values("n")
-    return "".join(f"{int(n)} {int(v)}\n" for n, v in zip(rows.n, rows[column]))
+def bfile(table: pa.Table, column: str = "free") -> str:
+    """OEIS b-file text for one column of the count table: one line 'n value' per row, n ascending,
+    no header; values exact however the table stores them (``exact_column``)."""
+    if column not in BFILE_COLUMNS:
+        raise UsageError(f"a b-file lists one of {', '.join(BFILE_COLUMNS)}, not {column}")
+    rows = sorted(zip(exact_column(table, "n"), exact_column(table, column)))
+    return "".join(f"{n} {value}\n" for n, value in rows)
+
+
+def exact_column(table: pa.Table, column: str) -> list[int]:
+    """A count column as Python integers, exactly: from integer columns, and from the wider forms a
+    count table may hold past int64 (decimal columns of scale 0, decimal strings).  Anything else,
+    a null or a fraction is an error naming the column and the row, never a rounded number."""
+    import decimal
+
+    values = table.column(column).to_pylist()
+    exact = []
+    for row, value in enumerate(values):
+        try:
+            if isinstance(value, bool) or value is None or isinstance(value, float):
+                raise ValueError
+            number = int(value)
+            if isinstance(value, decimal.Decimal) and number != value:
+                raise ValueError
+        except (ValueError, TypeError, ArithmeticError):
+            raise PipelineError(f"the count table's {column} column holds {value!r} in row {row + 1}, not a whole "
+                                "number: rebuild the table with `batchenum run palago`") from None
+        exact.append(number)
+    return exact
 
 
 COMMAND = JobCommand("palago", "count Palago creatures of every size up to N", _add_run_arguments, _build)

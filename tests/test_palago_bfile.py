@@ -1,12 +1,22 @@
-"""`batchenum table --format bfile`: OEIS b-file lines 'n value' for the free or fixed column."""
+"""`batchenum table --format bfile`: OEIS b-file lines 'n value' for the free, fixed or a stabiliser column,
+exact past int64."""
 
 from __future__ import annotations
 
+import decimal
+import re
+import shutil
 import subprocess
 import sys
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
+from batchenum.jobs.palago import BFILE_COLUMNS, CREATURE_COUNTS, bfile, exact_column
+from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.store import table_schema
 from conftest import REPO
 
 # Published free counts (the puzzle's statement for n <= 12, then the literature's n = 13..20).
@@ -50,3 +60,82 @@ def test_bfile_fixed_column(tmp_path):
         + counts.free_stabiliser_6
     assert [v for _, v in rows] == expected.tolist()
     assert rows[2] == (3, 1) and rows[4] == (5, 3)
+
+
+def test_bfile_stabiliser_columns_add_up_to_free_and_fixed(tmp_path):
+    out = tmp_path / "palago"
+    out.mkdir()
+    shutil.copy(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet", out)
+    columns = {column: parse(table("--out", str(tmp_path), "--format", "bfile", "--column", column))
+               for column in BFILE_COLUMNS}
+    counts = pd.read_parquet(out / "creature_counts.parquet")
+    sizes = list(range(1, len(counts) + 1))
+    for column, rows in columns.items():
+        assert [n for n, _ in rows] == sizes
+        assert [v for _, v in rows] == [int(v) for v in counts[column]]
+    # orbit counting between the b-files: the stabiliser classes partition the free creatures, and a
+    # free creature of stabiliser order s has 6 / s fixed images
+    values = {column: [v for _, v in rows] for column, rows in columns.items()}
+    for k in range(len(sizes)):
+        assert sum(values[f"free_stabiliser_{s}"][k] for s in (1, 2, 3, 6)) == values["free"][k]
+        assert sum(6 // s * values[f"free_stabiliser_{s}"][k] for s in (1, 2, 3, 6)) == values["fixed"][k]
+
+
+def test_bfile_column_must_be_a_count_column(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "batchenum", "table", "--format", "bfile", "--column", "nodes"],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 2 and "invalid choice: 'nodes'" in result.stderr
+
+
+# Counts past int64 (fixed(n) needs about 64.5 bits at n = 50): every form a count table may hold them in.
+BIG = [2**63 - 1, 2**63, 2**64 + 12345, 10**25 + 7, 68557762666345165410168738]
+
+
+@pytest.mark.parametrize("form", ["decimal128", "decimal256", "string", "python"])
+def test_bfile_exact_past_int64(form):
+    arrays = {
+        "decimal128": lambda values: pa.array([decimal.Decimal(v) for v in values], pa.decimal128(38, 0)),
+        "decimal256": lambda values: pa.array([decimal.Decimal(v) for v in values], pa.decimal256(76, 0)),
+        "string": lambda values: pa.array([str(v) for v in values], pa.string()),
+        "python": lambda values: pa.array([decimal.Decimal(v) for v in values]),  # inferred: decimal128(26, 0)
+    }
+    counts = pa.table({"n": pa.array([5, 1, 2, 3, 4], pa.int64()), "fixed": arrays[form](BIG)})
+    assert bfile(counts, "fixed") == "".join(f"{n} {v}\n" for n, v in zip([1, 2, 3, 4, 5], [*BIG[1:], BIG[0]]))
+    assert exact_column(counts, "fixed") == BIG
+
+
+@pytest.mark.parametrize("array, shown", [
+    (pa.array([1, None, 3], pa.int64()), "None in row 2"),
+    (pa.array([1.0, 2.0, 3.0]), "1.0 in row 1"),
+    (pa.array([decimal.Decimal("1"), decimal.Decimal("2.5"), decimal.Decimal("3")]), "Decimal('2.5') in row 2"),
+    (pa.array(["1", "2", "3e5"]), "'3e5' in row 3"),
+])
+def test_exact_column_refuses_what_is_not_a_whole_number(array, shown):
+    with pytest.raises(PipelineError, match=re.escape(f"fixed column holds {shown}")):
+        exact_column(pa.table({"n": pa.array([1, 2, 3]), "fixed": array}), "fixed")
+
+
+def test_bfile_cli_past_int64(tmp_path):
+    """Through the CLI, from a table in the count table's own declared schema holding values past
+    int64.  Runs once the schema can hold them (issue 24 item 1 widens it)."""
+    schema = table_schema(CREATURE_COUNTS)
+    if pa.types.is_integer(schema.field("fixed").type) and schema.field("fixed").type.bit_width <= 64:
+        pytest.skip(f"the count table's fixed column is {schema.field('fixed').type}: no value past int64 to list")
+    rows = len(BIG)
+    values = {name: [0] * rows for name in schema.names}
+    values["n"] = list(range(1, rows + 1))
+    values["fixed"] = BIG
+    columns = {name: _column(values[name], schema.field(name).type) for name in schema.names}
+    out = tmp_path / "palago"
+    out.mkdir()
+    pq.write_table(pa.table(columns, schema=schema), out / "creature_counts.parquet")
+    assert parse(table("--out", str(tmp_path), "--format", "bfile", "--column", "fixed")) == list(
+        enumerate(BIG, start=1))
+
+
+def _column(values: list[int], type_: pa.DataType) -> pa.Array:
+    if pa.types.is_decimal(type_):
+        return pa.array([decimal.Decimal(v) for v in values], type_)
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return pa.array([str(v) for v in values], type_)
+    return pa.array(values, type_)

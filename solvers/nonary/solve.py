@@ -466,7 +466,7 @@ class _KernelRun:
         while True:
             nets = self.nets
             status = kernel.search(
-                self.f_occ, *self.frames, *self.paths, *self.types,
+                (self.f_occ, *self.frames), tuple(self.paths), tuple(self.types),
                 _TABLES.arrays(), self.memo, ctl, _NODE_BUDGET, nets.arrays(),
             )
             if status == kernel.DONE:

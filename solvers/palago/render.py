@@ -1,5 +1,5 @@
 """Pictures: a creature on its tiles (SVG), a gallery of creatures (HTML), the growth of the
-creature counts with n (SVG).
+creature counts with n and the ratio plot of their growth analysis (SVG).
 
 Pure functions returning text; no files, no plotting library, nothing fetched over a network.
 
@@ -26,7 +26,7 @@ from xml.sax.saxutils import escape
 from .canonical import REGION_BODY, REGION_TIP, Tile
 
 __all__ = ["COLOURS", "GalleryItem", "GalleryPage", "creature_svg", "gallery_index_html", "gallery_page_html",
-           "gallery_page_name", "gallery_pages", "growth_plot_svg", "tile_defs_svg"]
+           "gallery_page_name", "gallery_pages", "growth_plot_svg", "ratio_plot_svg", "tile_defs_svg"]
 
 COLOURS = {
     "creature": "#1f4fa3",  # the creature's blue regions
@@ -297,6 +297,85 @@ def _legend(x: float, y: float) -> list[str]:
                      f'stroke="{colour}" stroke-width="2"/>')
         parts.append(f'<text x="{x + 40}" y="{line_y + 4}">{label}</text>')
     return parts
+
+
+_RATIO_SERIES = (("fixed", "#c0392b"), ("free", "#1f4fa3"))
+_RATIO_MARK = {"fixed": lambda colour: f'r="2.5" fill="{colour}"',
+               "free": lambda colour: f'r="3.5" fill="none" stroke="{colour}" stroke-width="1.2"'}
+
+
+def ratio_plot_svg(ratios: dict[str, list[tuple[int, float]]], lam: float, spread: float, *,
+                   title: str = "Ratio plot: a(n)/a(n-1) against 1/n") -> str:
+    """The ratio plot of growth analysis (docs/palago_growth.md) as standalone SVG: each series'
+    ratios a(n)/a(n-1) against 1/n, which approach the growth constant as 1/n -> 0 along a line
+    of slope -lam * theta, and the estimate ``lam`` +- ``spread`` drawn at 1/n = 0.
+
+    ratios: series name ("fixed", "free") -> (n, ratio) points, n >= 1;
+    lam, spread: the estimate marked on the vertical axis, with its error bar.
+    """
+    points = {name: [(1 / n, r) for n, r in rows] for name, rows in ratios.items() if rows}
+    if not points:
+        raise ValueError("nothing to plot: give at least one series with one ratio")
+    xs = [x for rows in points.values() for x, _ in rows]
+    ys = [y for rows in points.values() for _, y in rows] + [lam - spread, lam + spread]
+    x_high = max(xs) * 1.05
+    y_low, y_high = min(ys), max(ys)
+    pad = (y_high - y_low) * 0.08 or 0.1
+    y_low, y_high = y_low - pad, y_high + pad
+    p = _PLOT
+    plot_w, plot_h = p["width"] - p["left"] - p["right"], p["height"] - p["top"] - p["bottom"]
+    x_of = lambda x: p["left"] + x / x_high * plot_w  # noqa: E731
+    y_of = lambda y: p["top"] + plot_h * (y_high - y) / (y_high - y_low)  # noqa: E731
+    bottom = p["top"] + plot_h
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{p["width"]}" height="{p["height"]}" '
+        f'viewBox="0 0 {p["width"]} {p["height"]}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{p["width"]}" height="{p["height"]}" fill="white"/>',
+        f'<text x="{p["width"] / 2}" y="24" text-anchor="middle" font-size="16">{escape(title)}</text>',
+        f'<line x1="{p["left"]}" y1="{bottom}" x2="{p["left"] + plot_w}" y2="{bottom}" stroke="black"/>',
+        f'<line x1="{p["left"]}" y1="{bottom}" x2="{p["left"]}" y2="{p["top"]}" stroke="black"/>',
+        f'<text x="{p["left"] + plot_w / 2}" y="{p["height"] - 10}" text-anchor="middle">1/n</text>',
+        f'<text transform="translate(16,{p["top"] + plot_h / 2}) rotate(-90)" text-anchor="middle">'
+        "a(n) / a(n-1)</text>",
+    ]
+    for value in _nice_ticks(0, x_high):
+        parts.append(f'<line x1="{x_of(value):.1f}" y1="{bottom}" x2="{x_of(value):.1f}" y2="{bottom + 5}" stroke="black"/>')
+        parts.append(f'<text x="{x_of(value):.1f}" y="{bottom + 18}" text-anchor="middle">{value:g}</text>')
+    for value in _nice_ticks(y_low, y_high):
+        y = y_of(value)
+        parts.append(f'<line x1="{p["left"] - 5}" y1="{y:.1f}" x2="{p["left"] + plot_w}" y2="{y:.1f}" stroke="#e4e4e4"/>')
+        parts.append(f'<text x="{p["left"] - 8}" y="{y + 4:.1f}" text-anchor="end">{value:g}</text>')
+    for name, colour in _RATIO_SERIES:  # free drawn hollow over fixed: where they meet, both show
+        parts += [f'<circle class="{name}" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" {_RATIO_MARK[name](colour)}/>'
+                  for x, y in points.get(name, [])]
+    top, low = y_of(lam + spread), y_of(lam - spread)
+    parts += [
+        f'<line class="estimate" x1="{x_of(0):.1f}" y1="{y_of(lam):.1f}" x2="{p["left"] + plot_w}" y2="{y_of(lam):.1f}" '
+        'stroke="#444444" stroke-dasharray="4 3"/>',
+        f'<line class="estimate" x1="{x_of(0) + 4:.1f}" y1="{top:.1f}" x2="{x_of(0) + 4:.1f}" y2="{low:.1f}" '
+        'stroke="black" stroke-width="2"/>',
+        f'<circle class="estimate" cx="{x_of(0) + 4:.1f}" cy="{y_of(lam):.1f}" r="4" fill="black"/>',
+        f'<text x="{x_of(0) + 12:.1f}" y="{y_of(lam) - 6:.1f}">λ = {lam:.5f} ± {spread:.1g}</text>',
+    ]
+    names = [(name, colour) for name, colour in _RATIO_SERIES if name in points]
+    legend_x, legend_y = p["left"] + plot_w - 110, bottom - 14 - 18 * len(names) - 8
+    parts.append(f'<rect x="{legend_x}" y="{legend_y}" width="100" height="{10 + 18 * len(names)}" fill="white" '
+                 'stroke="#999999"/>')
+    for row, (name, colour) in enumerate(names):
+        y = legend_y + 14 + 18 * row
+        parts.append(f'<circle cx="{legend_x + 14}" cy="{y - 4}" {_RATIO_MARK[name](colour)}/>')
+        parts.append(f'<text x="{legend_x + 26}" y="{y}">{name}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
+    """About ``count`` round values (1, 2 or 5 times a power of ten apart) between low and high."""
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step)
+    return [round(k * step, 12) for k in range(first, math.floor(high / step) + 1)]
 
 
 # ----------------------------------------------------------------------------------- gallery

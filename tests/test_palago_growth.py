@@ -1,0 +1,180 @@
+"""Growth analysis (solvers/palago/growth.py) on series with known answers, and `batchenum palago
+growth` through the real CLI.
+
+Convention: a(n) ~ C lam**n n**(-theta).  Tolerances:
+- closed forms that satisfy a first-order linear differential equation with polynomial
+  coefficients (central binomials, Catalan, Motzkin numbers) are reproduced exactly by every
+  approximant whose degrees reach that equation's, so only numpy's root finding rounds: 1e-9;
+- the ratio method's fit of degree d over n = n1..n2 leaves the next term of r(n) = lam * (1 -
+  theta/n + c/n**2 + ...) unfitted, an intercept error of about |c'| / n1**(d+1);
+- published series (no closed form): the literature's value within 3 spreads and within a bound
+  a few times what the analysis of those lengths is known to reach.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pyarrow.parquet as pq
+import pytest
+
+from batchenum.solvers.palago.growth import analyse, ratio_estimates, ratios
+from conftest import REPO
+
+# OEIS A001168, fixed polyominoes, n = 0..28 (a(0) = 0 here: the series counts animals of n >= 1 cells)
+POLYOMINOES = [0, 1, 2, 6, 19, 63, 216, 760, 2725, 9910, 36446, 135268, 505861, 1903890, 7204874, 27394666,
+               104592937, 400795844, 1540820542, 5940738676, 22964779660, 88983512783, 345532572678,
+               1344372335524, 5239988770268, 20457802016011, 79992676367108, 313224032098244, 1228088671826973]
+POLYOMINO_LAMBDA = 4.0625696  # Jensen 2003, from 56 terms: 4.0625696 +- 0.0000005
+POLYOMINO_THETA = 1.0  # lattice animals in two dimensions (dimensional reduction: exact)
+# OEIS A001411, self-avoiding walks on the square lattice, n = 0..27
+WALKS = [1, 4, 12, 36, 100, 284, 780, 2172, 5916, 16268, 44100, 120292, 324932, 881500, 2374444, 6416596,
+         17245332, 46466676, 124658732, 335116620, 897697164, 2408806028, 6444560484, 17266613812, 46146397316,
+         123481354908, 329712786220, 881317491628]
+WALK_MU = 2.63815853032790  # Jacobsen, Scullard and Guttmann 2016
+WALK_THETA = 1 - 43 / 32  # c(n) ~ mu**n n**(gamma - 1), gamma = 43/32 (Nienhuis): theta = 1 - gamma
+
+
+def motzkin(count: int) -> list[int]:
+    """Motzkin numbers by their recurrence (n+2) M(n) = (2n+1) M(n-1) + 3(n-1) M(n-2)."""
+    values = [1, 1]
+    for n in range(2, count):
+        values.append(((2 * n + 1) * values[-1] + 3 * (n - 1) * values[-2]) // (n + 2))
+    return values[:count]
+
+
+@pytest.mark.parametrize("name, series, lam, theta", [
+    ("central binomial, ~ 4^n / sqrt(pi n)", [math.comb(2 * n, n) for n in range(30)], 4, 0.5),
+    ("Catalan, ~ 4^n n^(-3/2) / sqrt(pi)", [math.comb(2 * n, n) // (n + 1) for n in range(30)], 4, 1.5),
+    ("Motzkin, ~ 3^n n^(-3/2), a second singularity at x = -1", motzkin(30), 3, 1.5),
+])
+def test_closed_forms_are_exact(name, series, lam, theta):
+    assert motzkin(8) == [1, 1, 2, 4, 9, 21, 51, 127]  # OEIS A001006
+    result = analyse(series)
+    for method in (result.first_order, result.second_order):
+        assert len(method.approximants) >= 10, (name, method.name)
+        for approximant in method.approximants:
+            assert approximant.lam == pytest.approx(lam, abs=1e-9), approximant
+            assert approximant.theta == pytest.approx(theta, abs=1e-9), approximant
+    assert result.lam.estimate == pytest.approx(lam, abs=1e-9) and result.lam.spread < 1e-9
+    assert result.theta.estimate == pytest.approx(theta, abs=1e-9) and result.theta.spread < 1e-9
+
+
+def test_ratio_method_within_its_truncation_error():
+    # central binomials: r(n) = 4 - 2/n exactly, so every fit is exact
+    for estimate in ratio_estimates([math.comb(2 * n, n) for n in range(30)]):
+        assert estimate.lam == pytest.approx(4, abs=1e-9) and estimate.theta == pytest.approx(0.5, abs=1e-9)
+    # Catalan: r(n) = 4 - 6/(n+1) = 4 - 6/n + 6/n^2 - ...: a fit of degree d misses 6/n^(d+1)
+    catalan = [math.comb(2 * n, n) // (n + 1) for n in range(30)]
+    estimates = ratio_estimates(catalan)
+    assert len(estimates) == 5
+    for estimate in estimates:
+        degree = int(estimate.label.split("degree ")[1].split()[0])
+        first = int(estimate.label.split("n = ")[1].split("..")[0])
+        assert abs(estimate.lam - 4) <= 6 / first ** (degree + 1), estimate
+
+
+@pytest.mark.parametrize("name, series, lam, theta, lam_bound, theta_bound", [
+    ("fixed polyominoes A001168, n <= 28", POLYOMINOES, POLYOMINO_LAMBDA, POLYOMINO_THETA, 2e-4, 0.01),
+    ("self-avoiding walks A001411, n <= 27", WALKS, WALK_MU, WALK_THETA, 5e-5, 0.005),
+])
+def test_published_series(name, series, lam, theta, lam_bound, theta_bound):
+    result = analyse(series)
+    assert 0 < result.lam.spread < lam_bound and 0 < result.theta.spread < theta_bound, name
+    assert abs(result.lam.estimate - lam) <= min(3 * result.lam.spread, lam_bound), name
+    assert abs(result.theta.estimate - theta) <= min(3 * result.theta.spread, theta_bound), name
+    assert result.second_order.approximants and result.first_order.approximants
+    # the first-order approximants agree on these series too
+    assert abs(result.first_order.lam.estimate - lam) <= lam_bound
+
+
+def test_scaling_the_series_scales_lambda_past_int64():
+    # b(n) = 2^n a(n) has generating function f(2x): lam doubles, theta stays; b(28) is about 3e23
+    scaled = [2**n * a for n, a in enumerate(POLYOMINOES)]
+    assert scaled[-1] > 2**63
+    plain, doubled = analyse(POLYOMINOES), analyse(scaled)
+    assert doubled.lam.estimate == pytest.approx(2 * plain.lam.estimate, rel=1e-9)
+    assert doubled.theta.estimate == pytest.approx(plain.theta.estimate, abs=1e-7)
+    assert len(doubled.second_order.approximants) == len(plain.second_order.approximants)
+
+
+@pytest.mark.parametrize("series, message", [
+    (POLYOMINOES[:10], "nonzero terms"),
+    ([*POLYOMINOES[:5], -1, *POLYOMINOES[6:]], "a(5) = -1 is negative"),
+    ([*POLYOMINOES[:5], 63.0, *POLYOMINOES[6:]], "a(5) = 63.0 is not an integer"),
+])
+def test_bad_series_named(series, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        analyse(series)
+
+
+def test_ratios_skip_zero_terms():
+    assert ratios([0, 0, 0, 1, 0, 3, 1, 9]) == [(6, 1 / 3), (7, 9.0)]
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+
+def growth(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "batchenum", "palago", "growth", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+
+
+def committed_lengths() -> dict[str, int]:
+    lengths = {}
+    for source in ("results/transfer", "results/extended", "results"):
+        path = REPO / source / "palago" / "creature_counts.parquet"
+        if path.exists():
+            lengths[source] = pq.read_metadata(path).num_rows
+    return lengths
+
+
+def test_cli_json_defaults_to_the_longest_committed_table_and_draws_the_plot(tmp_path):
+    svg = tmp_path / "plots" / "ratio.svg"
+    result = growth("--json", "--svg", str(svg))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    lengths = committed_lengths()
+    longest = max(lengths, key=lengths.get)
+    assert document["location"].endswith(f"{longest}/palago/creature_counts.parquet")
+    assert document["max_n"] == lengths[longest]
+    table = pq.read_table(REPO / longest / "palago" / "creature_counts.parquet")
+    for part, column in ((document, "fixed"), (document["free"], "free")):
+        expected = analyse([0, *(int(v) for v in table.column(column).to_pylist())])
+        assert part["lambda"] == {"estimate": expected.lam.estimate, "spread": expected.lam.spread}
+        assert part["theta"] == {"estimate": expected.theta.estimate, "spread": expected.theta.spread}
+        assert set(part["methods"]) == {"ratio", "first_order", "second_order"}
+        # the ratios climb towards lambda: it lies above the last one
+        assert part["lambda"]["estimate"] > table.column(column)[-1].as_py() / table.column(column)[-2].as_py()
+    picture = ElementTree.parse(svg).getroot()
+    circles = picture.findall("{http://www.w3.org/2000/svg}circle")
+    plotted = [c for c in circles if c.get("class") == "fixed"]
+    assert len(plotted) == lengths[longest] - max(2, lengths[longest] // 4) + 1  # every n from a quarter on
+    assert [c for c in circles if c.get("class") == "estimate"]
+
+
+def test_cli_text_from_a_given_folder(tmp_path):
+    source = tmp_path / "run"
+    (source / "palago").mkdir(parents=True)
+    shutil.copy(REPO / "results" / "extended" / "palago" / "creature_counts.parquet", source / "palago")
+    result = growth("--from", str(source))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"growth analysis of {source}/palago/creature_counts.parquet (n = 1..28)")
+    assert lines[1].startswith("fixed: lambda = ") and any(line.startswith("free: lambda = ") for line in lines)
+
+
+def test_cli_errors_name_what_to_do(tmp_path):
+    missing = growth("--from", str(tmp_path / "nothing"))
+    assert missing.returncode == 1 and "no count table at" in missing.stderr and "--from" in missing.stderr
+    short = tmp_path / "short"
+    (short / "palago").mkdir(parents=True)
+    pq.write_table(pq.read_table(REPO / "results" / "palago" / "creature_counts.parquet").slice(0, 10).replace_schema_metadata(None),
+                   short / "palago" / "creature_counts.parquet")
+    too_short = growth("--from", str(short))
+    assert too_short.returncode == 1 and "fixed series" in too_short.stderr and "nonzero terms" in too_short.stderr
