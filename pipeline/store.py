@@ -42,7 +42,7 @@ from batchenum.pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
-           "read_manifest", "remove_shards", "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]
+           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
@@ -486,13 +486,62 @@ class ShardStore:
         return self.storage.uri(self.storage.join(location))
 
     def write_streamed(self, name: str, shard_ids: list[str]) -> str:
-        """Stage a final table from its shard files without holding all its rows: a plain table one
-        shard at a time (``_in_shard_order``), a grouped one one value at a time, into parts of
-        ``PART_ROWS`` rows in row groups of ``ROW_GROUP_ROWS`` or more (readers' sizes, not shards')."""
+        """Stage a final table from its shard files here, without holding all its rows: a plain
+        table one shard at a time (``_in_shard_order``; the run's finish uses ``write_part`` tasks
+        instead), a grouped one one value at a time, into parts of ``PART_ROWS`` rows in row groups
+        of ``ROW_GROUP_ROWS`` or more (readers' sizes, not shards')."""
         spec = self.job.table_spec(name)
         batches = self._by_partition(spec, shard_ids) if spec.partition is not None else \
             self._in_shard_order(spec, shard_ids)
         self._parts[name] = self._write_parts(spec, _row_groups(_prefetched(batches), ROW_GROUP_ROWS))
+        return self.storage.uri(self.storage.join(self.table_location(name)))
+
+    def write_part(self, name: str, index: int, shard_ids: list[str]) -> dict[str, Any]:
+        """Part ``index`` of streamed table ``name`` from a run of consecutive shards, their keys
+        checked to rise strictly (``PartTask``: where Ray runs it, so that the driver never reads
+        the rows); returns its path, rows, bytes and first and last keys (the driver checks that the
+        parts follow one another)."""
+        spec = self.job.table_spec(name)
+        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        seen: dict[str, Any] = {}
+
+        def batches() -> Iterator[pa.Table]:
+            for part in self._in_shard_order(spec, shard_ids):
+                if key is not None and part.num_rows:
+                    seen.setdefault("first", int(to_numpy(part.column(key))[0]))
+                    seen["last"] = int(to_numpy(part.column(key))[-1])
+                yield part
+
+        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
+        location = f"{name}/part-{index:05d}.parquet"
+        written = {"path": location, "rows": 0}
+
+        def write(local: str) -> None:
+            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
+                writer.write_table(schema.empty_table())  # the columns, for a part that gets no rows
+                for group in _row_groups(_prefetched(batches()), ROW_GROUP_ROWS):
+                    writer.write_table(group.replace_schema_metadata(schema.metadata), row_group_size=group.num_rows)
+                    written["rows"] += group.num_rows
+            written["bytes"] = os.path.getsize(local)
+
+        self.storage.write_atomic(self._staged(location), write)
+        return {**written, "first": seen.get("first"), "last": seen.get("last"), "shards": shard_ids}
+
+    def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
+        """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
+        part's keys come after the previous part's (together with ``write_part``'s own check: the
+        key rises strictly across the whole table, no row repeated or lost); returns where it will be."""
+        spec = self.job.table_spec(name)
+        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        last = None
+        for part in parts:
+            if key is not None and part["first"] is not None:
+                if last is not None and part["first"] <= last:
+                    raise StoreError(f"table {name!r}: {key} = {part['first']} in shards {part['shards'][0]}.."
+                                     f"{part['shards'][-1]} repeats or comes out of order; no table was written "
+                                     "(a bug: please report it)")
+                last = part["last"]
+        self._parts[name] = [{k: part[k] for k in ("path", "rows", "bytes")} for part in parts]
         return self.storage.uri(self.storage.join(self.table_location(name)))
 
     def commit_tables(self, identity: dict[str, Any]) -> dict[str, Any]:
@@ -587,6 +636,43 @@ class ShardStore:
 
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         self.storage.write_atomic(path, lambda local: pq.write_table(table, local, **_parquet_options(spec)))
+
+
+@dataclass(frozen=True)
+class PartTask:
+    """One compaction task of the finish: part ``index`` of ``table`` from ``shard_ids``."""
+
+    store: ShardStore
+    table: str
+    index: int
+    shard_ids: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.table} part {self.index} (shards {self.shard_ids[0]}..{self.shard_ids[-1]})"
+
+
+def write_part(task: PartTask) -> dict[str, Any]:
+    """Run one ``PartTask`` (a module-level function, for Ray's workers)."""
+    return task.store.write_part(task.table, task.index, list(task.shard_ids))
+
+
+def part_groups(shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None) -> list[list[str]]:
+    """Consecutive shards grouped into parts of at least ``part_rows`` rows (the last may have
+    fewer; a table without rows is one part)."""
+    part_rows = PART_ROWS if part_rows is None else part_rows
+    groups, current, size = [], [], 0
+    for shard_id in shard_ids:
+        current.append(shard_id)
+        size += rows.get(shard_id, 0)
+        if size >= part_rows:
+            groups.append(current)
+            current, size = [], 0
+    if current or not groups:
+        if groups and not size:  # trailing empty shards join the last part
+            groups[-1].extend(current)
+        else:
+            groups.append(current)
+    return groups
 
 
 def complete_commit(storage: Storage) -> str | None:
