@@ -150,7 +150,6 @@ def _search(n: int, stabilisers):
 def _read_catalogue(n: int, source: str, stabilisers):
     """The rows of size ``n`` (and of the given stabilisers) from a catalogue, and the stabiliser
     counts of size n.  Reads only the row groups holding size n, the stabiliser column first."""
-    import pandas as pd
     import pyarrow as pa
     import pyarrow.dataset as ds
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from batchenum.pipeline.lease import LEASE_FILE, STALE_AFTER, dead_reason, lease_problem
 from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, STAGED_DIR, DamagedFileError,
+from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, DamagedFileError,
                                       manifest_problem, plan_problem, read_metadata, read_verified)
 
 # A final table file up to this size has every page checked against its checksum; a larger one only

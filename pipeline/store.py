@@ -42,7 +42,8 @@ from batchenum.pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
-           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]
+           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "plan_problem", "read_metadata",
+           "read_verified", "recorded_metadata", "table_schema"]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
@@ -518,7 +519,8 @@ class ShardStore:
 
         def write(local: str) -> None:
             with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                writer.write_table(schema.empty_table())  # the columns, for a part that gets no rows
+                # (a part without rows is a footer alone, the columns still declared; not
+                # schema.empty_table(), which imports pandas)
                 for group in _row_groups(_prefetched(batches()), ROW_GROUP_ROWS):
                     writer.write_table(group.replace_schema_metadata(schema.metadata), row_group_size=group.num_rows)
                     written["rows"] += group.num_rows
@@ -569,8 +571,6 @@ class ShardStore:
             def write(local: str) -> None:
                 nonlocal pending
                 with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                    if pending is None:
-                        writer.write_table(schema.empty_table())
                     while pending is not None and written["rows"] < PART_ROWS:
                         writer.write_table(pending.replace_schema_metadata(schema.metadata),
                                            row_group_size=max(1, pending.num_rows))
@@ -688,6 +688,7 @@ def complete_commit(storage: Storage) -> str | None:
     storage.delete_dir(storage.join(STAGED_DIR))
     return completed
 
+
 def remove_shards(storage: Storage) -> tuple[int, int]:
     """Delete the shard store of a job folder whose tables are committed (completing an interrupted
     commit first); returns (files, bytes) removed.  The caller holds the folder's lease.  A rerun
@@ -721,6 +722,7 @@ def read_manifest(storage: Storage) -> dict[str, Any] | None:
                          "command again to write the tables anew")
     return manifest
 
+
 def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
     """Move each staged table into place (a table already moved is skipped: this also finishes an
     interrupted commit), then mark the manifest committed."""
@@ -733,13 +735,15 @@ def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
             continue
         if location.endswith("/"):
             _install_folder(storage, staged, storage.join(location.rstrip("/")),
-                                 {posixpath.basename(part["path"]) for part in table["parts"]})
+                            {posixpath.basename(part["path"]) for part in table["parts"]})
+            storage.delete_file(storage.join(f"{name}.parquet"))  # the table as an older batchenum wrote it
         else:
             storage.fs.move(staged, storage.join(location))
     storage.delete_dir(storage.join(STAGED_DIR))  # (one run at a time holds the folder)
     manifest = {**manifest, "state": "committed", "committed_at": round(time.time(), 3)}
     _write_manifest(storage, manifest)
     return manifest
+
 
 def _install_folder(storage: Storage, staged: str, final: str, names: set[str]) -> None:
     """A folder table put in place: on a local disk by one atomic swap of folders; on an object
@@ -754,8 +758,10 @@ def _install_folder(storage: Storage, staged: str, final: str, names: set[str]) 
             storage.delete_file(path)
     storage.delete_dir(staged)
 
+
 def _write_manifest(storage: Storage, manifest: dict[str, Any]) -> None:
     storage.write_text(storage.join(MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
 
 def _write_guard(storage: Storage) -> None:
     """The file that makes a read of the whole job folder fail loudly instead of mixing tables."""
