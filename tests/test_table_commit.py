@@ -16,7 +16,7 @@ from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import code_version
 from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
 from batchenum.pipeline.faults import KILL_BETWEEN_TABLES
-from batchenum.pipeline.store import MANIFEST_FILE, Provenance, ShardStore
+from batchenum.pipeline.store import MANIFEST_FILE, Provenance, ShardStore, part_groups
 from test_faults import cli
 
 
@@ -124,3 +124,29 @@ def test_the_two_rename_fallback_is_undone_after_a_crash_between_its_renames(tmp
     (staging / "n=1").mkdir()
     _replace_by_renames(str(staging), str(final))  # the fallback itself, uninterrupted
     assert [path.name for path in final.iterdir()] == ["n=1"] and leftovers(out) == []
+
+
+def test_shards_are_grouped_into_parts_of_at_least_part_rows_in_plan_order():
+    rows = {"s0": 5, "s1": 0, "s2": 7, "s3": 3, "s4": 0}
+    assert part_groups(list(rows), rows, part_rows=8) == [["s0", "s1", "s2"], ["s3", "s4"]]
+    assert part_groups(list(rows), rows, part_rows=3) == [["s0"], ["s1", "s2"], ["s3", "s4"]]
+    assert part_groups(["s0", "s1"], {}, part_rows=8) == [["s0", "s1"]]  # no rows: one (empty) part
+
+
+def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp_path):
+    from batchenum.pipeline.batch import ERRORS_TABLE
+    from batchenum.pipeline.job import Job
+    from batchenum.pipeline.store import StoreError
+
+    class Errors(Job):
+        name, tables, streamed_tables = "errs", (ERRORS_TABLE,), ("errors",)
+
+        def params(self):
+            return {}
+
+    store = ShardStore(Storage.at(str(tmp_path)), Errors(), Provenance("errs", "1", {}))
+    store.start_tables()
+    part = {"path": "errors/part-00000.parquet", "rows": 3, "bytes": 1, "shards": ["s0"]}
+    store.add_parts("errors", [{**part, "first": 1, "last": 3}, {**part, "first": 4, "last": 9}])
+    with pytest.raises(StoreError, match=r"'errors': line = 3 in shards s0..s0 repeats or comes out of order"):
+        store.add_parts("errors", [{**part, "first": 1, "last": 3}, {**part, "first": 3, "last": 9}])
