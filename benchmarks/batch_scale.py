@@ -10,7 +10,8 @@ processes), so the ratio between the largest and the smallest batch shows whethe
 memory depends on the batch.  --s3 runs the same batch with --input and --out on a local
 S3-compatible server (moto, on 127.0.0.1) and on a local disk, one after the other, and prints both
 throughputs.  --finish runs each batch once, then times the finish alone in a fresh driver
-process (Ray connected first, not timed): the check of every shard's footer, the final parts, the
+process (Ray connected and its workers started first, not timed: in a run they have just computed
+the shards): the check of every shard's footer, the final parts, the
 manifest; it prints the driver's seconds, the bytes it read (``rchar`` of /proc/self/io: every
 read call, files and sockets) and its peak RSS, with the parts written by Ray tasks (now) and by
 the driver itself (``store.write_streamed``, as every finish did before), alternating.  Figures,
@@ -131,6 +132,7 @@ def finish_only(path: str, out: str, mode: str) -> None:
     options = execute.RunOptions(out_dir=out, workers=2, head_start=False)
     with Executor(options.execution(), Progress(job.name, quiet=True).stage) as executor:
         executor.ray.connect()
+        executor.ray.map(_warm, [0, 1])  # workers up and importing, as after the run's own shards
         shards = job.plan(executor.plan_context())
         read_before, started = _rchar(), time.perf_counter()
         _, rows, shard_rows, _ = execute._check_complete(job, store, shards, {})
@@ -144,6 +146,10 @@ def finish_only(path: str, out: str, mode: str) -> None:
         store.commit_tables({"job": job.name, "run_id": run_id})
         seconds, read = time.perf_counter() - started, _rchar() - read_before
     print(json.dumps({"seconds": seconds, "read": read, "peak": _vm_hwm(os.getpid()), "rows": rows}))
+
+
+def _warm(_: int) -> None:
+    import batchenum.pipeline.store  # noqa: F401
 
 
 def _rchar() -> int:

@@ -752,7 +752,7 @@ def _install_folder(storage: Storage, staged: str, final: str, names: set[str]) 
         storage.replace_folder(staged, final)
         return
     for path in storage.list_files(staged):
-        storage.fs.move(path, storage.join(final, posixpath.basename(path)))
+        storage.fs.move(path, posixpath.join(final, posixpath.basename(path)))
     for path in storage.list_files(final):
         if posixpath.basename(path) not in names:
             storage.delete_file(path)

@@ -150,3 +150,20 @@ def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp
     store.add_parts("errors", [{**part, "first": 1, "last": 3}, {**part, "first": 4, "last": 9}])
     with pytest.raises(StoreError, match=r"'errors': line = 3 in shards s0..s0 repeats or comes out of order"):
         store.add_parts("errors", [{**part, "first": 1, "last": 3}, {**part, "first": 3, "last": 9}])
+
+
+def test_on_s3_a_finish_killed_between_tables_is_completed_by_cleanup(s3_server, new_bucket, tmp_path):
+    batch = tmp_path / "batch.jsonl"
+    cli("generate", "dungeons", "--count", "300", "--height", "8", "--width", "8", "--seed", "2", "--out", str(batch))
+    out = f"s3://{new_bucket}/run"
+    run = ("run", "dungeons", "--input", str(batch), "--records-per-shard", "100", "--serial", "--out", out)
+    cli(*run, env=s3_server)
+    lines = batch.read_text().splitlines(keepends=True)
+    batch.write_text("".join(lines[:10]) + "not json\n" * 3 + "".join(lines[13:]))
+    killed = cli(*run, env={**s3_server, KILL_BETWEEN_TABLES: "1"}, check=False)
+    assert killed.returncode == -9
+    shown = cli("status", "--out", out, env=s3_server).stdout
+    assert "UNFINISHED" in shown and "table:       answers/: 297 rows" in shown and "errors/: 0 rows" in shown
+    cli("cleanup", "--out", out, env=s3_server)
+    shown = cli("status", "--out", out, env=s3_server).stdout
+    assert "UNFINISHED" not in shown and "errors/: 3 rows in 1 part" in shown and "shard store" not in shown
