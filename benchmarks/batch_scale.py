@@ -88,7 +88,7 @@ def finish(counts: list[int], folder: str, rounds: int) -> None:
         path = os.path.join(folder, f"d{count}.jsonl")
         out = os.path.join(folder, f"out{count}")
         generate(count, path)
-        run_cli(["run", "dungeons", "--input", path, "--workers", "2", "--no-head-start", "--quiet", "--out", out])
+        run_cli(["run", "dungeons", "--input", path, "--serial", "--quiet", "--out", out])  # (not timed)
         for _ in range(rounds):
             for mode in ("tasks", "driver"):
                 figures.setdefault((count, mode), []).append(_finish_once(path, out, mode))
