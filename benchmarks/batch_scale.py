@@ -149,6 +149,7 @@ def finish_only(path: str, out: str, mode: str) -> None:
 
 
 def _warm(_: int) -> None:
+    import batchenum.jobs.dungeons  # noqa: F401  (the job a part task unpickles, and its kernels)
     import batchenum.pipeline.store  # noqa: F401
 
 
