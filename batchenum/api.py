@@ -22,10 +22,10 @@ __all__ = ["run", "Result", "Table", "job_names"]
 class Table:
     """One table a run wrote: where it is, how many rows it has, and how to read it.
 
-    path:      a Parquet file, or a folder of hive partitions (``n=3/part-0.parquet``), as a local
+    path:      a Parquet file, or a folder of parts (``answers/part-00000.parquet``...), as a local
                path or a URI.
     rows:      its row count.
-    partition: the int64 column a partitioned table is split by (None: one file).
+    partition: the int64 column whose values group the rows (the catalogue's ``n``), or None.
     """
 
     name: str
@@ -34,16 +34,13 @@ class Table:
     partition: str | None = None
 
     def to_arrow(self):
-        """The table as a ``pyarrow.Table``, page checksums verified, partition column int64."""
-        import pyarrow as pa
+        """The table as a ``pyarrow.Table``, page checksums verified."""
         import pyarrow.dataset as ds
 
         storage = Storage.at(self.path)
-        partitioning = (ds.partitioning(pa.schema([(self.partition, pa.int64())]), flavor="hive")
-                        if self.partition else None)
         scan = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
             page_checksum_verification=True))
-        return ds.dataset(storage.root, filesystem=storage.fs, format=scan, partitioning=partitioning).to_table()
+        return ds.dataset(storage.root, filesystem=storage.fs, format=scan).to_table()
 
     def to_pandas(self):
         """The table as a pandas DataFrame (``to_arrow().to_pandas()``)."""

@@ -2,18 +2,26 @@
 
     python benchmarks/batch_scale.py --memory 100000,1000000,5000000
     python benchmarks/batch_scale.py --s3 1000000          # needs moto[server] (the test extra)
+    python benchmarks/batch_scale.py --finish 100000,1000000,5000000
 
 --memory runs ``batchenum run dungeons --workers 2 --no-head-start`` on generated 16x16 batches and
 prints the driver's peak RSS (VmHWM, polled from /proc while it runs; the workers are separate
 processes), so the ratio between the largest and the smallest batch shows whether the driver's
 memory depends on the batch.  --s3 runs the same batch with --input and --out on a local
 S3-compatible server (moto, on 127.0.0.1) and on a local disk, one after the other, and prints both
-throughputs.  Figures, not assertions: compare ratios measured in one run.
+throughputs.  --finish runs each batch once, then times the finish alone in a fresh driver
+process (Ray connected and its workers started first, not timed: in a run they have just computed
+the shards): the check of every shard's footer, the final parts, the
+manifest; it prints the driver's seconds, the bytes it read (``rchar`` of /proc/self/io: every
+read call, files and sockets) and its peak RSS, with the parts written by Ray tasks (now) and by
+the driver itself (``store.write_streamed``, as every finish did before), alternating.  Figures,
+not assertions: compare ratios measured in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -73,6 +81,83 @@ def memory(counts: list[int], folder: str) -> None:
     print(f"  peak at {largest:,} / peak at {smallest:,}: {peaks[largest] / peaks[smallest]:.2f}")
 
 
+def finish(counts: list[int], folder: str, rounds: int) -> None:
+    print(f"the finish alone, {GRID}x{GRID} dungeons, Ray with 2 CPUs connected first (driver figures)")
+    figures: dict[tuple[int, str], list[dict]] = {}
+    for count in counts:
+        path = os.path.join(folder, f"d{count}.jsonl")
+        out = os.path.join(folder, f"out{count}")
+        generate(count, path)
+        run_cli(["run", "dungeons", "--input", path, "--serial", "--quiet", "--out", out])  # (not timed)
+        for _ in range(rounds):
+            for mode in ("tasks", "driver"):
+                figures.setdefault((count, mode), []).append(_finish_once(path, out, mode))
+        for mode in ("tasks", "driver"):
+            runs = figures[(count, mode)]
+            best = min(runs, key=lambda figure: figure["seconds"])
+            times = ", ".join(f"{r['seconds']:.2f}" for r in runs)
+            print(f"  {count:>10,} records  parts by {mode:<6}  {times} s"
+                  f"  read {best['read'] / 1e6:8.1f} MB  peak RSS {best['peak'] / 2**20:6.0f} MB", flush=True)
+        os.remove(path)
+    smallest, largest = min(counts), max(counts)
+    for mode in ("tasks", "driver"):
+        low, high = (min(figures[(c, mode)], key=lambda f: f["seconds"]) for c in (smallest, largest))
+        print(f"  {mode}: {largest:,} against {smallest:,}: time {high['seconds'] / low['seconds']:.2f}x, "
+              f"read {high['read'] / max(1, low['read']):.2f}x, peak RSS {high['peak'] / low['peak']:.2f}x")
+
+
+def _finish_once(path: str, out: str, mode: str, tries: int = 3) -> dict:
+    """The figures of one finish in a fresh driver; a private Ray that fails to start on a loaded
+    machine ("timed out during startup") is tried again."""
+    for _ in range(tries):
+        done = subprocess.run([sys.executable, __file__, "--finish-only", path, out, mode], capture_output=True,
+                              text=True)
+        if done.returncode == 0:
+            return json.loads(done.stdout.strip().splitlines()[-1])
+    raise SystemExit(f"the finish failed {tries} times:\n{done.stderr}")
+
+
+def finish_only(path: str, out: str, mode: str) -> None:
+    """One finish of the committed run in ``out`` (a child process of ``finish``); prints one JSON line."""
+    from batchenum.jobs.dungeons import DungeonJob
+    from batchenum.pipeline import execute
+    from batchenum.pipeline.codeversion import code_version
+    from batchenum.pipeline.progress import Progress
+    from batchenum.pipeline.runner import Executor
+    from batchenum.pipeline.storage import Storage
+    from batchenum.pipeline.store import Provenance, ShardStore
+
+    job = DungeonJob(path)
+    store = ShardStore(Storage.at(out), job, Provenance(job.name, code_version(job), job.params()))
+    options = execute.RunOptions(out_dir=out, workers=2, head_start=False)
+    with Executor(options.execution(), Progress(job.name, quiet=True).stage) as executor:
+        executor.ray.connect()
+        executor.ray.map(_warm, [0, 1])  # workers up and importing, as after the run's own shards
+        shards = job.plan(executor.plan_context())
+        read_before, started = _rchar(), time.perf_counter()
+        _, rows, shard_rows, _ = execute._check_complete(job, store, shards, {})
+        ids = [shard.id for shard in shards]
+        run_id = store.start_tables()
+        for name in job.streamed_tables:
+            if mode == "tasks":
+                execute._compact(store, executor, name, ids, shard_rows[name])
+            else:
+                store.write_streamed(name, ids)
+        store.commit_tables({"job": job.name, "run_id": run_id})
+        seconds, read = time.perf_counter() - started, _rchar() - read_before
+    print(json.dumps({"seconds": seconds, "read": read, "peak": _vm_hwm(os.getpid()), "rows": rows}))
+
+
+def _warm(_: int) -> None:
+    import batchenum.jobs.dungeons  # noqa: F401  (the job a part task unpickles, and its kernels)
+    import batchenum.pipeline.store  # noqa: F401
+
+
+def _rchar() -> int:
+    with open("/proc/self/io") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("rchar:"))
+
+
 def s3_against_disk(count: int, folder: str) -> None:
     port = _free_port()
     server = subprocess.Popen([shutil.which("moto_server") or "moto_server", "-H", "127.0.0.1", "-p", str(port)],
@@ -125,14 +210,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memory", help="comma-separated batch sizes for the driver memory figures")
     parser.add_argument("--s3", type=int, help="batch size for the S3 against disk figures")
+    parser.add_argument("--finish", help="comma-separated batch sizes for the figures of the finish alone")
+    parser.add_argument("--rounds", type=int, default=2, help="finishes per batch size and mode (default 2)")
+    parser.add_argument("--finish-only", nargs=3, metavar=("INPUT", "OUT", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.memory and not args.s3:
-        parser.error("give --memory and/or --s3")
+    if args.finish_only:
+        finish_only(*args.finish_only)
+        return
+    if not args.memory and not args.s3 and not args.finish:
+        parser.error("give --memory, --s3 and/or --finish")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
         if args.memory:
             memory([int(c) for c in args.memory.split(",")], folder)
         if args.s3:
             s3_against_disk(args.s3, folder)
+        if args.finish:
+            finish([int(c) for c in args.finish.split(",")], folder, args.rounds)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def gallery_frame(n: int, source: str | None = None, stabilisers=None, limit: in
     the catalogue), one row per creature whose stabiliser is in ``stabilisers`` (all when None), in
     gallery order (stabiliser descending, then key), at most ``limit`` rows; ``counts`` maps each
     stabiliser order to the number of creatures of size n with it, whatever the filters.  Searched for,
-    or read from the catalogue under ``source``/palago/creatures (only its n partition, only the
+    or read from the catalogue under ``source``/palago/creatures (only its row groups of size n, only the
     requested stabilisers) when ``source`` is given.
     """
     import pandas as pd
@@ -149,8 +149,7 @@ def _search(n: int, stabilisers):
 
 def _read_catalogue(n: int, source: str, stabilisers):
     """The rows of size ``n`` (and of the given stabilisers) from a catalogue, and the stabiliser
-    counts of size n.  Reads only the n=N partition, the stabiliser column first."""
-    import pandas as pd
+    counts of size n.  Reads only the row groups holding size n, the stabiliser column first."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -159,25 +158,20 @@ def _read_catalogue(n: int, source: str, stabilisers):
     if not catalogue.exists(catalogue.root):
         raise PipelineError(f"no catalogue at {where}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
                             f"--out {source}` first, or drop --from to search directly")
-    if not catalogue.exists(catalogue.join(f"n={n}")):
-        names = [folder.rstrip("/").rsplit("/", 1)[-1] for folder in catalogue.list_dirs(catalogue.root)]
-        known = sorted(int(name[2:]) for name in names if name.startswith("n=") and name[2:].isdigit())
-        if known and n <= known[-1]:  # the catalogue covers n, and no creature has exactly n tiles
-            return pd.DataFrame(columns=_COLUMNS), {}
-        raise PipelineError(f"the catalogue at {where} stops at n = {known[-1] if known else 0}: rerun with "
+    covered = _catalogue_max_n(Storage.at(source).child("palago"))
+    if covered is not None and n > covered:
+        raise PipelineError(f"the catalogue at {where} stops at n = {covered}: rerun with "
                             f"--catalogue-max-n {n} or more, or drop --from")
     # every page read is checked against its checksum: a damaged catalogue is an error, never creatures
     verified = ds.ParquetFileFormat(
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
-    where = catalogue.join(f"n={n}")
     try:
-        dataset = ds.dataset(catalogue.root, format=verified, filesystem=catalogue.fs,
-                             partitioning=ds.partitioning(pa.schema([("n", pa.int64())]), flavor="hive"),
-                             exclude_invalid_files=False)
-        size = ds.field("n") == n  # a partition filter: the other sizes' files are never opened
+        # n is a column of the parts, sorted by it: row-group statistics skip the other sizes' rows
+        dataset = ds.dataset(catalogue.root, format=verified, filesystem=catalogue.fs, exclude_invalid_files=False)
+        size = ds.field("n") == n
         files = [fragment.path for fragment in dataset.get_fragments(filter=size)]
         where = files[0] if len(files) == 1 else where  # name the file when there is one
-        rows = _check_catalogue_footers(dataset, size)
+        _check_catalogue_footers(dataset, size)
         orders = dataset.to_table(columns=["stabiliser"], filter=size).column("stabiliser").to_pylist()
         wanted = size if not stabilisers else size & ds.field("stabiliser").isin(sorted(stabilisers))
         columns = [c for c in _COLUMNS if c in dataset.schema.names]  # catalogues before the sum column lack it
@@ -186,9 +180,6 @@ def _read_catalogue(n: int, source: str, stabilisers):
         raise PipelineError(f"the catalogue at {catalogue.uri(where)} is damaged or unreadable ({error}); no "
                             f"creature from it is shown. Run `batchenum run palago --max-n M --catalogue-max-n M "
                             f"--out {source}` (M >= {n}) again to rebuild it") from None
-    if len(orders) != rows:
-        raise PipelineError(f"the catalogue at {catalogue.uri(where)} is damaged ({len(orders)} rows read where its "
-                            f"footers say {rows}); run the command that wrote it again to rebuild it")
     counts = {}
     for order in orders:
         counts[order] = counts.get(order, 0) + 1
@@ -201,27 +192,39 @@ class _DamagedCatalogue(Exception):
     pass
 
 
-def _check_catalogue_footers(dataset, size) -> int:
-    """The rows the footers of the partition's files state, after checking what no page checksum
-    covers: each footer's row counts agree, and its columns have the catalogue's types (a damaged
-    footer could otherwise turn a column into another type, read as other values)."""
+def _catalogue_max_n(job_folder: Storage) -> int | None:
+    """The largest n the committed catalogue covers, from its manifest (None when it has none)."""
+    from batchenum.pipeline.store import StoreError, read_manifest
+
+    try:
+        manifest = read_manifest(job_folder)
+    except StoreError as error:
+        raise PipelineError(str(error)) from None
+    try:
+        return int(manifest["params"]["catalogue_max_n"]) if manifest else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _check_catalogue_footers(dataset, size) -> None:
+    """Check, in the parts holding size n, what no page checksum covers: each footer's row counts
+    agree with one another and with the rows of its n column, and its columns have the catalogue's
+    types (a damaged footer could otherwise turn a column into another type, or hide rows)."""
     from batchenum.jobs.palago import CREATURES
     from batchenum.pipeline.store import table_schema
 
-    declared = table_schema(CREATURES, partitioned_file=True)
-    rows = 0
+    declared = table_schema(CREATURES)
     for fragment in dataset.get_fragments(filter=size):
         metadata = fragment.metadata
         stated = sum(metadata.row_group(k).num_rows for k in range(metadata.num_row_groups))
-        if metadata.num_rows != stated:
-            raise _DamagedCatalogue(f"{fragment.path}: its footer says {metadata.num_rows} rows and its row "
-                                    f"groups {stated}")
+        read = fragment.to_table(columns=["n"]).num_rows
+        if not metadata.num_rows == stated == read:
+            raise _DamagedCatalogue(f"{fragment.path}: its footer says {metadata.num_rows} rows, its row "
+                                    f"groups {stated}, and {read} were read")
         for field in fragment.physical_schema:
             index = declared.get_field_index(field.name)
             if index < 0 or not field.type.equals(declared.field(index).type):
                 raise _DamagedCatalogue(f"{fragment.path}: column {field.name}: {field.type} is not in the catalogue")
-        rows += stated
-    return rows
 
 
 def _items(frame) -> list:

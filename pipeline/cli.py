@@ -126,6 +126,15 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
                         help="the folder or URI the runs write to (default: results)")
     status.add_argument("--json", action="store_true", help="one JSON object on standard output (docs/cli.md)")
     status.set_defaults(handler=_status)
+    cleanup = top.add_parser("cleanup", help="remove the shard files that committed tables no longer need",
+                             description="For every job folder under DIR (or --job's) whose tables are committed: "
+                                         "delete the shard store (_shards/), after completing an interrupted commit. "
+                                         "A rerun then computes every shard again. Folders without committed tables "
+                                         "keep their shards.")
+    cleanup.add_argument("--out", default="results", metavar="DIR",
+                         help="the folder or URI the runs write to (default: results)")
+    cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
+    cleanup.set_defaults(handler=_cleanup)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
     for command in commands:
         actions = groups[()]
@@ -194,6 +203,27 @@ def _status(args: argparse.Namespace) -> int:
         print(render(statuses))
     else:
         print(f"no job folder under {out.display_root}: nothing has run there yet")
+    return 0
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from batchenum.pipeline.lease import Lease
+    from batchenum.pipeline.store import MANIFEST_FILE, remove_shards
+
+    out = Storage.at(args.out)
+    if out.local and not os.path.isdir(out.root):
+        raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
+    names = [args.job] if args.job else [os.path.basename(path.rstrip("/")) for path in out.list_dirs(out.root)]
+    for name in names:
+        folder = out.child(name)
+        if name.startswith("_") or not folder.is_file(folder.join(MANIFEST_FILE)):
+            if args.job:
+                raise PipelineError(f"{folder.display_root} has no committed tables: nothing to clean up there")
+            continue
+        with Lease(folder, say=lambda line: print(line, file=sys.stderr)):  # no run may write there meanwhile
+            files, size = remove_shards(folder)
+        print(f"{name}: removed {files} shard files ({size:,} bytes) from {folder.display_root}; "
+              "a rerun computes its shards again")
     return 0
 
 

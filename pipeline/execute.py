@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchenum.pipeline.attempt import Attempt
+from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
@@ -18,7 +20,8 @@ from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.storage import Storage, StorageError
-from batchenum.pipeline.store import OTHER_PARAMETERS, Provenance, ShardStore
+from batchenum.pipeline.store import (OTHER_PARAMETERS, PartTask, Provenance, ShardStore, complete_commit, part_groups,
+                                      write_part)
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -63,6 +66,9 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
         removed = store.remove_temporaries()
         if removed:
             progress.stage(f"removed {removed} temporary files left by an interrupted run")
+        completed = complete_commit(store.storage)
+        if completed:
+            progress.stage(f"completed the commit of run {completed}'s tables, which an interruption had stopped")
         with Executor(options.execution(), progress.stage) as executor:
             return _run_holding_the_folder(job, store, executor, progress, started)
 
@@ -83,19 +89,48 @@ def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, pro
     reused += verified
     damaged += changed
 
-    totals, rows = _check_complete(job, store, shards, nodes)
+    totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
     ids = [shard.id for shard in shards]
     merged = _merge(job, store, ids)
     streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
     job.check_totals({**merged, **streamed}, totals)
+    run_id = store.start_tables()
     final = job.finalize(merged, store.storage)
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
     for name in job.streamed_tables:
-        paths[name] = store.write_streamed(name, ids)
+        if job.table_spec(name).partition is None:
+            paths[name] = _compact(store, executor, name, ids, shard_rows[name])
+        else:  # the catalogue: merged one n at a time in the driver (docs/palago.md, "The catalogue")
+            paths[name] = store.write_streamed(name, ids)
         final[name] = StreamedTable(rows[name], paths[name])
+    store.commit_tables(_run_identity(store, run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+
+
+def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
+    """Stage streamed table ``name``: its consecutive shards grouped into parts of ``PART_ROWS`` rows,
+    each written by a task where the run's Ray runs (the driver reads no row: docs/design.md, "The
+    tables"), else by the driver's threads; the driver checks that the parts follow one another."""
+    tasks = [PartTask(store, name, index, tuple(group)) for index, group in enumerate(part_groups(ids, rows))]
+    if not executor.options.serial and (executor.ray.connected or executor.on_cluster):
+        parts = executor.ray.map(write_part, tasks)
+    else:
+        with ThreadPoolExecutor(max(1, min(len(tasks), os.cpu_count() or 1)), "batchenum-part") as pool:
+            parts = list(pool.map(write_part, tasks))
+    return store.add_parts(name, parts)
+
+
+def _run_identity(store: ShardStore, run_id: str, shards: list[Shard], fingerprints: list[str],
+                  totals: dict[str, int]) -> dict[str, Any]:
+    """What the manifest says about the run that wrote the tables: job, parameters, code version,
+    the input (one checksum over the shards' input checksums, in plan order; None without input),
+    the shards and the totals they recorded, and where and when it ran."""
+    input_checksum = hashlib.sha256("\n".join(fingerprints).encode()).hexdigest()[:32] if fingerprints else None
+    return {"job": store.provenance.job, "params": store.provenance.params, "code_version": store.provenance.version,
+            "input": input_checksum, "shards": len(shards), "totals": totals, "host": socket.gethostname(),
+            "pid": os.getpid(), "run_id": run_id}
 
 
 def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> list[Shard]:
@@ -132,12 +167,15 @@ def _output_storage(location: str) -> Storage:
 
 
 def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
-                    nodes: dict[str, str]) -> tuple[dict[str, int], dict[str, int]]:
+                    nodes: dict[str, str]) -> tuple[dict, dict, dict, list[str]]:
     """Every planned shard must be committed and readable from here before any final table is
-    written; returns the shards' recorded stats, summed, and the rows of each shard table.
+    written; returns the shards' recorded stats, summed, the rows of each shard table, the rows of
+    each table in each shard ({table: {shard id: rows}}), and the input checksums the shards
+    recorded, in plan order.
     Otherwise PipelineError names each missing shard and the node it ran on."""
     tables = _shard_tables(job)
-    missing, totals, rows = [], {}, dict.fromkeys(tables, 0)
+    missing, totals, rows, fingerprints = [], {}, dict.fromkeys(tables, 0), []
+    by_shard: dict[str, dict[str, int]] = {name: {} for name in tables}
     for shard in shards:
         problem, shard_rows, stats = store.committed_footers(shard, tables)  # the merge checks the pages
         if problem is not None:
@@ -146,8 +184,11 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
         for name, value in stats.items():
             if isinstance(value, int):
                 totals[name] = totals.get(name, 0) + value
+        if isinstance(stats.get(INPUT_FINGERPRINT), str):
+            fingerprints.append(stats[INPUT_FINGERPRINT])
         for name in tables:
             rows[name] += shard_rows[name]
+            by_shard[name][shard.id] = shard_rows[name]
     if missing:
         listed = "; ".join(missing[:_DAMAGE_LINES]) + (f"; and {len(missing) - _DAMAGE_LINES} more"
                                                       if len(missing) > _DAMAGE_LINES else "")
@@ -156,7 +197,7 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
             f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this driver "
             "does not see: use a folder every node mounts at the same path, or object storage "
             "(--out s3://bucket/prefix); then run the same command again to reuse what is committed.")
-    return totals, rows
+    return totals, rows, by_shard, fingerprints
 
 
 def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):

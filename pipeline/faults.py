@@ -7,8 +7,9 @@ meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test 
 - ``BATCHENUM_TEST_KILL_SHARD=sXXXX``: the first attempt at that shard kills its own Ray worker
   with SIGKILL (``sXXXX:always``: every attempt), so tests prove a real worker death is retried or
   named.
-- ``BATCHENUM_TEST_KILL_BEFORE_SWAP=1``: the process kills itself between writing a partitioned
-  table and swapping it into place, so tests prove a killed finish leaves the old table whole.
+- ``BATCHENUM_TEST_KILL_BETWEEN_TABLES=1``: the process kills itself after moving the first of a
+  run's tables into place and before the next, so tests prove that the tables of a run are
+  committed together (store.py: the manifest, then the moves, completed by the next run).
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
 """
@@ -18,11 +19,11 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["KILL_SHARD", "KILL_BEFORE_SWAP", "PLAN_SIZES", "maybe_kill_worker", "maybe_kill_before_swap",
+__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "PLAN_SIZES", "maybe_kill_worker", "maybe_kill_between_tables",
            "plan_sizes"]
 
 KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
-KILL_BEFORE_SWAP = "BATCHENUM_TEST_KILL_BEFORE_SWAP"
+KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
 
 
@@ -41,9 +42,9 @@ def maybe_kill_worker(shard_id: str, folder: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def maybe_kill_before_swap() -> None:
-    """Kill this process if ``KILL_BEFORE_SWAP`` is set."""
-    if os.environ.get(KILL_BEFORE_SWAP):
+def maybe_kill_between_tables() -> None:
+    """Kill this process if ``KILL_BETWEEN_TABLES`` is set."""
+    if os.environ.get(KILL_BETWEEN_TABLES):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

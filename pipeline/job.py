@@ -83,8 +83,10 @@ class TableSpec:
     key:       columns whose values identify a row; the merge keeps the first row per key (after
                sorting by ``sort``) and drops the rest.  Empty means no deduplication.
     sort:      the final row order (deterministic whatever order shards finished in).
-    partition: an int64 column to hive-partition the final table by (``name/col=v/part.parquet``);
-               the column is then not stored inside the files.
+    partition: an int64 column the rows are grouped by: shards write one row group per value, the
+               finish merges one value at a time, and the final table's rows are in (partition,
+               sort) order, the column kept in the files (no hive folders, whose inferred types
+               differ from reader to reader), so readers skip other values by row-group statistics.
     """
 
     name: str

@@ -14,7 +14,8 @@ from typing import Any
 
 from batchenum.pipeline.lease import LEASE_FILE, STALE_AFTER, dead_reason, lease_problem
 from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import PLAN_FILE, DamagedFileError, plan_problem, read_metadata, read_verified
+from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, DamagedFileError,
+                                      manifest_problem, plan_problem, read_metadata, read_verified)
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).
@@ -41,6 +42,9 @@ class JobStatus:
     dead: str | None = None  # why the lease's run is dead (None while it may be alive)
     unplanned: list[str] = field(default_factory=list)  # shard files the plan does not name
     problems: list[str] = field(default_factory=list)  # damaged _plan.json or _lease.json, what to do
+    manifest: dict[str, Any] | None = None  # the run that wrote the tables (_manifest.json)
+    shard_bytes: int = 0  # what the shard store holds on disk: every file under _shards/
+    shard_files: int = 0
 
     @property
     def planned(self) -> int | None:
@@ -61,17 +65,27 @@ def job_statuses(location: str) -> list[JobStatus]:
 
 
 def _job_status(folder: Storage) -> JobStatus | None:
-    files = [path for path in folder.list_files() if TMP_MARK not in path]
+    sizes = _file_sizes(folder)
+    files = sorted(sizes)
     plan, plan_error = _read_json(folder, PLAN_FILE)
     if plan is not None and plan_problem(plan):
         plan, plan_error = None, plan_problem(plan)
-    shard_files = [path for path in files if "/_shards/" in path.replace("\\", "/")]
-    finals = [path for path in files if path.endswith(".parquet") and path not in shard_files]
+    shard_files = [path for path in files if _top(folder, path) == SHARDS_DIR]
+    finals = [path for path in files if path.endswith(".parquet") and not _top(folder, path).startswith("_")
+              and _top(folder, path) != GUARD_FILE]
     if plan is None and not shard_files and not finals:
         return None
     status = JobStatus(_basename(folder.root), folder.display_root, plan)
+    status.shard_files, status.shard_bytes = len(shard_files), sum(sizes[path] for path in shard_files)
     if plan_error:
         status.problems.append(f"{PLAN_FILE} is damaged ({plan_error}); the next run writes it anew")
+    manifest, manifest_error = _read_json(folder, MANIFEST_FILE)
+    manifest_error = manifest_error or (manifest_problem(manifest) if manifest is not None else None)
+    if manifest_error:
+        status.problems.append(f"{MANIFEST_FILE} is damaged ({manifest_error}); delete it and run the same "
+                               "command again to write the tables anew")
+    else:
+        status.manifest = manifest
     lease, lease_error = _read_json(folder, LEASE_FILE)
     lease_error = lease_error or (lease_problem(lease) if lease is not None else None)
     if lease_error:
@@ -80,20 +94,34 @@ def _job_status(folder: Storage) -> JobStatus | None:
     elif lease is not None:
         status.lease, status.dead = lease, dead_reason(lease)
     _read_shards(status, folder, shard_files)
-    status.tables = _group_partitions([_final_table(folder, path) for path in finals])
+    status.tables = _group_parts([_final_table(folder, path) for path in finals])
     return status
 
 
-def _group_partitions(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per final table: a hive-partitioned one (``name/col=v/part-0.parquet``) summed."""
+def _file_sizes(folder: Storage) -> dict[str, int]:
+    """{path: bytes} of every file below the job folder but temporaries."""
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(folder.root, recursive=True, allow_not_found=True)
+    return {info.path: info.size or 0 for info in folder.fs.get_file_info(selector)
+            if info.type == pafs.FileType.File and TMP_MARK not in info.path}
+
+
+def _top(folder: Storage, path: str) -> str:
+    """The first name of ``path`` below the job folder (a table's folder, ``_shards``, a file)."""
+    return folder.relative(path).replace("\\", "/").split("/")[0]
+
+
+def _group_parts(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per final table: a folder of parts (``name/part-00000.parquet``...) summed."""
     grouped: dict[str, dict[str, Any]] = {}
     for table in tables:
         top, _, rest = table["name"].replace("\\", "/").partition("/")
         if not rest:
             grouped[top] = table
             continue
-        entry = grouped.setdefault(top, {**table, "name": f"{top}/", "rows": 0, "partitions": 0})
-        entry["partitions"] += 1
+        entry = grouped.setdefault(top, {**table, "name": f"{top}/", "rows": 0, "parts": 0})
+        entry["parts"] += 1
         entry["rows"] = None if entry["rows"] is None or table["rows"] is None else entry["rows"] + table["rows"]
         if table.get("damaged") and not entry.get("damaged"):
             entry["damaged"] = f"{rest}: {table['damaged']}"
@@ -216,6 +244,7 @@ def _render_one(status: JobStatus, now: float) -> str:
                      f"(pid {plan.get('pid')})")
     for problem in status.problems:
         lines.append(f"  damaged:     {problem}")
+    lines.extend(_manifest_lines(status))
     if status.lease and status.dead is None:
         beat = now - float(status.lease["heartbeat_at"])
         lines.append(f"  running:     host {status.lease.get('host')}, pid {status.lease.get('pid')}, "
@@ -243,9 +272,39 @@ def _render_one(status: JobStatus, now: float) -> str:
         rows = (f"damaged ({table['damaged']}); run the command that wrote it again to rebuild it"
                 if table.get("damaged") else "unreadable") if table["rows"] is None else f"{table['rows']:,} rows"
         extra = f", version {table.get('version')}, parameters {table.get('params')}" if table["rows"] is not None else ""
-        parts = f" in {table['partitions']} partitions" if table.get("partitions") else ""
-        lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}")
+        parts = f" in {table['parts']} parts" if table.get('parts') else ""
+        lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}".replace(" in 1 parts", " in 1 part"))
+    if status.shard_files:
+        lines.append(f"  shard store: {_bytes(status.shard_bytes)} in {status.shard_files} files ({SHARDS_DIR}/); "
+                     + ("`batchenum cleanup` removes them once the tables are committed"
+                        if _committed(status) else "kept: the next run reuses them"))
     return "\n".join(lines)
+
+
+def _committed(status: JobStatus) -> bool:
+    return bool(status.manifest) and status.manifest.get("state") == "committed"
+
+
+def _manifest_lines(status: JobStatus) -> list[str]:
+    """The run the tables belong to, or that they are unfinished and what to do."""
+    manifest = status.manifest
+    if not manifest:
+        return []
+    run = (f"run {manifest.get('run_id')}: parameters {json.dumps(manifest.get('params'), sort_keys=True)}, "
+           f"code {manifest.get('code_version')}, input {manifest.get('input') or 'none'}")
+    if manifest.get("state") == "committed":
+        return [f"  tables of:   {run}; committed {_clock(manifest.get('committed_at'))}"]
+    return [f"  UNFINISHED:  the tables are being replaced by {run}; until it ends a reader may find some "
+            "tables of that run beside others of the run before. The next run in this folder (or "
+            "`batchenum cleanup`) completes the replacement first"]
+
+
+def _bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1000
+    return f"{size:,.1f} TB"
 
 
 def to_json(statuses: list[JobStatus], now: float | None = None) -> dict[str, Any]:
@@ -274,10 +333,22 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
         "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
-        "tables": [{"name": table["name"], "rows": table["rows"], "partitions": table.get("partitions"),
+        "manifest": _manifest_json(status.manifest),
+        "shard_store": {"files": status.shard_files, "bytes": status.shard_bytes},
+        "tables": [{"name": table["name"], "rows": table["rows"], "parts": table.get("parts"),
                     "version": table.get("version"), "params": _params(table.get("params")),
                     "damaged": table.get("damaged")} for table in status.tables],
     }
+
+
+def _manifest_json(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run the tables belong to, and whether it finished committing them."""
+    if not manifest:
+        return None
+    keys = ("run_id", "state", "job", "params", "code_version", "input", "committed_at")
+    return {**{key: manifest.get(key) for key in keys},
+            "tables": {name: {"path": table.get("path"), "rows": table.get("rows"), "bytes": table.get("bytes"),
+                              "parts": len(table.get("parts", []))} for name, table in manifest["tables"].items()}}
 
 
 def _params(recorded: Any) -> Any:

@@ -3,9 +3,12 @@ final tables.
 
 Layout under ``OUT/<job>/``:
 
-    _shards/<table>/<shard_id>.parquet   one file per table per shard, committed atomically
-    <table>.parquet                      a final table
-    <table>/n=<v>/part-0.parquet         a final table hive-partitioned by an int64 column
+    <table>/part-NNNNN.parquet           a table streamed from the shards: a folder of parts
+    <table>.parquet                      a table the driver builds whole (the Palago counts)
+    _manifest.json                       the run that wrote the tables, and every part: written last
+    NOT_A_TABLE.parquet                  makes a read of the whole folder fail, not mix tables
+    _shards/<table>/<shard_id>.parquet   the shard store: one file per table per shard
+    _staged/<run id>/...                 a run's tables before they are moved into place
 
 A shard is committed when every table it produces has a file whose provenance (job, code version,
 parameters, shard id and spec, row count) matches the run; the committed files themselves are the
@@ -17,16 +20,15 @@ file, which is never read as a result.  ``OUT`` is a local folder or any pyarrow
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import posixpath
 import queue
-import shutil
 import threading
+import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -39,12 +41,31 @@ from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.storage import TMP_MARK, Storage
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
-           "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]
+           "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
+           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "plan_problem", "read_metadata",
+           "read_verified", "recorded_metadata", "table_schema"]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
 OTHER_PARAMETERS = "committed with other parameters"
 PLAN_FILE = "_plan.json"
+# The record of the tables in place, written last (docs/design.md, "The tables"); underscored, so
+# that no reader of a folder takes it for data.
+MANIFEST_FILE = "_manifest.json"
+MANIFEST_FORMAT = 1
+SHARDS_DIR = "_shards"  # the shard store: committed shard files, outside every table's folder
+STAGED_DIR = "_staged"  # a run's final tables before they are moved into place
+# Not Parquet, though named so: every reader that globs or walks the whole job folder (pandas,
+# pyarrow.dataset, DuckDB, polars, Ray Data) opens it and fails, where it would otherwise mix the
+# job's tables into one (a folder of answers and errors read as one table: rows with null columns).
+GUARD_FILE = "NOT_A_TABLE.parquet"
+GUARD_TEXT = ("This file is not a table. It is here so that reading this whole folder as one dataset fails "
+              "instead of mixing several tables. Read one table: <folder>/<table>/ (a folder of parts) or "
+              "<folder>/<table>.parquet; the tables and their parts are listed in _manifest.json.\n")
+# Final tables are written in row groups of at least this many rows (the last may be smaller) and
+# parts of about PART_ROWS rows: sizes that suit readers, whatever the shards' sizes.
+ROW_GROUP_ROWS = 1 << 17
+PART_ROWS = 1 << 22
 
 _META_PREFIX = "batchenum."
 _ARROW_TYPES = {
@@ -80,10 +101,9 @@ def _schema(spec: TableSpec, drop: str | None = None) -> pa.Schema:
     return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in spec.columns if c.name != drop])
 
 
-def table_schema(spec: TableSpec, partitioned_file: bool = False) -> pa.Schema:
-    """The columns a file of ``spec`` holds (a file of a hive-partitioned table lacks the partition
-    column, which its folder name carries)."""
-    return _schema(spec, drop=spec.partition if partitioned_file else None)
+def table_schema(spec: TableSpec) -> pa.Schema:
+    """The columns every file of ``spec`` holds, with their Arrow types."""
+    return _schema(spec)
 
 
 def read_verified(handle: Any, schema: pa.Schema | None = None, columns: list[str] | None = None,
@@ -246,7 +266,7 @@ class ShardStore:
     # ------------------------------------------------------------------------------------ shards
 
     def shard_path(self, table: str, shard_id: str) -> str:
-        return self.storage.join("_shards", table, f"{shard_id}.parquet")
+        return self.storage.join(SHARDS_DIR, table, f"{shard_id}.parquet")
 
     def write_shard(self, shard: Shard, outputs: ShardOutput, stats: dict[str, Any] | None = None) -> dict[str, int]:
         """Commit one shard's outputs; returns rows per table.  ``stats`` (where and how long it ran,
@@ -312,7 +332,11 @@ class ShardStore:
         self.storage.write_text(path, json.dumps(record, sort_keys=True) + "\n")
 
     def final_params(self) -> str | None:
-        """The parameters (JSON) recorded in the job's final tables already in place, if any."""
+        """The parameters (JSON) recorded in the job's final tables already in place, if any: from the
+        manifest, else (tables of an older batchenum) from a table file's footer."""
+        manifest = read_manifest(self.storage)
+        if manifest is not None and "params" in manifest:
+            return json.dumps(manifest["params"], sort_keys=True)
         for spec in self.job.tables:
             path = self.storage.join(f"{spec.name}.parquet")
             if spec.partition is None and self.storage.is_file(path):
@@ -397,11 +421,10 @@ class ShardStore:
             "again: it checks every committed shard, recomputes this one and reuses the rest")
 
     def remove_temporaries(self) -> int:
-        """Put back a partitioned table that a crash left moved aside (``Storage.restore_folder``),
-        then delete the temporary files and folders of killed writers; returns how many files."""
-        for spec in self.job.tables:
-            if spec.partition is not None:
-                self.storage.restore_folder(self.storage.join(spec.name))
+        """Put back a folder table that a crash left moved aside (``Storage.restore_folder``), then
+        delete the temporary files and folders of killed writers; returns how many files."""
+        for name in self.job.streamed_tables:
+            self.storage.restore_folder(self.storage.join(name))
         leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]
         for path in leftovers:
             self.storage.delete_file(path)
@@ -421,48 +444,152 @@ class ShardStore:
         return pa.concat_tables(parts)
 
     # ------------------------------------------------------------------------------ final tables
+    #
+    # A run's final tables are written under _staged/<run id>/ (no reader looks there), then the
+    # manifest naming every part of every table, with the run's identity, is written with state
+    # "committing", each table is moved into place, and the manifest is marked "committed".  A
+    # finish killed before the manifest leaves the old tables; one killed after it is completed by
+    # the next run (or `batchenum cleanup`) before anything else: the new tables then, never a mix
+    # that a reader going through the manifest could see (docs/design.md, "The tables").
+
+    def table_location(self, name: str) -> str:
+        """Where table ``name`` lives in the job folder: a streamed table is a folder of parts
+        (``answers/part-00000.parquet``...), a table the driver builds whole one file (``creature_counts.parquet``)."""
+        return f"{name}/" if name in self.job.streamed_tables else f"{name}.parquet"
+
+    def start_tables(self) -> str:
+        """Begin writing a run's final tables; returns the run id the manifest will carry."""
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        self._parts: dict[str, list[dict[str, Any]]] = {}
+        return self.run_id
+
+    def _staged(self, relative: str = "") -> str:
+        return self.storage.join(STAGED_DIR, self.run_id, *([relative.rstrip("/")] if relative else []))
 
     def write_final(self, name: str, frame: Any) -> str:
-        """Write a final table (a pandas DataFrame) atomically; returns where (path or URI)."""
+        """Stage a final table built by the driver (a pandas DataFrame); returns where it will be."""
         spec = self.job.table_spec(name)
         table = to_arrow(spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy()
                                 for c in frame.columns})
-        meta = _encode_metadata(self.provenance.final_metadata(name))
-        if spec.partition is None:
-            path = self.storage.join(f"{name}.parquet")
-            self._write_parquet(table.replace_schema_metadata(meta), spec, path)
-            return self.storage.uri(path)
-        return self._write_partitioned(spec, table, meta)
+        if spec.partition is not None:  # one file, its rows grouped by the partition column's values
+            table = table.sort_by([(column, "ascending") for column in _partition_order(spec)])
+        table = table.replace_schema_metadata(_encode_metadata(self.provenance.final_metadata(name)))
+        location = self.table_location(name)
+        path = self._staged(location)
+        sizes = {}
+
+        def write(local: str) -> None:
+            pq.write_table(table, local, **_parquet_options(spec))
+            sizes["bytes"] = os.path.getsize(local)
+
+        self.storage.write_atomic(path, write)
+        self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
+        return self.storage.uri(self.storage.join(location))
 
     def write_streamed(self, name: str, shard_ids: list[str]) -> str:
-        """Write a final table from its shard files without holding all its rows: a plain table one
-        shard at a time (``_write_in_shard_order``), a partitioned one one partition at a time."""
+        """Stage a final table from its shard files here, without holding all its rows: a plain
+        table one shard at a time (``_in_shard_order``; the run's finish uses ``write_part`` tasks
+        instead), a grouped one one value at a time, into parts of ``PART_ROWS`` rows in row groups
+        of ``ROW_GROUP_ROWS`` or more (readers' sizes, not shards')."""
         spec = self.job.table_spec(name)
-        if spec.partition is not None:
-            return self._write_partitions_streamed(spec, shard_ids)
-        return self._write_in_shard_order(spec, shard_ids)
+        batches = self._by_partition(spec, shard_ids) if spec.partition is not None else \
+            self._in_shard_order(spec, shard_ids)
+        self._parts[name] = self._write_parts(spec, _row_groups(_prefetched(batches), ROW_GROUP_ROWS))
+        return self.storage.uri(self.storage.join(self.table_location(name)))
 
-    def _write_partitions_streamed(self, spec: TableSpec, shard_ids: list[str]) -> str:
-        """Each partition read from every shard (its row group, found by statistics), merged in
-        ``sort`` order, checked for a repeated key (an error naming it, never a dropped row) and
-        written; the driver holds one partition at a time."""
+    def write_part(self, name: str, index: int, shard_ids: list[str]) -> dict[str, Any]:
+        """Part ``index`` of streamed table ``name`` from a run of consecutive shards, their keys
+        checked to rise strictly (``PartTask``: where Ray runs it, so that the driver never reads
+        the rows); returns its path, rows, bytes and first and last keys (the driver checks that the
+        parts follow one another)."""
+        spec = self.job.table_spec(name)
+        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        seen: dict[str, Any] = {}
+
+        def batches() -> Iterator[pa.Table]:
+            for part in self._in_shard_order(spec, shard_ids):
+                if key is not None and part.num_rows:
+                    seen.setdefault("first", int(to_numpy(part.column(key))[0]))
+                    seen["last"] = int(to_numpy(part.column(key))[-1])
+                yield part
+
+        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
+        location = f"{name}/part-{index:05d}.parquet"
+        written = {"path": location, "rows": 0}
+
+        def write(local: str) -> None:
+            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
+                # (a part without rows is a footer alone, the columns still declared; not
+                # schema.empty_table(), which imports pandas)
+                for group in _row_groups(_prefetched(batches()), ROW_GROUP_ROWS):
+                    writer.write_table(group.replace_schema_metadata(schema.metadata), row_group_size=group.num_rows)
+                    written["rows"] += group.num_rows
+            written["bytes"] = os.path.getsize(local)
+
+        self.storage.write_atomic(self._staged(location), write)
+        return {**written, "first": seen.get("first"), "last": seen.get("last"), "shards": shard_ids}
+
+    def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
+        """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
+        part's keys come after the previous part's (together with ``write_part``'s own check: the
+        key rises strictly across the whole table, no row repeated or lost); returns where it will be."""
+        spec = self.job.table_spec(name)
+        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        last = None
+        for part in parts:
+            if key is not None and part["first"] is not None:
+                if last is not None and part["first"] <= last:
+                    raise StoreError(f"table {name!r}: {key} = {part['first']} in shards {part['shards'][0]}.."
+                                     f"{part['shards'][-1]} repeats or comes out of order; no table was written "
+                                     "(a bug: please report it)")
+                last = part["last"]
+        self._parts[name] = [{k: part[k] for k in ("path", "rows", "bytes")} for part in parts]
+        return self.storage.uri(self.storage.join(self.table_location(name)))
+
+    def commit_tables(self, identity: dict[str, Any]) -> dict[str, Any]:
+        """Make the staged tables the job's tables, all of them or (killed before the manifest) none;
+        returns the manifest.  ``identity``: the run's job, parameters, code version and input."""
+        manifest = {"format": MANIFEST_FORMAT, "run_id": self.run_id, **identity, "state": "committing",
+                    "tables": {name: {"path": self.table_location(name), "rows": sum(p["rows"] for p in parts),
+                                      "bytes": sum(p["bytes"] for p in parts), "parts": parts}
+                               for name, parts in self._parts.items()}}
+        _write_guard(self.storage)
+        _write_manifest(self.storage, manifest)
+        return _install(self.storage, manifest)
+
+    def _write_parts(self, spec: TableSpec, groups: Iterator[pa.Table]) -> list[dict[str, Any]]:
+        """Row groups written into ``part-NNNNN.parquet`` files of about ``PART_ROWS`` rows each
+        (one empty part for an empty table, so that every reader still finds the columns)."""
+        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(spec.name)))
+        groups = iter(groups)
+        pending = next(groups, None)
+        parts: list[dict[str, Any]] = []
+        while pending is not None or not parts:
+            location = f"{spec.name}/part-{len(parts):05d}.parquet"
+            written = {"rows": 0}
+
+            def write(local: str) -> None:
+                nonlocal pending
+                with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
+                    while pending is not None and written["rows"] < PART_ROWS:
+                        writer.write_table(pending.replace_schema_metadata(schema.metadata),
+                                           row_group_size=max(1, pending.num_rows))
+                        written["rows"] += pending.num_rows
+                        pending = next(groups, None)
+                written["bytes"] = os.path.getsize(local)
+
+            self.storage.write_atomic(self._staged(location), write)
+            parts.append({"path": location, **written})
+        return parts
+
+    def _by_partition(self, spec: TableSpec, shard_ids: list[str]) -> Iterator[pa.Table]:
+        """Each value's rows read from every shard (its row groups, found by statistics), merged in
+        ``sort`` order, checked for a repeated key (an error naming it, never a dropped row); the
+        driver holds one value's rows at a time."""
         paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
         groups = _row_groups_by_value(paths, spec.partition, self.storage)
-        schema = _schema(spec, drop=spec.partition).with_metadata(
-            _encode_metadata(self.provenance.final_metadata(spec.name)))
-
-        def merged() -> Iterator[tuple[Any, pa.Table]]:
-            for value in sorted(groups):
-                for batch in _merged_batches(self._read_partition(paths, groups[value], spec), spec, value):
-                    yield value, batch
-
-        def write_into(folder: str) -> set[str]:
-            for value, batches in itertools.groupby(_prefetched(merged()), key=lambda item: item[0]):
-                self._write_batches((batch for _, batch in batches), schema, spec,
-                                    self._join(folder, f"{spec.partition}={value}", "part-0.parquet"))
-            return {f"{spec.partition}={value}" for value in groups}
-
-        return self._replace_partitioned(spec, write_into)
+        for value in sorted(groups):
+            yield from _merged_batches(self._read_partition(paths, groups[value], spec), spec, value)
 
     def _read_partition(self, paths: list[str], groups: list[list[int]], spec: TableSpec) -> pa.Table:
         """One partition's rows from every shard, one chunk per shard, each in ``sort`` order."""
@@ -476,75 +603,17 @@ class ShardStore:
                 parts.append(part)
         return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
 
-    def _write_in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> str:
-        """Shard files appended in plan order, checking that the int64 key rises strictly across
-        the whole table: a duplicate or an out-of-order key is an error naming it and the shard."""
-        name = spec.name
+    def _in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> Iterator[pa.Table]:
+        """Shard files in plan order, checking that the int64 key rises strictly across the whole
+        table: a duplicate or an out-of-order key is an error naming it and the shard."""
         key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
-        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
-        path = self.storage.join(f"{name}.parquet")
-
-        def read(shard_id: str) -> pa.Table:
+        last = None
+        for shard_id in shard_ids:
             # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
-            return self._read_shard_file(self.shard_path(name, shard_id), name)
-
-        def write(local: str) -> None:
-            last = None
-            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                # the next shard files are read while this one is compressed and written
-                for shard_id, part in _prefetched((shard_id, read(shard_id)) for shard_id in shard_ids):
-                    part = part.replace_schema_metadata(schema.metadata)
-                    if key is not None and part.num_rows:
-                        last = _check_rising(part.column(key), last, name, key, shard_id)
-                    writer.write_table(part)
-
-        self.storage.write_atomic(path, write)
-        return self.storage.uri(path)
-
-    def _write_partitioned(self, spec: TableSpec, table: pa.Table, meta: dict[bytes, bytes]) -> str:
-        """Write ``name/<col>=<v>/part-0.parquet`` for each value of the partition column."""
-        column = table.column(spec.partition).to_pylist()
-        body = table.drop_columns([spec.partition]).replace_schema_metadata(meta)
-
-        def write_into(folder: str) -> set[str]:
-            for value in sorted(set(column)):
-                mask = pa.array([v == value for v in column])
-                part = self._join(folder, f"{spec.partition}={value}", "part-0.parquet")
-                self._write_parquet(body.filter(mask), spec, part)
-            return {f"{spec.partition}={value}" for value in column}
-
-        return self._replace_partitioned(spec, write_into)
-
-    def _replace_partitioned(self, spec: TableSpec, write_into: Callable[[str], set[str]]) -> str:
-        """Replace the folder of a partitioned table with what ``write_into(folder)`` writes (it
-        returns the partition folders it wrote).  On a local disk the new folder is built beside
-        the old one under a temporary name and swapped in at once (``Storage.replace_folder``), so
-        readers and crashes see the whole old table or the whole new one.  An object store has no
-        folders to swap: each file is replaced in place (whole, one upload each), then partitions
-        the new table lacks are deleted; a reader may meanwhile see old and new partitions mixed."""
-        final = self.storage.join(spec.name)
-        if not self.storage.local:
-            self._remove_other_partitions(final, write_into(final))
-            return self.storage.uri(final)
-        staging = self.storage.join(f"{spec.name}{TMP_MARK}new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        try:
-            write_into(staging)
-            os.makedirs(staging, exist_ok=True)  # an empty table is an empty folder
-            faults.maybe_kill_before_swap()
-            self.storage.replace_folder(staging, final)
-        finally:
-            if os.path.exists(staging):  # a failed write (replace_folder removes the former folder)
-                shutil.rmtree(staging, ignore_errors=True)
-        return self.storage.uri(final)
-
-    def _remove_other_partitions(self, final: str, wanted: set[str]) -> None:
-        """Partitions an earlier table had and this one has not."""
-        for folder in self.storage.list_dirs(final):
-            if posixpath.basename(folder) not in wanted:
-                self.storage.delete_dir(folder)
-
-    def _join(self, folder: str, *parts: str) -> str:
-        return (os.path.join if self.storage.local else posixpath.join)(folder, *parts)
+            part = self._read_shard_file(self.shard_path(spec.name, shard_id), spec.name).replace_schema_metadata(None)
+            if key is not None and part.num_rows:
+                last = _check_rising(part.column(key), last, spec.name, key, shard_id)
+            yield part
 
     def _write_grouped(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         """A shard of a partitioned table: one row group per value of the partition column, its rows
@@ -565,17 +634,140 @@ class ShardStore:
 
         self.storage.write_atomic(path, write)
 
-    def _write_batches(self, batches: Iterable[pa.Table], schema: pa.Schema, spec: TableSpec, path: str) -> None:
-        """A file written a batch (one row group) at a time, so that no second copy of it is held."""
-        def write(local: str) -> None:
-            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                for batch in batches:
-                    writer.write_table(batch.replace_schema_metadata(schema.metadata))
-
-        self.storage.write_atomic(path, write)
-
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         self.storage.write_atomic(path, lambda local: pq.write_table(table, local, **_parquet_options(spec)))
+
+
+@dataclass(frozen=True)
+class PartTask:
+    """One compaction task of the finish: part ``index`` of ``table`` from ``shard_ids``."""
+
+    store: ShardStore
+    table: str
+    index: int
+    shard_ids: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.table} part {self.index} (shards {self.shard_ids[0]}..{self.shard_ids[-1]})"
+
+
+def write_part(task: PartTask) -> dict[str, Any]:
+    """Run one ``PartTask`` (a module-level function, for Ray's workers)."""
+    return task.store.write_part(task.table, task.index, list(task.shard_ids))
+
+
+def part_groups(shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None) -> list[list[str]]:
+    """Consecutive shards grouped into parts of at least ``part_rows`` rows (the last may have
+    fewer; a table without rows is one part)."""
+    part_rows = PART_ROWS if part_rows is None else part_rows
+    groups, current, size = [], [], 0
+    for shard_id in shard_ids:
+        current.append(shard_id)
+        size += rows.get(shard_id, 0)
+        if size >= part_rows:
+            groups.append(current)
+            current, size = [], 0
+    if current or not groups:
+        if groups and not size:  # trailing empty shards join the last part
+            groups[-1].extend(current)
+        else:
+            groups.append(current)
+    return groups
+
+
+def complete_commit(storage: Storage) -> str | None:
+    """Finish the commit of a run killed while moving its tables into place, then delete staged
+    tables no manifest names; returns the run id whose commit was completed, or None."""
+    manifest = read_manifest(storage)
+    completed = None
+    if manifest is not None and manifest.get("state") == "committing":
+        _install(storage, manifest)
+        completed = manifest["run_id"]
+    for folder in storage.list_dirs(storage.join(STAGED_DIR)):
+        storage.delete_dir(folder)
+    storage.delete_dir(storage.join(STAGED_DIR))
+    return completed
+
+
+def remove_shards(storage: Storage) -> tuple[int, int]:
+    """Delete the shard store of a job folder whose tables are committed (completing an interrupted
+    commit first); returns (files, bytes) removed.  The caller holds the folder's lease.  A rerun
+    then finds no committed shard and computes every one again: never a stale table."""
+    complete_commit(storage)
+    manifest = read_manifest(storage)
+    if manifest is None:
+        raise StoreError(f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
+                         "record of the work done, so they are kept. Run the job to the end first")
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(storage.join(SHARDS_DIR), recursive=True, allow_not_found=True)
+    files = [info for info in storage.fs.get_file_info(selector) if info.type == pafs.FileType.File]
+    storage.delete_dir(storage.join(SHARDS_DIR))
+    return len(files), sum(info.size or 0 for info in files)
+
+
+def read_manifest(storage: Storage) -> dict[str, Any] | None:
+    """The job folder's manifest (None when no run committed tables here); StoreError when damaged."""
+    path = storage.join(MANIFEST_FILE)
+    if not storage.exists(path):
+        return None
+    try:
+        manifest = json.loads(storage.read_bytes(path))
+    except (ValueError, UnicodeDecodeError, OSError) as error:
+        raise StoreError(f"{storage.uri(path)} is damaged ({_reason(error)}): delete it and run the same "
+                         "command again to write the tables anew") from None
+    problem = manifest_problem(manifest)
+    if problem:
+        raise StoreError(f"{storage.uri(path)} is damaged ({problem}): delete it and run the same "
+                         "command again to write the tables anew")
+    return manifest
+
+
+def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Move each staged table into place (a table already moved is skipped: this also finishes an
+    interrupted commit), then mark the manifest committed."""
+    for number, (name, table) in enumerate(sorted(manifest["tables"].items())):
+        if number:
+            faults.maybe_kill_between_tables()
+        location = table["path"]
+        staged = storage.join(STAGED_DIR, manifest["run_id"], location.rstrip("/"))
+        if not storage.exists(staged):  # moved into place before an interruption
+            continue
+        if location.endswith("/"):
+            _install_folder(storage, staged, storage.join(location.rstrip("/")),
+                            {posixpath.basename(part["path"]) for part in table["parts"]})
+            storage.delete_file(storage.join(f"{name}.parquet"))  # the table as an older batchenum wrote it
+        else:
+            storage.fs.move(staged, storage.join(location))
+    storage.delete_dir(storage.join(STAGED_DIR))  # (one run at a time holds the folder)
+    manifest = {**manifest, "state": "committed", "committed_at": round(time.time(), 3)}
+    _write_manifest(storage, manifest)
+    return manifest
+
+
+def _install_folder(storage: Storage, staged: str, final: str, names: set[str]) -> None:
+    """A folder table put in place: on a local disk by one atomic swap of folders; on an object
+    store part by part (a server-side copy each), then the former parts the table lacks deleted."""
+    if storage.local:
+        storage.replace_folder(staged, final)
+        return
+    for path in storage.list_files(staged):
+        storage.fs.move(path, posixpath.join(final, posixpath.basename(path)))
+    for path in storage.list_files(final):
+        if posixpath.basename(path) not in names:
+            storage.delete_file(path)
+    storage.delete_dir(staged)
+
+
+def _write_manifest(storage: Storage, manifest: dict[str, Any]) -> None:
+    storage.write_text(storage.join(MANIFEST_FILE), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def _write_guard(storage: Storage) -> None:
+    """The file that makes a read of the whole job folder fail loudly instead of mixing tables."""
+    path = storage.join(GUARD_FILE)
+    if not storage.is_file(path):
+        storage.write_text(path, GUARD_TEXT)
 
 
 def _stats(found: dict[str, str]) -> dict | None:
@@ -635,14 +827,13 @@ def _partition_order(spec: TableSpec) -> list[str]:
 _BATCH_ROWS = 1 << 17
 
 
-def _merged_batches(table: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa.Table]:
-    """One partition's rows (one chunk per shard, each in ``sort`` order) in ``sort`` order, without
-    the partition column, ``_BATCH_ROWS`` at a time; keys checked unique as they go."""
+def _merged_batches(body: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa.Table]:
+    """One partition's rows (one chunk per shard, each in ``sort`` order) in ``sort`` order, the
+    partition column kept (a real column of the final table, the same type in every reader),
+    ``_BATCH_ROWS`` at a time; keys checked unique as they go."""
     import pyarrow.compute as pc
 
     order = _partition_order(spec)[1:]
-    body = table.drop_columns([spec.partition])
-    del table
     by_key = len(spec.key) == 1 and tuple(order[:1]) == spec.key
     if spec.key and not by_key:
         _check_unique(body, spec, value)
@@ -659,6 +850,39 @@ def _merged_batches(table: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa
         if by_key:
             last = _check_sorted_unique(batch.column(spec.key[0]), last, spec, value)
         yield batch
+
+
+def _row_groups(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """``tables`` regrouped into tables of at least ``rows`` rows (the last may have fewer), each
+    written as one row group: small shards make no small row groups."""
+    pending, size = [], 0
+    for table in tables:
+        if not table.num_rows:
+            continue
+        pending.append(table)
+        size += table.num_rows
+        if size >= rows:
+            yield pa.concat_tables(pending)
+            pending, size = [], 0
+    if pending:
+        yield pa.concat_tables(pending)
+
+
+def manifest_problem(manifest: Any) -> str | None:
+    """Why ``manifest`` (the parsed ``_manifest.json``) is not one a run of ours wrote, or None."""
+    if not isinstance(manifest, dict):
+        return f"it holds a JSON {type(manifest).__name__}, not an object"
+    if manifest.get("state") not in ("committing", "committed") or not isinstance(manifest.get("run_id"), str):
+        return "it has no state or run id"
+    tables = manifest.get("tables")
+    if not isinstance(tables, dict):
+        return "its tables are not an object"
+    for name, table in tables.items():
+        if not (isinstance(table, dict) and isinstance(table.get("path"), str) and isinstance(table.get("parts"), list)
+                and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])
+                and ".." not in table["path"] and not table["path"].startswith("/")):
+            return f"table {name!r} is not described by a path and its parts"
+    return None
 
 
 def _prefetched(items: Iterator, depth: int = 2) -> Iterator:

@@ -46,8 +46,8 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     assert done.returncode == 0, done.stderr
     read = len(expected) + rejected
     assert f"dungeons: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
-    answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
-    errors = pd.read_parquet(tmp_path / "dungeons" / "errors.parquet")
+    answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
+    errors = pd.read_parquet(tmp_path / "dungeons" / "errors")
     assert len(answers) + len(errors) == read
     assert dict(zip(answers["id"], answers["gold"])) == expected
     assert answers["line"].is_monotonic_increasing and errors["line"].is_monotonic_increasing
@@ -62,8 +62,8 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     serial = batchenum("run", "dungeons", "--input", str(path), "--out", str(tmp_path / "serial"),
                        "--records-per-shard", "90", "--max-cells", "100", "--serial", "--quiet")
     assert serial.returncode == 0, serial.stderr
-    assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "answers.parquet").equals(answers)
-    assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "errors.parquet").equals(errors)
+    assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "answers").equals(answers)
+    assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "errors").equals(errors)
 
 
 def test_generate_then_run(tmp_path):
@@ -74,7 +74,7 @@ def test_generate_then_run(tmp_path):
     done = batchenum("run", "dungeons", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
     assert done.returncode == 0, done.stderr
     assert "dungeons: read 50, answered 50, rejected 0" in done.stdout
-    answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
+    answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in generate(50, 5, (1, 9), seed=4)]
 
 
@@ -108,5 +108,5 @@ def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(t
                            "--records-per-shard", "100", "--out", str(tmp_path), "--workers", "2", "--quiet"],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0 and "imported from" not in done.stderr, done.stderr
-    answers = pd.read_parquet(tmp_path / "dungeons" / "answers.parquet")
+    answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in grids]

@@ -98,9 +98,9 @@ def test_worker_killed_during_a_dungeon_batch_is_retried(tmp_path):
         "--out", str(out),
         env={"BATCHENUM_TEST_KILL_SHARD": "s00002"})
     assert (out / "dungeons" / ".killed-s00002").exists()
-    for name in ("answers.parquet", "errors.parquet"):
+    for name in ("answers/part-00000.parquet", "errors/part-00000.parquet"):
         assert (out / "dungeons" / name).read_bytes() == (tmp_path / "reference" / "dungeons" / name).read_bytes()
-    assert len(pd.read_parquet(out / "dungeons" / "answers.parquet")) == 3000
+    assert len(pd.read_parquet(out / "dungeons" / "answers")) == 3000
 
 
 @pytest.mark.slow

@@ -47,14 +47,14 @@ def test_content_changed_behind_same_size_and_mtime_is_recomputed(tmp_path):
     batch = tmp_path / "d.jsonl"
     write(batch, GRIDS)
     first = run(batch, tmp_path / "out")
-    assert pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet").gold[1] == 0
+    assert pd.read_parquet(tmp_path / "out" / "dungeons" / "answers").gold[1] == 0
     replace_keeping_size_and_mtime(batch, b'["@$#", "g.$"]', b'["@$#", "..$"]')  # the monster goes
     second = run(batch, tmp_path / "out")
     assert second.reused == first.shards - 1
     assert second.recomputed == ["s00000"]
     run(batch, tmp_path / "fresh")
-    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet")
-    pd.testing.assert_frame_equal(answers, pd.read_parquet(tmp_path / "fresh" / "dungeons" / "answers.parquet"))
+    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers")
+    pd.testing.assert_frame_equal(answers, pd.read_parquet(tmp_path / "fresh" / "dungeons" / "answers"))
     # the monster next to the start blocked both gold cells; without it both are reached
     assert answers.gold[1] == 2 and first.tables["answers"].rows == len(GRIDS)
 

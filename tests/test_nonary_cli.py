@@ -44,8 +44,8 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     assert done.returncode == 0, done.stderr
     read = len(expected) + rejected
     assert f"nonary: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
-    answers = pd.read_parquet(tmp_path / "nonary" / "answers.parquet")
-    errors = pd.read_parquet(tmp_path / "nonary" / "errors.parquet")
+    answers = pd.read_parquet(tmp_path / "nonary" / "answers")
+    errors = pd.read_parquet(tmp_path / "nonary" / "errors")
     assert len(answers) + len(errors) == read
     assert dict(zip(answers["id"], answers["escaped"])) == expected
     for record, escaped, plan in zip(answers["id"], answers["escaped"], answers["plan"]):
@@ -60,8 +60,8 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     serial = batchenum("run", "nonary", "--input", str(path), "--out", str(tmp_path / "serial"),
                        "--records-per-shard", "40", "--max-doors", "6", "--serial", "--quiet")
     assert serial.returncode == 0, serial.stderr
-    assert pd.read_parquet(tmp_path / "serial" / "nonary" / "answers.parquet").equals(answers)
-    assert pd.read_parquet(tmp_path / "serial" / "nonary" / "errors.parquet").equals(errors)
+    assert pd.read_parquet(tmp_path / "serial" / "nonary" / "answers").equals(answers)
+    assert pd.read_parquet(tmp_path / "serial" / "nonary" / "errors").equals(errors)
 
 
 def _error_names(path):
@@ -81,6 +81,6 @@ def test_generate_then_run(tmp_path):
     done = batchenum("run", "nonary", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
     assert done.returncode == 0, done.stderr
     assert "nonary: read 40, answered 40, rejected 0" in done.stdout
-    answers = pd.read_parquet(tmp_path / "nonary" / "answers.parquet")
+    answers = pd.read_parquet(tmp_path / "nonary" / "answers")
     graphs = generate(40, rooms=3, doors=6, seed=4)
     assert answers["escaped"].tolist() == [brute_force(g) for g in graphs]

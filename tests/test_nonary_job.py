@@ -180,13 +180,13 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
 
     job, first = run(1e-6)
     assert job.summary(first.tables, first.totals).endswith("(1 timed out: rerun into the same folder to retry only those)")
-    errors = pd.read_parquet(tmp_path / "out" / "nonary" / "errors.parquet")
+    errors = pd.read_parquet(tmp_path / "out" / "nonary" / "errors")
     assert errors.id.tolist() == ["hard"] and "timed out" in errors.error[0]
     job, second = run(60)
     assert "shard s00000: 1 records whose outcome depended on the run (timeouts) computed again" in log.getvalue()
     assert second.reused == second.shards - 1  # all but the shard with the timeout
-    answers = pd.read_parquet(tmp_path / "out" / "nonary" / "answers.parquet")
+    answers = pd.read_parquet(tmp_path / "out" / "nonary" / "answers")
     assert answers.id.tolist() == ["easy0", "hard", "easy1", "easy2"]
     assert answers.escaped[1] == HARD[1][1]
-    assert len(pd.read_parquet(tmp_path / "out" / "nonary" / "errors.parquet")) == 0
+    assert len(pd.read_parquet(tmp_path / "out" / "nonary" / "errors")) == 0
     assert job.summary(second.tables, second.totals) == "nonary: read 4, answered 4, rejected 0"

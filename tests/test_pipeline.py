@@ -35,9 +35,9 @@ def test_merge_deduplicates_sorts_and_partitions(tmp_path):
     result = run(tmp_path)
     items = result.tables["items"]
     assert items.value.tolist() == list(range(35))  # 6 overlapping shards of 10 values
-    back = pd.read_parquet(tmp_path / "toy" / "items")
+    back = pd.read_parquet(tmp_path / "toy" / "items.parquet")
     assert sorted(back.value.tolist()) == list(range(35))
-    assert set(os.listdir(tmp_path / "toy" / "items")) == {"parity=0", "parity=1"}
+    assert back.parity.tolist() == sorted(back.parity) and str(back.parity.dtype) == "int64"  # a real column
     totals = pd.read_parquet(tmp_path / "toy" / "totals.parquet")
     assert totals.to_dict("list") == {"parity": [0, 1], "count": [18, 17], "sum": [306, 289]}
 
@@ -97,7 +97,7 @@ def test_a_failing_shard_names_itself_and_keeps_the_others(tmp_path):
 def test_ray_and_serial_give_identical_files(tmp_path, ray_session):
     run(tmp_path / "serial")
     run(tmp_path / "ray", serial=False, window=2)
-    for name in ("totals.parquet", "items/parity=0/part-0.parquet", "items/parity=1/part-0.parquet"):
+    for name in ("totals.parquet", "items.parquet"):
         assert (tmp_path / "serial" / "toy" / name).read_bytes() == (tmp_path / "ray" / "toy" / name).read_bytes()
 
 
@@ -156,7 +156,7 @@ def test_a_streamed_table_is_written_shard_by_shard(tmp_path):
     job.plan = lambda context: [Shard(f"s{k:03d}", {"start": 5 * k, "stop": 5 * k + 5}) for k in range(6)]
     result = run(tmp_path, job)
     assert len(result.tables["rows"]) == 30
-    assert pd.read_parquet(tmp_path / "streamed_toy" / "rows.parquet").value.tolist() == list(range(30))
+    assert pd.read_parquet(tmp_path / "streamed_toy" / "rows").value.tolist() == list(range(30))
 
 
 class _PartitionedStreamedToy(ToyJob):
@@ -184,15 +184,22 @@ class _PartitionedStreamedToy(ToyJob):
         return tables
 
 
-@pytest.mark.parametrize("batch_rows", [4, 1 << 17])
-def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, monkeypatch, batch_rows):
-    monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)  # several row groups, keys checked across them
+@pytest.mark.parametrize("batch_rows, group_rows, part_rows", [(4, 4, 8), (1 << 17, 1 << 17, 1 << 22)])
+def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, monkeypatch, batch_rows, group_rows,
+                                                                     part_rows):
+    # small sizes: several row groups and parts, keys checked across them
+    monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)
+    monkeypatch.setattr("batchenum.pipeline.store.ROW_GROUP_ROWS", group_rows)
+    monkeypatch.setattr("batchenum.pipeline.store.PART_ROWS", part_rows)
     run(tmp_path, _PartitionedStreamedToy())
-    for group in (0, 1):
-        part = pq.ParquetFile(tmp_path / "partitioned_toy" / "rows" / f"group={group}" / "part-0.parquet")
-        assert part.metadata.num_row_groups == (8 if batch_rows == 4 else 1)
-        assert part.read().column("key").to_pylist() == [f"k{v:03d}" for v in range(group, 60, 2)]
-    assert len(pd.read_parquet(tmp_path / "partitioned_toy" / "rows")) == 60
+    parts = sorted((tmp_path / "partitioned_toy" / "rows").iterdir())
+    assert [part.name for part in parts] == [f"part-{k:05d}.parquet" for k in range(8 if part_rows == 8 else 1)]
+    files = [pq.ParquetFile(part) for part in parts]
+    assert [file.metadata.num_row_groups for file in files] == ([2] * 7 + [1] if part_rows == 8 else [1])
+    rows = pd.concat([file.read().to_pandas() for file in files])
+    assert rows.key.tolist() == [f"k{v:03d}" for group in (0, 1) for v in range(group, 60, 2)]
+    assert rows.group.tolist() == sorted(rows.group)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "partitioned_toy" / "rows"), rows.reset_index(drop=True))
 
 
 @pytest.mark.parametrize("batch_rows", [4, 1 << 17])
@@ -200,7 +207,7 @@ def test_a_streamed_partitioned_table_names_a_repeated_key(tmp_path, monkeypatch
     monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)
     with pytest.raises(StoreError, match=r"'rows', group = 1: key 'k007' appears more than once"):
         run(tmp_path, _PartitionedStreamedToy(repeat="k007"))
-    assert not (tmp_path / "partitioned_toy" / "rows").exists()  # no partition of the failed table is in place
+    assert not (tmp_path / "partitioned_toy" / "rows").exists()  # no part of the failed table is in place
 
 
 def test_prefetched_items_keep_their_order_and_an_exception_reaches_the_consumer():

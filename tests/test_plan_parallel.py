@@ -169,4 +169,4 @@ def test_cli_with_task_counting_gives_the_same_tables(tmp_path):
     for table in ("answers", "errors"):
         assert (tmp_path / "default" / "dungeons" / f"{table}.parquet").read_bytes() == \
                (tmp_path / "tasks" / "dungeons" / f"{table}.parquet").read_bytes()
-    assert len(pd.read_parquet(tmp_path / "tasks" / "dungeons" / "errors.parquet")) == 2
+    assert len(pd.read_parquet(tmp_path / "tasks" / "dungeons" / "errors")) == 2

@@ -135,7 +135,7 @@ def test_cli_runs_the_issue_repro_to_the_end(tmp_path):
                           "--out", str(tmp_path / "o"), "--serial", "--quiet"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "dungeons: read 3, answered 1, rejected 2" in run.stdout + run.stderr
-    errors = pd.read_parquet(tmp_path / "o" / "dungeons" / "errors.parquet")
+    errors = pd.read_parquet(tmp_path / "o" / "dungeons" / "errors")
     assert errors.id.tolist() == ["line 2", "line 3"]
     assert errors.error[0] == "line 2: not valid UTF-8 (byte 11 of the line)"
 

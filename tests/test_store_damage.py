@@ -120,7 +120,7 @@ def test_a_damaged_catalogue_is_never_shown_in_a_gallery(tmp_path):
     out = tmp_path / "out"
     done = cli("run", "palago", "--max-n", "9", "--catalogue-max-n", "9", "--serial", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    part = out / "palago" / "creatures" / "n=9" / "part-0.parquet"
+    part = out / "palago" / "creatures" / "part-00000.parquet"
     good = part.read_bytes()
     shown = cli("palago", "gallery", "--n", "9", "--from", str(out), "--out", str(tmp_path / "g"))
     assert shown.returncode == 0 and "9 of 9 creatures" in shown.stdout
