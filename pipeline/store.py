@@ -477,10 +477,10 @@ class ShardStore:
         return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
 
     def _write_in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> str:
-        """Shard files appended in plan order, checking that the int64 key rises strictly across
-        the whole table: a duplicate or an out-of-order key is an error naming it and the shard."""
+        """Shard files appended in plan order, checking that the key rises strictly across the whole
+        table: a duplicate or an out-of-order key is an error naming it and the shard."""
         name = spec.name
-        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        key = spec.key or spec.sort[:1]
         schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
         path = self.storage.join(f"{name}.parquet")
 
@@ -494,8 +494,8 @@ class ShardStore:
                 # the next shard files are read while this one is compressed and written
                 for shard_id, part in _prefetched((shard_id, read(shard_id)) for shard_id in shard_ids):
                     part = part.replace_schema_metadata(schema.metadata)
-                    if key is not None and part.num_rows:
-                        last = _check_rising(part.column(key), last, name, key, shard_id)
+                    if key and part.num_rows:
+                        last = _check_rising([part.column(k) for k in key], last, name, key, shard_id)
                     writer.write_table(part)
 
         self.storage.write_atomic(path, write)
@@ -751,18 +751,57 @@ def _repeated(spec: TableSpec, partition_value: Any, key: Any) -> StoreError:
                       "written (a bug: please report it)")
 
 
-def _check_rising(column: pa.ChunkedArray, last: int | None, table: str, key: str, shard_id: str) -> int:
-    """The column's last value, after checking that it rises strictly from ``last``."""
-    values = to_numpy(column)
-    steps = values[1:] <= values[:-1]
-    if last is not None and values[0] <= last:
-        bad = int(values[0])
-    elif steps.any():
-        bad = int(values[1:][steps][0])
+def _check_rising(columns: list[pa.ChunkedArray], last: tuple | None, table: str, key: tuple[str, ...],
+                  shard_id: str) -> tuple:
+    """The last row's key (a tuple), after checking that the key rises strictly from ``last``, row
+    by row, compared column by column (the first column that differs decides)."""
+    values = [_comparable(column) for column in columns]
+    first = tuple(column[0].as_py() for column in columns)
+    rising = np.zeros(len(values[0]) - 1, dtype=np.bool_)
+    tied = np.ones(len(values[0]) - 1, dtype=np.bool_)
+    for column in values:
+        rising |= tied & (column[1:] > column[:-1])
+        tied &= column[1:] == column[:-1]
+    if last is not None and not first > last:
+        bad = first
+    elif not rising.all():
+        row = int(np.flatnonzero(~rising)[0]) + 1
+        bad = tuple(column[row].as_py() for column in columns)
     else:
-        return int(values[-1])
-    raise StoreError(f"table {table!r}: {key} = {bad} in shard {shard_id} repeats or comes out of order; "
+        return tuple(column[-1].as_py() for column in columns)
+    shown = bad[0] if len(bad) == 1 else bad
+    raise StoreError(f"table {table!r}: {'/'.join(key)} = {shown!r} in shard {shard_id} repeats or comes out of order; "
                      "its rows would be lost or misplaced, so no table was written (a bug: please report it)")
+
+
+def _comparable(column: pa.ChunkedArray) -> np.ndarray:
+    """A key column as numpy values that compare as the column's do: numbers from their buffers; a
+    string column holding one value (a record batch's file column) as zeros, all tied; any other
+    through Python strings (neither imports pandas)."""
+    if column.type in NUMPY_DTYPES:
+        return to_numpy(column)
+    if pa.types.is_string(column.type) and _one_string(column):
+        return np.zeros(len(column), dtype=np.int8)
+    return np.array(column.to_pylist(), dtype=object)
+
+
+def _one_string(column: pa.ChunkedArray) -> bool:
+    """Whether a string column without nulls holds one value in every row (checked on its buffers)."""
+    value = column[0].as_py()
+    if value is None:
+        return False
+    value = value.encode()
+    for chunk in column.chunks:
+        if not len(chunk):
+            continue
+        if chunk.null_count:
+            return False
+        _, offsets, data = chunk.buffers()
+        offsets = np.frombuffer(offsets, dtype=np.int32)[chunk.offset : chunk.offset + len(chunk) + 1]
+        chars = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+        if (np.diff(offsets) != len(value)).any() or chars[offsets[0] : offsets[-1]].tobytes() != value * len(chunk):
+            return False
+    return True
 
 
 def write_batch(location: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:
