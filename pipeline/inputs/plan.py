@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-
 from typing import Sequence
 
 import numpy as np
@@ -110,7 +110,7 @@ def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, rec
     """
     if not isinstance(records_per_slice, int) or records_per_slice < 1:
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
-    files = [_PlannedFile(source, describe_input(source), *detect_format(source)) for source in resolve_inputs(inputs)]
+    files = _planned_files(resolve_inputs(inputs))
     if _one_format(files) == "parquet":
         return [{**file.described, **rows} for file in files for rows in _plan_parquet(file.source, field, records_per_slice)]
     block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
@@ -121,21 +121,42 @@ def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, rec
         if file.compression is not None:
             specs += _whole_file(file)
             continue
-        size = file.described["size"]
-        ends_with_newline = size > 0 and file.source.read_bytes(file.source.root, size - 1) == b"\n"
-        specs += [{**file.described, **cut}
-                  for cut in _cut_jsonl(counts[file.source.root], size, ends_with_newline, records_per_slice, block)]
+        specs += [{**file.described, **cut} for cut in _cut_jsonl(
+            counts[file.source.root], file.described["size"], file.ends_with_newline, records_per_slice, block)]
     return specs
 
 
 @dataclass(frozen=True)
 class _PlannedFile:
-    """One input file while a batch is planned: its Storage, ``describe_input``, format, codec."""
+    """One input file while a batch is planned: its Storage, ``describe_input``, format, codec, and
+    for plain JSONL whether its last byte is a newline (else its last line lacks one)."""
 
     source: Storage
     described: dict
     format: str
     compression: str | None
+    ends_with_newline: bool = False
+
+
+_PLAN_THREADS = 16  # files described at once: on object storage each costs a few round trips
+
+
+def _planned_files(sources: list[Storage]) -> list[_PlannedFile]:
+    """Each file described (size, time, format, last byte), in order; several at once, since on
+    object storage each is a few requests' latency and no work."""
+    if len(sources) == 1:
+        return [_planned_file(sources[0])]
+    with ThreadPoolExecutor(min(_PLAN_THREADS, len(sources)), thread_name_prefix="plan") as pool:
+        return list(pool.map(_planned_file, sources))
+
+
+def _planned_file(source: Storage) -> _PlannedFile:
+    described = describe_input(source)
+    kind, compression = detect_format(source)
+    size = described["size"]
+    plain_jsonl = kind == "jsonl" and compression is None and size > 0
+    ends_with_newline = plain_jsonl and source.read_bytes(source.root, size - 1) == b"\n"
+    return _PlannedFile(source, described, kind, compression, ends_with_newline)
 
 
 def _one_format(files: list[_PlannedFile]) -> str | None:
