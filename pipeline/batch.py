@@ -61,7 +61,7 @@ class RecordBatchJob(Job):
             raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
         self.input_values = input_values(inputs)
         shown = sorted(value.display_root if isinstance(value, Storage) else _shown(value) for value in self.input_values)
-        self.input_path = shown[0] if len(shown) == 1 else shown
+        self.input_param = shown[0] if len(shown) == 1 else shown  # as params record it
         self.records_per_shard = records_per_shard
 
     @functools.cached_property
@@ -82,7 +82,7 @@ class RecordBatchJob(Job):
         size and modification time are in its shards' specs, and each shard records a checksum of
         the bytes it read (``input_fingerprint``), so a changed file is never taken for the one
         already processed, and only its own shards are computed again."""
-        return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
+        return {"input": self.input_param, "records_per_shard": self.records_per_shard, **self.limits()}
 
     def shard_label(self, shard: Shard) -> str:
         """``s00003 lines 75001-100000`` (JSONL; the last slice ``lines 975001-end``) or

@@ -19,7 +19,8 @@ import pytest
 
 import batchenum
 from batchenum.pipeline.errors import InputError
-from batchenum.pipeline.inputs import resolve_inputs
+from batchenum.pipeline.inputs import plan_slices, resolve_inputs
+from batchenum.pipeline.job import PlanContext
 
 PARTS = 40
 RECORDS = 1_000
@@ -275,3 +276,21 @@ def test_bad_input_values_are_errors_naming_them_through_the_cli(tmp_path):
         done = cli("run", "dungeons", "--input", *values, "--out", str(tmp_path / "out"), "--serial")
         assert done.returncode == 1 and f"batchenum: error: {message}" in done.stderr, (values, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_a_large_batch_of_files_is_counted_by_tasks_of_one_file_each(lines, tmp_path):
+    parts = write_jsonl_parts(tmp_path / "parts", lines, parts=8)
+    counted = []
+
+    def watching_map(fn, items):  # runs the tasks here, noting what each one was given
+        counted.extend(items)
+        return [fn(item) for item in items]
+
+    by_driver = plan_slices(str(tmp_path / "parts"), "grid", 30, block=512)
+    by_tasks = plan_slices(str(tmp_path / "parts"), "grid", 30, PlanContext(task_map=watching_map), block=512,
+                           task_blocks=3, driver_bytes=0)
+    assert by_tasks == by_driver
+    plain = {str(tmp_path / "parts" / name) for name, _ in parts if name.endswith(".jsonl")}
+    assert {blocks.source.display_root for blocks in counted} == plain  # compressed files are not counted
+    assert all(blocks.end - blocks.first <= 3 for blocks in counted)
+    assert sum(blocks.end - blocks.first for blocks in counted) == sum(-(-os.path.getsize(p) // 512) for p in plain)
