@@ -149,13 +149,15 @@ def test_a_folder_of_jsonl_parts_some_compressed_gives_the_rows_of_one_file(line
     assert result.shards == plain_shards + len(compressed)
 
 
-def test_parquet_parts_from_a_glob_give_the_rows_of_one_parquet_file(lines, tmp_path):
+def test_parquet_parts_from_a_list_and_a_glob_give_the_rows_of_one_parquet_file(lines, tmp_path):
     parts = write_parquet_parts(tmp_path / "pq", lines, 6)
     whole = pd.concat([pd.read_parquet(tmp_path / "pq" / name) for name, _ in parts])
     pq.write_table(pa.Table.from_pandas(whole, preserve_index=False), tmp_path / "all.parquet", row_group_size=50)
     expected = tables(batchenum.run("dungeons", input=str(tmp_path / "all.parquet"), out=str(tmp_path / "one"),
                                     serial=True, records_per_shard=40))
-    found = tables(batchenum.run("dungeons", input=str(tmp_path / "pq" / "part-*.parquet"),
+    # a list of values (the Python API's several --input): a glob for the later parts, then the first
+    found = tables(batchenum.run("dungeons", input=[str(tmp_path / "pq" / "part-00[1-9].parquet"),
+                                                    tmp_path / "pq" / "part-000.parquet"],
                                  out=str(tmp_path / "out"), serial=True, records_per_shard=40))
     assert_same_rows(as_one_file(found, parts, str(tmp_path / "pq")), expected)
     assert len(found["answers"]) == sum(count for _, count in parts) and found["errors"].empty
@@ -241,7 +243,7 @@ def test_resolve_skips_hidden_and_underscore_names_but_not_a_file_named_alone(tm
 # ------------------------------------------------------------------------- through the real CLI
 
 
-def test_several_inputs_a_glob_and_a_folder_through_the_cli(lines, tmp_path):
+def test_several_values_globs_and_input_again_through_the_cli(lines, tmp_path):
     parts = write_jsonl_parts(tmp_path / "parts", lines)
     folder = tmp_path / "parts"
     # the shell expands an unquoted glob into several values after one --input; --input again adds more
