@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import io
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -110,9 +111,11 @@ def run(job: str | Job, *, out: str = "results", workers: int | None = None, add
     params:   the job's own parameters, as the CLI's options with underscores: palago ``max_n``,
               ``catalogue_max_n``, ``shards``, ``method``; dungeons ``input``, ``records_per_shard``,
               ``max_cells``; nonary ``input``, ``records_per_shard``, ``max_doors``, ``record_timeout``.
-              ``input`` is a file, folder or URI, or a pandas DataFrame or Arrow table with the
-              columns ``id`` and the payload (``grid``, ``doors``), which is first written to
-              ``OUT/_inputs/`` as Parquet, named by its content (so a rerun reuses its shards).
+              ``input`` is a file, a folder or a glob (local or a URI such as ``s3://b/parts/``),
+              a list of them (their files make one batch, in sorted path order), or a pandas
+              DataFrame or Arrow table with the columns ``id`` and the payload (``grid``,
+              ``doors``), which is first written to ``OUT/_inputs/`` as Parquet, named by its
+              content (so a rerun reuses its shards).
     out, workers, address, serial, overwrite, retries: as the CLI's options of the same names.
     quiet:    no progress (progress goes to the ``batchenum`` logger otherwise).
 
@@ -152,18 +155,23 @@ def _job(job: str | Job, params: dict[str, Any], out: str) -> Job:
     return build(**arguments)
 
 
-def _input_location(data: Any, field: str, out: str) -> str:
-    """A path or URI as it is; a pandas DataFrame or Arrow table written once, as Parquet, to
-    ``OUT/_inputs/<sha256 of its bytes>.parquet`` (beside the job folders, so that every node of a
-    cluster that sees ``out`` sees it too)."""
-    if isinstance(data, str):
-        return data
+def _input_location(data: Any, field: str, out: str) -> str | list[str]:
+    """A path or URI as it is, a list or tuple of them as a list; a pandas DataFrame or Arrow table
+    written once, as Parquet, to ``OUT/_inputs/<sha256 of its bytes>.parquet`` (beside the job
+    folders, so that every node of a cluster that sees ``out`` sees it too)."""
+    if isinstance(data, (str, os.PathLike)):
+        return os.fspath(data)
+    if isinstance(data, (list, tuple)):
+        if not all(isinstance(value, (str, os.PathLike)) for value in data):
+            raise UsageError("input must be a path, a URI, a pandas DataFrame or an Arrow table, or a list of "
+                             "paths and URIs (files, folders, globs), not a list holding other things")
+        return [os.fspath(value) for value in data]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not isinstance(data, pa.Table):
         if not hasattr(data, "columns"):
-            raise UsageError(f"input must be a path, a URI, a pandas DataFrame or an Arrow table, not "
+            raise UsageError(f"input must be a path, a URI, a list of them, a pandas DataFrame or an Arrow table, not "
                              f"{type(data).__name__}")
         data = pa.Table.from_pandas(data, preserve_index=False)
     missing = {"id", field} - set(data.column_names)

@@ -1,6 +1,6 @@
 """The ``dungeons`` job: answer a batch of roguelike-gold dungeons read from JSONL or Parquet.
 
-Each shard is a slice of the input file (``pipeline.inputs``).  A shard reads its records, parses
+Each shard is a slice of one input file (``pipeline.inputs``); a batch is one or more files.  A shard reads its records, parses
 all grids in bulk, solves each distinct grid once in one kernel call, and returns an ``answers``
 row for every valid record and an ``errors`` row for every other one, so that
 read = answered + rejected.
@@ -20,7 +20,7 @@ import pyarrow as pa
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline import batch
 from batchenum.pipeline.arrow import from_numpy, string_list_buffers
-from batchenum.pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob, add_batch_arguments
 from batchenum.pipeline.cli import Command, JobCommand, positive_int, probability
 from batchenum.pipeline.inputs import read_records
 from batchenum.pipeline.job import Column, Shard, ShardResult, TableSpec
@@ -45,8 +45,9 @@ _GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight
 class DungeonJob(RecordBatchJob):
     """Reachable gold for every dungeon of an input file.
 
-    input_path:        JSONL (one object per line with ``id`` and ``grid``) or Parquet (columns
-                       ``id``, ``grid``).
+    inputs:            a file, a folder, a glob or a list of them: JSONL (one object per line with
+                       ``id`` and ``grid``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
+                       ``grid``).
     records_per_shard: input lines (or rows) per shard.
     max_cells:         larger grids are rejected as errors, not solved.
     """
@@ -65,16 +66,18 @@ class DungeonJob(RecordBatchJob):
                 Column("width", "int64"),
                 Column("monsters", "int64"),
                 Column("gold_total", "int64"),  # all gold cells, reachable or not
-                Column("line", "int64", distinct=True),  # the record's line (JSONL) or row (Parquet), 1-based
+                FILE_COLUMN,  # the record's identity: its input file...
+                LINE_COLUMN,  # ...and its line (JSONL) or row (Parquet) there
             ),
-            key=("line",),
-            sort=("line",),
+            key=RECORD_KEY,
+            sort=RECORD_KEY,
         ),
         ERRORS_TABLE,
     )
 
-    def __init__(self, input_path: str, records_per_shard: int = RECORDS_PER_SHARD, max_cells: int = MAX_CELLS):
-        super().__init__(input_path, records_per_shard)
+    def __init__(self, inputs: str | list[str], records_per_shard: int = RECORDS_PER_SHARD,
+                 max_cells: int = MAX_CELLS):
+        super().__init__(inputs, records_per_shard)
         if max_cells < 1:
             raise ValueError(f"max_cells must be at least 1, not {max_cells}")
         self.max_cells = max_cells
@@ -90,7 +93,7 @@ class DungeonJob(RecordBatchJob):
         with no Python object per record.  Records the reader rejected, and rejected grids, are
         the errors.
         """
-        records = read_records(dict(shard.spec), "grid", _GRID_TYPE, check=grid_rows, source=self.input)
+        records = read_records(dict(shard.spec), "grid", _GRID_TYPE, check=grid_rows, source=self.source(shard))
         batch = parse_flat(*string_list_buffers(records.payloads), max_cells=self.max_cells)
         is_rejected = np.ones(len(records), dtype=np.bool_)
         is_rejected[batch.index] = False
@@ -98,13 +101,13 @@ class DungeonJob(RecordBatchJob):
         clean = not len(rejected)  # then no take, which imports pyarrow.compute (0.1 s, first shard)
         outputs = {
             "answers": self._answers(records.ids if clean else records.ids.take(from_numpy(batch.index)),
-                                     records.positions[batch.index], batch),
+                                     records.files(len(batch.index)), records.positions[batch.index], batch),
             "errors": records.error_rows(rejected, [self._reason(batch.errors[i]) for i in rejected]),
         }
         return ShardResult(outputs, {"records": records.read}, records.fingerprint)
 
     @staticmethod
-    def _answers(ids: Any, lines: np.ndarray, batch: ParsedBatch) -> dict[str, Any]:
+    def _answers(ids: Any, files: Any, lines: np.ndarray, batch: ParsedBatch) -> dict[str, Any]:
         """The answers columns for the valid grids of ``batch``: each distinct grid is solved once."""
         distinct, inverse = batch.unique()
         return {
@@ -114,6 +117,7 @@ class DungeonJob(RecordBatchJob):
             "width": batch.widths,
             "monsters": batch.monsters,
             "gold_total": batch.gold_total,
+            "file": files,
             "line": lines,
         }
 

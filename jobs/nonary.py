@@ -1,6 +1,6 @@
 """The ``nonary`` job: the most players who can escape, with a plan, for every door graph of a batch.
 
-Each shard is a slice of the input file (``pipeline.inputs``).  A shard reads its records, checks
+Each shard is a slice of one input file (``pipeline.inputs``); a batch is one or more files.  A shard reads its records, checks
 every door list, solves each distinct graph once (graphs equal up to door order and room names
 share one search; the plan is mapped back to each record's own door order) and returns an
 ``answers`` row for every valid record and an ``errors`` row for every other one, so that
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline import batch
-from batchenum.pipeline.batch import ERRORS_TABLE, RecordBatchJob, add_batch_arguments
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob, add_batch_arguments
 from batchenum.pipeline.cli import Command, JobCommand, positive_int, probability
 from batchenum.pipeline.inputs import Records, read_records
 from batchenum.pipeline.job import Column, Shard, ShardResult, TableSpec
@@ -48,8 +48,9 @@ _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 class NonaryJob(RecordBatchJob):
     """The most players who can escape, and one plan, for every door graph of an input file.
 
-    input_path:        JSONL (one object per line with ``id`` and ``doors``) or Parquet (columns
-                       ``id``, ``doors``).
+    inputs:            a file, a folder, a glob or a list of them: JSONL (one object per line with
+                       ``id`` and ``doors``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
+                       ``doors``).
     records_per_shard: input lines (or rows) per shard.
     max_doors:         longer door lists are rejected as errors, not solved.
     record_timeout:    seconds allowed per distinct graph, for preparing it (its canonical form)
@@ -69,17 +70,18 @@ class NonaryJob(RecordBatchJob):
                 Column("escaped", "int64"),  # the most players who can escape: the answer
                 Column("plan", "string"),  # JSON [[door_index, [players...]], ...], door indices into the record
                 Column("doors", "int64"),  # number of doors in the record
-                Column("line", "int64", distinct=True),  # the record's line (JSONL) or row (Parquet), 1-based
+                FILE_COLUMN,  # the record's identity: its input file...
+                LINE_COLUMN,  # ...and its line (JSONL) or row (Parquet) there
             ),
-            key=("line",),
-            sort=("line",),
+            key=RECORD_KEY,
+            sort=RECORD_KEY,
         ),
         ERRORS_TABLE,
     )
 
-    def __init__(self, input_path: str, records_per_shard: int = RECORDS_PER_SHARD, max_doors: int = MAX_DOORS,
-                 record_timeout: float = RECORD_TIMEOUT):
-        super().__init__(input_path, records_per_shard)
+    def __init__(self, inputs: str | list[str], records_per_shard: int = RECORDS_PER_SHARD,
+                 max_doors: int = MAX_DOORS, record_timeout: float = RECORD_TIMEOUT):
+        super().__init__(inputs, records_per_shard)
         if max_doors < 1:
             raise ValueError(f"max_doors must be at least 1, not {max_doors}")
         if not record_timeout > 0:
@@ -116,7 +118,7 @@ class NonaryJob(RecordBatchJob):
 
     def _read(self, shard: Shard) -> Records:
         """The slice's records, each door list checked by ``_checked_doors``."""
-        return read_records(dict(shard.spec), "doors", pa.string(), check=self._checked_doors, source=self.input)
+        return read_records(dict(shard.spec), "doors", pa.string(), check=self._checked_doors, source=self.source(shard))
 
     def _checked_doors(self, value: Any) -> str:
         """A record's door list, checked on its JSON values as read (the parser must see ``9.0``,
@@ -133,7 +135,7 @@ class NonaryJob(RecordBatchJob):
         """Answers rows for the accepted records at ``indices``, errors rows for those that have no
         answer (and for the records the reader rejected, with ``read_errors``), and the lines
         that timed out."""
-        answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "line": []}
+        answers: dict[str, list] = {"id": [], "escaped": [], "plan": [], "doors": [], "file": [], "line": []}
         rejected, reasons = [], []
         solved: dict[tuple, tuple[int, list] | str] = {}  # canonical key -> (escaped, plan) or reason
         timed_out = []
@@ -152,6 +154,7 @@ class NonaryJob(RecordBatchJob):
                 answers["escaped"].append(escaped)
                 answers["plan"].append(json.dumps(plan, separators=(",", ":")))
                 answers["doors"].append(len(doors))
+                answers["file"].append(records.file)
                 answers["line"].append(positions[i])
         return answers, records.error_rows(rejected, reasons, read_errors=read_errors), timed_out
 

@@ -1,89 +1,128 @@
-"""Jobs over a batch of records in one JSONL or Parquet file: the part every such job shares.
+"""Jobs over a batch of records in JSONL or Parquet files: the part every such job shares.
 
-A record batch job has one shard per slice of the input, two tables (``answers`` for records it
-could answer, ``errors`` for the rest, both keyed and ordered by the record's line) and the
-accounting rule read = answered + rejected.  Subclasses say which payload field records carry,
+A record batch job has one shard per slice of an input file, two tables (``answers`` for records it
+could answer, ``errors`` for the rest, both keyed and ordered by the record's identity: its file and
+its line or row) and the accounting rule read = answered + rejected.  Subclasses say which payload field records carry,
 which limits apply, how the answers table looks and how a shard is run.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from typing import Any
 
 from batchenum.pipeline.cli import positive_int
-from batchenum.pipeline.inputs import accounting_summary, input_storage, plan_slices, slice_fingerprint
+from batchenum.pipeline.inputs import accounting_summary, plan_slices, resolve_inputs, slice_fingerprint
+from batchenum.pipeline.inputs.dataset import input_values
 from batchenum.pipeline.errors import PipelineError, UsageError
-from batchenum.pipeline.storage import is_uri
+from batchenum.pipeline.storage import Storage, is_uri, redact
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
 from batchenum.pipeline.store import write_batch
 
-__all__ = ["RecordBatchJob", "ERRORS_TABLE", "add_batch_arguments", "add_generate_arguments", "write_generated"]
+__all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN", "add_batch_arguments", "add_generate_arguments", "write_generated"]
+
+# A record's identity, the key and order of both tables: its file (files are planned in sorted path
+# order, so the key rises from shard to shard) and its line (JSONL) or row (Parquet) in that file.
+RECORD_KEY = ("file", "line")
+FILE_COLUMN = Column("file", "string")  # the input file (path or URI); few values, so dictionary-encoded
+LINE_COLUMN = Column("line", "int64", distinct=True)  # the record's line (JSONL) or row (Parquet), 1-based
 
 ERRORS_TABLE = TableSpec(
     "errors",
     columns=(
         Column("id", "string", distinct=True),  # the record's id, or "line N" / "row N" when it has none
         Column("error", "string", distinct=True),  # a plain reason, starting with the record's position
-        Column("line", "int64", distinct=True),  # the record's line (JSONL) or row (Parquet), 1-based
+        FILE_COLUMN,
+        LINE_COLUMN,
     ),
-    key=("line",),
-    sort=("line",),
+    key=RECORD_KEY,
+    sort=RECORD_KEY,
 )
 
 
 class RecordBatchJob(Job):
-    """Base of jobs that answer every record of ``input_path``.
+    """Base of jobs that answer every record of a batch of input files.
 
-    input_path:        JSONL (one object per line with ``id`` and the payload field) or Parquet; a
-                       local path or a URI (``s3://bucket/batch.jsonl``).
+    inputs:            a file, a folder, a glob, or a list of them (``pipeline.inputs.dataset``),
+                       local paths or URIs (``s3://bucket/parts/``): JSONL (one object per line with
+                       ``id`` and the payload field; plain, ``.gz`` or ``.zst``) or Parquet, one
+                       format for all.  Resolved to files (``files``) on first use, in the driver
+                       (checking that the cluster sees them, or planning), and carried to workers.
     records_per_shard: input lines (or rows) per shard, at least 1.
     """
 
     field: str = ""  # the payload field every record carries ("grid", "doors")
     streamed_tables = ("answers", "errors")  # in input order already: never all in driver memory
 
-    def __init__(self, input_path: str, records_per_shard: int):
+    def __init__(self, inputs: str | list[str], records_per_shard: int):
         if records_per_shard < 1:
             raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
-        self.input = input_storage(input_path)  # pickled to workers with what reaches the store
-        self.input_path = self.input.display_root
+        self.input_values = input_values(inputs)
+        shown = sorted(value.display_root if isinstance(value, Storage) else _shown(value) for value in self.input_values)
+        self.input_param = shown[0] if len(shown) == 1 else shown  # as params record it
         self.records_per_shard = records_per_shard
+
+    @functools.cached_property
+    def files(self) -> tuple[Storage, ...]:
+        """The input files, in sorted path order (pickled to workers with what reaches them)."""
+        return tuple(resolve_inputs(self.input_values))
+
+    @functools.cached_property
+    def _by_path(self) -> dict[str, Storage]:
+        return {source.display_root: source for source in self.files}
 
     def limits(self) -> dict[str, Any]:
         """The job's own parameters that change answers (recorded with the input in params)."""
         return {}
 
     def params(self) -> dict[str, Any]:
-        """The input, the slicing and the limits.  The input's size and modification time are in
-        each shard's spec, and each shard records a checksum of the bytes it read
-        (``input_fingerprint``), so a changed file is never taken for the one already processed."""
-        return {"input": self.input_path, "records_per_shard": self.records_per_shard, **self.limits()}
+        """The input values (one string, or a sorted list), the slicing and the limits.  Each file's
+        size and modification time are in its shards' specs, and each shard records a checksum of
+        the bytes it read (``input_fingerprint``), so a changed file is never taken for the one
+        already processed, and only its own shards are computed again."""
+        return {"input": self.input_param, "records_per_shard": self.records_per_shard, **self.limits()}
 
     def shard_label(self, shard: Shard) -> str:
         """``s00003 lines 75001-100000`` (JSONL; the last slice ``lines 975001-end``) or
-        ``s00003 rows 1-25000`` (Parquet)."""
+        ``s00003 rows 1-25000`` (Parquet); with several files, the shard's file name follows the id
+        (``f0002-s00000 part-2.jsonl lines 1-25000``)."""
         spec = shard.spec
+        name = shard.id if len(self.files) == 1 else f"{shard.id} {spec['path'].rsplit('/', 1)[-1]}"
         if "first_line" in spec:
             last = spec["first_line"] + spec["lines"] - 1 if spec["lines"] else "end"
-            return f"{shard.id} lines {spec['first_line']}-{last}"
-        return f"{shard.id} rows {spec['start_row'] + 1}-{spec['end_row']}"
+            return f"{name} lines {spec['first_line']}-{last}"
+        return f"{name} rows {spec['start_row'] + 1}-{spec['end_row']}"
 
     def inputs(self) -> tuple:
-        return (self.input,)
+        return self.files
+
+    def source(self, shard: Shard) -> Storage:
+        """The Storage of the file a shard reads (it carries object-store credentials to workers)."""
+        return self._by_path[shard.spec["path"]]
 
     def input_fingerprint(self, shard: Shard) -> str:
-        """A checksum of the bytes the shard reads from the input (computed where the shard runs).
+        """A checksum of the bytes the shard reads from its file (computed where the shard runs).
         A shard's ``run_shard`` records the same checksum from the bytes it read (``load_slice``), so
         this reads the input only to check a committed shard."""
-        return slice_fingerprint(dict(shard.spec), self.input)
+        return slice_fingerprint(dict(shard.spec), self.source(shard))
 
     def plan(self, context: PlanContext) -> list[Shard]:
-        """One shard per slice of ``records_per_shard`` lines or rows, ids ``s00000``, ``s00001``...
-        A large JSONL input has its lines counted by the context's task map."""
-        slices = plan_slices(self.input, self.field, self.records_per_shard, context)
-        return [Shard(id=f"s{k:05d}", spec=spec) for k, spec in enumerate(slices)]
+        """One shard per slice of ``records_per_shard`` lines or rows of a file.  Ids are
+        ``s00000``, ``s00001``... for one file and ``f0000-s00000``... for several (the file's place
+        in sorted path order, then the slice's in the file), so that a file's shards keep their ids
+        when another file changes.  Large JSONL inputs have their lines counted by the context's
+        task map."""
+        slices = plan_slices(list(self.files), self.field, self.records_per_shard, context)
+        width = max(4, len(str(len(self.files) - 1)))
+        place = {source.display_root: k for k, source in enumerate(self.files)}
+        shards, counts = [], {}
+        for spec in slices:
+            k = counts[spec["path"]] = counts.get(spec["path"], -1) + 1
+            prefix = "" if len(self.files) == 1 else f"f{place[spec['path']]:0{width}d}-"
+            shards.append(Shard(id=f"{prefix}s{k:05d}", spec=spec))
+        return shards
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
         """Every record the workers read (``records`` summed over shards) is in exactly one table."""
@@ -98,22 +137,20 @@ class RecordBatchJob(Job):
 
 
 def add_batch_arguments(parser: argparse.ArgumentParser, field: str, records_per_shard: int) -> None:
-    """``--input FILE`` and ``--records-per-shard N`` for a record batch job's ``run`` command."""
-    parser.add_argument("--input", required=True, metavar="FILE", action=_Once,
-                        help=f'JSONL (one {{"id", "{field}"}} object per line) or Parquet (columns id, {field})')
+    """``--input PATH [PATH ...]`` (repeatable) and ``--records-per-shard N`` for a record batch
+    job's ``run`` command."""
+    parser.add_argument("--input", required=True, metavar="PATH", nargs="+", action="extend",
+                        help=f'the batch: JSONL files (one {{"id", "{field}"}} object per line; plain, .jsonl.gz or '
+                             f'.jsonl.zst) or Parquet files (columns id, {field}); each PATH a file, a folder, or a '
+                             "glob in quotes ('parts/*.jsonl', '**' spans folders), on a disk or a URI "
+                             "(s3://bucket/parts/); several PATHs, or --input again, add files")
     parser.add_argument("--records-per-shard", type=positive_int, default=records_per_shard, metavar="N",
                         help=f"input lines or rows per shard (default {records_per_shard:,})")
 
 
-class _Once(argparse.Action):
-    """An option that may be given once: a second ``--input`` is refused rather than silently
-    replacing the first (a run reads one file today)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if getattr(namespace, self.dest, None) is not None:
-            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): a run reads "
-                         "one file; concatenate the files into one (cat a.jsonl b.jsonl > batch.jsonl)")
-        setattr(namespace, self.dest, values)
+def _shown(value: str) -> str:
+    """An input value as params record it: a local path made absolute, a URI without credentials."""
+    return redact(value).rstrip("/") if is_uri(value) else os.path.abspath(os.path.expanduser(value))
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:

@@ -145,7 +145,7 @@ class Job:
     code_packages: tuple[str, ...] = ()
     # Tables written straight from the shard files, one shard at a time in plan order, so the driver
     # never holds all their rows: each shard's rows come in ``sort`` order, shards follow one
-    # another in that order, and ``key`` (one int64 column) is unique, which the writer checks.
+    # another in that order, and ``key`` (int64 or string columns) rises strictly, which the writer checks.
     # ``finalize`` does not see them; ``check_totals`` and ``summary`` get a ``StreamedTable``.
     streamed_tables: tuple[str, ...] = ()
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that

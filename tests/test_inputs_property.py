@@ -132,7 +132,7 @@ def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, monkeypatch, cont
     try:
         plan_slices(str(path), "grid", 1)
     except InputError as error:  # random bytes that start like gzip, zstd or UTF-16: refused as a whole
-        refusals = ("compressed: decompress it first", "is UTF-16 or UTF-32 text")
+        refusals = ("-compressed: ", "is UTF-16 or UTF-32 text")
         assert any(refusal in str(error) for refusal in refusals) and not data.startswith(b"{")
         return
     records = non_blank_lines(data)

@@ -1,11 +1,12 @@
-"""Record input: split a JSONL or Parquet file into slices (``plan_slices``), read one slice as
-``Records`` (``read_records``).
+"""Record input: split a batch of JSONL or Parquet files into slices (``plan_slices``), read one
+slice as ``Records`` (``read_records``).
 
 A record is one JSON object per line (JSONL) or one row (Parquet) with an ``id`` and a payload
 field.  Nothing here knows what a payload means: a job names the payload's Arrow type and may give
 a ``check`` that turns a raw payload into one (or rejects it, with its reason).  Every record read
 is either accepted, with its id, position and payload, or rejected with a plain reason.
 
+    dataset.py  which files a batch is: files, folders, globs, several values (``resolve_inputs``)
     plan.py     slices: planning, cutting a JSONL slice out of its byte range, fingerprints
     jsonl.py    a JSONL slice: the fast readers and the line-by-line reference (jsonl_strict.py)
     parquet.py  a Parquet slice: Arrow columns as they are, or row by row
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.inputs.jsonl import read_jsonl
 from batchenum.pipeline.inputs.parquet import read_parquet
 from batchenum.pipeline.inputs.plan import describe_input, input_storage, load_slice, plan_slices, slice_fingerprint
 from batchenum.pipeline.inputs.records import Check, Records, accounting_summary
 from batchenum.pipeline.storage import Storage
 
-__all__ = ["plan_slices", "read_records", "Records", "slice_fingerprint", "describe_input", "input_storage",
+__all__ = ["plan_slices", "read_records", "resolve_inputs", "Records", "slice_fingerprint", "describe_input", "input_storage",
            "accounting_summary"]
 
 
@@ -49,10 +51,14 @@ def read_records(spec: dict, field: str, payload_type: pa.DataType, *, check: Ch
                   one ``spec["path"]`` names, reached with this process's environment.
 
     Every non-blank line (JSONL) or row (Parquet) is one record; blank lines are skipped but keep
-    their numbers.  Raises InputError if the file changed since it was planned.
+    their numbers.  ``Records.file`` is the slice's file (``spec["path"]``).  Raises InputError if
+    the file changed since it was planned, or a compressed file does not decompress.
     """
     source = source or input_storage(spec["path"])
     loaded = load_slice(spec, source)
     if spec["format"] == "parquet":
-        return read_parquet(spec, source, field, payload_type, check, loaded.fingerprint)
-    return read_jsonl(loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint)
+        records = read_parquet(spec, source, field, payload_type, check, loaded.fingerprint)
+    else:
+        records = read_jsonl(loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint)
+    records.file = spec["path"]
+    return records

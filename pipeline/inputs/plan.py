@@ -1,24 +1,32 @@
-"""Planning: split a JSONL or Parquet input into slices, and read one slice's bytes once.
+"""Planning: split a batch of JSONL or Parquet files into slices, and read one slice's bytes once.
 
-Planning a JSONL file never parses it: newlines are counted per block (``BLOCK`` bytes), in
-parallel for a large file when the caller lends a parallel map, and slices are cut from the counts;
-each slice's reader then finds its exact cuts in the one byte range it reads (``load_slice``).
+A batch is one or more files (``dataset.resolve_inputs``: a file, a folder, a glob, or several), all
+of one format, planned in sorted path order; every slice is a piece of one file.  Planning a JSONL
+file never parses it: newlines are counted per block (``BLOCK`` bytes), in parallel for a large
+batch when the caller lends a parallel map, and slices are cut from the counts; each slice's reader
+then finds its exact cuts in the one byte range it reads (``load_slice``).  A gzip or zstd JSONL
+file cannot be cut by byte range: it is one slice, decompressed by pyarrow's codec where it is read.
 Parquet slices are row ranges.  ``slice_fingerprint`` is the checksum of the bytes a slice reads.
 
     >>> specs = plan_slices("batch.jsonl", "grid", records_per_slice=25_000)   # doctest: +SKIP
+    >>> specs = plan_slices(["parts/", "s3://b/more/*.jsonl.gz"], "grid", 25_000)   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.storage import Storage, StorageError
 
@@ -42,7 +50,7 @@ DRIVER_BYTES = 64 << 20
 STARTUP_BYTES = 4 << 30
 _COUNT_READ = 1 << 24  # bytes read at a time when counting
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark (a JSONL file may start with one)
-# Compressed files are recognised by their first bytes and refused with a message saying so.
+# Compressed files are recognised by their first bytes: gzip and zstd JSONL are read, the rest refused.
 _COMPRESSED_MAGIC = (
     (b"\x1f\x8b", "gzip", "gunzip"),
     (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
@@ -50,6 +58,8 @@ _COMPRESSED_MAGIC = (
     (b"\xfd7zXZ\x00", "xz", "unxz"),
     (b"PK\x03\x04", "zip", "unzip"),
 )
+# Compressed JSONL read through pyarrow's codecs, recognised by suffix (and checked by magic bytes).
+_CODEC_SUFFIXES = ((".gz", "gzip"), (".zst", "zstd"), (".zstd", "zstd"))
 _BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
 
 
@@ -71,43 +81,118 @@ class LoadedSlice:
 # ---------------------------------------------------------------------------------------- planning
 
 
-def plan_slices(path: str | Storage, field: str, records_per_slice: int, context: PlanContext | None = None, *,
-                block: int | None = None, task_blocks: int | None = None,
+def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, records_per_slice: int,
+                context: PlanContext | None = None, *, block: int | None = None, task_blocks: int | None = None,
                 driver_bytes: int | None = None) -> list[dict]:
-    """Split the file at ``path`` into JSON-serialisable slice specs, in file order.
+    """Split a batch into JSON-serialisable slice specs: file by file in sorted path order, each
+    file's slices in file order.
 
-    path:              a JSONL or Parquet file (Parquet is recognised by its suffix or magic bytes):
-                       a local path, a URI (``s3://bucket/batch.jsonl``) or a Storage for one.
+    inputs:            a file, a folder, a glob, or a list of them (``dataset.resolve_inputs``), as
+                       local paths or URIs (``s3://bucket/parts/``), or Storages of single files.
+                       Every file is JSONL (plain, ``.gz`` or ``.zst``) or every file is Parquet
+                       (recognised by its suffix or magic bytes).
     field:             the payload field every record should carry (checked up front for Parquet).
     records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
-    context:           the run's ``PlanContext``: a JSONL input larger than ``driver_bytes`` has its
-                       newlines counted by its ``task_map`` (larger than ``STARTUP_BYTES`` when the
-                       map must first start Ray).  None, or no task map: counted in this process,
-                       whatever the size.
+    context:           the run's ``PlanContext``: when the plain JSONL files hold more than
+                       ``driver_bytes`` in all, their newlines are counted by its ``task_map``
+                       (more than ``STARTUP_BYTES`` when the map must first start Ray).  None, or no
+                       task map: counted in this process, whatever the size.
     block, task_blocks, driver_bytes: ``BLOCK``, ``TASK_BLOCKS`` and ``DRIVER_BYTES`` unless given.
 
-    JSONL newlines are counted per block of ``block`` bytes (by tasks of ``task_blocks`` blocks each
-    for a large input), and the driver cuts the file from those counts alone: a slice spec names the
-    byte range to read and how many newlines into it the slice starts and ends, and the reader finds
-    the exact cuts.  The driver never parses, and for a large input never reads it.  Parquet slices
-    are row ranges.  The specs cover the whole file exactly once; an empty file has none.  Raises
-    InputError for a missing or unreadable file or one whose format cannot be told.
+    JSONL newlines are counted per block of ``block`` bytes (by tasks of at most ``task_blocks``
+    blocks of one file each for a large batch), and the driver cuts each file from those counts
+    alone: a slice spec names the file, the byte range to read and how many newlines into it the
+    slice starts and ends, and the reader finds the exact cuts.  The driver never parses, and for a
+    large batch never reads it.  A compressed JSONL file is one slice (``compression`` in its spec).
+    Parquet slices are row ranges.  The specs cover every file exactly once; empty files have none.
+    Raises InputError for a value that matches nothing, a file named twice, a missing or unreadable
+    file, one whose format cannot be told, and JSONL mixed with Parquet (naming a file of each).
     """
     if not isinstance(records_per_slice, int) or records_per_slice < 1:
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
-    source = input_storage(path)
-    base = describe_input(source)
-    if detect_format(source) == "parquet":
-        return [{**base, **rows} for rows in _plan_parquet(source, field, records_per_slice)]
+    files = _planned_files(resolve_inputs(inputs))
+    if _one_format(files) == "parquet":
+        return [{**file.described, **rows} for file in files for rows in _plan_parquet(file.source, field, records_per_slice)]
     block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
-    blocks = BlockRange(source, base, 0, -(-base["size"] // block), block)
-    if _driver_counts(context, base["size"], driver_bytes, startup_bytes):
-        counts = count_block_newlines(blocks)
-    else:
-        counts = np.concatenate([np.zeros(0, dtype=np.int64),
-                                 *context.task_map(count_block_newlines, blocks.split(task_blocks))])
-    ends_with_newline = base["size"] > 0 and source.read_bytes(source.root, base["size"] - 1) == b"\n"
-    return [{**base, **cut} for cut in _cut_jsonl(counts, base["size"], ends_with_newline, records_per_slice, block)]
+    plain = [file for file in files if file.compression is None]
+    counts = _count_newlines(plain, context, block, task_blocks, driver_bytes, startup_bytes)
+    specs = []
+    for file in files:
+        if file.compression is not None:
+            specs += _whole_file(file)
+            continue
+        specs += [{**file.described, **cut} for cut in _cut_jsonl(
+            counts[file.source.root], file.described["size"], file.ends_with_newline, records_per_slice, block)]
+    return specs
+
+
+@dataclass(frozen=True)
+class _PlannedFile:
+    """One input file while a batch is planned: its Storage, ``describe_input``, format, codec, and
+    for plain JSONL whether its last byte is a newline (else its last line lacks one)."""
+
+    source: Storage
+    described: dict
+    format: str
+    compression: str | None
+    ends_with_newline: bool = False
+
+
+_PLAN_THREADS = 16  # files described at once: on object storage each costs a few round trips
+
+
+def _planned_files(sources: list[Storage]) -> list[_PlannedFile]:
+    """Each file described (size, time, format, last byte), in order; several at once, since on
+    object storage each is a few requests' latency and no work."""
+    if len(sources) == 1:
+        return [_planned_file(sources[0])]
+    with ThreadPoolExecutor(min(_PLAN_THREADS, len(sources)), thread_name_prefix="plan") as pool:
+        return list(pool.map(_planned_file, sources))
+
+
+def _planned_file(source: Storage) -> _PlannedFile:
+    described = describe_input(source)
+    kind, compression = detect_format(source)
+    size = described["size"]
+    plain_jsonl = kind == "jsonl" and compression is None and size > 0
+    ends_with_newline = plain_jsonl and source.read_bytes(source.root, size - 1) == b"\n"
+    return _PlannedFile(source, described, kind, compression, ends_with_newline)
+
+
+def _one_format(files: list[_PlannedFile]) -> str | None:
+    """The batch's one format; InputError naming a file of each when JSONL and Parquet are mixed."""
+    first = {}
+    for file in files:
+        first.setdefault(file.format, file.source.display_root)
+    if len(first) > 1:
+        raise InputError(f"the input mixes JSONL ({first['jsonl']}) and Parquet ({first['parquet']}): a batch is "
+                         "all JSONL or all Parquet; run each format as its own batch (its own --out)")
+    return next(iter(first), None)
+
+
+def _count_newlines(files: list[_PlannedFile], context: PlanContext | None, block: int, task_blocks: int,
+                    driver_bytes: int, startup_bytes: int) -> dict[str, np.ndarray]:
+    """The newlines per block of each plain JSONL file, by its path: counted here, or by the
+    context's task map (tasks of at most ``task_blocks`` blocks of one file) for a large batch."""
+    ranges = [BlockRange(file.source, file.described, 0, -(-file.described["size"] // block), block) for file in files]
+    total = sum(file.described["size"] for file in files)
+    if _driver_counts(context, total, driver_bytes, startup_bytes):
+        return {blocks.source.root: count_block_newlines(blocks) for blocks in ranges}
+    parts = [part for blocks in ranges for part in blocks.split(task_blocks)]
+    counted = context.task_map(count_block_newlines, parts) if parts else []
+    by_file: dict[str, list[np.ndarray]] = {blocks.source.root: [np.zeros(0, dtype=np.int64)] for blocks in ranges}
+    for part, counts in zip(parts, counted):
+        by_file[part.source.root].append(counts)
+    return {path: np.concatenate(counts) for path, counts in by_file.items()}
+
+
+def _whole_file(file: _PlannedFile) -> list[dict]:
+    """The one slice of a compressed JSONL file (none when it is empty): its lines are known only
+    once it is decompressed, where it is read."""
+    if not file.described["size"]:
+        return []
+    return [{**file.described, "format": "jsonl", "compression": file.compression, "first_line": 1, "from": 0,
+             "skip": 0, "to": file.described["size"], "lines": None}]
 
 
 def _driver_counts(context: PlanContext | None, size: int, driver_bytes: int, startup_bytes: int) -> bool:
@@ -120,7 +205,7 @@ def _driver_counts(context: PlanContext | None, size: int, driver_bytes: int, st
 
 
 def input_storage(path: str | Storage) -> Storage:
-    """The Storage of one input file; InputError for a location that cannot be used."""
+    """The Storage of one input location; InputError for a location that cannot be used."""
     if isinstance(path, Storage):
         return path
     try:
@@ -157,29 +242,47 @@ def _stat_input(source: Storage) -> tuple[int, int]:
     return size, mtime_ns
 
 
-def detect_format(source: Storage) -> str:
-    """"parquet" or "jsonl", from the suffix, else from the first bytes; InputError for a
-    compressed file or UTF-16/32 text (whatever its name) or one whose format cannot be told."""
+def detect_format(source: Storage) -> tuple[str, str | None]:
+    """("parquet" or "jsonl", the codec of a compressed JSONL file or None), from the suffix, else
+    from the first bytes.  A gzip or zstd file is compressed JSONL when its name says so
+    (``.jsonl.gz``, ``.jsonl.zst``); InputError for one whose name does not, for any other
+    compression, for UTF-16/32 text (whatever its name) and for a file whose format cannot be told."""
     path = source.display_root
     lower = path.lower()
     head = source.read_bytes(source.root, 0, 10)
+    named = next((codec for suffix, codec in _CODEC_SUFFIXES if lower.endswith(suffix)), None)
     for magic, kind, tool in _COMPRESSED_MAGIC:
         if head.startswith(magic) and (kind != "bzip2" or _BZIP2_BLOCK.fullmatch(head[3:])):
-            raise InputError(
-                f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
-                "and pass the .jsonl or .parquet file"
-            )
+            return "jsonl", _readable_codec(path, kind, tool, named)
+    if named and head:
+        raise InputError(f"input {path} is named as {named}-compressed but is not (it does not start with the "
+                         f"{named} magic bytes): rename it without its compression suffix, or compress it")
     if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
         raise InputError(f"input {path} is UTF-16 or UTF-32 text (it starts with that byte order mark): "
                          "convert it to UTF-8, for example with iconv -t UTF-8")
     if lower.endswith(".parquet") or head[:4] == _PARQUET_MAGIC:
-        return "parquet"
-    if lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
-        return "jsonl"
+        return "parquet", None
+    if named or lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
+        return "jsonl", None
     raise InputError(
-        f"cannot tell the format of {path}: name it .jsonl (one JSON object per line) "
+        f"cannot tell the format of {path}: name it .jsonl (one JSON object per line), .jsonl.gz, .jsonl.zst "
         "or .parquet"
     )
+
+
+def _readable_codec(path: str, kind: str, tool: str, named: str | None) -> str:
+    """The codec of a compressed file that is read as compressed JSONL; InputError for another."""
+    name = path.lower().rsplit("/", 1)[-1]
+    parquet = name.endswith(".parquet") or ".parquet." in name  # Parquet compresses inside the file
+    if named == kind and not parquet:
+        return kind
+    suffix = next((suffix for suffix, codec in _CODEC_SUFFIXES if codec == kind), None)
+    if suffix is None or parquet:
+        raise InputError(f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
+                         "and pass the .jsonl or .parquet file (JSONL may also be gzip- or zstd-compressed, "
+                         "named .jsonl.gz or .jsonl.zst; Parquet compresses inside the file)")
+    raise InputError(f"input {path} is {kind}-compressed: name it .jsonl{suffix} to have it read as {kind}-compressed "
+                     f"JSONL, or decompress it first (for example with {tool})")
 
 
 def _plan_sizes(block: int | None, task_blocks: int | None,
@@ -312,13 +415,33 @@ def load_slice(spec: dict, source: Storage | None = None) -> LoadedSlice:
     source: the input's Storage (carries object-store credentials to workers); default: the one
             ``spec["path"]`` names, reached with this process's environment.
 
-    Raises InputError if the file changed since it was planned.
+    A compressed JSONL file's slice (the whole file) is decompressed here, by pyarrow's codec; its
+    fingerprint is that of the compressed bytes.  Raises InputError if the file changed since it was
+    planned, or does not decompress.
     """
     source = source or input_storage(spec["path"])
     if spec["format"] == "parquet":
         return LoadedSlice(spec, None, slice_fingerprint(spec, source))
+    if spec.get("compression"):
+        raw = _whole_file_bytes(spec, source)
+        return LoadedSlice(spec, _decompressed(raw, spec), _fingerprint(raw))
     data = _slice_bytes(spec, source)
     return LoadedSlice(spec, data, _fingerprint(data))
+
+
+def _whole_file_bytes(spec: dict, source: Storage) -> bytes:
+    """Every byte of the file (a compressed file's one slice); InputError if it changed."""
+    check_unchanged(spec, source)
+    return source.read_bytes(source.root)
+
+
+def _decompressed(raw: bytes, spec: dict) -> bytes:
+    """A compressed file's content, through pyarrow's codec (``pa.CompressedInputStream``)."""
+    try:
+        return pa.CompressedInputStream(pa.BufferReader(raw), spec["compression"]).read()
+    except Exception as error:  # a truncated or damaged stream: pyarrow raises several types
+        raise InputError(f"cannot decompress input file {spec['path']} ({spec['compression']}): {error}; "
+                         "check the file (for example with gzip -t or zstd -t)") from None
 
 
 def _slice_bytes(spec: dict, source: Storage) -> bytes:
@@ -353,13 +476,14 @@ def check_unchanged(spec: dict, source: Storage) -> None:
 
 
 def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
-    """A checksum of the bytes a slice reads: the slice's byte range of a JSONL file, or the column
+    """A checksum of the bytes a slice reads: the slice's byte range of a JSONL file (a compressed
+    file's compressed bytes), or the column
     chunks of the Parquet row groups that hold its rows.  Workers record it with each shard, and a
     rerun reuses a shard only when the fingerprint of its slice is unchanged, so content changed
     behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
     source = source or input_storage(spec["path"])
     if spec["format"] == "jsonl":
-        return _fingerprint(_slice_bytes(spec, source))
+        return _fingerprint(_whole_file_bytes(spec, source) if spec.get("compression") else _slice_bytes(spec, source))
     digest = hashlib.sha256()
     check_unchanged(spec, source)
     metadata = open_parquet(source).metadata

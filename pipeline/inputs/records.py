@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from batchenum.pipeline.arrow import from_numpy
 
-__all__ = ["Records", "Rejected", "Check", "plain_reason", "accounting_summary"]
+__all__ = ["Records", "Rejected", "Check", "plain_reason", "accounting_summary", "constant_strings"]
 
 _REASON_CHARS = 300  # reasons longer than this are cut (they never echo a whole record)
 
@@ -68,6 +68,8 @@ class Records:
     position_label: "line" or "row".
     rejected:       every other record of the slice, with its reason (``Rejected``).
     fingerprint:    the checksum of the bytes read (``slice_fingerprint``), from the same read.
+    file:           the input file the slice is part of (its path or URI): with ``positions``, each
+                    record's identity in a batch of several files.
 
     Accepted records are in input order, and so are rejected ones; ``read`` counts both.
     """
@@ -78,6 +80,7 @@ class Records:
     position_label: str
     rejected: Rejected
     fingerprint: str
+    file: str = ""
 
     def __len__(self) -> int:
         """The accepted records."""
@@ -88,8 +91,12 @@ class Records:
         """Every record of the slice: accepted and rejected."""
         return len(self.positions) + len(self.rejected)
 
+    def files(self, count: int) -> pa.Array:
+        """A string column holding ``file`` ``count`` times (built from buffers: no pandas import)."""
+        return constant_strings(self.file, count)
+
     def error_rows(self, rejected, reasons: list[str], *, read_errors: bool = True) -> dict[str, list]:
-        """The rows of an errors table {id, error, line} in input order: the records the reader
+        """The rows of an errors table {id, error, file, line} in input order: the records the reader
         rejected (unless ``read_errors`` is False), and the accepted records at indices ``rejected``
         that the job rejects, for ``reasons`` (without their position, which is prefixed here)."""
         picks = np.asarray(rejected, dtype=np.int64)
@@ -97,13 +104,12 @@ class Records:
         # (no take when nothing is rejected: it imports pyarrow.compute, 0.1 s of a first shard)
         names = self.ids.take(from_numpy(picks)).to_pylist() if len(picks) else []
         reasons = [plain_reason(f"{self.position_label} {line}: {reason}") for line, reason in zip(lines, reasons)]
-        if not read_errors or not len(self.rejected):
-            return {"id": names, "error": reasons, "line": lines}
-        lines = self.rejected.positions.tolist() + lines
-        order = sorted(range(len(lines)), key=lines.__getitem__)
-        names, reasons = self.rejected.names + names, self.rejected.reasons + reasons
-        return {"id": [names[k] for k in order], "error": [reasons[k] for k in order],
-                "line": [lines[k] for k in order]}
+        if read_errors and len(self.rejected):
+            lines = self.rejected.positions.tolist() + lines
+            order = sorted(range(len(lines)), key=lines.__getitem__)
+            names, reasons = self.rejected.names + names, self.rejected.reasons + reasons
+            names, reasons, lines = ([column[k] for k in order] for column in (names, reasons, lines))
+        return {"id": names, "error": reasons, "file": [self.file] * len(lines), "line": lines}
 
 
 class RecordsBuilder:
@@ -143,6 +149,16 @@ class RecordsBuilder:
             rejected=Rejected(np.asarray(positions, dtype=np.int64), names, reasons),
             fingerprint=fingerprint,
         )
+
+
+def constant_strings(value: str, count: int) -> pa.Array:
+    """A pyarrow string array of ``value`` repeated ``count`` times, from buffers (``pa.array``
+    would import pandas: pipeline/arrow.py)."""
+    data = value.encode()
+    if len(data) * count >= 1 << 31:  # past int32 offsets: the slow way, which says what is wrong
+        return pa.array([value] * count, type=pa.string())
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)])
 
 
 def _exactly(value: Any, arrow_type: pa.DataType, field: str) -> Any:
