@@ -147,9 +147,10 @@ def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp
     store = ShardStore(Storage.at(str(tmp_path)), Errors(), Provenance("errs", "1", {}))
     store.start_tables()
     part = {"path": "errors/part-00000.parquet", "rows": 3, "bytes": 1, "shards": ["s0"]}
-    store.add_parts("errors", [{**part, "first": 1, "last": 3}, {**part, "first": 4, "last": 9}])
-    with pytest.raises(StoreError, match=r"'errors': line = 3 in shards s0..s0 repeats or comes out of order"):
-        store.add_parts("errors", [{**part, "first": 1, "last": 3}, {**part, "first": 3, "last": 9}])
+    a, b = "a.jsonl", "b.jsonl"  # the key is (file, line): lines restart in each file
+    store.add_parts("errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (b, 1), "last": (b, 9)}])
+    with pytest.raises(StoreError, match=r"'errors': file/line = \('a.jsonl', 3\) in shards s0..s0 repeats or comes out"):
+        store.add_parts("errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (a, 3), "last": (b, 9)}])
 
 
 def test_on_s3_a_finish_killed_between_tables_is_completed_by_cleanup(s3_server, new_bucket, tmp_path):
