@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.attempt import Attempt, CodeMismatchError, run_attempt
-from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.errors import PipelineError, RunStoppedError, UsageError
 from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
 from batchenum.pipeline.store import ShardStore
@@ -262,6 +262,8 @@ class _Here:
         try:
             return run_attempt(self.job, shard, self.store, f"{socket.gethostname()} (the driver)",
                                shard.id in self.verify)
+        except RunStoppedError:
+            raise
         except Exception as error:
             raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
 
@@ -370,6 +372,8 @@ class RaySession:
                 try:
                     attempt = ray.get(ref)
                 except RayError as error:
+                    if isinstance(getattr(error, "cause", None), RunStoppedError):
+                        raise error.cause from None
                     raise ShardFailedError(_failure_message(shard, error, self.retries)) from error
                 on_done(shard, attempt)
         except BaseException:

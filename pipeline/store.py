@@ -36,7 +36,7 @@ from batchenum.pipeline import faults
 from batchenum.pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
-from batchenum.pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "plan_problem", "read_metadata", "read_verified", "recorded_metadata", "table_schema"]
@@ -101,6 +101,8 @@ def read_verified(handle: Any, schema: pa.Schema | None = None, columns: list[st
             table = parquet.read(columns=columns)
         else:
             table = parquet.read_row_groups(row_groups, columns=columns)
+    except StorageUnavailableError:  # the store, not the file: never reported as damage
+        raise
     except Exception as error:  # whatever the reader trips on, the file cannot be trusted
         raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({_reason(error)})") from None
     problem = _footer_problem(metadata, table, schema, columns, row_groups)
@@ -341,6 +343,8 @@ class ShardStore:
                         return "damaged (its footer's row counts disagree)", 0, {}
         except DamagedFileError as error:
             return str(error).removeprefix("a Parquet file is "), 0, {}
+        except StorageUnavailableError:  # the store, not the file
+            raise
         except Exception as error:  # any failure to read means the file cannot be trusted
             return f"unreadable ({type(error).__name__}: {_reason(error)})", 0, {}
         found = _decode_metadata(schema.metadata)
