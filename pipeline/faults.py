@@ -11,6 +11,8 @@ meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test 
   table and swapping it into place, so tests prove a killed finish leaves the old table whole.
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
+- ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,
+  short enough that a test sees a stopped run give its folder up and another take it over.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["KILL_SHARD", "KILL_BEFORE_SWAP", "PLAN_SIZES", "maybe_kill_worker", "maybe_kill_before_swap",
-           "plan_sizes"]
+__all__ = ["KILL_SHARD", "KILL_BEFORE_SWAP", "PLAN_SIZES", "LEASE_TIMES", "maybe_kill_worker",
+           "maybe_kill_before_swap", "plan_sizes", "lease_times"]
 
 KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
 KILL_BEFORE_SWAP = "BATCHENUM_TEST_KILL_BEFORE_SWAP"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
+LEASE_TIMES = "BATCHENUM_TEST_LEASE"
 
 
 def maybe_kill_worker(shard_id: str, folder: str) -> None:
@@ -51,3 +54,12 @@ def plan_sizes() -> list[int] | None:
     """``[block, task_blocks, driver_bytes]`` from ``PLAN_SIZES``, or None when it is not set."""
     hook = os.environ.get(PLAN_SIZES)
     return [int(value) for value in hook.split(",")] if hook else None
+
+
+def lease_times() -> tuple[float, float] | None:
+    """``(heartbeat, margin)`` from ``LEASE_TIMES``, or None when it is not set."""
+    hook = os.environ.get(LEASE_TIMES)
+    if not hook:
+        return None
+    heartbeat, margin = (float(value) for value in hook.split(","))
+    return heartbeat, margin
