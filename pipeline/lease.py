@@ -158,10 +158,15 @@ class Lease:
         """Make the lease appear whole where none exists (local disk): True if this run made it;
         False if the file system has no hard links (the claims decide then).  LeaseError when
         another run's lease appeared first."""
-        os.makedirs(self.folder.root, exist_ok=True)
         scratch = f"{self.path}{TMP_MARK}{self.record['run']}"  # a crash leaves it to remove_temporaries
-        with open(scratch, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+        try:
+            os.makedirs(self.folder.root, exist_ok=True)
+            with open(scratch, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+        except OSError as error:
+            if os.path.exists(scratch):
+                os.unlink(scratch)
+            raise self.folder.no_room(scratch, error) or error from None
         try:
             os.link(scratch, self.path)
             return True

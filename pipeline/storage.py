@@ -44,7 +44,7 @@ import pyarrow.fs as pafs
 
 from batchenum.pipeline.errors import PipelineError, RunStoppedError
 
-__all__ = ["Storage", "StorageError", "StorageUnavailableError", "TMP_MARK", "OLD_MARK", "STORAGE_TIMEOUT",
+__all__ = ["Storage", "StorageError", "StorageUnavailableError", "NoRoomError", "TMP_MARK", "OLD_MARK", "STORAGE_TIMEOUT",
            "is_uri", "redact", "transient"]
 
 T = TypeVar("T")
@@ -58,6 +58,10 @@ _BACKOFF_FIRST, _BACKOFF_MAX, _REPORT_EVERY = 0.5, 15.0, 30.0
 # How pyarrow (the AWS SDK) words an error worth retrying: the network, throttling, the server's 5xx.
 _TRANSIENT_S3 = re.compile(r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|SERVICE_UNAVAILABLE|INTERNAL_FAILURE"
                            r"|REQUEST_TIMEOUT|REQUEST_LIMIT_EXCEEDED)|HTTP status (5\d\d|429)|curlCode: \d+")
+# Why a write cannot succeed however often it is tried: the place itself takes nothing more.
+_NO_ROOM = {errno.ENOSPC: "no space is left on its device", errno.EDQUOT: "its disk quota is exceeded",
+            errno.EROFS: "its file system is read-only", errno.EACCES: "permission to write there is denied"}
+_ERRNO_TEXT = re.compile(r"[Ee]rrno (\d+)")
 _TRANSIENT_ERRNO = {errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EHOSTUNREACH,
                     errno.ENETUNREACH, errno.ENETDOWN, errno.EPIPE}
 
@@ -76,6 +80,22 @@ class StorageError(PipelineError):
 
 class StorageUnavailableError(StorageError, RunStoppedError):
     """A store that stayed unreachable (or kept failing transiently) for longer than its timeout."""
+
+
+class NoRoomError(StorageError, RunStoppedError):
+    """The output location takes no more: its device is full, its quota used, it is read-only."""
+
+
+def _no_room(error: BaseException) -> str | None:
+    """Why ``error`` says the place takes no more writes (full, read-only, ...), or None.  pyarrow
+    words the errno into its message without setting ``errno``."""
+    if not isinstance(error, OSError):
+        return None
+    code = error.errno
+    if code is None:
+        found = _ERRNO_TEXT.search(str(error))
+        code = int(found.group(1)) if found else None
+    return _NO_ROOM.get(code)
 
 
 def transient(error: BaseException) -> bool:
@@ -285,7 +305,27 @@ class Storage:
     def write_atomic(self, path: str, write: Callable[[str], None]) -> None:
         """Commit a file: ``write(local_path)`` writes it in full to a local temporary path, which
         then becomes ``path`` at once (rename on a disk, one upload on an object store), once
-        ``guard`` allows it."""
+        ``guard`` allows it.  NoRoomError when the place is full or read-only."""
+        try:
+            self._write_atomic(path, write)
+        except OSError as error:
+            raise self.no_room(path, error) or error from None
+
+    def no_room(self, path: str, error: BaseException) -> NoRoomError | None:
+        """The one message for a write into this place that failed because it takes no more (full,
+        read-only), naming it, the file and what to do; None for any other failure."""
+        reason = _no_room(error)
+        if reason is None:
+            return None
+        full = NoRoomError(f"--out: {self.display_root} takes no more ({reason}), so {self.uri(path)} could not be "
+                           "written. Every shard committed before is kept (`batchenum status` counts them) and every "
+                           "table that was there before is whole and unchanged. Free some space (or make the place "
+                           "writable, or give another --out), then run the same command again: it reuses the "
+                           "committed shards")
+        full.reason = reason
+        return full
+
+    def _write_atomic(self, path: str, write: Callable[[str], None]) -> None:
         if self.local:
             _write_local_atomic(path, write, self._check_guard)
             return
@@ -345,13 +385,16 @@ class Storage:
         by ``restore_folder`` at the next run."""
         self._check_guard()
         parent = os.path.dirname(final)
-        if not os.path.exists(final):
-            os.rename(staging, final)
-        elif _exchange(staging, final):
-            shutil.rmtree(staging)  # it now holds the former folder
-        else:
-            _replace_by_renames(staging, final)
-        _fsync_dir(parent)
+        try:
+            if not os.path.exists(final):
+                os.rename(staging, final)
+            elif _exchange(staging, final):
+                shutil.rmtree(staging)  # it now holds the former folder
+            else:
+                _replace_by_renames(staging, final)
+            _fsync_dir(parent)
+        except OSError as error:
+            raise self.no_room(final, error) or error from None
 
     def restore_folder(self, final: str) -> bool:
         """Put back a folder that the fallback of ``replace_folder`` moved aside, when a crash came
@@ -376,9 +419,16 @@ class Storage:
             self.retrying("creating", self.root, lambda: self.fs.create_dir(self.root, recursive=True))
             self.write_text(probe, "probe")
             self.delete_file(probe)
+        except NoRoomError as error:
+            raise StorageError(f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it "
+                               "writable, or give another --out") from None
         except StorageError:
             raise
         except Exception as error:
+            reason = _no_room(error)
+            if reason:
+                raise StorageError(f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
+                                   "space, or make it writable, or give another --out") from None
             raise StorageError(f"cannot write to {self.display_root}: {_plain(error)}") from None
 
 
