@@ -45,7 +45,7 @@ import pyarrow.fs as pafs
 from batchenum.pipeline.errors import PipelineError, RunStoppedError
 
 __all__ = ["Storage", "StorageError", "StorageUnavailableError", "NoRoomError", "TMP_MARK", "OLD_MARK", "STORAGE_TIMEOUT",
-           "is_uri", "redact", "transient"]
+           "is_uri", "redact", "scratch_folder", "transient"]
 
 T = TypeVar("T")
 LOGGER = logging.getLogger("batchenum.storage")
@@ -329,7 +329,7 @@ class Storage:
         if self.local:
             _write_local_atomic(path, write, self._check_guard)
             return
-        scratch = tempfile.mkdtemp(prefix="batchenum-upload-")
+        scratch = scratch_folder("upload")
         try:
             local = os.path.join(scratch, "file")
             write(local)
@@ -430,6 +430,43 @@ class Storage:
                 raise StorageError(f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
                                    "space, or make it writable, or give another --out") from None
             raise StorageError(f"cannot write to {self.display_root}: {_plain(error)}") from None
+
+
+_SWEPT: set[tuple[str, str]] = set()  # (kind, folder) whose stale scratch this process removed
+
+
+def scratch_folder(kind: str, root: str | None = None) -> str:
+    """A new temporary folder ``batchenum-<kind>-<pid>-XXXXXXXX`` in ``root`` (default: the system's
+    temporary folder).  A killed run cannot remove its own, so the first call in a process removes
+    those whose process is gone (names without a pid, as older versions made them, are left alone)."""
+    root = root or tempfile.gettempdir()
+    if (kind, root) not in _SWEPT:
+        _SWEPT.add((kind, root))
+        _remove_stale_scratch(kind, root)
+    return tempfile.mkdtemp(prefix=f"batchenum-{kind}-{os.getpid()}-", dir=root)
+
+
+def _remove_stale_scratch(kind: str, root: str) -> None:
+    pattern = re.compile(rf"batchenum-{re.escape(kind)}-(\d+)-\w+")
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        found = pattern.fullmatch(name)
+        if found and not _alive(int(found.group(1))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (in this pid namespace)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 class RetryingInput:
