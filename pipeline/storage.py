@@ -503,6 +503,17 @@ class RetryingInput:
         self._position += len(data)
         return data
 
+    def readinto(self, buffer: Any) -> int:
+        position = self._position
+
+        def read(handle: Any) -> int:
+            handle.seek(position)
+            return handle.readinto(buffer)
+
+        got = self._reading(read)
+        self._position += got
+        return got
+
     def read_at(self, size: int, offset: int) -> bytes:
         return self._reading(lambda handle: handle.read_at(size, offset))
 
