@@ -20,7 +20,7 @@ from test_object_storage import read_s3, s3_fs
 
 pytestmark = pytest.mark.slow
 
-RECORDS, PER_SHARD = 40_000, 200
+RECORDS, PER_SHARD = 20_000, 200
 
 
 def test_ten_kills_and_three_outages_during_one_batch_on_s3_end_as_a_clean_serial_run(s3_server, new_bucket,
