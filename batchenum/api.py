@@ -14,7 +14,7 @@ from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
-from batchenum.pipeline.storage import Storage
+from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage
 
 __all__ = ["run", "Result", "Table", "job_names"]
 
@@ -105,7 +105,7 @@ def job_names() -> list[str]:
 
 def run(job: str | Job, *, out: str = "results", workers: int | None = None, address: str | None = None,
         serial: bool = False, overwrite: bool = False, retries: int = TASK_MAX_RETRIES, quiet: bool = True,
-        **params: Any) -> Result:
+        storage_timeout: float = STORAGE_TIMEOUT, **params: Any) -> Result:
     """Run ``job`` (a name from ``job_names()``, or a ``pipeline.job.Job``) and return its ``Result``.
 
     params:   the job's own parameters, as the CLI's options with underscores: palago ``max_n``,
@@ -116,7 +116,8 @@ def run(job: str | Job, *, out: str = "results", workers: int | None = None, add
               DataFrame or Arrow table with the columns ``id`` and the payload (``grid``,
               ``doors``), which is first written to ``OUT/_inputs/`` as Parquet, named by its
               content (so a rerun reuses its shards).
-    out, workers, address, serial, overwrite, retries: as the CLI's options of the same names.
+    out, workers, address, serial, overwrite, retries, storage_timeout: as the CLI's options of the
+              same names.
     quiet:    no progress (progress goes to the ``batchenum`` logger otherwise).
 
     >>> import batchenum
@@ -131,7 +132,7 @@ def run(job: str | Job, *, out: str = "results", workers: int | None = None, add
     """
     instance = _job(job, params, out)
     options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, overwrite=overwrite,
-                         retries=retries)
+                         retries=retries, storage_timeout=storage_timeout)
     done = run_job(instance, options, Progress(instance.name, quiet=quiet))
     tables = {name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
               for name, table in done.tables.items()}

@@ -24,9 +24,9 @@ from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
-from batchenum.pipeline.storage import Storage, is_uri
+from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, is_uri
 
-__all__ = ["JobCommand", "Command", "main", "positive_int", "non_negative_int", "probability"]
+__all__ = ["JobCommand", "Command", "main", "positive_int", "non_negative_int", "positive_seconds", "probability"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,17 @@ def _int_at_least(text: str, low: int) -> int:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return value
+
+
 def probability(text: str) -> float:
     """argparse type: a number between 0 and 1."""
     try:
@@ -98,6 +109,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--retries", type=non_negative_int, default=TASK_MAX_RETRIES, metavar="R",
                        help="times a shard (or a planning task) is run again when its worker process or its "
                             f"node dies (default {TASK_MAX_RETRIES}); an exception in the shard is never retried")
+    group.add_argument("--storage-timeout", type=positive_seconds, default=STORAGE_TIMEOUT, metavar="SECONDS",
+                       help="how long the output store may stay unreachable (refused or dropped connections, "
+                            "timeouts, throttling, 5xx answers) before the run gives up; every operation is "
+                            f"retried with backoff meanwhile (default {STORAGE_TIMEOUT:g}). Committed shards are "
+                            "kept either way")
     group.add_argument("--overwrite", action="store_true",
                        help="replace tables that a run with other input or parameters left in DIR/JOB "
                             "(without it such a run is refused, so nothing is replaced silently)")
@@ -156,7 +172,8 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
     _refuse_relative_out_under_job_submit(args.out)
     job = job_command.build(args)
     options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
-                         head_start=args.head_start, overwrite=args.overwrite, retries=args.retries)
+                         head_start=args.head_start, overwrite=args.overwrite, retries=args.retries,
+                         storage_timeout=args.storage_timeout)
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
     summary = job.summary(result.tables, result.totals)
     if args.json:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["PipelineError", "InputError", "UsageError"]
+__all__ = ["PipelineError", "InputError", "UsageError", "RunStoppedError"]
 
 
 class PipelineError(Exception):
     """Root of every error the pipeline raises on purpose."""
+
+
+class RunStoppedError(PipelineError):
+    """Not one shard's failure: the run as a whole cannot go on (its store stayed unreachable, it
+    lost its folder to another run).  Reported as it is, not as the failure of the shard that met it."""
 
 
 class InputError(PipelineError):

@@ -19,7 +19,7 @@ from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
-from batchenum.pipeline.storage import Storage, StorageError
+from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, StorageError
 from batchenum.pipeline.store import (OTHER_PARAMETERS, PartTask, Provenance, ShardStore, complete_commit, part_groups,
                                       write_part)
 
@@ -38,6 +38,7 @@ class RunOptions:
     window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
     overwrite: bool = False  # replace final tables that another run (other input or parameters) made
     retries: int = TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
+    storage_timeout: float = STORAGE_TIMEOUT  # seconds the store may stay unreachable (storage.py)
 
     def execution(self) -> ExecutorOptions:
         return ExecutorOptions(self.address, self.workers, self.serial, self.head_start, self.window, self.retries)
@@ -60,7 +61,7 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     started = time.monotonic()
     params = job.params()
     json.dumps(params)  # provenance must be JSON: fail early, not in a worker
-    store = ShardStore(_output_storage(options.out_dir), job, Provenance(job.name, code_version(job), params))
+    store = ShardStore(_output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params))
     with Lease(store.storage, say=progress.stage):  # one run per job folder; cleanup is then safe
         _refuse_to_replace_other_results(store, options.overwrite)
         removed = store.remove_temporaries()
@@ -156,10 +157,10 @@ def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None
         "Give another --out to keep both, or --overwrite to replace them.")
 
 
-def _output_storage(location: str) -> Storage:
+def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
     """The --out location, checked writable before anything is computed."""
     try:
-        out = Storage.at(location)
+        out = Storage.at(location, timeout)
         out.check_writable()
     except StorageError as error:
         raise PipelineError(f"--out: {error}") from None

@@ -12,6 +12,8 @@ meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test 
   committed together (store.py: the manifest, then the moves, completed by the next run).
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
+- ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,
+  short enough that a test sees a stopped run give its folder up and another take it over.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "PLAN_SIZES", "maybe_kill_worker", "maybe_kill_between_tables",
-           "plan_sizes"]
+__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "PLAN_SIZES", "LEASE_TIMES", "maybe_kill_worker",
+           "maybe_kill_between_tables", "plan_sizes", "lease_times"]
 
 KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
 KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
+LEASE_TIMES = "BATCHENUM_TEST_LEASE"
 
 
 def maybe_kill_worker(shard_id: str, folder: str) -> None:
@@ -52,3 +55,12 @@ def plan_sizes() -> list[int] | None:
     """``[block, task_blocks, driver_bytes]`` from ``PLAN_SIZES``, or None when it is not set."""
     hook = os.environ.get(PLAN_SIZES)
     return [int(value) for value in hook.split(",")] if hook else None
+
+
+def lease_times() -> tuple[float, float] | None:
+    """``(heartbeat, margin)`` from ``LEASE_TIMES``, or None when it is not set."""
+    hook = os.environ.get(LEASE_TIMES)
+    if not hook:
+        return None
+    heartbeat, margin = (float(value) for value in hook.split(","))
+    return heartbeat, margin

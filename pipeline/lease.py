@@ -1,130 +1,282 @@
-"""One run per job folder at a time: a lease file (``_lease.json``) that the running driver renews.
+"""One run per job folder at a time: a lease file (``_lease.json``) that the running driver renews,
+and a fence that every commit into the folder passes.
 
 A second run into the same folder refuses, naming the first (host, pid, start time).  A lease left
-by a dead run is taken over: on the same host when its pid is gone, anywhere when its heartbeat is
-older than ``STALE_AFTER``.  The lease is an ordinary file written whole (storage.py), so it works
-on object storage too.  On a local disk a new lease appears by a hard link, which fails when the
-file exists, so of two runs starting in the same instant exactly one gets it; on object storage,
-and when taking over a dead run's lease, the runs are told apart by writing, waiting a moment and
-reading back.
+by a dead run is taken over: on the same host when its pid is gone (a live process on this host is
+never taken over, however long it has been stopped), on another host when its heartbeat is older
+than the ``stale_after`` the lease records.
+
+The periods follow the holder's storage timeout, so that a store unreachable for less than that
+costs only the wait: the holder keeps the folder while its last renewal is less than ``valid_for``
+old (the storage timeout plus two heartbeats), and others may take it over only ``MARGIN`` seconds
+after that (``stale_after``).  With the default timeout of 180 s: 200 s and 230 s.
+
+Winning never depends on timing.  On a local disk a new lease appears by a hard link, which fails
+when the file exists.  Otherwise (object storage, or taking over a dead run's lease) each candidate
+writes a claim of its own (``_lease.json.tmp-claim-<run>``), then lists the claims: it goes on only
+if its claim is the only one, else it withdraws and tries again after a random pause.  A claim is
+written before the listing that follows it, and the winner writes the lease before it withdraws its
+claim, so of two candidates at least one sees the other, whatever the latency (object stores list
+what was written before: S3 and GCS are strongly consistent).
+
+A run that has not renewed its lease for ``valid_for`` seconds (the store unreachable, the process
+stopped) gives the folder up before anyone may take it: the fence refuses its commits from then on.
+The fence (``LeaseFence``) runs before every file is committed into the folder, in the driver and in
+Ray workers alike: the lease must still name this run and have been renewed within ``valid_for``.  A writer frozen past a takeover and then resumed therefore
+commits nothing into the new owner's folder, and never renews over the new owner's lease.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 
-from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline import faults
+from batchenum.pipeline.errors import PipelineError, RunStoppedError
+from batchenum.pipeline.storage import TMP_MARK, Storage, StorageError
 
-__all__ = ["Lease", "LeaseError", "LEASE_FILE", "STALE_AFTER", "dead_reason", "lease_problem"]
+__all__ = ["Lease", "LeaseError", "LeaseLostError", "LeaseFence", "LEASE_FILE", "STALE_AFTER", "dead_reason",
+           "lease_problem", "stale_after"]
 
 LEASE_FILE = "_lease.json"
-HEARTBEAT = 10.0  # seconds between renewals
-STALE_AFTER = 120.0  # a lease not renewed for this long belongs to a dead run
-_SETTLE = 0.2  # seconds between writing a new lease and reading it back
+# Seconds between renewals, and between a holder giving its folder up and others taking it (tests
+# shorten both).  STALE_AFTER: for a lease that does not record its own (older runs).
+HEARTBEAT, MARGIN = faults.lease_times() or (10.0, 30.0)
+STALE_AFTER = 120.0
+CLAIM_MARK = f"{LEASE_FILE}{TMP_MARK}claim-"
+_CLAIM_ROUNDS = 6  # tries of the claim protocol before refusing (each ends with a random pause)
+_CLAIM_TTL = 60.0  # a claim older than this is a crashed candidate's, ignored (and a round must be quicker)
+_RELEASE_TIMEOUT = 10.0  # seconds the lease's release may wait for an unreachable store
 
 
 class LeaseError(PipelineError):
     """Another live run holds the job folder."""
 
 
+class LeaseLostError(LeaseError, RunStoppedError):
+    """This run no longer holds the job folder (taken over, or not renewed in time): it must stop
+    committing there."""
+
+
+@dataclass(frozen=True)
+class LeaseFence:
+    """The check every commit into a job folder passes (``Storage.guard``), picklable into Ray
+    workers: the folder's lease still names ``run`` and was renewed less than ``valid_for`` ago."""
+
+    path: str
+    run: str
+    folder: str  # the job folder, as people type it
+    valid_for: float
+
+    def __call__(self, storage: Storage) -> None:
+        try:
+            lease = json.loads(storage.read_bytes(self.path))
+        except FileNotFoundError:
+            lease = None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            lease = {}
+        if not isinstance(lease, dict) or lease.get("run") != self.run:
+            other = f" by another run ({_describe(lease)})" if isinstance(lease, dict) and lease else ""
+            raise LeaseLostError(f"this run no longer holds {self.folder}: its lease was taken over{other}, so it "
+                                 "commits nothing more there. Committed shards are kept: see `batchenum status`, and "
+                                 "run the same command again once no other run writes there.")
+        beat = lease.get("heartbeat_at")
+        age = time.time() - beat if isinstance(beat, (int, float)) else float("inf")
+        if age > self.valid_for:
+            raise _not_renewed(self.folder, age)
+
+
+def _not_renewed(folder: str, age: float) -> LeaseLostError:
+    return LeaseLostError(f"this run could not renew its lease on {folder} for {age:.0f} s (the store unreachable, "
+                          "or the process stopped): it commits nothing more, since another run may take the folder "
+                          "over now. Committed shards are kept: run the same command again.")
+
+
 class Lease:
-    """Hold ``<folder>/_lease.json`` while a run writes there (a context manager)."""
+    """Hold ``<folder>/_lease.json`` while a run writes there (a context manager).  While held,
+    ``folder.guard`` is the lease's fence, so every commit through ``folder`` checks it."""
 
     def __init__(self, folder: Storage, say=print):
         self.folder = folder
+        self.store = folder.copy(guard=None)  # the lease's own files pass no fence
         self.path = folder.join(LEASE_FILE)
         self.say = say
+        self.valid_for = folder.timeout + 2 * HEARTBEAT
         self.record = {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started_at": round(time.time(), 3)}
+                       "started_at": round(time.time(), 3), "stale_after": round(self.valid_for + MARGIN, 3)}
+        self.renewed = time.monotonic()  # when the lease was last written
+        self.lost: str | None = None  # why this run gave the folder up, once it has
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "Lease":
         current = self._read()
-        if current and current.get("run") != self.record["run"]:
-            dead = dead_reason(current)
-            if dead is None:
-                raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}. "
-                                 "Wait for it to finish (or stop it), or give another --out.")
-            self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
-        created = self._create_exclusively() if current is None and self.folder.local else None
-        if created is None:  # not possible here: write, let a simultaneous writer finish, read back
-            self._write()
-            time.sleep(_SETTLE)
-        winner = self.record if created else self._read()
-        if not winner or winner.get("run") != self.record["run"]:
-            raise LeaseError(f"another run started writing to {self.folder.display_root} at the same moment: "
-                             f"{_describe(winner or {})}. Wait for it to finish, or give another --out.")
+        if current is not None:
+            self._refuse_if_alive(current)
+        if not (current is None and self.folder.local and self._create_exclusively()):
+            self._claim()
+        self.renewed = time.monotonic()
+        self.folder.guard = LeaseFence(self.path, self.record["run"], self.folder.display_root, self.valid_for)
         self._thread = threading.Thread(target=self._renew, name="batchenum-lease", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
+        self.folder.guard = None
         if self._thread is not None:
             self._thread.join(timeout=5)
-        current = self._read(check=False)
-        if current and current.get("run") == self.record["run"]:
-            self.folder.delete_file(self.path)
+        try:  # an unreachable store must not hold the exit for long: the lease then goes stale
+            quick = self.store.copy(timeout=_RELEASE_TIMEOUT)
+            current = _read_lease(quick, self.path, check=False)
+            if current and current.get("run") == self.record["run"]:
+                quick.delete_file(self.path)
+        except (StorageError, OSError):
+            pass
 
-    def _renew(self) -> None:
-        while not self._stop.wait(HEARTBEAT):
-            try:
-                self._write()
-            except Exception:  # a missed heartbeat only shortens the lease; the run goes on
-                pass
+    def _refuse_if_alive(self, current: dict) -> None:
+        if current.get("run") == self.record["run"]:
+            return
+        dead = dead_reason(current)
+        if dead is None:
+            beat = time.time() - current["heartbeat_at"]
+            stopped = (f" (no heartbeat for {beat:.0f} s: it may be stopped; `kill -CONT {current['pid']}` resumes it, "
+                       "and it then gives the folder up by itself)" if beat > stale_after(current) else "")
+            raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}{stopped}. "
+                             "Wait for it to finish (or stop it), or give another --out.")
+        self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
 
-    def _create_exclusively(self) -> bool | None:
-        """Make the lease appear whole where none exists (local disk): True if this run made it,
-        False if another run's appeared first, None if the file system has no hard links."""
-        os.makedirs(self.folder.root, exist_ok=True)
+    # ------------------------------------------------------------------------------ winning it
+
+    def _create_exclusively(self) -> bool:
+        """Make the lease appear whole where none exists (local disk): True if this run made it;
+        False if the file system has no hard links (the claims decide then).  LeaseError when
+        another run's lease appeared first."""
         scratch = f"{self.path}{TMP_MARK}{self.record['run']}"  # a crash leaves it to remove_temporaries
-        with open(scratch, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+        try:
+            os.makedirs(self.folder.root, exist_ok=True)
+            with open(scratch, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+        except OSError as error:
+            if os.path.exists(scratch):
+                os.unlink(scratch)
+            raise self.folder.no_room(scratch, error) or error from None
         try:
             os.link(scratch, self.path)
             return True
         except FileExistsError:
-            return False
+            raise self._beaten(self._read(check=False)) from None
         except OSError:
-            return None
+            return False
         finally:
             os.unlink(scratch)
 
-    def _write(self) -> None:
-        self.folder.write_text(self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+    def _claim(self) -> None:
+        """Win the folder by the claims protocol (module docstring), then write the lease."""
+        claim = self.folder.join(f"{CLAIM_MARK}{self.record['run']}")
+        for _ in range(_CLAIM_ROUNDS):
+            started = time.monotonic()
+            self.store.write_text(claim, json.dumps({**self.record, "claimed_at": round(time.time(), 3)}))
+            try:
+                rivals = self._live_claims(claim)
+                if rivals is None and time.monotonic() - started < _CLAIM_TTL / 2:
+                    current = self._read()  # after the listing: a winner wrote its lease before it withdrew
+                    if current is not None:
+                        self._refuse_if_alive(current)
+                    self._write()
+                    return
+            finally:
+                self.store.delete_file(claim)
+            time.sleep(random.uniform(0.1, 1.0))  # both withdraw; random pauses part them
+        raise self._beaten(self._read(check=False))
+
+    def _live_claims(self, mine: str) -> list[str] | None:
+        """The other candidates' claims in place now (None when there is none and ours is there);
+        claims older than ``_CLAIM_TTL`` are crashed candidates' and are removed."""
+        claims = [path for path in self.store.list_files(self.folder.root, recursive=False)
+                  if os.path.basename(path).startswith(CLAIM_MARK)]
+        if mine not in claims:
+            return []  # ours is gone (removed as debris by another): not a win
+        rivals = []
+        for path in claims:
+            if path == mine:
+                continue
+            try:
+                claimed = json.loads(self.store.read_bytes(path)).get("claimed_at")
+            except (FileNotFoundError, ValueError, UnicodeDecodeError, AttributeError):
+                continue  # withdrawn meanwhile, or not a claim
+            if isinstance(claimed, (int, float)) and time.time() - claimed > _CLAIM_TTL:
+                self.store.delete_file(path)
+                continue
+            rivals.append(path)
+        return rivals or None
+
+    def _beaten(self, winner: dict | None) -> LeaseError:
+        return LeaseError(f"another run started writing to {self.folder.display_root} at the same moment: "
+                          f"{_describe(winner or {})}. Wait for it to finish, or give another --out.")
+
+    # ------------------------------------------------------------------------------ keeping it
+
+    def _renew(self) -> None:
+        """Every ``HEARTBEAT``: renew the lease if it still names this run and was renewed within
+        ``VALID_FOR``; otherwise give the folder up (the fence then refuses every commit)."""
+        renewing = self.store.copy(timeout=HEARTBEAT)  # a slow store delays one heartbeat, not all
+        while not self._stop.wait(HEARTBEAT):
+            age = time.monotonic() - self.renewed
+            if age > self.valid_for:
+                self._give_up(str(_not_renewed(self.folder.display_root, age)))
+                return
+            try:
+                current = _read_lease(renewing, self.path, check=False)
+                if not current or current.get("run") != self.record["run"]:
+                    self._give_up(f"the lease on {self.folder.display_root} was taken over "
+                                  f"({_describe(current or {})}): this run commits nothing more there")
+                    return
+                if time.monotonic() - self.renewed <= self.valid_for:  # the read may have waited
+                    self._write(renewing)
+                    self.renewed = time.monotonic()
+            except (StorageError, OSError):
+                continue  # the store did not answer within a heartbeat: the next one tries again
+
+    def _give_up(self, why: str) -> None:
+        self.lost = why
+        self.say(why)
+
+    def _write(self, storage: Storage | None = None) -> None:
+        (storage or self.store).write_text(self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
 
     def _read(self, check: bool = True) -> dict | None:
-        """The lease now in place (None when there is none).  LeaseError when the file is not a
-        lease that a run of ours wrote (``check``; otherwise such a file reads as None)."""
-        try:
-            if not self.folder.exists(self.path):
-                return None
-            if not self.folder.is_file(self.path):
-                problem: str | None = "it is not a file"
-            else:
-                record = json.loads(self.folder.read_bytes(self.path))
-                problem = lease_problem(record)
-        except FileNotFoundError:  # removed between the two looks: its run has just ended
-            return None
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            problem = "it is not JSON"
-        if problem is None:
-            return record
-        if not check:
-            return None
-        raise self._damaged(problem)
+        return _read_lease(self.store, self.path, check)
 
-    def _damaged(self, problem: str) -> LeaseError:
-        return LeaseError(f"{self.folder.uri(self.path)} is damaged or foreign ({problem}): it is not a lease a run of "
-                          f"batchenum wrote, so whether a run is writing to {self.folder.display_root} is unknown. If "
-                          "no run is writing there, remove that file and run the same command again.")
+
+def _read_lease(storage: Storage, path: str, check: bool = True) -> dict | None:
+    """The lease now in place (None when there is none).  LeaseError when the file is not a lease
+    that a run of ours wrote (``check``; otherwise such a file reads as None)."""
+    try:
+        if not storage.exists(path):
+            return None
+        if not storage.is_file(path):
+            problem: str | None = "it is not a file"
+        else:
+            record = json.loads(storage.read_bytes(path))
+            problem = lease_problem(record)
+    except FileNotFoundError:  # removed between the two looks: its run has just ended
+        return None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        problem = "it is not JSON"
+    if problem is None:
+        return record
+    if not check:
+        return None
+    raise LeaseError(f"{storage.uri(path)} is damaged or foreign ({problem}): it is not a lease a run of batchenum "
+                     f"wrote, so whether a run is writing to {storage.display_root} is unknown. If no run is writing "
+                     "there, remove that file and run the same command again.")
 
 
 def lease_problem(lease: object) -> str | None:
@@ -140,7 +292,16 @@ def lease_problem(lease: object) -> str | None:
             return f"its pid is {value}"
         if key.endswith("_at") and not 0 <= value < 1e11:  # seconds since 1970, before the year 5000
             return f"its {key} is {value}"
+    value = lease.get("stale_after", STALE_AFTER)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e9:
+        return f"its stale_after is {json.dumps(value)[:40]}"
     return None
+
+
+def stale_after(lease: dict) -> float:
+    """Seconds without a heartbeat after which ``lease`` (one ``lease_problem`` accepts) belongs to a
+    dead run: what its run recorded, for leases that record it."""
+    return float(lease.get("stale_after", STALE_AFTER))
 
 
 def dead_reason(lease: dict) -> str | None:
@@ -154,7 +315,9 @@ def dead_reason(lease: dict) -> str | None:
             return "its process is gone"
         except (PermissionError, OverflowError):
             pass
-    if age > STALE_AFTER:
+        else:  # alive here (perhaps stopped): never taken over; it gives the folder up by itself
+            return None
+    if age > stale_after(lease):
         return f"no heartbeat for {age:.0f} s"
     return None
 

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from batchenum.pipeline.storage import scratch_folder
+
 __all__ = ["LocalRay", "LocalRayError", "process_tree"]
 
 _PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--metrics-export-port",
@@ -57,7 +59,7 @@ class LocalRay:
         thread that spawned it.  A failure here (no temporary folder, say) is raised by
         ``address()``, like one of ``ray start`` itself."""
         try:
-            self._folder = tempfile.mkdtemp(prefix="batchenum-ray-", dir=_temp_root())
+            self._folder = scratch_folder("ray", _temp_root())  # removes those killed runs left
             self._log = open(os.path.join(self._folder, "ray-start.log"), "w+b")
             command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                        "--num-cpus", str(self.cpus), "--temp-dir", self._folder, "--node-ip-address", "127.0.0.1",

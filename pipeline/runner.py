@@ -18,10 +18,12 @@ finish first never connects.  A shard's files are the same wherever it ran.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -33,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.attempt import Attempt, CodeMismatchError, run_attempt
-from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.errors import PipelineError, RunStoppedError, UsageError
 from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
 from batchenum.pipeline.store import ShardStore
@@ -262,6 +264,8 @@ class _Here:
         try:
             return run_attempt(self.job, shard, self.store, f"{socket.gethostname()} (the driver)",
                                shard.id in self.verify)
+        except RunStoppedError:
+            raise
         except Exception as error:
             raise ShardFailedError(f"shard {shard.id} failed: {type(error).__name__}: {error}") from error
 
@@ -324,7 +328,8 @@ class RaySession:
         import ray
 
         try:
-            ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
+            with _our_signal_handlers():
+                ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
         except Exception as error:
             raise ClusterError(f"could not connect to the local Ray at {address}: "
                                f"{type(error).__name__}: {error}") from error
@@ -339,7 +344,8 @@ class RaySession:
             raise UsageError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
         _check_reachable(self.address)
         try:
-            ray.init(address=self.address, logging_level="WARNING")
+            with _our_signal_handlers():
+                ray.init(address=self.address, logging_level="WARNING")
         except Exception as error:
             raise ClusterError(_explain_connect_failure(self.address, error)) from error
         return f"the Ray cluster at {self.address}"
@@ -370,6 +376,8 @@ class RaySession:
                 try:
                     attempt = ray.get(ref)
                 except RayError as error:
+                    if isinstance(getattr(error, "cause", None), RunStoppedError):
+                        raise error.cause from None
                     raise ShardFailedError(_failure_message(shard, error, self.retries)) from error
                 on_done(shard, attempt)
         except BaseException:
@@ -439,6 +447,21 @@ class RaySession:
         if self._stopping is not None:
             self._stopping.join()
             self._stopping = None
+
+
+@contextlib.contextmanager
+def _our_signal_handlers() -> Iterator[None]:
+    """Put back the SIGTERM and SIGINT handlers in place before ``ray.init``, which installs its own
+    (a fatal-signal stack dump, then ``sys.exit``): a stopped run then says our one message
+    (pipeline/cli.py), not Ray's dump."""
+    main = threading.current_thread() is threading.main_thread()
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            if handler is not None:
+                signal.signal(signum, handler)
 
 
 def _stop_private(connected: bool, local: LocalRay) -> None:

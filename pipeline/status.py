@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchenum.pipeline.lease import LEASE_FILE, STALE_AFTER, dead_reason, lease_problem
+from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.storage import TMP_MARK, Storage
 from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, DamagedFileError,
                                       manifest_problem, plan_problem, read_metadata, read_verified)
@@ -319,7 +319,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
     if lease:
         beat = now - float(lease["heartbeat_at"])
         running = {"host": lease.get("host"), "pid": lease.get("pid"), "heartbeat_seconds_ago": round(beat, 1),
-                   "stale": beat > STALE_AFTER, "alive": status.dead is None, "dead": status.dead}
+                   "stale": beat > stale_after(lease), "alive": status.dead is None, "dead": status.dead}
     plan = status.plan or {}
     return {
         "name": status.name,

@@ -12,6 +12,14 @@ renamed onto its final path; an object store has no rename, but an object appear
 all, so a file is written locally first and then uploaded once under its final key.  Either way a
 killed writer never leaves a partial file under a final name.
 
+Transient failures (a connection refused or reset, a timeout, throttling, a 5xx answer) are retried,
+in two layers: pyarrow's own S3 retry strategy (the AWS SDK's standard one: exponential backoff with
+jitter) absorbs short hiccups inside each request, and every operation here (commit, read, list,
+delete) is retried as a whole, with exponential backoff and jitter, until the store has been
+unreachable for ``Storage.timeout`` seconds (``--storage-timeout``).  Past that bound the operation
+fails with ``StorageUnavailableError``, naming the store and the operation; what was committed before
+stays committed.  docs/faults.md, "Storage outages".
+
     >>> store = Storage.at("/tmp/runs")                       # doctest: +SKIP
     >>> store.write_atomic(store.join("t.parquet"), lambda local: write(local))   # doctest: +SKIP
 """
@@ -20,20 +28,42 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import os
 import posixpath
+import random
 import re
 import shutil
 import tempfile
+import time
 import uuid
-from typing import Callable
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
-from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.errors import PipelineError, RunStoppedError
 
-__all__ = ["Storage", "StorageError", "TMP_MARK", "OLD_MARK", "is_uri", "redact"]
+__all__ = ["Storage", "StorageError", "StorageUnavailableError", "NoRoomError", "TMP_MARK", "OLD_MARK", "STORAGE_TIMEOUT",
+           "is_uri", "redact", "scratch_folder", "transient"]
+
+T = TypeVar("T")
+LOGGER = logging.getLogger("batchenum.storage")
+STORAGE_TIMEOUT = 180.0  # seconds a store may stay unreachable before the run gives up (--storage-timeout)
+# pyarrow's S3 retries inside one request: a hiccup costs a second or two, not one of our rounds
+_S3_ATTEMPTS = 4
+_S3_CONNECT_TIMEOUT = 5.0  # seconds; the AWS SDK's 1 s is short for a busy server
+# Our rounds: the first wait, the longest, and how often a long wait is reported again.
+_BACKOFF_FIRST, _BACKOFF_MAX, _REPORT_EVERY = 0.5, 15.0, 30.0
+# How pyarrow (the AWS SDK) words an error worth retrying: the network, throttling, the server's 5xx.
+_TRANSIENT_S3 = re.compile(r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|SERVICE_UNAVAILABLE|INTERNAL_FAILURE"
+                           r"|REQUEST_TIMEOUT|REQUEST_LIMIT_EXCEEDED)|HTTP status (5\d\d|429)|curlCode: \d+")
+# Why a write cannot succeed however often it is tried: the place itself takes nothing more.
+_NO_ROOM = {errno.ENOSPC: "no space is left on its device", errno.EDQUOT: "its disk quota is exceeded",
+            errno.EROFS: "its file system is read-only", errno.EACCES: "permission to write there is denied"}
+_ERRNO_TEXT = re.compile(r"[Ee]rrno (\d+)")
+_TRANSIENT_ERRNO = {errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EHOSTUNREACH,
+                    errno.ENETUNREACH, errno.ENETDOWN, errno.EPIPE}
 
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder; never read as a result
 # A folder moved aside by the two-rename fallback of ``replace_folder``; the complete former folder.
@@ -46,6 +76,36 @@ _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "A
 
 class StorageError(PipelineError):
     """A location that cannot be used: bad URI, unreachable store, no permission."""
+
+
+class StorageUnavailableError(StorageError, RunStoppedError):
+    """A store that stayed unreachable (or kept failing transiently) for longer than its timeout."""
+
+
+class NoRoomError(StorageError, RunStoppedError):
+    """The output location takes no more: its device is full, its quota used, it is read-only."""
+
+
+def _no_room(error: BaseException) -> str | None:
+    """Why ``error`` says the place takes no more writes (full, read-only, ...), or None.  pyarrow
+    words the errno into its message without setting ``errno``."""
+    if not isinstance(error, OSError):
+        return None
+    code = error.errno
+    if code is None:
+        found = _ERRNO_TEXT.search(str(error))
+        code = int(found.group(1)) if found else None
+    return _NO_ROOM.get(code)
+
+
+def transient(error: BaseException) -> bool:
+    """Whether ``error`` is one that waiting may cure: a connection refused, reset or timed out,
+    throttling, a server error (5xx).  Anything else (no such key, no permission, a full disk) is not."""
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        return True
+    if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNO:
+        return True
+    return isinstance(error, OSError) and bool(_TRANSIENT_S3.search(str(error)))
 
 
 def is_uri(location: str) -> bool:
@@ -71,29 +131,44 @@ class Storage:
     absolute path on a local disk); ``uri(path)`` turns one into the form people type.
     """
 
-    def __init__(self, filesystem: pafs.FileSystem, root: str, display_root: str, local: bool):
+    def __init__(self, filesystem: pafs.FileSystem, root: str, display_root: str, local: bool,
+                 timeout: float = STORAGE_TIMEOUT):
         self.fs = filesystem
         self.root = root
         self.display_root = display_root
         self.local = local
+        self.timeout = timeout  # seconds an operation keeps retrying transient failures
+        # Called with this storage before every commit (write_atomic); raises to refuse it.  The
+        # lease puts its fence here (lease.py), so a run that lost its folder commits nothing.
+        self.guard: Callable[[Storage], None] | None = None
 
     @classmethod
-    def at(cls, location: str) -> "Storage":
-        """The storage for a local path (relative to the current directory) or a URI."""
+    def at(cls, location: str, timeout: float = STORAGE_TIMEOUT) -> "Storage":
+        """The storage for a local path (relative to the current directory) or a URI; ``timeout``:
+        how long an operation may keep retrying transient failures (seconds)."""
         if not location or not location.strip():
             raise StorageError("an empty location: give a folder path or a URI such as s3://bucket/prefix")
+        if not timeout > 0:
+            raise StorageError(f"a storage timeout of {timeout} s: give a positive number of seconds")
         if not is_uri(location) or location.startswith("file://"):
             path = location[len("file://"):] if location.startswith("file://") else location
             root = os.path.abspath(os.path.expanduser(path))
-            return cls(pafs.LocalFileSystem(), root, root, local=True)
+            return cls(pafs.LocalFileSystem(), root, root, local=True, timeout=timeout)
         try:
             filesystem, root = pafs.FileSystem.from_uri(location)
         except Exception as error:
             raise StorageError(f"cannot use {redact(location)}: {_plain(error)}") from None
         if isinstance(filesystem, pafs.S3FileSystem):
-            filesystem = _s3_with_captured_credentials(filesystem)
+            filesystem = _s3_retrying(_s3_with_captured_credentials(filesystem))
         root = root.rstrip("/")
-        return cls(filesystem, root, redact(location).rstrip("/"), local=False)
+        return cls(filesystem, root, redact(location).rstrip("/"), local=False, timeout=timeout)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled in a Ray worker: pyarrow pickles an S3 file system without its retry strategy,
+        so it is given back here."""
+        self.__dict__.update(state)
+        if isinstance(self.fs, pafs.S3FileSystem):
+            self.fs = _s3_retrying(self.fs)
 
     def __repr__(self) -> str:  # never the credentials
         return f"Storage({self.display_root!r})"
@@ -109,7 +184,15 @@ class Storage:
     def child(self, *parts: str) -> "Storage":
         """The storage of a folder below this one."""
         display = (os.path.join if self.local else posixpath.join)(self.display_root, *parts)
-        return Storage(self.fs, self.join(*parts), display, self.local)
+        child = Storage(self.fs, self.join(*parts), display, self.local, self.timeout)
+        child.guard = self.guard
+        return child
+
+    def copy(self, **changes: Any) -> "Storage":
+        """The same storage with other ``timeout`` or ``guard``."""
+        twin = Storage(self.fs, self.root, self.display_root, self.local, changes.get("timeout", self.timeout))
+        twin.guard = changes.get("guard", self.guard)
+        return twin
 
     def uri(self, path: str) -> str:
         """``path`` as people type it: a local path, or the URI with the root's scheme."""
@@ -137,54 +220,143 @@ class Storage:
             raise StorageError(f"{self.uri(path)} is not a regular file")
         return info.size, int(info.mtime_ns or 0)
 
-    def list_files(self, path: str | None = None) -> list[str]:
-        """Every file below ``path`` (default: the root), recursively; [] when there is none."""
-        selector = pafs.FileSelector(path or self.root, recursive=True, allow_not_found=True)
+    def list_files(self, path: str | None = None, recursive: bool = True) -> list[str]:
+        """Every file below ``path`` (default: the root), recursively unless told; [] when there is
+        none."""
+        where = path or self.root
+        selector = pafs.FileSelector(where, recursive=recursive, allow_not_found=True)
         try:
-            infos = self.fs.get_file_info(selector)
+            infos = self.retrying("listing", where, lambda: self.fs.get_file_info(selector))
+        except StorageError:
+            raise
         except Exception as error:
-            raise StorageError(f"cannot list {self.uri(path or self.root)}: {_plain(error)}") from None
+            raise StorageError(f"cannot list {self.uri(where)}: {_plain(error)}") from None
         return sorted(info.path for info in infos if info.type == pafs.FileType.File)
 
     def list_dirs(self, path: str) -> list[str]:
         """The folders directly below ``path`` ([] when there is none)."""
         selector = pafs.FileSelector(path, recursive=False, allow_not_found=True)
-        infos = self.fs.get_file_info(selector)
+        infos = self.retrying("listing", path, lambda: self.fs.get_file_info(selector))
         return sorted(info.path for info in infos if info.type == pafs.FileType.Directory)
 
     def _info(self, path: str) -> pafs.FileInfo:
         try:
-            return self.fs.get_file_info(path)
+            return self.retrying("looking up", path, lambda: self.fs.get_file_info(path))
+        except StorageError:
+            raise
         except Exception as error:
             raise StorageError(f"cannot reach {self.uri(path)}: {_plain(error)}") from None
+
+    # ------------------------------------------------------------------------------------- retries
+
+    def retrying(self, operation: str, path: str, call: Callable[[], T]) -> T:
+        """``call()``, retried while it fails transiently (``transient``) with exponential backoff
+        and full jitter, for at most ``timeout`` seconds from the first failure; then
+        StorageUnavailableError naming the store, the operation and the path.  Waits longer than a
+        first round are reported on the ``batchenum.storage`` logger (a Ray worker's reach the
+        driver's terminal with Ray's forwarded output)."""
+        failed_at, rounds, reported = None, 0, 0.0
+        while True:
+            try:
+                result = call()
+            except Exception as error:
+                if not transient(error):
+                    raise
+                now = time.monotonic()
+                failed_at = now if failed_at is None else failed_at
+                waited = now - failed_at
+                if waited >= self.timeout:
+                    raise self._unavailable(operation, path, waited, error) from None
+                if rounds and now - reported >= _REPORT_EVERY or rounds == 1:
+                    reported = now
+                    LOGGER.warning(f"waiting for storage: {operation} {self.uri(path)} failed ({_plain(error)}); "
+                                   f"retrying for up to {self.timeout - waited:.0f} s more (--storage-timeout)")
+                delay = random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** rounds))
+                time.sleep(min(delay, self.timeout - waited))
+                rounds += 1
+                continue
+            if rounds > 1:
+                LOGGER.warning(f"storage is back: {operation} {self.uri(path)} succeeded after "
+                               f"{time.monotonic() - failed_at:.0f} s")
+            return result
+
+    def _unavailable(self, operation: str, path: str, waited: float, error: BaseException) -> StorageUnavailableError:
+        return StorageUnavailableError(
+            f"storage {self.display_root} did not answer for {waited:.0f} s (--storage-timeout {self.timeout:g}) "
+            f"while {operation} {self.uri(path)}: {_plain(error).rstrip('.')}. Every shard committed before is kept there: "
+            "run the same command again once the store answers, and it reuses them")
 
     # ------------------------------------------------------------------------------ reading/writing
 
     def open_input(self, path: str):
-        """A random-access file (seek, read, read_at) for reading ``path``."""
-        return self.fs.open_input_file(path)
+        """A random-access file (seek, read, read_at) for reading ``path``; on an object store each
+        read is retried like any other operation (``RetryingInput``)."""
+        handle = self.retrying("opening", path, lambda: self.fs.open_input_file(path))
+        return handle if self.local else RetryingInput(self, path, handle)
 
     def read_bytes(self, path: str, start: int = 0, end: int | None = None) -> bytes:
-        with self.open_input(path) as handle:
-            handle.seek(start)
-            return handle.read(None if end is None else end - start)
+        def read() -> bytes:
+            with self.fs.open_input_file(path) as handle:
+                handle.seek(start)
+                return handle.read(None if end is None else end - start)
+
+        return self.retrying("reading", path, read)
 
     def write_atomic(self, path: str, write: Callable[[str], None]) -> None:
         """Commit a file: ``write(local_path)`` writes it in full to a local temporary path, which
-        then becomes ``path`` at once (rename on a disk, one upload on an object store)."""
+        then becomes ``path`` at once (rename on a disk, one upload on an object store), once
+        ``guard`` allows it.  NoRoomError when the place is full or read-only."""
+        try:
+            self._write_atomic(path, write)
+        except OSError as error:
+            raise self.no_room(path, error) or error from None
+
+    def no_room(self, path: str, error: BaseException) -> NoRoomError | None:
+        """The one message for a write into this place that failed because it takes no more (full,
+        read-only), naming it, the file and what to do; None for any other failure."""
+        reason = _no_room(error)
+        if reason is None:
+            return None
+        full = NoRoomError(f"--out: {self.display_root} takes no more ({reason}), so {self.uri(path)} could not be "
+                           "written. Every shard committed before is kept (`batchenum status` counts them) and every "
+                           "table that was there before is whole and unchanged. Free some space (or make the place "
+                           "writable, or give another --out), then run the same command again: it reuses the "
+                           "committed shards")
+        full.reason = reason
+        return full
+
+    def _write_atomic(self, path: str, write: Callable[[str], None]) -> None:
         if self.local:
-            _write_local_atomic(path, write)
+            _write_local_atomic(path, write, self._check_guard)
             return
-        scratch = tempfile.mkdtemp(prefix="batchenum-upload-")
+        scratch = scratch_folder("upload")
         try:
             local = os.path.join(scratch, "file")
             write(local)
-            parent = posixpath.dirname(path)
-            if parent:
-                self.fs.create_dir(parent, recursive=True)
-            pafs.copy_files(local, path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs)
+            self._check_guard()
+            self.retrying("uploading", path, lambda: self._upload(local, path))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _check_guard(self) -> None:
+        if self.guard is not None:
+            self.guard(self)
+
+    def _upload(self, local: str, path: str) -> None:
+        """One upload, closed explicitly and then checked: ``pafs.copy_files`` lets the stream's
+        destructor close it, and a failed last part is then only logged ("Error ignored when
+        destroying file"), never raised, so a shard could go missing unnoticed."""
+        parent = posixpath.dirname(path)
+        if parent:
+            self.fs.create_dir(parent, recursive=True)
+        size = os.path.getsize(local)
+        with open(local, "rb") as source:
+            sink = self.fs.open_output_stream(path)
+            sink.upload(source)
+            sink.close()
+        landed = self.fs.get_file_info(path).size
+        if landed != size:  # treated as a dropped connection: the upload is made again
+            raise ConnectionError(f"{self.uri(path)} holds {landed} bytes after an upload of {size}")
 
     def write_text(self, path: str, text: str) -> None:
         def write(local: str) -> None:
@@ -193,15 +365,28 @@ class Storage:
 
         self.write_atomic(path, write)
 
+    def move(self, source: str, target: str) -> None:
+        """Rename ``source`` to ``target`` (on an object store a server-side copy, then a delete):
+        a commit like ``write_atomic``, so the lease's fence is checked first and transient
+        failures are retried (moving again is safe while ``source`` exists)."""
+        self._check_guard()
+
+        def move() -> None:
+            gone = self.fs.get_file_info(source).type == pafs.FileType.NotFound
+            if not (gone and self.fs.get_file_info(target).type != pafs.FileType.NotFound):  # not moved already
+                self.fs.move(source, target)
+
+        self.retrying("moving", source, move)
+
     def delete_file(self, path: str) -> None:
         try:
-            self.fs.delete_file(path)
+            self.retrying("deleting", path, lambda: self.fs.delete_file(path))
         except FileNotFoundError:
             pass
 
     def delete_dir(self, path: str) -> None:
         try:
-            self.fs.delete_dir(path)
+            self.retrying("deleting", path, lambda: self.fs.delete_dir(path))
         except FileNotFoundError:
             pass
 
@@ -211,14 +396,18 @@ class Storage:
         mix: Linux swaps the two names at once (renameat2 RENAME_EXCHANGE); where it cannot, the old
         folder is first renamed aside (``OLD_MARK``), and a crash between the two renames is undone
         by ``restore_folder`` at the next run."""
+        self._check_guard()
         parent = os.path.dirname(final)
-        if not os.path.exists(final):
-            os.rename(staging, final)
-        elif _exchange(staging, final):
-            shutil.rmtree(staging)  # it now holds the former folder
-        else:
-            _replace_by_renames(staging, final)
-        _fsync_dir(parent)
+        try:
+            if not os.path.exists(final):
+                os.rename(staging, final)
+            elif _exchange(staging, final):
+                shutil.rmtree(staging)  # it now holds the former folder
+            else:
+                _replace_by_renames(staging, final)
+            _fsync_dir(parent)
+        except OSError as error:
+            raise self.no_room(final, error) or error from None
 
     def restore_folder(self, final: str) -> bool:
         """Put back a folder that the fallback of ``replace_folder`` moved aside, when a crash came
@@ -240,16 +429,156 @@ class Storage:
         try:
             if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
                 raise StorageError(f"{self.display_root} exists and is not a folder")
-            self.fs.create_dir(self.root, recursive=True)
+            self.retrying("creating", self.root, lambda: self.fs.create_dir(self.root, recursive=True))
             self.write_text(probe, "probe")
             self.delete_file(probe)
+        except NoRoomError as error:
+            raise StorageError(f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it "
+                               "writable, or give another --out") from None
         except StorageError:
             raise
         except Exception as error:
+            reason = _no_room(error)
+            if reason:
+                raise StorageError(f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
+                                   "space, or make it writable, or give another --out") from None
             raise StorageError(f"cannot write to {self.display_root}: {_plain(error)}") from None
 
 
-def _write_local_atomic(path: str, write: Callable[[str], None]) -> None:
+_SWEPT: set[tuple[str, str]] = set()  # (kind, folder) whose stale scratch this process removed
+
+
+def scratch_folder(kind: str, root: str | None = None) -> str:
+    """A new temporary folder ``batchenum-<kind>-<pid>-XXXXXXXX`` in ``root`` (default: the system's
+    temporary folder).  A killed run cannot remove its own, so the first call in a process removes
+    those whose process is gone (names without a pid, as older versions made them, are left alone)."""
+    root = root or tempfile.gettempdir()
+    if (kind, root) not in _SWEPT:
+        _SWEPT.add((kind, root))
+        _remove_stale_scratch(kind, root)
+    return tempfile.mkdtemp(prefix=f"batchenum-{kind}-{os.getpid()}-", dir=root)
+
+
+def _remove_stale_scratch(kind: str, root: str) -> None:
+    pattern = re.compile(rf"batchenum-{re.escape(kind)}-(\d+)-\w+")
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        found = pattern.fullmatch(name)
+        if found and not _alive(int(found.group(1))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (in this pid namespace)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+class RetryingInput:
+    """A file being read from an object store, whose reads survive a dropped connection: a read that
+    fails transiently is retried (``Storage.retrying``) on a freshly opened file at the same
+    position.  pyarrow reads it as a Python file (``pq.ParquetFile(handle)``)."""
+
+    def __init__(self, storage: Storage, path: str, handle: Any):
+        self._storage = storage
+        self._path = path
+        self._handle = handle
+        self._position = 0
+        self.closed = False
+
+    def _reading(self, read: Callable[[Any], T]) -> T:
+        def attempt() -> T:
+            try:
+                return read(self._handle)
+            except Exception as error:
+                if transient(error):  # the connection is gone: the next round opens the file anew
+                    self._handle = _reopened(self._storage, self._path, self._handle)
+                raise
+
+        return self._storage.retrying("reading", self._path, attempt)
+
+    def read(self, size: int | None = -1) -> bytes:
+        position = self._position
+
+        def read(handle: Any) -> bytes:
+            handle.seek(position)
+            return handle.read(None if size is None or size < 0 else size)
+
+        data = self._reading(read)
+        self._position += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        position = self._position
+
+        def read(handle: Any) -> int:
+            handle.seek(position)
+            return handle.readinto(buffer)
+
+        got = self._reading(read)
+        self._position += got
+        return got
+
+    def read_at(self, size: int, offset: int) -> bytes:
+        return self._reading(lambda handle: handle.read_at(size, offset))
+
+    def readall(self) -> bytes:
+        return self.read()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._position, 2: self.size()}[whence]
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def size(self) -> int:
+        return self._reading(lambda handle: handle.size())
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+        self._handle.close()
+
+    def __enter__(self) -> RetryingInput:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _reopened(storage: Storage, path: str, handle: Any) -> Any:
+    """A fresh handle on ``path`` in place of ``handle``; the old one if opening fails too (the
+    next round tries again)."""
+    try:
+        fresh = storage.fs.open_input_file(path)
+    except Exception:
+        return handle
+    try:
+        handle.close()
+    except Exception:
+        pass
+    return fresh
+
+
+def _write_local_atomic(path: str, write: Callable[[str], None], before_rename: Callable[[], None]) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     tmp = f"{path}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -257,6 +586,7 @@ def _write_local_atomic(path: str, write: Callable[[str], None]) -> None:
         write(tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        before_rename()
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -317,6 +647,20 @@ def _s3_with_captured_credentials(filesystem: pafs.S3FileSystem) -> pafs.S3FileS
         options.update(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
                        session_token=env.get("AWS_SESSION_TOKEN"))
     return pafs.S3FileSystem(**options)
+
+
+def _s3_retrying(filesystem: pafs.S3FileSystem) -> pafs.S3FileSystem:
+    """The same S3 file system with pyarrow's standard retry strategy (exponential backoff with
+    jitter, ``_S3_ATTEMPTS`` attempts per request) and a connect timeout; what ``from_uri`` or an
+    unpickling built is kept (its ``__reduce__`` arguments), blanks left to their defaults."""
+    options = dict(filesystem.__reduce__()[1][0])
+    proxy = options.pop("proxy_options", None) or {}
+    if proxy.get("host"):
+        options["proxy_options"] = proxy
+    options = {key: value for key, value in options.items() if value not in ("", None)}
+    if not options.get("connect_timeout") or options["connect_timeout"] < 0:
+        options["connect_timeout"] = _S3_CONNECT_TIMEOUT
+    return pafs.S3FileSystem(**options, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=_S3_ATTEMPTS))
 
 
 def _plain(error: BaseException) -> str:

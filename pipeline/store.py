@@ -38,7 +38,7 @@ from batchenum.pipeline import faults
 from batchenum.pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
-from batchenum.pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
@@ -121,6 +121,8 @@ def read_verified(handle: Any, schema: pa.Schema | None = None, columns: list[st
             table = parquet.read(columns=columns)
         else:
             table = parquet.read_row_groups(row_groups, columns=columns)
+    except StorageUnavailableError:  # the store, not the file: never reported as damage
+        raise
     except Exception as error:  # whatever the reader trips on, the file cannot be trusted
         raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({_reason(error)})") from None
     problem = _footer_problem(metadata, table, schema, columns, row_groups)
@@ -365,6 +367,8 @@ class ShardStore:
                         return "damaged (its footer's row counts disagree)", 0, {}
         except DamagedFileError as error:
             return str(error).removeprefix("a Parquet file is "), 0, {}
+        except StorageUnavailableError:  # the store, not the file
+            raise
         except Exception as error:  # any failure to read means the file cannot be trusted
             return f"unreadable ({type(error).__name__}: {_reason(error)})", 0, {}
         found = _decode_metadata(schema.metadata)
@@ -739,7 +743,7 @@ def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
                             {posixpath.basename(part["path"]) for part in table["parts"]})
             storage.delete_file(storage.join(f"{name}.parquet"))  # the table as an older batchenum wrote it
         else:
-            storage.fs.move(staged, storage.join(location))
+            storage.move(staged, storage.join(location))
     storage.delete_dir(storage.join(STAGED_DIR))  # (one run at a time holds the folder)
     manifest = {**manifest, "state": "committed", "committed_at": round(time.time(), 3)}
     _write_manifest(storage, manifest)
@@ -753,7 +757,7 @@ def _install_folder(storage: Storage, staged: str, final: str, names: set[str]) 
         storage.replace_folder(staged, final)
         return
     for path in storage.list_files(staged):
-        storage.fs.move(path, posixpath.join(final, posixpath.basename(path)))
+        storage.move(path, posixpath.join(final, posixpath.basename(path)))
     for path in storage.list_files(final):
         if posixpath.basename(path) not in names:
             storage.delete_file(path)

@@ -10,9 +10,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -332,3 +334,55 @@ def test_memory_monitor_kill_is_named(tmp_path):
     assert failed.returncode == 1, failed.stdout
     message = failed.stderr.strip().splitlines()[-1]
     assert re.search(r"shard s000\d: Ray's memory monitor killed its worker", message), message
+
+
+def lease_pid(out: Path) -> int | None:
+    try:
+        return json.loads((out / "palago" / "_lease.json").read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def ray_scratch(root: Path, pid: int) -> list[Path]:
+    return sorted(root.glob(f"batchenum-ray-{pid}-*"))
+
+
+@pytest.mark.slow
+def test_sigterm_once_ray_runs_is_our_one_message_and_a_killed_runs_ray_folder_is_removed_by_the_next():
+    """SIGTERM after ray.init (which installs Ray's own fatal-signal dump) still ends with our one
+    message and exit 143; a driver killed with SIGKILL leaves its private Ray's folder, which the
+    next run that starts a Ray removes."""
+    root = Path(tempfile.mkdtemp(prefix="f2", dir="/tmp"))  # short: Ray's socket paths live below it
+    out = root / "out"
+    env = {**os.environ, "RAY_TMPDIR": str(root)}
+    args = cli_command(*palago_args(out, 21, 24, "--no-head-start", "--workers", "2"))
+    try:
+        killed = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        wait_for_commits(out, 2, killed)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        assert ray_scratch(root, killed.pid)
+        time.sleep(2)  # the killed driver's Ray workers may finish a shard or two yet
+        stopped = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 300
+        while lease_pid(out) != stopped.pid and stopped.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = committed(out)
+        while committed(out) < before + 2 and stopped.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stopped.send_signal(signal.SIGTERM)
+        _, stderr = stopped.communicate(timeout=120)
+    except BaseException:
+        for process in (killed, locals().get("stopped")):
+            if process is not None and process.poll() is None:
+                process.kill()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        assert stopped.returncode == 143, stderr
+        assert "SIGTERM received" not in stderr and "Traceback" not in stderr, stderr
+        assert stderr.strip().splitlines()[-1] == "batchenum: stopped (SIGTERM); committed shards are kept and a rerun reuses them"
+        assert not ray_scratch(root, killed.pid), "the killed run's Ray folder outlived the next run"
+        assert not ray_scratch(root, stopped.pid), "the stopped run left its Ray folder"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

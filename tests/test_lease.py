@@ -1,15 +1,22 @@
-"""One run per job folder: a second run refuses, naming the first; a dead run's lease is taken over."""
+"""One run per job folder: a second run refuses, naming the first; a dead run's lease is taken over;
+winning does not depend on timing; a run that lost its folder commits nothing more there."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import threading
+import time
+
+import pytest
 
 from batchenum.pipeline.lease import Lease, LeaseError
 from batchenum.pipeline.storage import Storage
-from test_faults import cli, cli_command, committed, palago_args, reused, wait_for_commits
+from fault_proxy import FaultProxy
+from test_faults import assert_matches_published, cli, cli_command, committed, palago_args, reused, wait_for_commits
 
 
 def test_a_second_run_refuses_and_a_dead_runs_folder_is_taken_over(tmp_path):
@@ -58,3 +65,117 @@ def test_of_runs_starting_at_once_exactly_one_gets_the_folder(tmp_path):
     assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["_lease.json"]  # no scratch file left
     winners[0].__exit__(None, None, None)
     assert not (tmp_path / "job" / "_lease.json").exists()
+
+
+# ---------------------------------------------------------------------------------- one writer, truly
+
+LEASE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,1"}  # heartbeat 0.5 s; with --storage-timeout 1: valid 2 s, stale 3 s
+
+
+@pytest.mark.slow
+def test_on_s3_behind_a_slow_network_at_most_one_of_runs_starting_at_once_gets_the_folder(
+        s3_server, new_bucket, monkeypatch):
+    """150 ms on every request, so that a round trip exceeds any fixed wait: the claims decide."""
+    with FaultProxy(int(s3_server["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), latency=0.15) as proxy:
+        for name, value in {**s3_server, "AWS_ENDPOINT_URL": proxy.endpoint}.items():
+            monkeypatch.setenv(name, value)
+        won = 0
+        for round_ in range(3):
+            uri = f"s3://{new_bucket}/round{round_}/job"
+            outcomes = start_at_once([Lease(Storage.at(uri), say=lambda message: None) for _ in range(4)])
+            winners = [lease for outcome, lease in outcomes if outcome == "won"]
+            assert len(winners) <= 1 and len(outcomes) == 4
+            assert all("another run" in message for outcome, message in outcomes if outcome == "refused")
+            won += len(winners)
+            if winners:
+                lease_file = Storage.at(uri).read_bytes(f"{new_bucket}/round{round_}/job/_lease.json")
+                assert json.loads(lease_file)["run"] == winners[0].record["run"]
+                winners[0].__exit__(None, None, None)
+            assert Storage.at(uri).list_files() == []  # no claim left behind, the lease given back
+        print(f"rounds won: {won} of 3")
+        assert won >= 1  # candidates that all withdrew try again after random pauses
+
+
+def start_at_once(leases: list[Lease]) -> list[tuple[str, object]]:
+    barrier = threading.Barrier(len(leases))
+    outcomes = []
+
+    def start(lease: Lease) -> None:
+        barrier.wait()
+        try:
+            lease.__enter__()
+            outcomes.append(("won", lease))
+        except LeaseError as error:
+            outcomes.append(("refused", str(error)))
+
+    threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def lease_host(out) -> str | None:
+    try:
+        return json.loads((out / "palago" / "_lease.json").read_text())["host"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
+@pytest.mark.slow
+def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_owners_folder(tmp_path):
+    """The first run runs on "another host" (its own UTS namespace), so that its lease can be taken over
+    once stale; resumed, its commits are refused by the fence and it never renews over the new lease."""
+    args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
+    first = subprocess.Popen(["unshare", "-u", "sh", "-c", 'hostname elsewhere && exec "$@"', "sh", *cli_command(*args)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **LEASE_HOOK})
+    second = None
+    try:
+        wait_for_commits(tmp_path, 2, first)
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(4)  # past the 3 s after which another host may take the folder
+        second = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, **LEASE_HOOK})
+        deadline = time.monotonic() + 120
+        while lease_host(tmp_path) != socket.gethostname():
+            assert second.poll() is None, second.communicate()[1]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        first.send_signal(signal.SIGCONT)
+        _, first_err = first.communicate(timeout=300)
+        _, second_err = second.communicate(timeout=600)
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+    assert "taking over the folder from a dead run" in second_err and "no heartbeat" in second_err
+    assert second.returncode == 0, second_err
+    assert first.returncode == 1 and "Traceback" not in first_err, first_err
+    assert "commits nothing more" in first_err.strip().splitlines()[-1], first_err
+    assert_matches_published(tmp_path, 21)
+
+
+@pytest.mark.slow
+def test_a_stopped_run_on_this_host_is_never_taken_over_and_gives_the_folder_up_when_resumed(tmp_path):
+    args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
+    first = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **LEASE_HOOK})
+    try:
+        wait_for_commits(tmp_path, 2, first)
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(4)  # its heartbeat is stale, but its pid lives on this host
+        refused = cli(*args, env=LEASE_HOOK, check=False)
+        first.send_signal(signal.SIGCONT)
+        _, first_err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert refused.returncode == 1 and "another run is writing to" in refused.stderr
+    assert f"kill -CONT {first.pid}" in refused.stderr
+    assert first.returncode == 1 and "could not renew its lease" in first_err.strip().splitlines()[-1], first_err
+    kept = committed(tmp_path)
+    rerun = cli(*args, env=LEASE_HOOK)
+    assert reused(rerun) >= kept >= 2
+    assert_matches_published(tmp_path, 21)

@@ -1,0 +1,102 @@
+"""The soak: one batch on S3 (through tests/fault_proxy.py) interrupted by random whole-group SIGKILLs
+of the driver and by storage outages, then run to the end; shared by tests/test_soak.py and
+benchmarks/faults_soak.py.
+
+Each interrupted run is killed after a random number (2-8) of new shard commits, so that every
+resume makes progress; some of them meet an outage (refused connections, a stall, cut transfers,
+in turn) of a few seconds first, which they must wait out.  Returns the figures the benchmark
+prints; the caller compares the tables with a clean serial run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+
+from fault_proxy import FaultProxy
+
+OUTAGE_KINDS = ("refuse", "stall", "cut")
+
+
+@dataclass
+class SoakFigures:
+    kills: int = 0  # whole-group SIGKILLs survived
+    outages: int = 0  # storage outages survived
+    outage_seconds: float = 0.0  # time the store was out while a run waited for it
+    commits_between_kills: list[int] = field(default_factory=list)
+    final_seconds: float = 0.0  # the last, undisturbed run
+    final_reused: int = 0
+    total_seconds: float = 0.0
+
+
+def shards(fs: pafs.S3FileSystem, prefix: str) -> int:
+    infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    return sum(1 for info in infos if info.type == pafs.FileType.File and info.path.endswith(".parquet"))
+
+
+def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem, shard_prefix: str,
+         kills: int = 10, outages: int = 3, seed: int = 1, outage: float = 4.0) -> SoakFigures:
+    """Run ``command`` (a batchenum run through ``proxy``) ``kills`` times, each killed with its whole
+    process group after 2-8 new commits, ``outages`` of them meeting a storage outage first; then
+    once to the end (it must exit 0).  ``shard_prefix``: where one of its shard tables is listed."""
+    chosen = random.Random(seed)
+    with_outage = set(chosen.sample(range(kills), outages))
+    figures = SoakFigures()
+    started = time.monotonic()
+    for k in range(kills):
+        before = shards(fs, shard_prefix)
+        driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        try:
+            target = chosen.randint(2, 8)
+            if k in with_outage:
+                _wait_for(fs, shard_prefix, before + 1, driver)
+                proxy.fault(OUTAGE_KINDS[figures.outages % len(OUTAGE_KINDS)], outage)
+                time.sleep(outage)
+                figures.outages += 1
+                figures.outage_seconds += outage
+            _wait_for(fs, shard_prefix, before + target, driver)
+        finally:
+            _kill_group(driver)
+        figures.kills += 1
+        figures.commits_between_kills.append(shards(fs, shard_prefix) - before)
+    last = time.monotonic()
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        raise AssertionError(f"the run to the end failed:\n{result.stderr}")
+    figures.final_seconds = time.monotonic() - last
+    figures.final_reused = int(result.stdout.rsplit("(", 1)[1].split(" reused")[0])
+    figures.total_seconds = time.monotonic() - started
+    return figures
+
+
+def _wait_for(fs: pafs.S3FileSystem, prefix: str, count: int, driver: subprocess.Popen, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while shards(fs, prefix) < count:
+        if driver.poll() is not None:
+            raise AssertionError(f"the run ended before it was killed (exit {driver.returncode}):\n"
+                                 f"{driver.stderr.read().decode(errors='replace')[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError("no progress: the run committed no shard in time")
+        time.sleep(0.25)  # a listing costs the S3 server CPU that the run needs
+
+
+def _kill_group(driver: subprocess.Popen) -> None:
+    """SIGKILL the driver and everything in its process group (its private Ray included)."""
+    try:
+        os.killpg(driver.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    driver.wait(timeout=60)
+    driver.stderr.close()
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "batchenum", *args]

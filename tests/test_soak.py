@@ -1,0 +1,53 @@
+"""The soak in the suite: one dungeon batch on S3, through the fault proxy, survives 10 random
+whole-group SIGKILLs of the driver and 3 storage outages, then runs to the end; its tables equal a
+clean serial run's and account for every record (benchmarks/faults_soak.py prints the figures, and
+runs the same on Ray workers).  The driver computes here (--serial): ten private Rays starting on a
+shared two-core machine took the soak from about 2 to 10 minutes, and Ray workers' kills are the
+subject of tests/test_faults.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from fault_proxy import FaultProxy
+from soak import soak
+from test_faults import cli, cli_command
+from test_object_storage import read_s3, s3_fs
+
+pytestmark = pytest.mark.slow
+
+RECORDS, PER_SHARD = 20_000, 200
+
+
+def test_ten_kills_and_three_outages_during_one_batch_on_s3_end_as_a_clean_serial_run(s3_server, new_bucket,
+                                                                                      tmp_path):
+    batch = tmp_path / "batch.jsonl"
+    cli("generate", "dungeons", "--count", str(RECORDS), "--height", "7", "--width", "9", "--seed", "11",
+        "--out", str(batch))
+    with open(batch, "a", encoding="utf-8") as handle:  # a rejected record and an unreadable line
+        handle.write(json.dumps({"id": "bad", "grid": 7}) + "\nnot json\n")
+    fs = s3_fs(s3_server)
+    with fs.open_output_stream(f"{new_bucket}/in/batch.jsonl") as handle:
+        handle.write(batch.read_bytes())
+    clean = cli("run", "dungeons", "--input", str(batch), "--records-per-shard", str(PER_SHARD), "--serial",
+                "--out", str(tmp_path / "clean"))
+    with FaultProxy(int(s3_server["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])) as proxy:
+        env = {**os.environ, **s3_server, "AWS_ENDPOINT_URL": proxy.endpoint}
+        command = cli_command("run", "dungeons", "--input", f"s3://{new_bucket}/in/batch.jsonl", "--records-per-shard",
+                              str(PER_SHARD), "--serial", "--storage-timeout", "60",
+                              "--out", f"s3://{new_bucket}/run")
+        figures = soak(command, env, proxy, fs, f"{new_bucket}/run/dungeons/_shards/answers", kills=10, outages=3)
+    assert figures.kills == 10 and figures.outages == 3
+    assert all(count >= 2 for count in figures.commits_between_kills)  # every resume made progress
+    for table in ("answers", "errors"):
+        expected = pd.read_parquet(tmp_path / "clean" / "dungeons" / f"{table}.parquet")
+        found = read_s3(s3_server, f"s3://{new_bucket}/run/dungeons/{table}.parquet")
+        pd.testing.assert_frame_equal(found, expected)
+    answers = read_s3(s3_server, f"s3://{new_bucket}/run/dungeons/answers.parquet")
+    errors = read_s3(s3_server, f"s3://{new_bucket}/run/dungeons/errors.parquet")
+    assert len(answers) + len(errors) == RECORDS + 2  # every record accounted for
+    assert clean.returncode == 0
