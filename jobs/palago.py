@@ -25,7 +25,8 @@ from batchenum.pipeline.storage import Storage
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
 
-__all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "COMMAND", "COMMANDS"]
+__all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "COMMAND", "COMMANDS", "INT64_MAX_N", "stored_counts",
+           "summed_counts"]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
@@ -36,16 +37,22 @@ ESTIMATE_DROP = 6
 STABILISER_ORDERS = (1, 2, 3, 6)
 METHODS = ("direct", "transfer")
 
-_COUNT_COLUMNS = (
-    Column("n", "int64"),
-    Column("free", "int64"),
-    Column("fixed", "int64"),
-    *(Column(f"free_stabiliser_{s}", "int64") for s in STABILISER_ORDERS),
-    Column("stabiliser_sum", "int64"),
-    Column("nodes", "int64"),
-)
+# Count columns are int64 up to --max-n INT64_MAX_N (every table written before the transfer
+# matrix had exact wide arithmetic: byte-identical since), exact decimal strings beyond, where
+# fixed(n) passes 2^63 (near n = 49): ``pd.read_parquet(path).fixed.map(int)`` gives Python ints.
+INT64_MAX_N = 44
+COUNT_NAMES = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS), "stabiliser_sum", "nodes")
+
+
+def _count_columns(count_type: str) -> tuple[Column, ...]:
+    return (Column("n", "int64"), *(Column(name, count_type) for name in COUNT_NAMES))
+
+
+_COUNT_COLUMNS = _count_columns("int64")
 PARTIAL_COUNTS = TableSpec("partial_counts", _COUNT_COLUMNS, sort=("n",))
 CREATURE_COUNTS = TableSpec("creature_counts", _COUNT_COLUMNS, key=("n",), sort=("n",))
+WIDE_PARTIAL_COUNTS = TableSpec("partial_counts", _count_columns("string"), sort=("n",))
+WIDE_CREATURE_COUNTS = TableSpec("creature_counts", _count_columns("string"), key=("n",), sort=("n",))
 CREATURES = TableSpec(
     "creatures",
     (Column("n", "int64"), Column("key", "string", distinct=True), Column("stabiliser", "int64"),
@@ -195,10 +202,28 @@ def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
         raise UsageError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
 
 
-def summed_counts(partial: pd.DataFrame) -> pd.DataFrame:
-    """The shards' partial counts summed per n, in the table's column order."""
-    counts = partial.groupby("n", as_index=False, sort=True).sum()
-    return counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+def summed_counts(partial: pd.DataFrame, exact: bool = False) -> pd.DataFrame:
+    """The shards' partial counts summed per n, in the table's column order: int64 columns, or with
+    ``exact`` columns of Python ints (from int64 or decimal-string partial counts)."""
+    if not exact:
+        counts = partial.groupby("n", as_index=False, sort=True).sum()
+        return counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+    as_ints = partial.astype({name: object for name in COUNT_NAMES})
+    for name in COUNT_NAMES:
+        as_ints[name] = [int(x) for x in partial[name]]
+    counts = as_ints.groupby("n", as_index=False, sort=True).agg({name: lambda s: sum(s, 0) for name in COUNT_NAMES})
+    return counts[[c.name for c in _COUNT_COLUMNS]]
+
+
+def stored_counts(counts: pd.DataFrame, wide: bool) -> pd.DataFrame:
+    """A table of Python-int counts in the column types it is stored with: int64, or decimal
+    strings when ``wide``."""
+    if not wide:
+        return counts.astype({name: "int64" for name in COUNT_NAMES})
+    counts = counts.copy()
+    for name in COUNT_NAMES:
+        counts[name] = [str(int(x)) for x in counts[name]]
+    return counts
 
 
 def _summary_head(counts: pd.DataFrame) -> str:

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import REPO
 from batchenum.solvers.palago import count_creatures
-from batchenum.solvers.palago.transfer import (count_height, count_height_reference, fixed_counts, fixed_counts_reference,
-                                     max_height)
+from batchenum.solvers.palago.transfer import (MAX_N as TRANSFER_MAX_N, count_height, count_height_reference,
+                                               exact_counts, fixed_counts, fixed_counts_reference, max_height)
 
 MAX_N = 16
 
@@ -99,3 +99,55 @@ def test_smallest_tables(tmp_path):
         assert result.returncode == 0, result.stderr
         counts = pd.read_parquet(out / "palago" / "creature_counts.parquet")
         assert counts.n.tolist() == list(range(1, max_n + 1)) and not counts.drop(columns="n").any().any()
+
+
+P = 2**61 - 1
+
+
+def test_exact_counts_rebuild_integers_past_int64_by_crt():
+    values = [0, 1, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, 3**70, 2**64 * P - 1]
+    rebuilt = exact_counts(np.array([v % 2**64 for v in values], dtype=np.uint64),
+                           np.array([v % P for v in values], dtype=np.int64),
+                           np.array([float(v) for v in values]))
+    assert rebuilt.tolist() == values and all(type(v) is int for v in rebuilt)
+
+
+@pytest.mark.parametrize("value", [2**64 * P, 2**64 * P + 12345, 5 * 2**64 * P + 2**70])
+def test_exact_counts_refuse_counts_past_the_crt_range(value):
+    # The residues alone would give value mod 2^64 P: the float64 channel exposes it.
+    with pytest.raises(ArithmeticError, match="does not fit"):
+        exact_counts(np.array([value % 2**64], dtype=np.uint64), np.array([value % P], dtype=np.int64),
+                     np.array([float(value)]))
+
+
+def test_kernel_counts_are_python_ints():
+    counts = count_height(3, MAX_N)
+    assert counts.dtype == object and all(type(v) is int for v in counts)
+
+
+def test_max_n_cap_follows_the_state_key():
+    from batchenum.jobs.palago import palago_job
+    from batchenum.pipeline.errors import UsageError
+
+    assert max_height(TRANSFER_MAX_N) == 30 and palago_job(TRANSFER_MAX_N, method="transfer").wide
+    with pytest.raises(UsageError, match=f"--max-n must be between 1 and {TRANSFER_MAX_N}"):
+        palago_job(TRANSFER_MAX_N + 1, method="transfer")
+    with pytest.raises(ValueError, match="height must be between 1 and 30"):
+        count_height(31, 70)
+
+
+def test_wide_table_holds_the_same_counts_as_decimal_strings(tmp_path):
+    # Past --max-n 44 the count columns are decimal strings; force them at n = 16 and compare with
+    # the int64 table of the same run.
+    import batchenum
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+
+    narrow = batchenum.run("palago", max_n=MAX_N, method="transfer", out=str(tmp_path / "narrow"), serial=True)
+    wide = batchenum.run(PalagoTransferJob(MAX_N, wide=True), out=str(tmp_path / "wide"), serial=True)
+    narrow_counts = narrow.tables["creature_counts"].to_pandas()
+    wide_counts = wide.tables["creature_counts"].to_pandas()
+    assert (narrow_counts.dtypes.drop("n") == "int64").all()
+    assert all(isinstance(v, str) for v in wide_counts.fixed)
+    as_ints = wide_counts.drop(columns="n").map(int)  # one line from the stored strings
+    assert as_ints.equals(narrow_counts.drop(columns="n").astype(object).map(int))
+    assert as_ints.fixed.sum() > 0

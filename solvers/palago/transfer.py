@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-__all__ = ["max_height", "count_height", "fixed_counts", "count_height_reference", "fixed_counts_reference"]
+__all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference", "fixed_counts_reference"]
 
 
 def max_height(max_n: int) -> int:
@@ -165,38 +165,45 @@ def fixed_counts_reference(max_n: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- numba kernel
 #
-# The same sweep as count_height_reference.  A state's key is two int64 words: labels of rows
-# 0..11 (5 bits each) and the flags (bits 60, 61) in the first, labels of rows 12..23 in the
-# second; so heights up to 24 (n <= 49).  Values are rows of a dense int64 matrix (one column per
-# size 0..max_n); a typed dict maps keys to rows.
+# The same sweep as count_height_reference.  A state's key is three int64 words of ten 6-bit
+# labels each (rows 0..9, 10..19, 20..29), the flags in bits 60 and 61 of the first: heights up to
+# 30, so n <= 61.
+#
+# Exact wide arithmetic (docs/palago_transfer.md, "Arithmetic"): every coefficient is carried three
+# times, as a uint64 (counts modulo 2^64, by wraparound), modulo the Mersenne prime P = 2^61 - 1
+# (one addition and one conditional subtraction), and as a float64 (an approximation of the same
+# nonnegative sum, relative error far below 1e-9).  The wrapper rebuilds each count modulo
+# 2^64 * P ~ 2^125 by the Chinese remainder theorem and accepts it only if it agrees with the
+# float64 channel: a count of 2^125 or more (or any arithmetic slip) would land far from it.
+# The float64 channel also decides whether a coefficient is nonzero (a residue can be 0).
 
-_BITS = 5
-_PER_WORD = 12
-_MAX_HEIGHT = 2 * _PER_WORD
-_KEY = types.UniTuple(types.int64, 2)
-# Counts are int64: fixed(n) grows about 2.7x per tile and is about 2e11 at n = 32.  The kernel
-# records the largest coefficient it ever held (stats[2]) and the wrapper refuses a result in
-# which it came within a factor 4 of 2^63.
-MAX_N = 44
-_SAFE = np.int64(1) << 61
+_BITS = 6
+_PER_WORD = 10
+_WORDS = 3
+_MAX_HEIGHT = _WORDS * _PER_WORD
+_KEY = types.UniTuple(types.int64, _WORDS)
+MAX_N = 2 * _MAX_HEIGHT + 1  # max_height(MAX_N) == _MAX_HEIGHT
+_P = (1 << 61) - 1
+_INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
+_FLOAT_AGREEMENT = 1e-9
 
 
 @njit(cache=True, nogil=True)
-def _decode(w0, w1, height, f):
+def _decode(key, height, f):
     for k in range(height):
-        word = w0 if k < _PER_WORD else w1
-        f[k] = (word >> (_BITS * (k % _PER_WORD))) & 31
-    return (w0 >> 60) & 3
+        f[k] = (key[k // _PER_WORD] >> (_BITS * (k % _PER_WORD))) & 63
+    return (key[0] >> 60) & 3
 
 
 @njit(cache=True, nogil=True)
 def _encode(g, height, flags, seen):
-    """Relabel g by first appearance (in place) and pack it with the flags."""
+    """Relabel g by first appearance and pack it with the flags."""
     for k in range(height + 2):
         seen[k] = 0
     nxt = 0
     w0 = np.int64(flags) << 60
     w1 = np.int64(0)
+    w2 = np.int64(0)
     for k in range(height):
         x = g[k]
         if x:
@@ -204,11 +211,14 @@ def _encode(g, height, flags, seen):
                 nxt += 1
                 seen[x] = nxt
             x = seen[x]
-        if k < _PER_WORD:
-            w0 |= np.int64(x) << (_BITS * k)
-        else:
-            w1 |= np.int64(x) << (_BITS * (k - _PER_WORD))
-    return w0, w1
+            shifted = np.int64(x) << (_BITS * (k % _PER_WORD))
+            if k < _PER_WORD:
+                w0 |= shifted
+            elif k < 2 * _PER_WORD:
+                w1 |= shifted
+            else:
+                w2 |= shifted
+    return (w0, w1, w2)
 
 
 @njit(cache=True, nogil=True)
@@ -230,14 +240,23 @@ def _kernel_lower_bound(g, c, j, height, flags, halved):
 
 
 @njit(cache=True, nogil=True)
-def _count_height(height, max_n, weighted, bound, stats):
-    """stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps);
-    stats[2]: largest coefficient held by a state."""
+def _add_mod_p(x, y):
+    s = x + y  # both < P < 2^61: no overflow
+    return s - _P if s >= _P else s
+
+
+@njit(cache=True, nogil=True)
+def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f):
+    """Fills done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P) and done_f (float64).
+    stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps)."""
     n1 = max_n + 1
-    done = np.zeros(n1, dtype=np.int64)
-    keys = np.zeros((1, 2), dtype=np.int64)
-    polys = np.zeros((1, n1), dtype=np.int64)
-    polys[0, 0] = 1
+    keys = np.zeros((1, _WORDS), dtype=np.int64)
+    polys_w = np.zeros((1, n1), dtype=np.uint64)
+    polys_p = np.zeros((1, n1), dtype=np.int64)
+    polys_f = np.zeros((1, n1), dtype=np.float64)
+    polys_w[0, 0] = 1
+    polys_p[0, 0] = 1
+    polys_f[0, 0] = 1.0
     count = 1
     f = np.zeros(height + 1, dtype=np.int64)
     g = np.zeros(height + 1, dtype=np.int64)
@@ -251,12 +270,14 @@ def _count_height(height, max_n, weighted, bound, stats):
         for j in range(height):
             index = Dict.empty(key_type=_KEY, value_type=types.int64)
             cap = max(16, 2 * count)
-            out_keys = np.zeros((cap, 2), dtype=np.int64)
-            out_polys = np.zeros((cap, n1), dtype=np.int64)
+            out_keys = np.zeros((cap, _WORDS), dtype=np.int64)
+            out_w = np.zeros((cap, n1), dtype=np.uint64)
+            out_p = np.zeros((cap, n1), dtype=np.int64)
+            out_f = np.zeros((cap, n1), dtype=np.float64)
             out_count = 0
             for s in range(count):
                 stats[1] += 1
-                flags = _decode(keys[s, 0], keys[s, 1], height, f)
+                flags = _decode(keys[s], height, f)
                 a = f[j]
                 b = f[j + 1] if j + 1 < height else 0
                 base = 1 if (j == 0 and a != 0) else 0
@@ -308,9 +329,18 @@ def _count_height(height, max_n, weighted, bound, stats):
                         if not alive:
                             # (c-1, j) took the last frontier vertex of its component with it
                             if not others and fl == 3 and (c >= height or not weighted):
-                                w = 2 if (weighted and c > height) else 1
+                                twice = weighted and c > height
                                 for k in range(n1 - add):
-                                    done[k + add] += w * polys[s, k]
+                                    x_w = polys_w[s, k]
+                                    x_p = polys_p[s, k]
+                                    x_f = polys_f[s, k]
+                                    if twice:
+                                        x_w = x_w + x_w
+                                        x_p = _add_mod_p(x_p, x_p)
+                                        x_f = x_f + x_f
+                                    done_w[k + add] += x_w
+                                    done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
+                                    done_f[k + add] += x_f
                             continue
                     lb = _kernel_lower_bound(g, c, j, height, fl, weighted) if bound else 0
                     top = max_n - lb  # largest size worth keeping
@@ -318,71 +348,92 @@ def _count_height(height, max_n, weighted, bound, stats):
                         continue
                     nonzero = False
                     for k in range(top - add + 1):
-                        if polys[s, k] != 0:
+                        if polys_f[s, k] != 0.0:
                             nonzero = True
                             break
                     if not nonzero:
                         continue
-                    w0, w1 = _encode(g, height, fl, seen)
-                    if c == 0 and j == height - 1 and w0 == (np.int64(fl) << 60) and w1 == 0:
+                    key = _encode(g, height, fl, seen)
+                    if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
                         continue  # S must start in column 0
-                    key = (w0, w1)
                     row = -1
                     if key in index:
                         row = index[key]
                     else:
                         if out_count == out_keys.shape[0]:
-                            grown_keys = np.zeros((2 * out_count, 2), dtype=np.int64)
-                            grown_keys[:out_count] = out_keys
-                            grown_polys = np.zeros((2 * out_count, n1), dtype=np.int64)
-                            grown_polys[:out_count] = out_polys
-                            out_keys = grown_keys
-                            out_polys = grown_polys
+                            out_keys = _grown(out_keys, out_count)
+                            out_w = _grown(out_w, out_count)
+                            out_p = _grown(out_p, out_count)
+                            out_f = _grown(out_f, out_count)
                         row = out_count
                         out_count += 1
                         index[key] = row
-                        out_keys[row, 0] = w0
-                        out_keys[row, 1] = w1
+                        for w in range(_WORDS):
+                            out_keys[row, w] = key[w]
                     for k in range(top - add + 1):
-                        out_polys[row, k + add] += polys[s, k]
+                        out_w[row, k + add] += polys_w[s, k]
+                        out_p[row, k + add] = _add_mod_p(out_p[row, k + add], polys_p[s, k])
+                        out_f[row, k + add] += polys_f[s, k]
             keys = out_keys
-            polys = out_polys
+            polys_w = out_w
+            polys_p = out_p
+            polys_f = out_f
             count = out_count
-            for r in range(count):
-                for k in range(n1):
-                    if polys[r, k] > stats[2]:
-                        stats[2] = polys[r, k]
             if count > stats[0]:
                 stats[0] = count
         c += 1
-    return done
+
+
+@njit(cache=True, nogil=True)
+def _grown(rows, used):
+    """``rows`` with twice as many rows, the first ``used`` copied."""
+    grown = np.zeros((2 * used, rows.shape[1]), dtype=rows.dtype)
+    grown[:used] = rows[:used]
+    return grown
+
+
+def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
+    """Exact nonnegative counts (a numpy object array of Python ints) from their residues modulo
+    2^64 and P = 2^61 - 1, by the Chinese remainder theorem, each checked against its float64
+    approximation.  Raises ArithmeticError when one disagrees: the count reached 2^64 P ~ 2^125,
+    or a channel went wrong."""
+    out = np.zeros(len(residues_2_64), dtype=object)
+    for k, (r, q, approx) in enumerate(zip(residues_2_64.tolist(), residues_p.tolist(), approximations.tolist())):
+        x = int(r) + (1 << 64) * (((int(q) - int(r)) * _INV_2_64) % _P)
+        if abs(x - approx) > _FLOAT_AGREEMENT * approx + 0.5:
+            raise ArithmeticError(f"coefficient {k}: the residues give {x}, the float64 channel {approx:.6e}; "
+                                  "the count does not fit below 2^64 (2^61 - 1)")
+        out[k] = x
+    return out
 
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
                  bound: bool = True) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
-    weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference).
+    weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
+    as exact Python ints in a numpy object array.
     ``weights=False``: every width, each creature once (a check of the reflection argument).
-    ``stats``, if given (int64[3]), receives the peak number of states, the states processed and
-    the largest coefficient a state held.
+    ``stats``, if given (int64[2]), receives the peak number of states and the states processed.
     ``bound=False`` drops the lower bound on hexes still to come (states die only when their size
     alone exceeds max_n): slower, and a check that the bound never cut a creature."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
-    if stats is None:
-        stats = np.zeros(3, dtype=np.int64)
-    if max_n < 0 or max_n > MAX_N:
+    if not 0 <= max_n <= MAX_N:
         raise ValueError(f"max_n must be between 0 and {MAX_N}, not {max_n}")
-    done = _count_height(height, max_n, weights, bound, stats)
-    if stats[2] >= _SAFE or done.max(initial=0) >= _SAFE or stats[2] < 0 or done.min(initial=0) < 0:
-        raise OverflowError(f"height {height}, max_n {max_n}: counts came too close to 2^63")
-    return done
+    if stats is None:
+        stats = np.zeros(2, dtype=np.int64)
+    done_w = np.zeros(max_n + 1, dtype=np.uint64)
+    done_p = np.zeros(max_n + 1, dtype=np.int64)
+    done_f = np.zeros(max_n + 1, dtype=np.float64)
+    _count_height(height, max_n, weights, bound, stats, done_w, done_p, done_f)
+    return exact_counts(done_w, done_p, done_f)
 
 
 def fixed_counts(max_n: int, bound: bool = True, halved: bool = True) -> np.ndarray:
-    """Fixed creature counts by size 0..max_n, summed over heights (numba kernel).  ``halved=False``
-    sweeps every box with its own height, wide or tall, instead of only W >= H counted twice."""
-    total = np.zeros(max_n + 1, dtype=np.int64)
+    """Fixed creature counts by size 0..max_n (exact Python ints), summed over heights (numba
+    kernel).  ``halved=False`` sweeps every box with its own height, wide or tall, instead of only
+    W >= H counted twice."""
+    total = np.zeros(max_n + 1, dtype=object)
     for height in range(1, max_height(max_n) + 1):
         total += count_height(height, max_n, weights=halved, bound=bound)
     return total
