@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, types
-from numba.typed import Dict
 
 __all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference", "fixed_counts_reference"]
 
@@ -246,18 +245,65 @@ def _add_mod_p(x, y):
 
 
 @njit(cache=True, nogil=True)
+def _hash_slot(key, mask):
+    """A slot for ``key`` in an open-addressing table of mask + 1 slots (multiply-xorshift mix)."""
+    h = key[0] * np.int64(-7046029254386353131) ^ key[1] * np.int64(-4658895280553007687) ^ key[2] * np.int64(
+        -3372029247567499371)
+    h ^= (h >> 31) & np.int64(0x1FFFFFFFF)
+    h *= np.int64(-4265267296055464877)
+    h ^= (h >> 29) & np.int64(0x7FFFFFFFF)
+    return h & mask
+
+
+@njit(cache=True, nogil=True)
+def _grown(rows, used):
+    """``rows`` with twice as many rows, the first ``used`` copied."""
+    shape = (2 * rows.shape[0],) + rows.shape[1:]
+    grown = np.empty(shape, dtype=rows.dtype)
+    grown[:used] = rows[:used]
+    return grown
+
+
+@njit(cache=True, nogil=True)
+def _rehashed(keys, count, size):
+    """An open-addressing table of ``size`` slots (a power of two) holding rows 0..count-1."""
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for row in range(count):
+        slot = _hash_slot(keys[row], mask)
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = row
+    return slots
+
+
+@njit(cache=True, nogil=True)
 def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f):
-    """Fills done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P) and done_f (float64).
+    """One generation of states is keys int64[cap, 3], the three channels of each state's size
+    polynomial (w uint64, p int64 mod P, f float64, each [cap, max_n + 1]) and lo, hi int64[cap]: a
+    sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi only
+    bounds the range).  An open-addressing table of row indices finds a key's row.
+    Fills done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P) and done_f (float64).
     stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps)."""
     n1 = max_n + 1
-    keys = np.zeros((1, _WORDS), dtype=np.int64)
-    polys_w = np.zeros((1, n1), dtype=np.uint64)
-    polys_p = np.zeros((1, n1), dtype=np.int64)
-    polys_f = np.zeros((1, n1), dtype=np.float64)
-    polys_w[0, 0] = 1
-    polys_p[0, 0] = 1
-    polys_f[0, 0] = 1.0
+    cap = 64
+    keys = np.zeros((cap, _WORDS), dtype=np.int64)
+    pw = np.zeros((cap, n1), dtype=np.uint64)
+    pp = np.zeros((cap, n1), dtype=np.int64)
+    pf = np.zeros((cap, n1), dtype=np.float64)
+    lo = np.zeros(cap, dtype=np.int64)
+    hi = np.zeros(cap, dtype=np.int64)
+    pw[0, 0] = 1
+    pp[0, 0] = 1
+    pf[0, 0] = 1.0
     count = 1
+    # the next generation's buffers, reused from step to step (grown, never shrunk)
+    o_keys = np.zeros((cap, _WORDS), dtype=np.int64)
+    ow = np.zeros((cap, n1), dtype=np.uint64)
+    op = np.zeros((cap, n1), dtype=np.int64)
+    of = np.zeros((cap, n1), dtype=np.float64)
+    o_lo = np.zeros(cap, dtype=np.int64)
+    o_hi = np.zeros(cap, dtype=np.int64)
     f = np.zeros(height + 1, dtype=np.int64)
     g = np.zeros(height + 1, dtype=np.int64)
     seen = np.zeros(height + 3, dtype=np.int64)
@@ -268,16 +314,17 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
     c = 0
     while count > 0:
         for j in range(height):
-            index = Dict.empty(key_type=_KEY, value_type=types.int64)
-            cap = max(16, 2 * count)
-            out_keys = np.zeros((cap, _WORDS), dtype=np.int64)
-            out_w = np.zeros((cap, n1), dtype=np.uint64)
-            out_p = np.zeros((cap, n1), dtype=np.int64)
-            out_f = np.zeros((cap, n1), dtype=np.float64)
+            size = 64
+            while size < 4 * count:
+                size *= 2
+            slots = np.full(size, -1, dtype=np.int64)
+            mask = size - 1
             out_count = 0
             for s in range(count):
                 stats[1] += 1
                 flags = _decode(keys[s], height, f)
+                s_lo = lo[s]
+                s_hi = hi[s]
                 a = f[j]
                 b = f[j + 1] if j + 1 < height else 0
                 base = 1 if (j == 0 and a != 0) else 0
@@ -316,6 +363,8 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
                 for o in range(n_opt):
                     add = opt_add[o]
                     fl = opt_flags[o]
+                    if s_lo + add > max_n:
+                        continue
                     for k in range(height):
                         g[k] = opt_g[o, k]
                     if a != 0:
@@ -330,10 +379,10 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
                             # (c-1, j) took the last frontier vertex of its component with it
                             if not others and fl == 3 and (c >= height or not weighted):
                                 twice = weighted and c > height
-                                for k in range(n1 - add):
-                                    x_w = polys_w[s, k]
-                                    x_p = polys_p[s, k]
-                                    x_f = polys_f[s, k]
+                                for k in range(s_lo, min(s_hi, max_n - add) + 1):
+                                    x_w = pw[s, k]
+                                    x_p = pp[s, k]
+                                    x_f = pf[s, k]
                                     if twice:
                                         x_w = x_w + x_w
                                         x_p = _add_mod_p(x_p, x_p)
@@ -343,53 +392,76 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
                                     done_f[k + add] += x_f
                             continue
                     lb = _kernel_lower_bound(g, c, j, height, fl, weighted) if bound else 0
-                    top = max_n - lb  # largest size worth keeping
-                    if top < add:
-                        continue
-                    nonzero = False
-                    for k in range(top - add + 1):
-                        if polys_f[s, k] != 0.0:
-                            nonzero = True
-                            break
-                    if not nonzero:
+                    # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
+                    t_hi = min(s_hi, max_n - lb - add)
+                    if t_hi < s_lo:
                         continue
                     key = _encode(g, height, fl, seen)
                     if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
                         continue  # S must start in column 0
-                    row = -1
-                    if key in index:
-                        row = index[key]
-                    else:
-                        if out_count == out_keys.shape[0]:
-                            out_keys = _grown(out_keys, out_count)
-                            out_w = _grown(out_w, out_count)
-                            out_p = _grown(out_p, out_count)
-                            out_f = _grown(out_f, out_count)
+                    slot = _hash_slot(key, mask)
+                    row = slots[slot]
+                    while row >= 0:
+                        if o_keys[row, 0] == key[0] and o_keys[row, 1] == key[1] and o_keys[row, 2] == key[2]:
+                            break
+                        slot = (slot + 1) & mask
+                        row = slots[slot]
+                    d_lo = s_lo + add
+                    d_hi = t_hi + add
+                    if row < 0:
+                        if out_count == o_keys.shape[0]:
+                            o_keys = _grown(o_keys, out_count)
+                            ow = _grown(ow, out_count)
+                            op = _grown(op, out_count)
+                            of = _grown(of, out_count)
+                            o_lo = _grown(o_lo, out_count)
+                            o_hi = _grown(o_hi, out_count)
                         row = out_count
                         out_count += 1
-                        index[key] = row
+                        slots[slot] = row
                         for w in range(_WORDS):
-                            out_keys[row, w] = key[w]
-                    for k in range(top - add + 1):
-                        out_w[row, k + add] += polys_w[s, k]
-                        out_p[row, k + add] = _add_mod_p(out_p[row, k + add], polys_p[s, k])
-                        out_f[row, k + add] += polys_f[s, k]
-            keys = out_keys
-            polys_w = out_w
-            polys_p = out_p
-            polys_f = out_f
+                            o_keys[row, w] = key[w]
+                        for k in range(d_lo, d_hi + 1):
+                            ow[row, k] = pw[s, k - add]
+                            op[row, k] = pp[s, k - add]
+                            of[row, k] = pf[s, k - add]
+                        o_lo[row] = d_lo
+                        o_hi[row] = d_hi
+                        if 2 * out_count > size:
+                            size *= 2
+                            mask = size - 1
+                            slots = _rehashed(o_keys, out_count, size)
+                        continue
+                    # widen the row's range, zeroing what it newly covers, then add
+                    r_lo = o_lo[row]
+                    r_hi = o_hi[row]
+                    if d_lo < r_lo:
+                        for k in range(d_lo, r_lo):
+                            ow[row, k] = 0
+                            op[row, k] = 0
+                            of[row, k] = 0.0
+                        o_lo[row] = d_lo
+                    if d_hi > r_hi:
+                        for k in range(r_hi + 1, d_hi + 1):
+                            ow[row, k] = 0
+                            op[row, k] = 0
+                            of[row, k] = 0.0
+                        o_hi[row] = d_hi
+                    for k in range(d_lo, d_hi + 1):
+                        ow[row, k] += pw[s, k - add]
+                        op[row, k] = _add_mod_p(op[row, k], pp[s, k - add])
+                        of[row, k] += pf[s, k - add]
+            # the new generation becomes current; the old one's buffers hold the next
+            keys, o_keys = o_keys, keys
+            pw, ow = ow, pw
+            pp, op = op, pp
+            pf, of = of, pf
+            lo, o_lo = o_lo, lo
+            hi, o_hi = o_hi, hi
             count = out_count
             if count > stats[0]:
                 stats[0] = count
         c += 1
-
-
-@njit(cache=True, nogil=True)
-def _grown(rows, used):
-    """``rows`` with twice as many rows, the first ``used`` copied."""
-    grown = np.zeros((2 * used, rows.shape[1]), dtype=rows.dtype)
-    grown[:used] = rows[:used]
-    return grown
 
 
 def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
