@@ -76,9 +76,20 @@ def test_transfer_refuses_a_catalogue(tmp_path):
 
 
 def test_the_lower_bound_never_cuts_a_creature():
-    # Knuth's check of Jensen's pruning: rerun with the bound switched off (states then die only
-    # when their size alone exceeds max_n) and compare.
-    assert fixed_counts(MAX_N, bound=False).tolist() == fixed_counts(MAX_N).tolist()
+    # Knuth's check of Jensen's pruning: rerun with the bound weakened (1: columns only) and
+    # switched off (states then die only when their size alone exceeds max_n) and compare.
+    strongest = fixed_counts(MAX_N).tolist()
+    assert fixed_counts(MAX_N, bound=1).tolist() == strongest
+    assert fixed_counts(MAX_N, bound=False).tolist() == strongest
+
+
+def test_the_stronger_bound_prunes_states():
+    processed = {}
+    for level in (0, 1, 2):
+        stats = np.zeros(2, dtype=np.int64)
+        count_height(5, MAX_N, stats=stats, bound=level)
+        processed[level] = int(stats[1])
+    assert processed[0] > processed[1] > processed[2] > 0
 
 
 def test_kernel_matches_the_direct_search(direct):

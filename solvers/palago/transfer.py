@@ -221,7 +221,11 @@ def _encode(g, height, flags, seen):
 
 
 @njit(cache=True, nogil=True)
-def _kernel_lower_bound(g, c, j, height, flags, halved):
+def _kernel_lower_bound(g, c, j, height, flags, halved, level, span_lo, span_hi):
+    """Hexes not yet counted that every completion must still add (docs/palago_transfer.md,
+    "Pruning"): level 1 counts the pending hexes at frontier S vertices and two hexes per column the
+    creature must still reach; level 2 also counts the new vertices it needs to reach rows 0 and
+    H-1 and to cross the gaps between frontier components (span_lo, span_hi: scratch, int64[H + 2])."""
     lb = 0
     for jj in range(j + 1, height):
         if g[jj] or (jj + 1 < height and g[jj + 1]):
@@ -235,7 +239,52 @@ def _kernel_lower_bound(g, c, j, height, flags, halved):
     if (flags & 1) == 0 or ((flags & 2) == 0 and j == height - 1):
         if more < 1:
             more = 1
-    return lb + 2 * more
+    if level < 2:
+        return lb + 2 * more
+    return lb + more + max(more, _new_vertices_needed(g, height, flags, span_lo, span_hi))
+
+
+@njit(cache=True, nogil=True)
+def _new_vertices_needed(g, height, flags, span_lo, span_hi):
+    """Undecided vertices every completion must put in S, each at its own row: rows 0..r-1 when row
+    0 is unreached (r: the lowest frontier S row), rows R+1..H-1 when row H-1 is unreached (R: the
+    highest), and every row of a gap between frontier S rows that no component spans (a path
+    joining the parts below and above it must cross each of its rows at a new vertex)."""
+    lowest = -1
+    highest = -1
+    for k in range(height + 2):
+        span_lo[k] = height
+        span_hi[k] = -1
+    for k in range(height):
+        x = g[k]
+        if x:
+            if lowest < 0:
+                lowest = k
+            highest = k
+            if span_lo[x] > k:
+                span_lo[x] = k
+            span_hi[x] = k
+    if lowest < 0:
+        return 0
+    needed = 0
+    if (flags & 1) == 0:
+        needed += lowest
+    if (flags & 2) == 0:
+        needed += height - 1 - highest
+    previous = lowest
+    for k in range(lowest + 1, highest + 1):
+        if g[k] == 0:
+            continue
+        if k - previous > 1:
+            spanned = False
+            for x in range(height + 2):
+                if span_lo[x] <= previous and span_hi[x] >= k:
+                    spanned = True
+                    break
+            if not spanned:
+                needed += k - previous - 1
+        previous = k
+    return needed
 
 
 @njit(cache=True, nogil=True)
@@ -307,6 +356,8 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
     f = np.zeros(height + 1, dtype=np.int64)
     g = np.zeros(height + 1, dtype=np.int64)
     seen = np.zeros(height + 3, dtype=np.int64)
+    span_lo = np.zeros(height + 2, dtype=np.int64)
+    span_hi = np.zeros(height + 2, dtype=np.int64)
     opt_add = np.zeros(4, dtype=np.int64)
     opt_flags = np.zeros(4, dtype=np.int64)
     opt_g = np.zeros((4, height + 1), dtype=np.int64)
@@ -391,7 +442,7 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
                                     done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
                                     done_f[k + add] += x_f
                             continue
-                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted) if bound else 0
+                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted, bound, span_lo, span_hi) if bound else 0
                     # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
                     t_hi = min(s_hi, max_n - lb - add)
                     if t_hi < s_lo:
@@ -480,28 +531,31 @@ def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximatio
 
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
-                 bound: bool = True) -> np.ndarray:
+                 bound: int = 2) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
     as exact Python ints in a numpy object array.
     ``weights=False``: every width, each creature once (a check of the reflection argument).
     ``stats``, if given (int64[2]), receives the peak number of states and the states processed.
-    ``bound=False`` drops the lower bound on hexes still to come (states die only when their size
-    alone exceeds max_n): slower, and a check that the bound never cut a creature."""
+    ``bound`` picks the lower bound on hexes still to come that prunes states: 2 (default) the
+    strongest, 1 the column bound alone, 0 (or False) none (states die only when their size alone
+    exceeds max_n): slower, and checks that no bound ever cut a creature."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
         raise ValueError(f"max_n must be between 0 and {MAX_N}, not {max_n}")
+    if bound not in (0, 1, 2):
+        raise ValueError(f"bound must be 0, 1 or 2, not {bound!r}")
     if stats is None:
         stats = np.zeros(2, dtype=np.int64)
     done_w = np.zeros(max_n + 1, dtype=np.uint64)
     done_p = np.zeros(max_n + 1, dtype=np.int64)
     done_f = np.zeros(max_n + 1, dtype=np.float64)
-    _count_height(height, max_n, weights, bound, stats, done_w, done_p, done_f)
+    _count_height(height, max_n, weights, int(bound), stats, done_w, done_p, done_f)
     return exact_counts(done_w, done_p, done_f)
 
 
-def fixed_counts(max_n: int, bound: bool = True, halved: bool = True) -> np.ndarray:
+def fixed_counts(max_n: int, bound: int = 2, halved: bool = True) -> np.ndarray:
     """Fixed creature counts by size 0..max_n (exact Python ints), summed over heights (numba
     kernel).  ``halved=False`` sweeps every box with its own height, wide or tall, instead of only
     W >= H counted twice."""
