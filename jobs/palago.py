@@ -36,6 +36,8 @@ SPLIT_DEPTHS = ((10, 3_820), (12, 28_984), (14, 219_877))
 ESTIMATE_DROP = 6
 STABILISER_ORDERS = (1, 2, 3, 6)
 METHODS = ("direct", "transfer")
+# Seconds of work between saves of a transfer-matrix height's sweep (--checkpoint-interval)
+CHECKPOINT_INTERVAL = 300.0
 
 # Count columns are int64 up to --max-n INT64_MAX_N (every table written before the transfer
 # matrix had exact wide arithmetic: byte-identical since), exact decimal strings beyond, where
@@ -352,10 +354,28 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=METHODS, default="direct",
                         help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
                              "bounding-box height (docs/palago_transfer.md) (default: direct)")
+    parser.add_argument("--checkpoint-interval", type=_positive_seconds, default=None, metavar="SECONDS",
+                        help="--method transfer: save each height's sweep this often, so that a killed run "
+                             f"resumes from the last save (default: {CHECKPOINT_INTERVAL:g})")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"give a number of seconds above 0, not {text!r}")
+    return seconds
 
 
 def _build(args: argparse.Namespace) -> PalagoCountsJob:
-    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method)
+    job = palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method)
+    if args.checkpoint_interval is not None:
+        if args.method != "transfer":
+            raise UsageError("--checkpoint-interval applies to --method transfer (the direct search's shards are short)")
+        job.checkpoint_interval = args.checkpoint_interval
+    return job
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

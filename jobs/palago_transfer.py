@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from batchenum.jobs.palago import (CREATURES, INT64_MAX_N, WIDE_CREATURE_COUNTS, WIDE_PARTIAL_COUNTS, PalagoCountsJob,
+from batchenum.jobs.palago import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, WIDE_CREATURE_COUNTS, WIDE_PARTIAL_COUNTS, PalagoCountsJob,
                                    _check_identities, _summary_head, stored_counts, summed_counts)
+from batchenum.pipeline.checkpoint import Checkpoint
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import PlanContext, Shard, ShardResult
 
@@ -29,6 +30,7 @@ class PalagoTransferJob(PalagoCountsJob):
 
     method = "transfer"
     shard_tables = ("partial_counts",)
+    checkpoint_interval = CHECKPOINT_INTERVAL  # a height's sweep is saved this often (pipeline/checkpoint.py)
 
     def __init__(self, max_n: int, wide: bool = False):
         super().__init__(max_n)
@@ -48,11 +50,15 @@ class PalagoTransferJob(PalagoCountsJob):
                                           **({"wide": True} if self.wide else {})})
                 for height in range(1, max(1, max_height(self.max_n)) + 1)]
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None) -> ShardResult:
+        """One height's sweep; with a checkpoint, resumed from its last save and saved as it goes."""
         from batchenum.solvers.palago.transfer import count_height
 
         max_n = shard.spec["max_n"]
-        fixed = count_height(shard.spec["height"], max_n)[1:].tolist()  # exact Python ints
+        saving = {}
+        if checkpoint is not None:
+            saving = {"resume": checkpoint.load(), "save": checkpoint.save, "save_every": checkpoint.interval}
+        fixed = count_height(shard.spec["height"], max_n, **saving)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n

@@ -162,3 +162,69 @@ def test_wide_table_holds_the_same_counts_as_decimal_strings(tmp_path):
     as_ints = wide_counts.drop(columns="n").map(int)  # one line from the stored strings
     assert as_ints.equals(narrow_counts.drop(columns="n").astype(object).map(int))
     assert as_ints.fixed.sum() > 0
+
+
+CHECKPOINT_N = 34  # long enough (tens of seconds) that starting a process is a small part of it
+
+
+def _transfer_run(out, *extra, max_n=CHECKPOINT_N) -> list[str]:
+    return [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--method", "transfer",
+            "--serial", "--out", str(out), *extra]
+
+
+def test_a_killed_run_resumes_from_its_checkpoints(tmp_path):
+    # The test, at a small n: kill the driver at 85% of the clean run's time; the rerun
+    # (reusing committed heights, resuming the unfinished one from its last save) must take at
+    # most 0.3x the clean time and write the same table.
+    import os
+    import signal
+    import time
+
+    # compile (or load numba's cache) first, so that neither timed run pays for it
+    subprocess.run(_transfer_run(tmp_path / "warm", max_n=12), check=True, capture_output=True, cwd=REPO, timeout=1200)
+    started = time.monotonic()
+    subprocess.run(_transfer_run(tmp_path / "clean"), check=True, capture_output=True, cwd=REPO, timeout=1200)
+    clean = time.monotonic() - started
+
+    out = tmp_path / "killed"
+    run = subprocess.Popen(_transfer_run(out, "--checkpoint-interval", "2"), cwd=REPO, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(0.85 * clean)
+    assert run.poll() is None, "the run finished before it could be killed"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    status = subprocess.run([sys.executable, "-m", "batchenum", "status", "--out", str(out)], capture_output=True,
+                            text=True, cwd=REPO, timeout=120)
+    assert "checkpoint:  h0" in status.stdout and "states" in status.stdout, status.stdout
+
+    started = time.monotonic()
+    subprocess.run(_transfer_run(out, "--checkpoint-interval", "2"), check=True, capture_output=True, cwd=REPO,
+                   timeout=1200)
+    rerun = time.monotonic() - started
+    assert rerun <= 0.3 * clean, f"the rerun took {rerun:.1f} s, the clean run {clean:.1f} s"
+    table = "palago/creature_counts.parquet"
+    assert pd.read_parquet(out / table).equals(pd.read_parquet(tmp_path / "clean" / table))
+    assert not list((out / "palago" / "_checkpoints").glob("*.ckpt"))  # each removed once its height committed
+
+
+def test_a_checkpoint_of_other_parameters_is_not_resumed(tmp_path):
+    from batchenum.pipeline.checkpoint import Checkpoint
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    storage = Storage.at(str(tmp_path))
+    shard = Shard("h005", {"height": 5})
+    Checkpoint(storage, shard, {"params": "a"}, 1.0).save(b"state", "column 3")
+    assert Checkpoint(storage, shard, {"params": "a"}, 1.0).load() == b"state"
+    assert Checkpoint(storage, shard, {"params": "b"}, 1.0).load() is None
+
+
+def test_a_sweep_resumed_from_any_save_gives_the_same_counts():
+    saved = []
+    whole = count_height(6, 20, save=lambda data, progress: saved.append(data), save_every=0.0)
+    assert len(saved) > 5
+    for data in saved[:: len(saved) // 4]:
+        stats = np.zeros(2, dtype=np.int64)
+        assert count_height(6, 20, resume=data, stats=stats).tolist() == whole.tolist()
+    with pytest.raises(ValueError, match="saved sweep"):
+        count_height(7, 20, resume=saved[0])

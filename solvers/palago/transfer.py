@@ -24,6 +24,11 @@ numba kernel the job uses (``count_height``).
 
 from __future__ import annotations
 
+import io
+import time
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 from numba import njit, types
 
@@ -327,25 +332,19 @@ def _rehashed(keys, count, size):
 
 
 @njit(cache=True, nogil=True)
-def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f):
-    """One generation of states is keys int64[cap, 3], the three channels of each state's size
-    polynomial (w uint64, p int64 mod P, f float64, each [cap, max_n + 1]) and lo, hi int64[cap]: a
-    sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi only
-    bounds the range).  An open-addressing table of row indices finds a key's row.
-    Fills done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P) and done_f (float64).
-    stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps)."""
+def _sweep_columns(height, max_n, weighted, bound, stats, done_w, done_p, done_f, keys, pw, pp, pf, lo, hi, count, c,
+                   columns):
+    """Sweep ``columns`` more columns (fewer if no state survives) from the generation of ``count``
+    states before column ``c``, and return the generation after them: (keys, pw, pp, pf, lo, hi,
+    count, c).  A generation is keys int64[cap, 3], the three channels of each state's size
+    polynomial (pw uint64, pp int64 mod P, pf float64, each [cap, max_n + 1]) and lo, hi int64[cap]:
+    a sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi
+    only bounds the range).  An open-addressing table of row indices finds a key's row.
+    Adds completed creatures to done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P)
+    and done_f (float64).  stats[0]: largest number of states after a step; stats[1]: states
+    processed (sum over steps)."""
     n1 = max_n + 1
-    cap = 64
-    keys = np.zeros((cap, _WORDS), dtype=np.int64)
-    pw = np.zeros((cap, n1), dtype=np.uint64)
-    pp = np.zeros((cap, n1), dtype=np.int64)
-    pf = np.zeros((cap, n1), dtype=np.float64)
-    lo = np.zeros(cap, dtype=np.int64)
-    hi = np.zeros(cap, dtype=np.int64)
-    pw[0, 0] = 1
-    pp[0, 0] = 1
-    pf[0, 0] = 1.0
-    count = 1
+    cap = max(64, keys.shape[0])
     # the next generation's buffers, reused from step to step (grown, never shrunk)
     o_keys = np.zeros((cap, _WORDS), dtype=np.int64)
     ow = np.zeros((cap, n1), dtype=np.uint64)
@@ -362,8 +361,8 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
     opt_flags = np.zeros(4, dtype=np.int64)
     opt_g = np.zeros((4, height + 1), dtype=np.int64)
     fresh = height + 1
-    c = 0
-    while count > 0:
+    end = c + columns
+    while count > 0 and c < end:
         for j in range(height):
             size = 64
             while size < 4 * count:
@@ -513,6 +512,7 @@ def _count_height(height, max_n, weighted, bound, stats, done_w, done_p, done_f)
             if count > stats[0]:
                 stats[0] = count
         c += 1
+    return keys, pw, pp, pf, lo, hi, count, c
 
 
 def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
@@ -531,7 +531,8 @@ def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximatio
 
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
-                 bound: int = 2) -> np.ndarray:
+                 bound: int = 2, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
+                 save_every: float = 300.0) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
     as exact Python ints in a numpy object array.
@@ -539,7 +540,12 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     ``stats``, if given (int64[2]), receives the peak number of states and the states processed.
     ``bound`` picks the lower bound on hexes still to come that prunes states: 2 (default) the
     strongest, 1 the column bound alone, 0 (or False) none (states die only when their size alone
-    exceeds max_n): slower, and checks that no bound ever cut a creature."""
+    exceeds max_n): slower, and checks that no bound ever cut a creature.
+    ``save``, if given, is called with the sweep's state (bytes) and a line saying how far it got
+    ("column 12, 3,456 states, 1,234,567 processed") at the end of a column whenever
+    ``save_every`` seconds have passed since the start or the last save (and nine times as long as
+    the last save took, so that saving costs at most a tenth of the time); ``resume`` continues a
+    sweep from such bytes (of the same height, max_n, weights and bound) instead of from scratch."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
@@ -548,11 +554,74 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
         raise ValueError(f"bound must be 0, 1 or 2, not {bound!r}")
     if stats is None:
         stats = np.zeros(2, dtype=np.int64)
-    done_w = np.zeros(max_n + 1, dtype=np.uint64)
-    done_p = np.zeros(max_n + 1, dtype=np.int64)
-    done_f = np.zeros(max_n + 1, dtype=np.float64)
-    _count_height(height, max_n, weights, int(bound), stats, done_w, done_p, done_f)
-    return exact_counts(done_w, done_p, done_f)
+    sweep = (height, max_n, bool(weights), int(bound))
+    state = _SweepState.start(max_n) if resume is None else _SweepState.from_bytes(resume, sweep)
+    stats[:2] += state.stats
+    last_save = time.monotonic()
+    gap = save_every
+    while state.count > 0:
+        before = stats[:2].copy()
+        *generation, count, c = _sweep_columns(height, max_n, weights, int(bound), stats, state.done_w, state.done_p,
+                                               state.done_f, *state.generation(), state.count, state.c, 1)
+        state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
+                            done_f=state.done_f, stats=state.stats + (stats[:2] - before))
+        if save is not None and state.count > 0 and time.monotonic() - last_save >= gap:
+            saving = time.monotonic()
+            save(state.to_bytes(sweep), f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed")
+            last_save = time.monotonic()
+            gap = max(save_every, 9 * (last_save - saving))  # saves take at most a tenth of the time
+    return exact_counts(state.done_w, state.done_p, state.done_f)
+
+
+@dataclass
+class _SweepState:
+    """A sweep between two columns: the generation of states before column ``c`` (``count`` rows
+    of keys and the three polynomial channels, with their nonzero ranges), the creatures completed
+    so far, and the stats (peak states, states processed) so far."""
+
+    keys: np.ndarray
+    pw: np.ndarray
+    pp: np.ndarray
+    pf: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    count: int
+    c: int
+    done_w: np.ndarray
+    done_p: np.ndarray
+    done_f: np.ndarray
+    stats: np.ndarray
+
+    @classmethod
+    def start(cls, max_n: int) -> "_SweepState":
+        """One state before column 0: the empty frontier, polynomial 1."""
+        n1 = max_n + 1
+        pw, pp, pf = np.zeros((1, n1), np.uint64), np.zeros((1, n1), np.int64), np.zeros((1, n1), np.float64)
+        pw[0, 0], pp[0, 0], pf[0, 0] = 1, 1, 1.0
+        return cls(np.zeros((1, _WORDS), np.int64), pw, pp, pf, np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 0,
+                   np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64), np.zeros(2, np.int64))
+
+    def generation(self) -> tuple:
+        return self.keys, self.pw, self.pp, self.pf, self.lo, self.hi
+
+    def to_bytes(self, sweep: tuple) -> bytes:
+        """The live rows only, with the sweep's parameters (height, max_n, weights, bound)."""
+        buffer = io.BytesIO()
+        rows = slice(0, self.count)
+        np.savez(buffer, sweep=np.array(sweep, np.int64), scalars=np.array([self.count, self.c], np.int64),
+                 keys=self.keys[rows], pw=self.pw[rows], pp=self.pp[rows], pf=self.pf[rows], lo=self.lo[rows],
+                 hi=self.hi[rows], done_w=self.done_w, done_p=self.done_p, done_f=self.done_f, stats=self.stats)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, sweep: tuple) -> "_SweepState":
+        with np.load(io.BytesIO(data)) as saved:
+            if tuple(saved["sweep"].tolist()) != sweep:
+                raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'])}, "
+                                 f"not {sweep}")
+            count, c = saved["scalars"].tolist()
+            return cls(*(saved[name] for name in ("keys", "pw", "pp", "pf", "lo", "hi")), count=count, c=c,
+                       **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")})
 
 
 def fixed_counts(max_n: int, bound: int = 2, halved: bool = True) -> np.ndarray:
