@@ -617,7 +617,7 @@ class _SweepState:
     def from_bytes(cls, data: bytes, sweep: tuple) -> "_SweepState":
         with np.load(io.BytesIO(data)) as saved:
             if tuple(saved["sweep"].tolist()) != sweep:
-                raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'])}, "
+                raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
                                  f"not {sweep}")
             count, c = saved["scalars"].tolist()
             return cls(*(saved[name] for name in ("keys", "pw", "pp", "pf", "lo", "hi")), count=count, c=c,
