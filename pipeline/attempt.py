@@ -59,6 +59,7 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
             if not retry:
                 return Attempt(node, reused=True)
     started = time.monotonic()
+    checkpoint = None
     if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
         result = job.retry_shard(shard, store.read_shard_tables(shard), retry)
     elif job.checkpoint_interval:
@@ -68,7 +69,7 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
     else:
         result = job.run_shard(shard)
     store.write_shard(shard, result.tables, _recorded_stats(job, shard, result, fingerprint, node, started))
-    if job.checkpoint_interval:
+    if checkpoint is not None:
         checkpoint.clear()  # the committed shard supersedes it
     return Attempt(node, verified=verify and not retry, retried=len(retry), records=result.stats.get("records"))
 
