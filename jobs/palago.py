@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its
     import pandas as pd
 
 __all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "bfile", "exact_column", "BFILE_COLUMNS", "COMMAND",
-           "COMMANDS"]
+           "COMMANDS", "INT64_MAX_N", "stored_counts", "summed_counts"]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
@@ -37,17 +37,25 @@ ESTIMATE_DROP = 6
 STABILISER_ORDERS = (1, 2, 3, 6)
 METHODS = ("direct", "transfer")
 BFILE_COLUMNS = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS))
+# Seconds of work between saves of a transfer-matrix height's sweep (--checkpoint-interval)
+CHECKPOINT_INTERVAL = 300.0
 
-_COUNT_COLUMNS = (
-    Column("n", "int64"),
-    Column("free", "int64"),
-    Column("fixed", "int64"),
-    *(Column(f"free_stabiliser_{s}", "int64") for s in STABILISER_ORDERS),
-    Column("stabiliser_sum", "int64"),
-    Column("nodes", "int64"),
-)
+# Count columns are int64 up to --max-n INT64_MAX_N (every table written before the transfer
+# matrix had exact wide arithmetic: byte-identical since), exact decimal strings beyond, where
+# fixed(n) passes 2^63 (near n = 49): ``pd.read_parquet(path).fixed.map(int)`` gives Python ints.
+INT64_MAX_N = 44
+COUNT_NAMES = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS), "stabiliser_sum", "nodes")
+
+
+def _count_columns(count_type: str) -> tuple[Column, ...]:
+    return (Column("n", "int64"), *(Column(name, count_type) for name in COUNT_NAMES))
+
+
+_COUNT_COLUMNS = _count_columns("int64")
 PARTIAL_COUNTS = TableSpec("partial_counts", _COUNT_COLUMNS, sort=("n",))
 CREATURE_COUNTS = TableSpec("creature_counts", _COUNT_COLUMNS, key=("n",), sort=("n",))
+WIDE_PARTIAL_COUNTS = TableSpec("partial_counts", _count_columns("string"), sort=("n",))
+WIDE_CREATURE_COUNTS = TableSpec("creature_counts", _count_columns("string"), key=("n",), sort=("n",))
 CREATURES = TableSpec(
     "creatures",
     (Column("n", "int64"), Column("key", "string", distinct=True), Column("stabiliser", "int64"),
@@ -197,10 +205,28 @@ def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
         raise UsageError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
 
 
-def summed_counts(partial: pd.DataFrame) -> pd.DataFrame:
-    """The shards' partial counts summed per n, in the table's column order."""
-    counts = partial.groupby("n", as_index=False, sort=True).sum()
-    return counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+def summed_counts(partial: pd.DataFrame, exact: bool = False) -> pd.DataFrame:
+    """The shards' partial counts summed per n, in the table's column order: int64 columns, or with
+    ``exact`` columns of Python ints (from int64 or decimal-string partial counts)."""
+    if not exact:
+        counts = partial.groupby("n", as_index=False, sort=True).sum()
+        return counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
+    as_ints = partial.astype({name: object for name in COUNT_NAMES})
+    for name in COUNT_NAMES:
+        as_ints[name] = [int(x) for x in partial[name]]
+    counts = as_ints.groupby("n", as_index=False, sort=True).agg({name: lambda s: sum(s, 0) for name in COUNT_NAMES})
+    return counts[[c.name for c in _COUNT_COLUMNS]]
+
+
+def stored_counts(counts: pd.DataFrame, wide: bool) -> pd.DataFrame:
+    """A table of Python-int counts in the column types it is stored with: int64, or decimal
+    strings when ``wide``."""
+    if not wide:
+        return counts.astype({name: "int64" for name in COUNT_NAMES})
+    counts = counts.copy()
+    for name in COUNT_NAMES:
+        counts[name] = [str(int(x)) for x in counts[name]]
+    return counts
 
 
 def _summary_head(counts: pd.DataFrame) -> str:
@@ -329,10 +355,28 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=METHODS, default="direct",
                         help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
                              "bounding-box height (docs/palago_transfer.md) (default: direct)")
+    parser.add_argument("--checkpoint-interval", type=_positive_seconds, default=None, metavar="SECONDS",
+                        help="--method transfer: save each height's sweep this often, so that a killed run "
+                             f"resumes from the last save (default: {CHECKPOINT_INTERVAL:g})")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"give a number of seconds above 0, not {text!r}")
+    return seconds
 
 
 def _build(args: argparse.Namespace) -> PalagoCountsJob:
-    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method)
+    job = palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method)
+    if args.checkpoint_interval is not None:
+        if args.method != "transfer":
+            raise UsageError("--checkpoint-interval applies to --method transfer (the direct search's shards are short)")
+        job.checkpoint_interval = args.checkpoint_interval
+    return job
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from batchenum.jobs.palago import PalagoCountsJob, _check_identities, _summary_head, summed_counts
+from batchenum.jobs.palago import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, WIDE_CREATURE_COUNTS, WIDE_PARTIAL_COUNTS, PalagoCountsJob,
+                                   _check_identities, _summary_head, stored_counts, summed_counts)
+from batchenum.pipeline.checkpoint import Checkpoint
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import PlanContext, Shard, ShardResult
 
@@ -28,29 +30,48 @@ class PalagoTransferJob(PalagoCountsJob):
 
     method = "transfer"
     shard_tables = ("partial_counts",)
+    checkpoint_interval = CHECKPOINT_INTERVAL  # a height's sweep is saved this often (pipeline/checkpoint.py)
+
+    def __init__(self, max_n: int, wide: bool = False):
+        super().__init__(max_n)
+        # exact decimal strings past INT64_MAX_N (jobs/palago.py), int64 columns as before up to it
+        self.wide = wide or max_n > INT64_MAX_N
+        if self.wide:
+            self.tables = (WIDE_PARTIAL_COUNTS, WIDE_CREATURE_COUNTS, CREATURES)
+
+    def params(self) -> dict:
+        return {**super().params(), "counts": "decimal strings"} if self.wide else super().params()
 
     def plan(self, context: PlanContext) -> list[Shard]:
         from batchenum.solvers.palago.transfer import max_height
 
         # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
-        return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height})
+        return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height,
+                                          **({"wide": True} if self.wide else {})})
                 for height in range(1, max(1, max_height(self.max_n)) + 1)]
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None) -> ShardResult:
+        """One height's sweep; with a checkpoint, resumed from its last save and saved as it goes."""
         from batchenum.solvers.palago.transfer import count_height
 
         max_n = shard.spec["max_n"]
-        fixed = count_height(shard.spec["height"], max_n)
+        saving = {}
+        if checkpoint is not None:
+            saving = {"resume": checkpoint.load(), "save": checkpoint.save, "save_every": checkpoint.interval}
+        fixed = count_height(shard.spec["height"], max_n, **saving)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
-        partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed[1:].tolist(),
+        if shard.spec.get("wide"):
+            fixed, zeros = [str(x) for x in fixed], ["0"] * max_n
+        partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed,
                    **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros,
                    "nodes": zeros}
         return ShardResult({"partial_counts": partial})
 
     def finalize(self, tables: dict, out) -> dict:
-        counts = complete(summed_counts(tables["partial_counts"]))  # free and stabilisers from fixed + symmetric
+        # free and stabilisers from fixed + symmetric, in Python ints
+        counts = complete(summed_counts(tables["partial_counts"], exact=True))
         _check_identities(counts)
-        return self._published(counts, out)
+        return self._published(stored_counts(counts, self.wide), out)
 
     def summary(self, tables: dict, totals: dict) -> str:
         return _summary_head(tables["creature_counts"]) + "transfer-matrix method"
@@ -62,8 +83,8 @@ def complete(counts: pd.DataFrame) -> pd.DataFrame:
 
     max_n = int(counts.n.max())
     n = counts.n.to_numpy()
-    fixed = np.zeros(max_n + 1, dtype=np.int64)
-    fixed[n] = counts.fixed.to_numpy()
+    fixed = np.zeros(max_n + 1, dtype=object)
+    fixed[n] = [int(x) for x in counts.fixed]
     try:
         columns = stabiliser_columns(fixed, symmetric_counts(max_n))
     except ValueError as error:

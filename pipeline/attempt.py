@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from batchenum.pipeline.checkpoint import CHECKPOINTS, Checkpoint
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardResult
@@ -58,11 +59,18 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
             if not retry:
                 return Attempt(node, reused=True)
     started = time.monotonic()
+    checkpoint = None
     if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
         result = job.retry_shard(shard, store.read_shard_tables(shard), retry)
+    elif job.checkpoint_interval:
+        checkpoint = Checkpoint(store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0),
+                                job.checkpoint_interval)
+        result = job.run_shard(shard, checkpoint=checkpoint)
     else:
         result = job.run_shard(shard)
     store.write_shard(shard, result.tables, _recorded_stats(job, shard, result, fingerprint, node, started))
+    if checkpoint is not None:
+        checkpoint.clear()  # the committed shard supersedes it
     return Attempt(node, verified=verify and not retry, retried=len(retry), records=result.stats.get("records"))
 
 

@@ -151,6 +151,10 @@ class Job:
     # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
     # only finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
+    # Seconds of work between saves of a running shard's state (pipeline/checkpoint.py), or None.
+    # A job that sets it has a ``run_shard(shard, checkpoint=...)``: the successor of a killed
+    # attempt continues from the last save.  Not a parameter: it never changes the results.
+    checkpoint_interval: float | None = None
 
     def params(self) -> dict[str, Any]:
         """JSON-serialisable parameters that determine the results (recorded as provenance)."""

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.storage import TMP_MARK, Storage
 from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, DamagedFileError,
@@ -35,6 +36,7 @@ class JobStatus:
     stale: list[str] = field(default_factory=list)  # committed by another code version or parameters
     damaged: list[str] = field(default_factory=list)  # files whose footer cannot be read
     seconds: list[float] = field(default_factory=list)  # compute seconds of the shards the last run committed
+    checkpoints: list[dict] = field(default_factory=list)  # saved states of unfinished shards (checkpoint.py)
     commit_times: list[float] = field(default_factory=list)  # when the last run committed them
     last_commit: float | None = None  # the latest commit of any shard
     tables: list[dict[str, Any]] = field(default_factory=list)  # final tables: name, rows, params, version
@@ -94,6 +96,7 @@ def _job_status(folder: Storage) -> JobStatus | None:
     elif lease is not None:
         status.lease, status.dead = lease, dead_reason(lease)
     _read_shards(status, folder, shard_files)
+    status.checkpoints = [c for c in saved_checkpoints(folder) if c["shard"] not in status.committed]
     status.tables = _group_parts([_final_table(folder, path) for path in finals])
     return status
 
@@ -268,6 +271,10 @@ def _render_one(status: JobStatus, now: float) -> str:
         left = _time_left(status)
         if left is not None:
             lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run")
+    for saved in status.checkpoints:
+        lines.append(f"  checkpoint:  {saved['shard']}: " + ("damaged; the next attempt starts the shard afresh"
+                     if saved.get("damaged") else f"{saved.get('progress') or 'saved'}, {_clock(saved.get('saved_at'))} "
+                     f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"))
     for table in status.tables:
         rows = (f"damaged ({table['damaged']}); run the command that wrote it again to rebuild it"
                 if table.get("damaged") else "unreadable") if table["rows"] is None else f"{table['rows']:,} rows"
@@ -335,6 +342,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
         "manifest": _manifest_json(status.manifest),
         "shard_store": {"files": status.shard_files, "bytes": status.shard_bytes},
+        "checkpoints": status.checkpoints,  # saved states of unfinished shards: shard, saved_at, progress, bytes
         "tables": [{"name": table["name"], "rows": table["rows"], "parts": table.get("parts"),
                     "version": table.get("version"), "params": _params(table.get("params")),
                     "damaged": table.get("damaged")} for table in status.tables],

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import REPO
 from batchenum.solvers.palago import count_creatures
-from batchenum.solvers.palago.transfer import (count_height, count_height_reference, fixed_counts, fixed_counts_reference,
-                                     max_height)
+from batchenum.solvers.palago.transfer import (MAX_N as TRANSFER_MAX_N, count_height, count_height_reference,
+                                               exact_counts, fixed_counts, fixed_counts_reference, max_height)
 
 MAX_N = 16
 
@@ -76,9 +76,20 @@ def test_transfer_refuses_a_catalogue(tmp_path):
 
 
 def test_the_lower_bound_never_cuts_a_creature():
-    # Knuth's check of Jensen's pruning: rerun with the bound switched off (states then die only
-    # when their size alone exceeds max_n) and compare.
-    assert fixed_counts(MAX_N, bound=False).tolist() == fixed_counts(MAX_N).tolist()
+    # Knuth's check of Jensen's pruning: rerun with the bound weakened (1: columns only) and
+    # switched off (states then die only when their size alone exceeds max_n) and compare.
+    strongest = fixed_counts(MAX_N).tolist()
+    assert fixed_counts(MAX_N, bound=1).tolist() == strongest
+    assert fixed_counts(MAX_N, bound=False).tolist() == strongest
+
+
+def test_the_stronger_bound_prunes_states():
+    processed = {}
+    for level in (0, 1, 2):
+        stats = np.zeros(2, dtype=np.int64)
+        count_height(5, MAX_N, stats=stats, bound=level)
+        processed[level] = int(stats[1])
+    assert processed[0] > processed[1] > processed[2] > 0
 
 
 def test_kernel_matches_the_direct_search(direct):
@@ -99,3 +110,125 @@ def test_smallest_tables(tmp_path):
         assert result.returncode == 0, result.stderr
         counts = pd.read_parquet(out / "palago" / "creature_counts.parquet")
         assert counts.n.tolist() == list(range(1, max_n + 1)) and not counts.drop(columns="n").any().any()
+
+
+P = 2**61 - 1
+
+
+def test_exact_counts_rebuild_integers_past_int64_by_crt():
+    values = [0, 1, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, 3**70, 2**64 * P - 1]
+    rebuilt = exact_counts(np.array([v % 2**64 for v in values], dtype=np.uint64),
+                           np.array([v % P for v in values], dtype=np.int64),
+                           np.array([float(v) for v in values]))
+    assert rebuilt.tolist() == values and all(type(v) is int for v in rebuilt)
+
+
+@pytest.mark.parametrize("value", [2**64 * P, 2**64 * P + 12345, 5 * 2**64 * P + 2**70])
+def test_exact_counts_refuse_counts_past_the_crt_range(value):
+    # The residues alone would give value mod 2^64 P: the float64 channel exposes it.
+    with pytest.raises(ArithmeticError, match="does not fit"):
+        exact_counts(np.array([value % 2**64], dtype=np.uint64), np.array([value % P], dtype=np.int64),
+                     np.array([float(value)]))
+
+
+def test_kernel_counts_are_python_ints():
+    counts = count_height(3, MAX_N)
+    assert counts.dtype == object and all(type(v) is int for v in counts)
+
+
+def test_max_n_cap_follows_the_state_key():
+    from batchenum.jobs.palago import palago_job
+    from batchenum.pipeline.errors import UsageError
+
+    assert max_height(TRANSFER_MAX_N) == 30 and palago_job(TRANSFER_MAX_N, method="transfer").wide
+    with pytest.raises(UsageError, match=f"--max-n must be between 1 and {TRANSFER_MAX_N}"):
+        palago_job(TRANSFER_MAX_N + 1, method="transfer")
+    with pytest.raises(ValueError, match="height must be between 1 and 30"):
+        count_height(31, 70)
+
+
+def test_wide_table_holds_the_same_counts_as_decimal_strings(tmp_path):
+    # Past --max-n 44 the count columns are decimal strings; force them at n = 16 and compare with
+    # the int64 table of the same run.
+    import batchenum
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+
+    narrow = batchenum.run("palago", max_n=MAX_N, method="transfer", out=str(tmp_path / "narrow"), serial=True)
+    wide = batchenum.run(PalagoTransferJob(MAX_N, wide=True), out=str(tmp_path / "wide"), serial=True)
+    narrow_counts = narrow.tables["creature_counts"].to_pandas()
+    wide_counts = wide.tables["creature_counts"].to_pandas()
+    assert (narrow_counts.dtypes.drop("n") == "int64").all()
+    assert all(isinstance(v, str) for v in wide_counts.fixed)
+    as_ints = wide_counts.drop(columns="n").map(int)  # one line from the stored strings
+    assert as_ints.equals(narrow_counts.drop(columns="n").astype(object).map(int))
+    assert as_ints.fixed.sum() > 0
+
+
+CHECKPOINT_N = 34  # long enough (tens of seconds) that starting a process is a small part of it
+
+
+def _transfer_run(out, *extra, max_n=CHECKPOINT_N) -> list[str]:
+    return [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--method", "transfer",
+            "--serial", "--out", str(out), *extra]
+
+
+def test_a_killed_run_resumes_from_its_checkpoints(tmp_path):
+    # The test, at a small n: kill the driver at 85% of the clean run's time; the rerun
+    # (reusing committed heights, resuming the unfinished one from its last save) must take at
+    # most 0.3x the clean time and write the same table.
+    import os
+    import signal
+    import time
+
+    # compile (or load numba's cache) first, so that neither timed run pays for it
+    subprocess.run(_transfer_run(tmp_path / "warm", max_n=12), check=True, capture_output=True, cwd=REPO, timeout=1200)
+    started = time.monotonic()
+    subprocess.run(_transfer_run(tmp_path / "clean"), check=True, capture_output=True, cwd=REPO, timeout=1200)
+    clean = time.monotonic() - started
+
+    out = tmp_path / "killed"
+    run = subprocess.Popen(_transfer_run(out, "--checkpoint-interval", "2"), cwd=REPO, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(0.85 * clean)
+    assert run.poll() is None, "the run finished before it could be killed"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    status = subprocess.run([sys.executable, "-m", "batchenum", "status", "--out", str(out)], capture_output=True,
+                            text=True, cwd=REPO, timeout=120)
+    saved = sorted(path.stem for path in (out / "palago" / "_checkpoints").glob("*.ckpt"))
+    for shard in saved:  # (none when the kill fell between a height's commit and its successor's first save)
+        assert f"checkpoint:  {shard}: column " in status.stdout, status.stdout
+
+    started = time.monotonic()
+    subprocess.run(_transfer_run(out, "--checkpoint-interval", "2"), check=True, capture_output=True, cwd=REPO,
+                   timeout=1200)
+    rerun = time.monotonic() - started
+    assert rerun <= 0.3 * clean, f"the rerun took {rerun:.1f} s, the clean run {clean:.1f} s (saved: {saved})"
+    table = "palago/creature_counts.parquet"
+    assert pd.read_parquet(out / table).equals(pd.read_parquet(tmp_path / "clean" / table))
+    assert not list((out / "palago" / "_checkpoints").glob("*.ckpt"))  # each removed once its height committed
+
+
+def test_a_checkpoint_of_other_parameters_is_not_resumed(tmp_path):
+    from batchenum.pipeline.checkpoint import Checkpoint
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    storage = Storage.at(str(tmp_path))
+    shard = Shard("h005", {"height": 5})
+    Checkpoint(storage, shard, {"params": "a"}, 1.0).save(b"state", "column 3")
+    assert Checkpoint(storage, shard, {"params": "a"}, 1.0).load() == b"state"
+    assert Checkpoint(storage, shard, {"params": "b"}, 1.0).load() is None
+
+
+def test_a_sweep_resumed_from_any_save_gives_the_same_counts():
+    # save_every=0: a save at the end of every column once the last save's time has passed nine
+    # times over (how many depends on the machine's speed, at least one)
+    saved = []
+    whole = count_height(7, 24, save=lambda data, progress: saved.append(data), save_every=0.0)
+    assert saved
+    for data in saved:
+        stats = np.zeros(2, dtype=np.int64)
+        assert count_height(7, 24, resume=data, stats=stats).tolist() == whole.tolist()
+    with pytest.raises(ValueError, match="saved sweep"):
+        count_height(6, 24, resume=saved[0])

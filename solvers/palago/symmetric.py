@@ -394,15 +394,23 @@ def symmetric_counts(max_n: int) -> SymmetricCounts:
 def stabiliser_columns(fixed: np.ndarray, sym: SymmetricCounts) -> dict[str, np.ndarray]:
     """Free counts and free counts by stabiliser order from fixed counts and symmetric counts
     (Burnside over D3), indexed like ``fixed``.  Raises ValueError when a division is not exact,
-    which would mean the inputs are inconsistent."""
-    fixed = np.asarray(fixed, dtype=np.int64)
-    a_ref, a_rot, a_full = sym.reflection[: len(fixed)], sym.rotation[: len(fixed)], sym.full[: len(fixed)]
+    which would mean the inputs are inconsistent.  Exact at any size: an int64 ``fixed`` gives
+    int64 columns, an object array of Python ints (past 2^63) gives Python ints."""
+    exact = np.asarray(fixed).dtype == object
+    fixed = np.asarray(fixed, dtype=object if exact else np.int64)
+    a_ref, a_rot, a_full = (np.asarray(column[: len(fixed)], dtype=fixed.dtype)
+                            for column in (sym.reflection, sym.rotation, sym.full))
     f6 = a_full
-    f3, r3 = np.divmod(a_rot - a_full, 2)
+    f3, r3 = _divmod(a_rot - a_full, 2)
     f2 = a_ref - a_full
-    f1, r1 = np.divmod(fixed - 3 * f2 - 2 * f3 - f6, 6)
-    free, r = np.divmod(fixed + 2 * a_rot + 3 * a_ref, 6)
+    f1, r1 = _divmod(fixed - 3 * f2 - 2 * f3 - f6, 6)
+    free, r = _divmod(fixed + 2 * a_rot + 3 * a_ref, 6)
     if r3.any() or r1.any() or r.any() or (np.minimum.reduce([f1, f2, f3, f6]) < 0).any():
         raise ValueError("fixed and symmetric counts are inconsistent (Burnside divisions are not exact)")
     return {"free": free, "free_stabiliser_1": f1, "free_stabiliser_2": f2, "free_stabiliser_3": f3,
             "free_stabiliser_6": f6}
+
+
+def _divmod(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.divmod for int64 and object (Python int) arrays alike (np.divmod refuses objects)."""
+    return x // d, x % d

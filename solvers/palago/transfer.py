@@ -24,11 +24,15 @@ numba kernel the job uses (``count_height``).
 
 from __future__ import annotations
 
+import io
+import time
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 from numba import njit, types
-from numba.typed import Dict
 
-__all__ = ["max_height", "count_height", "fixed_counts", "count_height_reference", "fixed_counts_reference"]
+__all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference", "fixed_counts_reference"]
 
 
 def max_height(max_n: int) -> int:
@@ -165,38 +169,45 @@ def fixed_counts_reference(max_n: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- numba kernel
 #
-# The same sweep as count_height_reference.  A state's key is two int64 words: labels of rows
-# 0..11 (5 bits each) and the flags (bits 60, 61) in the first, labels of rows 12..23 in the
-# second; so heights up to 24 (n <= 49).  Values are rows of a dense int64 matrix (one column per
-# size 0..max_n); a typed dict maps keys to rows.
+# The same sweep as count_height_reference.  A state's key is three int64 words of ten 6-bit
+# labels each (rows 0..9, 10..19, 20..29), the flags in bits 60 and 61 of the first: heights up to
+# 30, so n <= 61.
+#
+# Exact wide arithmetic (docs/palago_transfer.md, "Arithmetic"): every coefficient is carried three
+# times, as a uint64 (counts modulo 2^64, by wraparound), modulo the Mersenne prime P = 2^61 - 1
+# (one addition and one conditional subtraction), and as a float64 (an approximation of the same
+# nonnegative sum, relative error far below 1e-9).  The wrapper rebuilds each count modulo
+# 2^64 * P ~ 2^125 by the Chinese remainder theorem and accepts it only if it agrees with the
+# float64 channel: a count of 2^125 or more (or any arithmetic slip) would land far from it.
+# The float64 channel also decides whether a coefficient is nonzero (a residue can be 0).
 
-_BITS = 5
-_PER_WORD = 12
-_MAX_HEIGHT = 2 * _PER_WORD
-_KEY = types.UniTuple(types.int64, 2)
-# Counts are int64: fixed(n) grows about 2.7x per tile and is about 2e11 at n = 32.  The kernel
-# records the largest coefficient it ever held (stats[2]) and the wrapper refuses a result in
-# which it came within a factor 4 of 2^63.
-MAX_N = 44
-_SAFE = np.int64(1) << 61
+_BITS = 6
+_PER_WORD = 10
+_WORDS = 3
+_MAX_HEIGHT = _WORDS * _PER_WORD
+_KEY = types.UniTuple(types.int64, _WORDS)
+MAX_N = 2 * _MAX_HEIGHT + 1  # max_height(MAX_N) == _MAX_HEIGHT
+_P = (1 << 61) - 1
+_INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
+_FLOAT_AGREEMENT = 1e-9
 
 
 @njit(cache=True, nogil=True)
-def _decode(w0, w1, height, f):
+def _decode(key, height, f):
     for k in range(height):
-        word = w0 if k < _PER_WORD else w1
-        f[k] = (word >> (_BITS * (k % _PER_WORD))) & 31
-    return (w0 >> 60) & 3
+        f[k] = (key[k // _PER_WORD] >> (_BITS * (k % _PER_WORD))) & 63
+    return (key[0] >> 60) & 3
 
 
 @njit(cache=True, nogil=True)
 def _encode(g, height, flags, seen):
-    """Relabel g by first appearance (in place) and pack it with the flags."""
+    """Relabel g by first appearance and pack it with the flags."""
     for k in range(height + 2):
         seen[k] = 0
     nxt = 0
     w0 = np.int64(flags) << 60
     w1 = np.int64(0)
+    w2 = np.int64(0)
     for k in range(height):
         x = g[k]
         if x:
@@ -204,15 +215,22 @@ def _encode(g, height, flags, seen):
                 nxt += 1
                 seen[x] = nxt
             x = seen[x]
-        if k < _PER_WORD:
-            w0 |= np.int64(x) << (_BITS * k)
-        else:
-            w1 |= np.int64(x) << (_BITS * (k - _PER_WORD))
-    return w0, w1
+            shifted = np.int64(x) << (_BITS * (k % _PER_WORD))
+            if k < _PER_WORD:
+                w0 |= shifted
+            elif k < 2 * _PER_WORD:
+                w1 |= shifted
+            else:
+                w2 |= shifted
+    return (w0, w1, w2)
 
 
 @njit(cache=True, nogil=True)
-def _kernel_lower_bound(g, c, j, height, flags, halved):
+def _kernel_lower_bound(g, c, j, height, flags, halved, level, span_lo, span_hi):
+    """Hexes not yet counted that every completion must still add (docs/palago_transfer.md,
+    "Pruning"): level 1 counts the pending hexes at frontier S vertices and two hexes per column the
+    creature must still reach; level 2 also counts the new vertices it needs to reach rows 0 and
+    H-1 and to cross the gaps between frontier components (span_lo, span_hi: scratch, int64[H + 2])."""
     lb = 0
     for jj in range(j + 1, height):
         if g[jj] or (jj + 1 < height and g[jj + 1]):
@@ -226,37 +244,137 @@ def _kernel_lower_bound(g, c, j, height, flags, halved):
     if (flags & 1) == 0 or ((flags & 2) == 0 and j == height - 1):
         if more < 1:
             more = 1
-    return lb + 2 * more
+    if level < 2:
+        return lb + 2 * more
+    return lb + more + max(more, _new_vertices_needed(g, height, flags, span_lo, span_hi))
 
 
 @njit(cache=True, nogil=True)
-def _count_height(height, max_n, weighted, bound, stats):
-    """stats[0]: largest number of states after a step; stats[1]: states processed (sum over steps);
-    stats[2]: largest coefficient held by a state."""
+def _new_vertices_needed(g, height, flags, span_lo, span_hi):
+    """Undecided vertices every completion must put in S, each at its own row: rows 0..r-1 when row
+    0 is unreached (r: the lowest frontier S row), rows R+1..H-1 when row H-1 is unreached (R: the
+    highest), and every row of a gap between frontier S rows that no component spans (a path
+    joining the parts below and above it must cross each of its rows at a new vertex)."""
+    lowest = -1
+    highest = -1
+    for k in range(height + 2):
+        span_lo[k] = height
+        span_hi[k] = -1
+    for k in range(height):
+        x = g[k]
+        if x:
+            if lowest < 0:
+                lowest = k
+            highest = k
+            if span_lo[x] > k:
+                span_lo[x] = k
+            span_hi[x] = k
+    if lowest < 0:
+        return 0
+    needed = 0
+    if (flags & 1) == 0:
+        needed += lowest
+    if (flags & 2) == 0:
+        needed += height - 1 - highest
+    previous = lowest
+    for k in range(lowest + 1, highest + 1):
+        if g[k] == 0:
+            continue
+        if k - previous > 1:
+            spanned = False
+            for x in range(height + 2):
+                if span_lo[x] <= previous and span_hi[x] >= k:
+                    spanned = True
+                    break
+            if not spanned:
+                needed += k - previous - 1
+        previous = k
+    return needed
+
+
+@njit(cache=True, nogil=True)
+def _add_mod_p(x, y):
+    s = x + y  # both < P < 2^61: no overflow
+    return s - _P if s >= _P else s
+
+
+@njit(cache=True, nogil=True)
+def _hash_slot(key, mask):
+    """A slot for ``key`` in an open-addressing table of mask + 1 slots (multiply-xorshift mix)."""
+    h = key[0] * np.int64(-7046029254386353131) ^ key[1] * np.int64(-4658895280553007687) ^ key[2] * np.int64(
+        -3372029247567499371)
+    h ^= (h >> 31) & np.int64(0x1FFFFFFFF)
+    h *= np.int64(-4265267296055464877)
+    h ^= (h >> 29) & np.int64(0x7FFFFFFFF)
+    return h & mask
+
+
+@njit(cache=True, nogil=True)
+def _grown(rows, used):
+    """``rows`` with twice as many rows, the first ``used`` copied."""
+    shape = (2 * rows.shape[0],) + rows.shape[1:]
+    grown = np.empty(shape, dtype=rows.dtype)
+    grown[:used] = rows[:used]
+    return grown
+
+
+@njit(cache=True, nogil=True)
+def _rehashed(keys, count, size):
+    """An open-addressing table of ``size`` slots (a power of two) holding rows 0..count-1."""
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for row in range(count):
+        slot = _hash_slot(keys[row], mask)
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = row
+    return slots
+
+
+@njit(cache=True, nogil=True)
+def _sweep_columns(height, max_n, weighted, bound, stats, done_w, done_p, done_f, keys, pw, pp, pf, lo, hi, count, c,
+                   columns):
+    """Sweep ``columns`` more columns (fewer if no state survives) from the generation of ``count``
+    states before column ``c``, and return the generation after them: (keys, pw, pp, pf, lo, hi,
+    count, c).  A generation is keys int64[cap, 3], the three channels of each state's size
+    polynomial (pw uint64, pp int64 mod P, pf float64, each [cap, max_n + 1]) and lo, hi int64[cap]:
+    a sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi
+    only bounds the range).  An open-addressing table of row indices finds a key's row.
+    Adds completed creatures to done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P)
+    and done_f (float64).  stats[0]: largest number of states after a step; stats[1]: states
+    processed (sum over steps)."""
     n1 = max_n + 1
-    done = np.zeros(n1, dtype=np.int64)
-    keys = np.zeros((1, 2), dtype=np.int64)
-    polys = np.zeros((1, n1), dtype=np.int64)
-    polys[0, 0] = 1
-    count = 1
+    cap = max(64, keys.shape[0])
+    # the next generation's buffers, reused from step to step (grown, never shrunk)
+    o_keys = np.zeros((cap, _WORDS), dtype=np.int64)
+    ow = np.zeros((cap, n1), dtype=np.uint64)
+    op = np.zeros((cap, n1), dtype=np.int64)
+    of = np.zeros((cap, n1), dtype=np.float64)
+    o_lo = np.zeros(cap, dtype=np.int64)
+    o_hi = np.zeros(cap, dtype=np.int64)
     f = np.zeros(height + 1, dtype=np.int64)
     g = np.zeros(height + 1, dtype=np.int64)
     seen = np.zeros(height + 3, dtype=np.int64)
+    span_lo = np.zeros(height + 2, dtype=np.int64)
+    span_hi = np.zeros(height + 2, dtype=np.int64)
     opt_add = np.zeros(4, dtype=np.int64)
     opt_flags = np.zeros(4, dtype=np.int64)
     opt_g = np.zeros((4, height + 1), dtype=np.int64)
     fresh = height + 1
-    c = 0
-    while count > 0:
+    end = c + columns
+    while count > 0 and c < end:
         for j in range(height):
-            index = Dict.empty(key_type=_KEY, value_type=types.int64)
-            cap = max(16, 2 * count)
-            out_keys = np.zeros((cap, 2), dtype=np.int64)
-            out_polys = np.zeros((cap, n1), dtype=np.int64)
+            size = 64
+            while size < 4 * count:
+                size *= 2
+            slots = np.full(size, -1, dtype=np.int64)
+            mask = size - 1
             out_count = 0
             for s in range(count):
                 stats[1] += 1
-                flags = _decode(keys[s, 0], keys[s, 1], height, f)
+                flags = _decode(keys[s], height, f)
+                s_lo = lo[s]
+                s_hi = hi[s]
                 a = f[j]
                 b = f[j + 1] if j + 1 < height else 0
                 base = 1 if (j == 0 and a != 0) else 0
@@ -295,6 +413,8 @@ def _count_height(height, max_n, weighted, bound, stats):
                 for o in range(n_opt):
                     add = opt_add[o]
                     fl = opt_flags[o]
+                    if s_lo + add > max_n:
+                        continue
                     for k in range(height):
                         g[k] = opt_g[o, k]
                     if a != 0:
@@ -308,81 +428,207 @@ def _count_height(height, max_n, weighted, bound, stats):
                         if not alive:
                             # (c-1, j) took the last frontier vertex of its component with it
                             if not others and fl == 3 and (c >= height or not weighted):
-                                w = 2 if (weighted and c > height) else 1
-                                for k in range(n1 - add):
-                                    done[k + add] += w * polys[s, k]
+                                twice = weighted and c > height
+                                for k in range(s_lo, min(s_hi, max_n - add) + 1):
+                                    x_w = pw[s, k]
+                                    x_p = pp[s, k]
+                                    x_f = pf[s, k]
+                                    if twice:
+                                        x_w = x_w + x_w
+                                        x_p = _add_mod_p(x_p, x_p)
+                                        x_f = x_f + x_f
+                                    done_w[k + add] += x_w
+                                    done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
+                                    done_f[k + add] += x_f
                             continue
-                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted) if bound else 0
-                    top = max_n - lb  # largest size worth keeping
-                    if top < add:
+                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted, bound, span_lo, span_hi) if bound else 0
+                    # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
+                    t_hi = min(s_hi, max_n - lb - add)
+                    if t_hi < s_lo:
                         continue
-                    nonzero = False
-                    for k in range(top - add + 1):
-                        if polys[s, k] != 0:
-                            nonzero = True
-                            break
-                    if not nonzero:
-                        continue
-                    w0, w1 = _encode(g, height, fl, seen)
-                    if c == 0 and j == height - 1 and w0 == (np.int64(fl) << 60) and w1 == 0:
+                    key = _encode(g, height, fl, seen)
+                    if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
                         continue  # S must start in column 0
-                    key = (w0, w1)
-                    row = -1
-                    if key in index:
-                        row = index[key]
-                    else:
-                        if out_count == out_keys.shape[0]:
-                            grown_keys = np.zeros((2 * out_count, 2), dtype=np.int64)
-                            grown_keys[:out_count] = out_keys
-                            grown_polys = np.zeros((2 * out_count, n1), dtype=np.int64)
-                            grown_polys[:out_count] = out_polys
-                            out_keys = grown_keys
-                            out_polys = grown_polys
+                    slot = _hash_slot(key, mask)
+                    row = slots[slot]
+                    while row >= 0:
+                        if o_keys[row, 0] == key[0] and o_keys[row, 1] == key[1] and o_keys[row, 2] == key[2]:
+                            break
+                        slot = (slot + 1) & mask
+                        row = slots[slot]
+                    d_lo = s_lo + add
+                    d_hi = t_hi + add
+                    if row < 0:
+                        if out_count == o_keys.shape[0]:
+                            o_keys = _grown(o_keys, out_count)
+                            ow = _grown(ow, out_count)
+                            op = _grown(op, out_count)
+                            of = _grown(of, out_count)
+                            o_lo = _grown(o_lo, out_count)
+                            o_hi = _grown(o_hi, out_count)
                         row = out_count
                         out_count += 1
-                        index[key] = row
-                        out_keys[row, 0] = w0
-                        out_keys[row, 1] = w1
-                    for k in range(top - add + 1):
-                        out_polys[row, k + add] += polys[s, k]
-            keys = out_keys
-            polys = out_polys
+                        slots[slot] = row
+                        for w in range(_WORDS):
+                            o_keys[row, w] = key[w]
+                        for k in range(d_lo, d_hi + 1):
+                            ow[row, k] = pw[s, k - add]
+                            op[row, k] = pp[s, k - add]
+                            of[row, k] = pf[s, k - add]
+                        o_lo[row] = d_lo
+                        o_hi[row] = d_hi
+                        if 2 * out_count > size:
+                            size *= 2
+                            mask = size - 1
+                            slots = _rehashed(o_keys, out_count, size)
+                        continue
+                    # widen the row's range, zeroing what it newly covers, then add
+                    r_lo = o_lo[row]
+                    r_hi = o_hi[row]
+                    if d_lo < r_lo:
+                        for k in range(d_lo, r_lo):
+                            ow[row, k] = 0
+                            op[row, k] = 0
+                            of[row, k] = 0.0
+                        o_lo[row] = d_lo
+                    if d_hi > r_hi:
+                        for k in range(r_hi + 1, d_hi + 1):
+                            ow[row, k] = 0
+                            op[row, k] = 0
+                            of[row, k] = 0.0
+                        o_hi[row] = d_hi
+                    for k in range(d_lo, d_hi + 1):
+                        ow[row, k] += pw[s, k - add]
+                        op[row, k] = _add_mod_p(op[row, k], pp[s, k - add])
+                        of[row, k] += pf[s, k - add]
+            # the new generation becomes current; the old one's buffers hold the next
+            keys, o_keys = o_keys, keys
+            pw, ow = ow, pw
+            pp, op = op, pp
+            pf, of = of, pf
+            lo, o_lo = o_lo, lo
+            hi, o_hi = o_hi, hi
             count = out_count
-            for r in range(count):
-                for k in range(n1):
-                    if polys[r, k] > stats[2]:
-                        stats[2] = polys[r, k]
             if count > stats[0]:
                 stats[0] = count
         c += 1
-    return done
+    return keys, pw, pp, pf, lo, hi, count, c
+
+
+def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
+    """Exact nonnegative counts (a numpy object array of Python ints) from their residues modulo
+    2^64 and P = 2^61 - 1, by the Chinese remainder theorem, each checked against its float64
+    approximation.  Raises ArithmeticError when one disagrees: the count reached 2^64 P ~ 2^125,
+    or a channel went wrong."""
+    out = np.zeros(len(residues_2_64), dtype=object)
+    for k, (r, q, approx) in enumerate(zip(residues_2_64.tolist(), residues_p.tolist(), approximations.tolist())):
+        x = int(r) + (1 << 64) * (((int(q) - int(r)) * _INV_2_64) % _P)
+        if abs(x - approx) > _FLOAT_AGREEMENT * approx + 0.5:
+            raise ArithmeticError(f"coefficient {k}: the residues give {x}, the float64 channel {approx:.6e}; "
+                                  "the count does not fit below 2^64 (2^61 - 1)")
+        out[k] = x
+    return out
 
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
-                 bound: bool = True) -> np.ndarray:
+                 bound: int = 2, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
+                 save_every: float = 300.0) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
-    weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference).
+    weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
+    as exact Python ints in a numpy object array.
     ``weights=False``: every width, each creature once (a check of the reflection argument).
-    ``stats``, if given (int64[3]), receives the peak number of states, the states processed and
-    the largest coefficient a state held.
-    ``bound=False`` drops the lower bound on hexes still to come (states die only when their size
-    alone exceeds max_n): slower, and a check that the bound never cut a creature."""
+    ``stats``, if given (int64[2]), receives the peak number of states and the states processed.
+    ``bound`` picks the lower bound on hexes still to come that prunes states: 2 (default) the
+    strongest, 1 the column bound alone, 0 (or False) none (states die only when their size alone
+    exceeds max_n): slower, and checks that no bound ever cut a creature.
+    ``save``, if given, is called with the sweep's state (bytes) and a line saying how far it got
+    ("column 12, 3,456 states, 1,234,567 processed") at the end of a column whenever
+    ``save_every`` seconds have passed since the start or the last save (and nine times as long as
+    the last save took, so that saving costs at most a tenth of the time); ``resume`` continues a
+    sweep from such bytes (of the same height, max_n, weights and bound) instead of from scratch."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
-    if stats is None:
-        stats = np.zeros(3, dtype=np.int64)
-    if max_n < 0 or max_n > MAX_N:
+    if not 0 <= max_n <= MAX_N:
         raise ValueError(f"max_n must be between 0 and {MAX_N}, not {max_n}")
-    done = _count_height(height, max_n, weights, bound, stats)
-    if stats[2] >= _SAFE or done.max(initial=0) >= _SAFE or stats[2] < 0 or done.min(initial=0) < 0:
-        raise OverflowError(f"height {height}, max_n {max_n}: counts came too close to 2^63")
-    return done
+    if bound not in (0, 1, 2):
+        raise ValueError(f"bound must be 0, 1 or 2, not {bound!r}")
+    if stats is None:
+        stats = np.zeros(2, dtype=np.int64)
+    sweep = (height, max_n, bool(weights), int(bound))
+    state = _SweepState.start(max_n) if resume is None else _SweepState.from_bytes(resume, sweep)
+    stats[:2] += state.stats
+    last_save = time.monotonic()
+    gap = save_every
+    while state.count > 0:
+        before = stats[:2].copy()
+        *generation, count, c = _sweep_columns(height, max_n, weights, int(bound), stats, state.done_w, state.done_p,
+                                               state.done_f, *state.generation(), state.count, state.c, 1)
+        state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
+                            done_f=state.done_f, stats=state.stats + (stats[:2] - before))
+        if save is not None and state.count > 0 and time.monotonic() - last_save >= gap:
+            saving = time.monotonic()
+            save(state.to_bytes(sweep), f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed")
+            last_save = time.monotonic()
+            gap = max(save_every, 9 * (last_save - saving))  # saves take at most a tenth of the time
+    return exact_counts(state.done_w, state.done_p, state.done_f)
 
 
-def fixed_counts(max_n: int, bound: bool = True, halved: bool = True) -> np.ndarray:
-    """Fixed creature counts by size 0..max_n, summed over heights (numba kernel).  ``halved=False``
-    sweeps every box with its own height, wide or tall, instead of only W >= H counted twice."""
-    total = np.zeros(max_n + 1, dtype=np.int64)
+@dataclass
+class _SweepState:
+    """A sweep between two columns: the generation of states before column ``c`` (``count`` rows
+    of keys and the three polynomial channels, with their nonzero ranges), the creatures completed
+    so far, and the stats (peak states, states processed) so far."""
+
+    keys: np.ndarray
+    pw: np.ndarray
+    pp: np.ndarray
+    pf: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    count: int
+    c: int
+    done_w: np.ndarray
+    done_p: np.ndarray
+    done_f: np.ndarray
+    stats: np.ndarray
+
+    @classmethod
+    def start(cls, max_n: int) -> "_SweepState":
+        """One state before column 0: the empty frontier, polynomial 1."""
+        n1 = max_n + 1
+        pw, pp, pf = np.zeros((1, n1), np.uint64), np.zeros((1, n1), np.int64), np.zeros((1, n1), np.float64)
+        pw[0, 0], pp[0, 0], pf[0, 0] = 1, 1, 1.0
+        return cls(np.zeros((1, _WORDS), np.int64), pw, pp, pf, np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 0,
+                   np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64), np.zeros(2, np.int64))
+
+    def generation(self) -> tuple:
+        return self.keys, self.pw, self.pp, self.pf, self.lo, self.hi
+
+    def to_bytes(self, sweep: tuple) -> bytes:
+        """The live rows only, with the sweep's parameters (height, max_n, weights, bound)."""
+        buffer = io.BytesIO()
+        rows = slice(0, self.count)
+        np.savez(buffer, sweep=np.array(sweep, np.int64), scalars=np.array([self.count, self.c], np.int64),
+                 keys=self.keys[rows], pw=self.pw[rows], pp=self.pp[rows], pf=self.pf[rows], lo=self.lo[rows],
+                 hi=self.hi[rows], done_w=self.done_w, done_p=self.done_p, done_f=self.done_f, stats=self.stats)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, sweep: tuple) -> "_SweepState":
+        with np.load(io.BytesIO(data)) as saved:
+            if tuple(saved["sweep"].tolist()) != sweep:
+                raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
+                                 f"not {sweep}")
+            count, c = saved["scalars"].tolist()
+            return cls(*(saved[name] for name in ("keys", "pw", "pp", "pf", "lo", "hi")), count=count, c=c,
+                       **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")})
+
+
+def fixed_counts(max_n: int, bound: int = 2, halved: bool = True) -> np.ndarray:
+    """Fixed creature counts by size 0..max_n (exact Python ints), summed over heights (numba
+    kernel).  ``halved=False`` sweeps every box with its own height, wide or tall, instead of only
+    W >= H counted twice."""
+    total = np.zeros(max_n + 1, dtype=object)
     for height in range(1, max_height(max_n) + 1):
         total += count_height(height, max_n, weights=halved, bound=bound)
     return total
