@@ -158,5 +158,5 @@ def test_input_given_twice_reads_both_files(tmp_path):
     done = cli("run", "dungeons", "--input", str(tmp_path / "b.jsonl"), "--input", str(tmp_path / "a.jsonl"),
                "--out", str(tmp_path / "out"), "--serial")
     assert done.returncode == 0 and "read 2, answered 2, rejected 0" in done.stdout, done.stderr
-    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers.parquet")
+    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers")
     assert answers[["id", "gold"]].values.tolist() == [["a.jsonl", 1], ["b.jsonl", 2]]  # sorted by file
