@@ -12,6 +12,7 @@ loaded.  The attempt that commits the shard removes it.  Nothing here knows abou
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from batchenum.pipeline.storage import TMP_MARK, Storage
 __all__ = ["CHECKPOINTS", "Checkpoint", "saved_checkpoints"]
 
 CHECKPOINTS = "_checkpoints"
+LOGGER = logging.getLogger("batchenum.checkpoint")
 
 
 class Checkpoint:
@@ -39,6 +41,7 @@ class Checkpoint:
         header, data = _split(self.storage.read_bytes(self.path))
         if header is None or header.get("provenance") != self.provenance:
             return None
+        LOGGER.info(f"{self.storage.uri(self.path)}: resuming from the save at {header.get('progress') or '?'}")
         return data
 
     def save(self, data: bytes, progress: str = "") -> None:

@@ -167,6 +167,6 @@ def test_cli_with_task_counting_gives_the_same_tables(tmp_path):
     assert "planned with" not in default.stderr
     assert default.stdout.splitlines()[0] == tasks.stdout.splitlines()[0]
     for table in ("answers", "errors"):
-        assert (tmp_path / "default" / "dungeons" / f"{table}.parquet").read_bytes() == \
-               (tmp_path / "tasks" / "dungeons" / f"{table}.parquet").read_bytes()
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "default" / "dungeons" / table),
+                                      pd.read_parquet(tmp_path / "tasks" / "dungeons" / table))
     assert len(pd.read_parquet(tmp_path / "tasks" / "dungeons" / "errors")) == 2
