@@ -164,7 +164,7 @@ def s3_against_disk(count: int, folder: str) -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        _wait_for(endpoint)
+        wait_for_endpoint(endpoint)
         env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                "AWS_REGION": "us-east-1"}
         import pyarrow.fs as pafs
@@ -194,7 +194,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_for(endpoint: str) -> None:
+def wait_for_endpoint(endpoint: str) -> None:
+    """Wait (up to 60 s) until an HTTP server answers at ``endpoint`` (also used by faults_soak.py)."""
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -17,8 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +28,8 @@ import pyarrow.fs as pafs  # noqa: E402
 from conftest import free_port  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from soak import cli_command, soak  # noqa: E402
+
+from batch_scale import wait_for_endpoint  # noqa: E402  (this folder is first on sys.path)
 
 
 def main() -> None:
@@ -45,7 +45,7 @@ def main() -> None:
     server = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
-        _wait_up(f"http://127.0.0.1:{port}")
+        wait_for_endpoint(f"http://127.0.0.1:{port}")
         with tempfile.TemporaryDirectory() as scratch:
             _soak(Path(scratch), port, args)
     finally:
@@ -89,18 +89,6 @@ def _soak(scratch: Path, port: int, args: argparse.Namespace) -> None:
     print(f"last run:              {figures.final_seconds:.1f} s, {figures.final_reused} shards reused")
     print(f"whole soak:            {figures.total_seconds:.1f} s")
     print(f"tables equal a clean serial run: {same}")
-
-
-def _wait_up(endpoint: str) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(endpoint, timeout=2).close()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,12 @@ def probability(text: str) -> float:
     return value
 
 
+def _add_runs_folder(parser: argparse.ArgumentParser) -> None:
+    """--out for the commands that read what runs wrote (status, cleanup)."""
+    parser.add_argument("--out", default="results", metavar="DIR",
+                        help="the folder or URI the runs write to (default: results)")
+
+
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where and how to run")
     group.add_argument("--out", default="results", metavar="DIR",
@@ -138,8 +144,7 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
                             description="For every job found under DIR: shards committed out of planned, "
                                         "stale or damaged ones, parameters, code version, the last commit and "
                                         "an estimate of the time left, and the final tables with their provenance.")
-    status.add_argument("--out", default="results", metavar="DIR",
-                        help="the folder or URI the runs write to (default: results)")
+    _add_runs_folder(status)
     status.add_argument("--json", action="store_true", help="one JSON object on standard output (docs/cli.md)")
     status.set_defaults(handler=_status)
     cleanup = top.add_parser("cleanup", help="remove the shard files that committed tables no longer need",
@@ -147,8 +152,7 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
                                          "delete the shard store (_shards/), after completing an interrupted commit. "
                                          "A rerun then computes every shard again. Folders without committed tables "
                                          "keep their shards.")
-    cleanup.add_argument("--out", default="results", metavar="DIR",
-                         help="the folder or URI the runs write to (default: results)")
+    _add_runs_folder(cleanup)
     cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
     cleanup.set_defaults(handler=_cleanup)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
