@@ -41,23 +41,7 @@ def test_a_second_run_refuses_and_a_dead_runs_folder_is_taken_over(tmp_path):
 
 def test_of_runs_starting_at_once_exactly_one_gets_the_folder(tmp_path):
     folder = Storage.at(str(tmp_path / "job"))
-    barrier = threading.Barrier(8)
-    outcomes = []
-
-    def start() -> None:
-        lease = Lease(folder, say=lambda message: None)
-        barrier.wait()
-        try:
-            lease.__enter__()
-            outcomes.append(("won", lease))
-        except LeaseError as error:
-            outcomes.append(("refused", str(error)))
-
-    threads = [threading.Thread(target=start) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = start_at_once([Lease(folder, say=lambda message: None) for _ in range(8)])
     winners = [lease for outcome, lease in outcomes if outcome == "won"]
     assert len(winners) == 1 and len(outcomes) == 8
     assert all("another run" in message for outcome, message in outcomes if outcome == "refused")
