@@ -96,7 +96,9 @@ def test_parquet_fingerprint_follows_the_row_groups_of_the_slice(tmp_path):
 
 
 class ReadCountingStorage(Storage):
-    """The input's real Storage, noting the byte ranges read through ``read_bytes``."""
+    """The input's real Storage, noting the byte ranges read through ``read_bytes``, and through
+    each file opened with ``open_input`` (its ``read_at`` calls, as one range when they follow
+    each other)."""
 
     def __init__(self, source: Storage):
         super().__init__(source.fs, source.root, source.display_root, source.local)
@@ -105,6 +107,32 @@ class ReadCountingStorage(Storage):
     def read_bytes(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         self.reads.append((start, end))
         return super().read_bytes(path, start, end)
+
+    def open_input(self, path: str):
+        return RangeNotingInput(super().open_input(path), self.reads)
+
+
+class RangeNotingInput:
+    def __init__(self, handle, reads: list):
+        self._handle, self._reads, self._range = handle, reads, None
+
+    def __getattr__(self, name: str):  # planning's counting reads (seek, readinto) are not noted
+        return getattr(self._handle, name)
+
+    def read_at(self, size: int, offset: int) -> bytes:
+        data = self._handle.read_at(size, offset)
+        start, end = self._range or (offset, offset)
+        assert end == offset, "a slice is read in one pass, front to back"
+        self._range = (start, offset + len(data))
+        return data
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._range:
+            self._reads.append(self._range)
+        self._handle.close()
 
 
 @pytest.mark.parametrize("job_class", [DungeonJob, NonaryJob])

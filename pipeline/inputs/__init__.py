@@ -59,6 +59,7 @@ def read_records(spec: dict, field: str, payload_type: pa.DataType, *, check: Ch
     if spec["format"] == "parquet":
         records = read_parquet(spec, source, field, payload_type, check, loaded.fingerprint)
     else:
-        records = read_jsonl(loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint)
+        records = read_jsonl(loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint,
+                             loaded.oversized)
     records.file = spec["path"]
     return records

@@ -17,7 +17,8 @@ thus depends neither on the reader nor on the records sharing its slice.
 
 JSONL must be UTF-8 without unpaired surrogate escapes; a byte order mark is skipped at the very
 start of the file only; lines nested deeper than ``MAX_DEPTH`` or with a number longer than
-``MAX_NUMBER_DIGITS`` digits are rejected.
+``MAX_NUMBER_DIGITS`` digits are rejected, and so are lines longer than ``MAX_LINE_BYTES``, which the
+slice's reader drops unread (``lines.py``).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from numba import njit
 
 from batchenum.pipeline.arrow import has_nulls
 from batchenum.pipeline.inputs.jsonl_strict import read_id_and_strings
+from batchenum.pipeline.inputs.lines import MAX_LINE_BYTES
 from batchenum.pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, json_type_name, record_id
 
-__all__ = ["read_jsonl", "FAST_TYPE", "MAX_DEPTH", "MAX_NUMBER_DIGITS"]
+__all__ = ["read_jsonl", "FAST_TYPE", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "MAX_LINE_BYTES"]
 
 FAST_TYPE = pa.list_(pa.string())  # the payload type the fast path reads (jsonl_strict reads it itself)
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
@@ -52,9 +54,13 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def read_jsonl(data: bytes, first_line: int, field: str, payload_type: pa.DataType, check: Check | None,
-               fingerprint: str) -> Records:
+               fingerprint: str, oversized: dict[int, int] | None = None) -> Records:
     """The records of a JSONL slice (its exact bytes, its first line's number): by the fast path
-    when it reads the slice without doubt, else line by line (see the module's docstring)."""
+    when it reads the slice without doubt, else line by line (see the module's docstring).
+    ``oversized`` ({offset in the slice: length}) are lines dropped as longer than
+    ``MAX_LINE_BYTES`` (empty lines in ``data``), each rejected with its length."""
+    if oversized:
+        return _read_lines(data, first_line, field, payload_type, check, fingerprint, oversized)
     if payload_type.equals(FAST_TYPE):
         records = _fast_records(data, first_line, field, fingerprint)
         if records is not None:
@@ -183,7 +189,7 @@ def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
 
 
 def _read_lines(data: bytes, first_line: int, field: str, payload_type: pa.DataType, check: Check | None,
-                fingerprint: str) -> Records:
+                fingerprint: str, oversized: dict[int, int] | None = None) -> Records:
     """The slice line by line with ``json.loads``: every non-blank line becomes one record.  This is
     the reference reading; the fast path is used only where it gives the same records."""
     records = RecordsBuilder(field, payload_type, check, "line")
@@ -191,7 +197,11 @@ def _read_lines(data: bytes, first_line: int, field: str, payload_type: pa.DataT
     for offset, raw in enumerate(data.split(b"\n")):
         if offset == 0 and first_line == 1 and raw.startswith(_BOM):
             raw = raw[len(_BOM):]  # a byte order mark at the very start of the file is allowed
-        if raw.strip():
+        if oversized and offset in oversized:
+            line = first_line + offset
+            records.add(line, None, None, f"line {line}: {oversized[offset]:,} bytes long; lines of more than "
+                                          f"{MAX_LINE_BYTES:,} bytes are not read")
+        elif raw.strip():
             line = first_line + offset
             records.add(line, *_parse_json_line(raw, line, field, int(depth[offset]), int(digits[offset])))
     return records.records(fingerprint)

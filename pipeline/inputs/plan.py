@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from batchenum.pipeline import faults
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.inputs.dataset import resolve_inputs
+from batchenum.pipeline.inputs.lines import CHUNK, Cut, cut_lines
 from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.storage import Storage, StorageError
 
@@ -70,11 +71,14 @@ class LoadedSlice:
     spec:        the slice spec from ``plan_slices``.
     data:        the slice's exact bytes (JSONL); None for Parquet, whose rows are read by column.
     fingerprint: ``slice_fingerprint`` of the slice, computed from those same bytes for JSONL.
+    oversized:   JSONL lines dropped for being longer than ``MAX_LINE_BYTES``: {offset of the line
+                 within the slice: its length in bytes}; each is an empty line in ``data``.
     """
 
     spec: dict
     data: bytes | None
     fingerprint: str
+    oversized: dict[int, int] = field(default_factory=dict)
 
 
 
@@ -415,18 +419,20 @@ def load_slice(spec: dict, source: Storage | None = None) -> LoadedSlice:
     source: the input's Storage (carries object-store credentials to workers); default: the one
             ``spec["path"]`` names, reached with this process's environment.
 
-    A compressed JSONL file's slice (the whole file) is decompressed here, by pyarrow's codec; its
-    fingerprint is that of the compressed bytes.  Raises InputError if the file changed since it was
-    planned, or does not decompress.
+    A JSONL slice is read in chunks, and a line longer than ``lines.MAX_LINE_BYTES`` is dropped as it
+    is read (``LoadedSlice.oversized``).  A compressed JSONL file's slice (the whole file) is
+    decompressed here, by pyarrow's codec; its fingerprint is that of the compressed bytes.  Raises
+    InputError if the file changed since it was planned, or does not decompress.
     """
     source = source or input_storage(spec["path"])
     if spec["format"] == "parquet":
         return LoadedSlice(spec, None, slice_fingerprint(spec, source))
     if spec.get("compression"):
         raw = _whole_file_bytes(spec, source)
-        return LoadedSlice(spec, _decompressed(raw, spec), _fingerprint(raw))
-    data = _slice_bytes(spec, source)
-    return LoadedSlice(spec, data, _fingerprint(data))
+        cut = cut_lines(_decompressed_chunks(raw, spec))
+        return LoadedSlice(spec, cut.data, _fingerprint(raw), cut.oversized)
+    cut = _cut_slice(spec, source)
+    return LoadedSlice(spec, cut.data, cut.digest, cut.oversized)
 
 
 def _whole_file_bytes(spec: dict, source: Storage) -> bytes:
@@ -435,36 +441,29 @@ def _whole_file_bytes(spec: dict, source: Storage) -> bytes:
     return source.read_bytes(source.root)
 
 
-def _decompressed(raw: bytes, spec: dict) -> bytes:
-    """A compressed file's content, through pyarrow's codec (``pa.CompressedInputStream``)."""
+def _decompressed_chunks(raw: bytes, spec: dict) -> Iterator[bytes]:
+    """A compressed file's content, ``CHUNK`` bytes at a time, through pyarrow's codec."""
     try:
-        return pa.CompressedInputStream(pa.BufferReader(raw), spec["compression"]).read()
+        stream = pa.CompressedInputStream(pa.BufferReader(raw), spec["compression"])
+        while chunk := stream.read(CHUNK):
+            yield chunk
     except Exception as error:  # a truncated or damaged stream: pyarrow raises several types
         raise InputError(f"cannot decompress input file {spec['path']} ({spec['compression']}): {error}; "
                          "check the file (for example with gzip -t or zstd -t)") from None
 
 
-def _slice_bytes(spec: dict, source: Storage) -> bytes:
-    """The exact bytes of a JSONL slice: its planned range is read in one request, and the cuts
-    found in it by counting ``skip`` and ``lines`` newlines (``_cut_slice``).  InputError if the
-    file changed since planning."""
+def _cut_slice(spec: dict, source: Storage) -> Cut:
+    """A JSONL slice: its planned byte range [from, to) read ``CHUNK`` bytes at a time, cut just
+    after the ``skip``-th newline and ``lines`` newlines further (or at the end, for the last slice).
+    InputError if the file changed since planning."""
     check_unchanged(spec, source)
-    data = source.read_bytes(source.root, spec["from"], spec["to"])
-    start, end = _cut_slice(data, spec)
-    return data[start:end]
-
-
-def _cut_slice(data: bytes, spec: dict) -> tuple[int, int]:
-    """(start, end) of a slice within ``data``, the bytes [from, to) of its input: just after the
-    ``skip``-th newline, and ``lines`` newlines further (or the end, for the last slice)."""
-    wanted = spec["skip"] + (spec["lines"] or 0)
-    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A)[:wanted] if wanted else ()
-    if len(newlines) < wanted:  # only when the content changed behind the same size and time
+    with source.open_input(source.root) as handle:
+        chunks = (handle.read_at(min(CHUNK, spec["to"] - at), at) for at in range(spec["from"], spec["to"], CHUNK))
+        cut = cut_lines(chunks, spec["skip"], spec["lines"])
+    if not cut.complete:  # only when the content changed behind the same size and time
         raise InputError(f"input file {spec['path']} changed during the run (bytes {spec['from']:,} to "
                          f"{spec['to']:,} no longer hold the lines planned); run it again once it no longer changes")
-    start = int(newlines[spec["skip"] - 1]) + 1 if spec["skip"] else 0
-    end = int(newlines[-1]) + 1 if spec["lines"] else len(data)
-    return start, end
+    return cut
 
 
 def check_unchanged(spec: dict, source: Storage) -> None:
@@ -483,7 +482,7 @@ def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
     behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
     source = source or input_storage(spec["path"])
     if spec["format"] == "jsonl":
-        return _fingerprint(_whole_file_bytes(spec, source) if spec.get("compression") else _slice_bytes(spec, source))
+        return _fingerprint(_whole_file_bytes(spec, source)) if spec.get("compression") else _cut_slice(spec, source).digest
     digest = hashlib.sha256()
     check_unchanged(spec, source)
     metadata = open_parquet(source).metadata
