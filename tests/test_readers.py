@@ -63,7 +63,7 @@ def _read_all(path: pathlib.Path, ray) -> dict[str, pa.Table]:
     return {
         "pandas": pa.Table.from_pandas(pd.read_parquet(path, page_checksum_verification=True), preserve_index=False),
         "pyarrow.dataset": ds.dataset(path).to_table(),
-        "duckdb": duckdb.sql(f"FROM '{glob}'").fetch_arrow_table(),
+        "duckdb": duckdb.sql(f"FROM '{glob}'").to_arrow_table(),
         "polars": pl.read_parquet(glob).to_arrow(),
         "ray.data": pa.concat_tables(ray.get(ray.data.read_parquet(str(path)).to_arrow_refs())),
     }
@@ -95,7 +95,7 @@ def test_a_whole_job_folder_fails_loudly_in_every_reader(runs, ray_session, job)
     attempts = {
         "pandas": lambda: pd.read_parquet(folder),
         "pyarrow.dataset": lambda: ds.dataset(folder).to_table(),
-        "duckdb": lambda: duckdb.sql(f"FROM '{folder}/**/*.parquet'").fetch_arrow_table(),
+        "duckdb": lambda: duckdb.sql(f"FROM '{folder}/**/*.parquet'").to_arrow_table(),
         "polars": lambda: pl.read_parquet(f"{folder}/**/*.parquet"),
         "ray.data": lambda: ray_session.data.read_parquet(str(folder)).count(),
     }
@@ -141,3 +141,45 @@ def _cwd(path: pathlib.Path):
         yield
     finally:
         os.chdir(before)
+
+
+def _cluster_doc_block() -> str:
+    text = (REPO / "docs" / "cluster.md").read_text()
+    section = text[text.index("## Reading results from object storage"):]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return block
+
+
+def test_every_reader_gives_the_same_tables_from_s3(runs, ray_session, s3_server, new_bucket, monkeypatch, capsys):
+    import pyarrow.fs as pafs
+
+    for name, value in s3_server.items():
+        monkeypatch.setenv(name, value)
+    s3 = pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], region="us-east-1",
+                           access_key=s3_server["AWS_ACCESS_KEY_ID"], secret_key=s3_server["AWS_SECRET_ACCESS_KEY"])
+    pafs.copy_files(str(runs / "runs"), f"{new_bucket}/runs", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=s3)
+    polars_options = {"aws_endpoint_url": s3_server["AWS_ENDPOINT_URL"], "aws_allow_http": "true",
+                      "aws_access_key_id": s3_server["AWS_ACCESS_KEY_ID"],
+                      "aws_secret_access_key": s3_server["AWS_SECRET_ACCESS_KEY"], "aws_region": "us-east-1"}
+    for job, table, where, key in TABLES:
+        local = _arrow(ds.dataset(runs / "runs" / job / where).to_table(), key)
+        uri = f"s3://{new_bucket}/runs/{job}/{where}"
+        glob = uri + "/*.parquet" if (runs / "runs" / job / where).is_dir() else uri
+        dataset = ds.dataset(uri)  # noqa: F841  (DuckDB scans the Python variable named in its query)
+        reads = {
+            "pandas": pa.Table.from_pandas(pd.read_parquet(uri, page_checksum_verification=True), preserve_index=False),
+            "pyarrow.dataset": ds.dataset(uri).to_table(),
+            "duckdb": duckdb.sql("FROM dataset").to_arrow_table(),
+            "polars": pl.read_parquet(glob, storage_options=polars_options).to_arrow(),
+            "ray.data": pa.concat_tables(ray_session.get(ray_session.data.read_parquet(
+                uri, filesystem=s3).to_arrow_refs())),
+        }
+        for reader, read in reads.items():
+            read = _arrow(read, key)
+            assert read.schema == local.schema, (table, reader, read.schema)
+            assert read.equals(local), (table, reader)
+    block = _cluster_doc_block().replace("s3://my-bucket/", f"s3://{new_bucket}/")
+    exec(compile(block, "docs/cluster.md", "exec"), {})  # noqa: S102 (our own docs)
+    rows = len(ds.dataset(runs / "runs" / "dungeons" / "answers").to_table())
+    assert f"{rows}" in capsys.readouterr().out
