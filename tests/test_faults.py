@@ -201,7 +201,7 @@ def test_node_death_is_named_without_retries_and_waited_out_with_them(tmp_path):
     assert not report["final_table_written"]
     assert report["committed_after_failure"] >= 1
     assert report["reused"] == report["committed_after_failure"] < report["shards"]
-    expected = PUBLISHED[PUBLISHED.n <= 23]
+    expected = PUBLISHED[PUBLISHED.n <= 22]
     assert report["free"] == expected.free.tolist()
     assert report["fixed"] == expected.fixed.tolist()
     # on a cluster left without CPUs a run says so once, waits, and finishes when a node joins
