@@ -71,8 +71,8 @@ def catalogue_text(catalogue: Catalogue) -> CatalogueText:
     tiles_offsets = np.zeros(count + 1, dtype=np.int64)
     sum_offsets = np.zeros(count + 1, dtype=np.int64)
     as_int64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731  (no copy when it already is)
-    _encode_all(as_int64(catalogue.sizes), as_int64(catalogue.offsets), as_int64(catalogue.codes),
-                _DIRECTIONS, _LETTERS, key, key_offsets, tiles, tiles_offsets, sums, sum_offsets)
+    creatures = (as_int64(catalogue.sizes), as_int64(catalogue.offsets), as_int64(catalogue.codes))
+    _encode_all(creatures, _DIRECTIONS, _LETTERS, (key, key_offsets), (tiles, tiles_offsets), (sums, sum_offsets))
     return CatalogueText(key[: key_offsets[-1]], key_offsets, tiles[: tiles_offsets[-1]], tiles_offsets,
                          sums[: sum_offsets[-1]], sum_offsets)
 
@@ -94,8 +94,14 @@ def _write_int(buf, pos, value):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _encode_all(sizes, offsets, codes, directions, letters,
-                key, key_offsets, tiles, tiles_offsets, sums, sum_offsets):
+def _encode_all(creatures, directions, letters, key_column, tiles_column, sum_column):
+    """Write the three text columns of the catalogue creatures = (sizes, offsets, codes).  Each
+    *_column is a (data, offsets) pair of a CatalogueText's column to fill, unpacked once here.
+    directions, letters: _DIRECTIONS and _LETTERS."""
+    sizes, offsets, codes = creatures
+    key, key_offsets = key_column
+    tiles, tiles_offsets = tiles_column
+    sums, sum_offsets = sum_column
     count = sizes.shape[0]
     q = np.zeros(MAX_N, dtype=np.int64)
     r = np.zeros(MAX_N, dtype=np.int64)

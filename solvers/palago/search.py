@@ -119,11 +119,13 @@ class SearchCounts:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out):
-    """Fill out[:n] with the translation-normalised codes of the creature's image under symmetry g,
-    in the order of tri_list (unsorted).  scratch: int64[n, 4] work space.  matrices: int64[6, 4]
-    row-major 2x2 maps.  ci, cj: each cell's coordinates (relative to the anchor, which the
-    normalisation cancels)."""
+def _raw_codes(g, n, grid, work, scratch, out):
+    """Fill out[:n] with the translation-normalised codes of the image under symmetry g of the
+    creature in work (a _Work: its first n required hexes and their rotations), in the order of
+    tri_list (unsorted).  grid: a _Grid.  scratch: int64[n, 4] work space.  The cells' coordinates
+    are relative to the anchor, which the normalisation cancels."""
+    off, moments, matrices = grid.off, grid.moments, grid.matrices
+    in_s, rot, tri_list = work.in_s, work.rot, work.tri_list
     a = matrices[g, 0]
     b = matrices[g, 1]
     c = matrices[g, 2]
@@ -132,8 +134,8 @@ def _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out):
     min_j = 1 << 30
     for k in range(n):
         t = tri_list[k]
-        i = ci[t]
-        j = cj[t]
+        i = moments[t, 0]
+        j = moments[t, 1]
         r = rot[t]
         tip = t + off[r]
         flags = in_s[tip] + 2 * in_s[t + off[1 if r == 0 else (2 if r == 1 else 0)]]
@@ -170,10 +172,10 @@ def _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _tile_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out):
+def _tile_codes(g, n, grid, work, scratch, out):
     """Fill out[:n] with the sorted, translation-normalised codes of the creature's image under
     symmetry g (see _raw_codes)."""
-    _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, out)
+    _raw_codes(g, n, grid, work, scratch, out)
     _insertion_sort(out, n)
 
 
@@ -216,10 +218,12 @@ def _compare_sorted(x, y, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _classify(v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, scratch, own, image):
-    """Return (is_canonical, stabiliser_order) for a complete creature whose axis variances v0, v1,
-    v2 tie.  Tile codes are compared for the symmetries that map the variances onto themselves."""
-    var = (v0, v1, v2)
+def _classify(var, n, grid, work, codes):
+    """Return (is_canonical, stabiliser_order) for the complete creature of n tiles in work (a
+    _Work) whose axis variances var (a 3-tuple) tie.  Tile codes are compared for the symmetries
+    that map the variances onto themselves.  grid: a _Grid; codes: a _Codes."""
+    perm = grid.perm
+    scratch, own, image = codes
     canonical = True
     stabiliser = 1
     own_ready = False
@@ -233,9 +237,9 @@ def _classify(v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, s
                 break
         if cmp == 0:
             if not own_ready:
-                _raw_codes(0, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, own)
+                _raw_codes(0, n, grid, work, scratch, own)
                 own_ready = True
-            _raw_codes(g, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, image)
+            _raw_codes(g, n, grid, work, scratch, image)
             cmp = _compare_sorted(image, own, n)
         if cmp == 0:
             stabiliser += 1
@@ -245,10 +249,10 @@ def _classify(v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, s
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off):
+def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, moments, off):
     """Add vertex x to S (at s_list[s_len]); the hexes around it become required.  Returns the new
     number of required hexes.  sums: running sums of the required hexes' coordinates
-    (i, j, i*i, j*j, i*j), read from the lookup tables ci, cj."""
+    (i, j, i*i, j*j, i*j), a row of the lookup table moments per hex."""
     in_s[np.uint64(x)] = 1
     s_list[np.uint64(s_len)] = x
     for c in range(3):
@@ -257,18 +261,13 @@ def _push_vertex(x, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, o
         if req[np.uint64(t)] == 1:
             tri_list[np.uint64(tri_len)] = t
             tri_len += 1
-            i = ci[np.uint64(t)]
-            j = cj[np.uint64(t)]
-            sums[0] += i
-            sums[1] += j
-            sums[2] += i * i
-            sums[3] += j * j
-            sums[4] += i * j
+            for m in range(5):
+                sums[m] += moments[np.uint64(t), m]
     return tri_len
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
+def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, moments, off):
     """Undo _push_vertex for s_list[keep:s_len], newest first.  Returns the new number of required
     hexes."""
     while s_len > keep:
@@ -280,23 +279,21 @@ def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off):
             req[np.uint64(t)] -= 1
             if req[np.uint64(t)] == 0:
                 tri_len -= 1
-                i = ci[np.uint64(t)]
-                j = cj[np.uint64(t)]
-                sums[0] -= i
-                sums[1] -= j
-                sums[2] -= i * i
-                sums[3] -= j * j
-                sums[4] -= i * j
+                for m in range(5):
+                    sums[m] -= moments[np.uint64(t), m]
     return tri_len
 
 
 # The kernel's arguments, grouped.  _search unpacks each group once on entry: an array read from
 # a tuple is reference-counted (atomic increments and decrements), which in the hot loop or in
-# the helpers it calls per node costs about 5x, so the helpers below take the arrays themselves.
-_Grid = namedtuple("_Grid", ["max_n", "width", "anchor", "off", "ci", "cj", "perm", "matrices"])
+# the helpers it calls per node costs about 5x, so _push_vertex and _pop_vertices take the arrays
+# themselves.  _classify and _raw_codes, run only for finished creatures whose variances tie, take
+# the groups: there it does not show (benchmarks/palago_kernels.py).
+_Grid = namedtuple("_Grid", ["max_n", "width", "anchor", "off", "moments", "perm", "matrices"])
 # max_n, width, anchor: ints (see SearchGrid); off: int64[3], the tip of rotation r is hex +
-# off[r]; ci, cj: int64[cells] each cell's coordinates relative to the anchor (so the kernel never
-# divides); perm: int64[6, 3] (_PERM), matrices: int64[6, 4] (_MATRICES).
+# off[r]; moments: int64[cells, 5] each cell's (i, j, i*i, j*j, i*j), its coordinates relative to
+# the anchor and the products the running sums add (so the kernel never divides or multiplies for
+# them); perm: int64[6, 3] (_PERM), matrices: int64[6, 4] (_MATRICES).
 _Work = namedtuple("_Work", ["in_s", "rot", "req", "s_list", "tri_list", "stack"])
 # Grid-sized work arrays in_s uint8, rot int8, req int8 (must be zero / -1 / zero, and are left
 # so), s_list, tri_list int64; stack: int64[max_n + 2, 10] frames (see _search).
@@ -307,6 +304,9 @@ _Cut = namedtuple("_Cut", ["depth", "paths", "lens", "count"])
 # go to paths (int8[rows, depth]) and lens (int64[rows]); count (int64[1]) counts them, rows past
 # the buffer included (those are dropped, so the caller can retry larger).  depth -1: count.
 _Shelf = namedtuple("_Shelf", ["max_n", "codes", "meta", "count"])
+_Codes = namedtuple("_Codes", ["scratch", "own", "image"])
+# Work space for tile codes: scratch int64[max_n + 1, 4]; own, image int64[max_n + 1], the codes of
+# the creature and of one of its images.
 # The catalogue: canonical creatures of up to max_n tiles go to codes (int64, tile codes) and
 # meta (int64[rows, 3]: n, stabiliser, offset) from the positions count = int64[3] [creatures,
 # codes, overflowed], which are advanced.
@@ -333,7 +333,7 @@ def _search(grid, work, prefix, counts, cut, shelf):
     reference counting above); with helpers taking the arrays one by one, the shared steps need up
     to 17 arguments each.
     """
-    max_n, width, anchor, off, ci, cj, perm, matrices = grid
+    max_n, width, anchor, off, moments = grid.max_n, grid.width, grid.anchor, grid.off, grid.moments
     in_s, rot, req, s_list, tri_list, stack = work
     fixed, free, by_stab, stab_sum, nodes = counts
     frontier_depth, paths, path_lens, path_count = cut
@@ -343,22 +343,21 @@ def _search(grid, work, prefix, counts, cut, shelf):
     # it adds to every signed index (about 1.1x at n = 20, 21).  They are never negative: cells
     # around S lie at or above row 0, S at or above the anchor's row 1.
     sums = np.zeros(5, dtype=np.int64)
-    scratch = np.empty((max_n + 1, 4), dtype=np.int64)
     own = np.empty(max_n + 1, dtype=np.int64)
-    image = np.empty(max_n + 1, dtype=np.int64)
+    codes = _Codes(np.empty((max_n + 1, 4), dtype=np.int64), own, np.empty(max_n + 1, dtype=np.int64))
     forced = np.empty(max_n + 1, dtype=np.int64)  # hexes set without a frame, in order
     forced_len = 0
     top = 0  # frames on the stack
 
     # The anchor joins S.
-    tri_len = _push_vertex(anchor, in_s, s_list, 0, req, tri_list, 0, sums, ci, cj, off)
+    tri_len = _push_vertex(anchor, in_s, s_list, 0, req, tri_list, 0, sums, moments, off)
     s_len = 1
     head = 0
     depth = 0
     # The anchor alone needs three hexes; below that nothing closes (and the stack holds max_n).
     descend = tri_len <= max_n
     if not descend:
-        _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
+        _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, moments, off)
         return
 
     while True:
@@ -463,15 +462,14 @@ def _search(grid, work, prefix, counts, cut, shelf):
                     if v0 != v1 and v1 != v2 and v0 != v2:
                         canonical = v0 < v1 and v1 < v2
                     else:
-                        canonical, stabiliser = _classify(
-                            v0, v1, v2, tri_list, n, rot, in_s, ci, cj, off, perm, matrices, scratch, own, image)
+                        canonical, stabiliser = _classify((v0, v1, v2), n, grid, work, codes)
                     stab_sum[n] += stabiliser
                     if canonical:
                         free[n] += 1
                         column = 0 if stabiliser == 1 else (1 if stabiliser == 2 else (2 if stabiliser == 3 else 3))
                         by_stab[n, column] += 1
                         if n <= catalogue_max_n:
-                            _tile_codes(0, tri_list, n, rot, in_s, ci, cj, off, matrices, scratch, own)
+                            _tile_codes(0, n, grid, work, codes.scratch, own)
                             k = cat_count[0]
                             pos = cat_count[1]
                             if k < cat_meta.shape[0] and pos + n <= cat_codes.shape[0]:
@@ -496,7 +494,7 @@ def _search(grid, work, prefix, counts, cut, shelf):
             forced_len -= 1
             rot[forced[np.uint64(forced_len)]] = -1
         saved_len = stack[np.uint64(f), 3]
-        tri_len = _pop_vertices(saved_len, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
+        tri_len = _pop_vertices(saved_len, in_s, s_list, s_len, req, tri_len, sums, moments, off)
         s_len = saved_len
         rot[np.uint64(t)] = -1
         head = stack[np.uint64(f), 4]
@@ -517,7 +515,7 @@ def _search(grid, work, prefix, counts, cut, shelf):
         ok = True
         if join >= 0:  # the frame checked that `join` may join
             p = s_len
-            tri_len = _push_vertex(join, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
+            tri_len = _push_vertex(join, in_s, s_list, s_len, req, tri_list, tri_len, sums, moments, off)
             s_len += 1
             # Each vertex that joins pulls in the far ends of bodies already decided around it.
             while p < s_len and ok:
@@ -535,7 +533,7 @@ def _search(grid, work, prefix, counts, cut, shelf):
                             if y < anchor:
                                 ok = False
                                 break
-                            tri_len = _push_vertex(y, in_s, s_list, s_len, req, tri_list, tri_len, sums, ci, cj, off)
+                            tri_len = _push_vertex(y, in_s, s_list, s_len, req, tri_list, tri_len, sums, moments, off)
                             s_len += 1
             if tri_len > max_n:
                 ok = False
@@ -547,7 +545,7 @@ def _search(grid, work, prefix, counts, cut, shelf):
     while forced_len > 0:
         forced_len -= 1
         rot[forced[np.uint64(forced_len)]] = -1
-    _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, ci, cj, off)
+    _pop_vertices(0, in_s, s_list, s_len, req, tri_len, sums, moments, off)
     for m in range(top):
         rot[stack[m, 0]] = -1
 
@@ -566,9 +564,10 @@ class _Workspace:
         cells = layout.width * layout.height
         # coordinates of every cell relative to the anchor, so the kernel never divides
         index = np.arange(cells, dtype=np.int64)
-        ci = index % layout.width - layout.anchor % layout.width
-        cj = index // layout.width - layout.anchor // layout.width
-        self.grid = _Grid(max_n, layout.width, layout.anchor, layout.corner_offsets, ci, cj, _PERM, _MATRICES)
+        i = index % layout.width - layout.anchor % layout.width
+        j = index // layout.width - layout.anchor // layout.width
+        moments = np.stack([i, j, i * i, j * j, i * j], axis=1)
+        self.grid = _Grid(max_n, layout.width, layout.anchor, layout.corner_offsets, moments, _PERM, _MATRICES)
         self.work = _Work(
             in_s=np.zeros(cells, dtype=np.uint8),
             rot=np.full(cells, -1, dtype=np.int8),

@@ -43,6 +43,7 @@ two members fixed by the rotation, order 6 has one member fixed by everything.)
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,10 +153,24 @@ def _tables(grid: _Grid, group):
     return vimg, timg, cmap
 
 
+# The search's arguments, grouped; _symmetric_search unpacks each group once on entry (an array read
+# from a tuple in the search loop would be reference-counted on every read: see search.py).
+_Tables = namedtuple("_Tables", ["vimg", "timg", "cmap", "off"])
+# From _tables: vimg, timg int64[group size, cells] the image of every vertex and hex under each
+# element (-1 off the grid), cmap int64[group size, 3] where each element sends a hex's corners;
+# off int64[3]: corner c of hex t is vertex t + off[c].
+_Work = namedtuple("_Work", ["in_s", "rot", "req", "s_list", "trail", "stack", "mark", "queue"])
+# Grid-sized work arrays: in_s uint8 (vertices in S), rot int8 (each hex's rotation, -1 undecided),
+# req int16 (how many vertices of S each hex touches), s_list int64 (S in joining order), trail
+# int64 (hexes decided, in order), mark uint8 and queue int64 (the connectivity check's); in_s,
+# req and mark must be zero and rot -1, and are left so; stack: int64[3 max_n + 8, 6] frames.
+
+
 @njit(cache=True, nogil=True)
-def _join(x, anchor, ng, vimg, in_s, s_list, s_len, req, tri, off):
+def _join(x, anchor, vimg, in_s, s_list, s_len, req, tri, off):
     """x and its whole orbit join S.  Returns the new |S| and hex count, or -1 when an image lies
     below the anchor (or off the grid)."""
+    ng = vimg.shape[0]
     for k in range(ng):
         if vimg[k, x] < anchor:
             return s_len, -1
@@ -212,14 +227,17 @@ def _connected(in_s, s_list, s_len, rot, off, mark, queue):
 
 
 @njit(cache=True, nogil=True)
-def _symmetric_search(max_n, anchor, vimg, timg, cmap, off, in_s, rot, req, s_list, trail, stack, mark, queue,
-                      counts, nodes):
-    """Count the connected symmetric creatures whose least vertex is ``anchor`` into counts[n].
+def _symmetric_search(max_n, anchor, tables, work, counts, nodes):
+    """Count the connected symmetric creatures whose least vertex is ``anchor`` into counts[n],
+    and the rotation choices tried into nodes[0].  tables, work: a _Tables and a _Work (see each),
+    unpacked here once.
 
     Work arrays in_s, req (zero), rot (-1) are left as they were found."""
+    vimg, timg, cmap, off = tables
+    in_s, rot, req, s_list, trail, stack, mark, queue = work
     ng = vimg.shape[0]
     tri = np.zeros(1, dtype=np.int64)
-    s_len, t_len = _join(anchor, anchor, ng, vimg, in_s, s_list, 0, req, tri, off)
+    s_len, t_len = _join(anchor, anchor, vimg, in_s, s_list, 0, req, tri, off)
     if t_len < 0 or t_len > max_n:
         _pop(0, in_s, s_list, s_len, req, tri, off)
         return
@@ -298,7 +316,7 @@ def _symmetric_search(max_n, anchor, vimg, timg, cmap, off, in_s, rot, req, s_li
                 b1 = t2 + off[(r2 + 1) % 3]
                 b2 = t2 + off[(r2 + 2) % 3]
                 if in_s[b1] != in_s[b2]:
-                    s_len, t_len = _join(b2 if in_s[b1] else b1, anchor, ng, vimg, in_s, s_list, s_len, req, tri, off)
+                    s_len, t_len = _join(b2 if in_s[b1] else b1, anchor, vimg, in_s, s_list, s_len, req, tri, off)
                     if t_len < 0 or t_len > max_n:
                         ok = False
                         break
@@ -312,7 +330,7 @@ def _symmetric_search(max_n, anchor, vimg, timg, cmap, off, in_s, rot, req, s_li
                 if rx >= 0 and rx != c:
                     y = tx + off[3 - rx - c]
                     if in_s[y] == 0:
-                        s_len, t_len = _join(y, anchor, ng, vimg, in_s, s_list, s_len, req, tri, off)
+                        s_len, t_len = _join(y, anchor, vimg, in_s, s_list, s_len, req, tri, off)
                         if t_len < 0 or t_len > max_n:
                             ok = False
                             break
@@ -342,16 +360,18 @@ def _count_group(max_n: int, generators, anchors_of) -> tuple[np.ndarray, int]:
     grid = _Grid(max_n)
     group = _closure(generators)
     vimg, timg, cmap = _tables(grid, group)
+    tables = _Tables(vimg, timg, cmap, np.array([1, grid.width, 0], dtype=np.int64))
     cells = grid.width * grid.width
-    off = np.array([1, grid.width, 0], dtype=np.int64)
-    in_s = np.zeros(cells, dtype=np.uint8)
-    rot = np.full(cells, -1, dtype=np.int8)
-    req = np.zeros(cells, dtype=np.int16)
-    s_list = np.zeros(cells, dtype=np.int64)
-    trail = np.zeros(cells, dtype=np.int64)
-    stack = np.zeros((3 * max_n + 8, 6), dtype=np.int64)
-    mark = np.zeros(cells, dtype=np.uint8)
-    queue = np.zeros(cells, dtype=np.int64)
+    work = _Work(
+        in_s=np.zeros(cells, dtype=np.uint8),
+        rot=np.full(cells, -1, dtype=np.int8),
+        req=np.zeros(cells, dtype=np.int16),
+        s_list=np.zeros(cells, dtype=np.int64),
+        trail=np.zeros(cells, dtype=np.int64),
+        stack=np.zeros((3 * max_n + 8, 6), dtype=np.int64),
+        mark=np.zeros(cells, dtype=np.uint8),
+        queue=np.zeros(cells, dtype=np.int64),
+    )
     counts = np.zeros(max_n + 1 + 8 * len(group), dtype=np.int64)
     nodes = np.zeros(1, dtype=np.int64)
     for i, j in anchors_of(grid):
@@ -362,8 +382,7 @@ def _count_group(max_n: int, generators, anchors_of) -> tuple[np.ndarray, int]:
                    max(p[0] + p[1] for p in orbit) - min(p[0] + p[1] for p in orbit))
         if 2 * span + 3 > max_n or any((q, p) < (j, i) for p, q in orbit):
             continue
-        _symmetric_search(max_n, grid.index(i, j), vimg, timg, cmap, off, in_s, rot, req, s_list, trail, stack,
-                          mark, queue, counts, nodes)
+        _symmetric_search(max_n, grid.index(i, j), tables, work, counts, nodes)
     return counts[: max_n + 1].copy(), int(nodes[0])
 
 

@@ -332,17 +332,20 @@ def _rehashed(keys, count, size):
 
 
 @njit(cache=True, nogil=True)
-def _sweep_columns(height, max_n, weighted, bound, stats, done_w, done_p, done_f, keys, pw, pp, pf, lo, hi, count, c,
-                   columns):
-    """Sweep ``columns`` more columns (fewer if no state survives) from the generation of ``count``
-    states before column ``c``, and return the generation after them: (keys, pw, pp, pf, lo, hi,
-    count, c).  A generation is keys int64[cap, 3], the three channels of each state's size
+def _sweep_columns(sweep, stats, done, generation, count, c, columns):
+    """Sweep ``columns`` more columns (fewer if no state survives) from the ``generation`` of
+    ``count`` states before column ``c``, and return the generation after them: (keys, pw, pp, pf,
+    lo, hi, count, c).  sweep: (height, max_n, weighted, bound), as count_height takes them.
+    A generation is (keys, pw, pp, pf, lo, hi): keys int64[cap, 3], the three channels of each state's size
     polynomial (pw uint64, pp int64 mod P, pf float64, each [cap, max_n + 1]) and lo, hi int64[cap]:
     a sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi
     only bounds the range).  An open-addressing table of row indices finds a key's row.
-    Adds completed creatures to done_w (uint64[max_n + 1], counts mod 2^64), done_p (int64, mod P)
-    and done_f (float64).  stats[0]: largest number of states after a step; stats[1]: states
-    processed (sum over steps)."""
+    Adds completed creatures to done = (done_w, done_p, done_f): done_w (uint64[max_n + 1], counts
+    mod 2^64), done_p (int64, mod P) and done_f (float64).  stats[0]: largest number of states after
+    a step; stats[1]: states processed (sum over steps).  The groups are unpacked once here."""
+    height, max_n, weighted, bound = sweep
+    done_w, done_p, done_f = done
+    keys, pw, pp, pf, lo, hi = generation
     n1 = max_n + 1
     cap = max(64, keys.shape[0])
     # the next generation's buffers, reused from step to step (grown, never shrunk)
@@ -561,8 +564,8 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     gap = save_every
     while state.count > 0:
         before = stats[:2].copy()
-        *generation, count, c = _sweep_columns(height, max_n, weights, int(bound), stats, state.done_w, state.done_p,
-                                               state.done_f, *state.generation(), state.count, state.c, 1)
+        done = (state.done_w, state.done_p, state.done_f)
+        *generation, count, c = _sweep_columns(sweep, stats, done, state.generation(), state.count, state.c, 1)
         state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
                             done_f=state.done_f, stats=state.stats + (stats[:2] - before))
         if save is not None and state.count > 0 and time.monotonic() - last_save >= gap:
