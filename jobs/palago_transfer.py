@@ -3,7 +3,9 @@
 One shard per bounding-box height H = 1..(N-1)//2 (solvers/palago/transfer.py sweeps every box of
 that height and width >= H); a shard's spec is just (max_n, height).  The shards give fixed counts;
 free counts and the stabiliser columns follow from them and the counts of symmetric creatures
-(solvers/palago/symmetric.py) by Burnside.  There is no search tree, so the nodes column is 0.
+(solvers/palago/symmetric.py) by Burnside.  Those are shards too, ``SYMMETRIC_PARTS`` per symmetry
+group (each a share of the group's anchors), run beside the heights rather than after them on the
+driver.  There is no search tree, so the nodes column is 0.
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ from batchenum.jobs.palago import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, 
                                    _check_identities, _summary_head, stored_counts, summed_counts)
 from batchenum.pipeline.checkpoint import Checkpoint
 from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.job import PlanContext, Shard, ShardResult
+from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "complete"]
+__all__ = ["PalagoTransferJob", "complete", "SYMMETRIC_PARTS"]
+
+# The reflection's symmetric count in this many shards from n = SYMMETRIC_SPLIT_N on (at n = 44
+# the symmetric counts take 240 s on one thread, growing 1.7x per n); in one below it (under 2 s
+# in all); each rotation group is one shard (solvers/palago/symmetric.py, symmetric_parts)
+SYMMETRIC_PARTS = 16
+SYMMETRIC_SPLIT_N = 32
+SYMMETRIC_KINDS = ("reflection", "rotation", "full")
+SYMMETRIC_COUNTS = TableSpec("symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)),
+                             sort=("n",))
 
 
 class PalagoTransferJob(PalagoCountsJob):
@@ -29,29 +40,52 @@ class PalagoTransferJob(PalagoCountsJob):
     height, counts only (no catalogue, no search nodes)."""
 
     method = "transfer"
-    shard_tables = ("partial_counts",)
+    shard_tables = ("partial_counts", "symmetric_counts")
     checkpoint_interval = CHECKPOINT_INTERVAL  # a height's sweep is saved this often (pipeline/checkpoint.py)
 
     def __init__(self, max_n: int, wide: bool = False):
         super().__init__(max_n)
         # exact decimal strings past INT64_MAX_N (jobs/palago.py), int64 columns as before up to it
         self.wide = wide or max_n > INT64_MAX_N
-        if self.wide:
-            self.tables = (WIDE_PARTIAL_COUNTS, WIDE_CREATURE_COUNTS, CREATURES)
+        self.tables = (*((WIDE_PARTIAL_COUNTS, WIDE_CREATURE_COUNTS, CREATURES) if self.wide else self.tables),
+                       SYMMETRIC_COUNTS)
 
     def params(self) -> dict:
         return {**super().params(), "counts": "decimal strings"} if self.wide else super().params()
 
     def plan(self, context: PlanContext) -> list[Shard]:
+        from batchenum.solvers.palago.symmetric import symmetric_parts
         from batchenum.solvers.palago.transfer import max_height
 
-        # at least one shard, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
-        return [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height,
-                                          **({"wide": True} if self.wide else {})})
-                for height in range(1, max(1, max_height(self.max_n)) + 1)]
+        # at least one height, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
+        heights = [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height,
+                                             **({"wide": True} if self.wide else {})})
+                   for height in range(1, max(1, max_height(self.max_n)) + 1)]
+        symmetric = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
+                           {"method": "transfer", "max_n": self.max_n, "symmetric": piece.kind, "group": piece.group,
+                            "part": piece.part, "parts": piece.parts, **({"wide": True} if self.wide else {})})
+                     for piece in symmetric_parts(SYMMETRIC_PARTS if self.max_n >= SYMMETRIC_SPLIT_N else 1)]
+        return heights + symmetric
 
     def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None) -> ShardResult:
-        """One height's sweep; with a checkpoint, resumed from its last save and saved as it goes."""
+        """One height's sweep (with a checkpoint, resumed from its last save and saved as it goes),
+        or one piece of the symmetric counts."""
+        if "symmetric" in shard.spec:
+            return self._symmetric_shard(shard.spec)
+        return self._height_shard(shard, checkpoint)
+
+    def _symmetric_shard(self, spec: dict) -> ShardResult:
+        from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
+
+        max_n = spec["max_n"]
+        counts, _ = count_symmetric_part(max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"],
+                                                              spec["parts"]))
+        zeros = [0] * max_n
+        symmetric = {"n": list(range(1, max_n + 1)),
+                     **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS}}
+        return ShardResult({"partial_counts": _no_rows(self.table_spec("partial_counts")), "symmetric_counts": symmetric})
+
+    def _height_shard(self, shard: Shard, checkpoint: Checkpoint | None) -> ShardResult:
         from batchenum.solvers.palago.transfer import count_height
 
         max_n = shard.spec["max_n"]
@@ -65,11 +99,11 @@ class PalagoTransferJob(PalagoCountsJob):
         partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed,
                    **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros,
                    "nodes": zeros}
-        return ShardResult({"partial_counts": partial})
+        return ShardResult({"partial_counts": partial, "symmetric_counts": _no_rows(SYMMETRIC_COUNTS)})
 
     def finalize(self, tables: dict, out) -> dict:
         # free and stabilisers from fixed + symmetric, in Python ints
-        counts = complete(summed_counts(tables["partial_counts"], exact=True))
+        counts = complete(summed_counts(tables["partial_counts"], exact=True), tables["symmetric_counts"])
         _check_identities(counts)
         return self._published(stored_counts(counts, self.wide), out)
 
@@ -77,16 +111,23 @@ class PalagoTransferJob(PalagoCountsJob):
         return _summary_head(tables["creature_counts"]) + "transfer-matrix method"
 
 
-def complete(counts: pd.DataFrame) -> pd.DataFrame:
-    """Fill the free and stabiliser columns of a table holding summed fixed counts."""
-    from batchenum.solvers.palago.symmetric import stabiliser_columns, symmetric_counts
+def _no_rows(spec: TableSpec) -> dict[str, list]:
+    return {column.name: [] for column in spec.columns}
+
+
+def complete(counts: pd.DataFrame, symmetric: pd.DataFrame) -> pd.DataFrame:
+    """Fill the free and stabiliser columns of a table holding summed fixed counts, from the
+    symmetric shards' rows (n, reflection, rotation, full; summed per n here)."""
+    from batchenum.solvers.palago.symmetric import SymmetricCounts, stabiliser_columns
 
     max_n = int(counts.n.max())
     n = counts.n.to_numpy()
     fixed = np.zeros(max_n + 1, dtype=object)
     fixed[n] = [int(x) for x in counts.fixed]
+    summed = symmetric.groupby("n").sum().reindex(range(max_n + 1), fill_value=0)
+    sym = SymmetricCounts(*(summed[kind].to_numpy(dtype=np.int64) for kind in SYMMETRIC_KINDS), nodes=0)
     try:
-        columns = stabiliser_columns(fixed, symmetric_counts(max_n))
+        columns = stabiliser_columns(fixed, sym)
     except ValueError as error:
         raise PipelineError(f"internal error: {error}") from None
     counts = counts.copy()

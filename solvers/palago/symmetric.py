@@ -49,7 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["SymmetricCounts", "symmetric_counts", "stabiliser_columns", "GROUPS"]
+__all__ = ["SymmetricCounts", "SymmetricPart", "symmetric_counts", "symmetric_parts", "count_symmetric_part",
+           "stabiliser_columns", "GROUPS", "KINDS"]
 
 # Affine maps (i, j) -> (a i + b j + e, c i + d j + f) as (a, b, c, d, e, f).
 _SWAP = (0, 1, 1, 0, 0, 0)                 # reflection in the line i = j (through a vertex, and
@@ -386,28 +387,64 @@ def _count_group(max_n: int, generators, anchors_of) -> tuple[np.ndarray, int]:
     return counts[: max_n + 1].copy(), int(nodes[0])
 
 
-def symmetric_counts(max_n: int) -> SymmetricCounts:
-    """Creatures of every size 1..max_n fixed by a reflection, a 120-degree rotation, and all of D3
-    (counts indexed by n; see the module docstring for the placement conventions)."""
+def _axis_anchors(max_n: int) -> list[tuple[int, int]]:
+    """Reflection: moved along the axis so that min j = 0, the anchor is (i0, 0)."""
+    return [(i0, 0) for i0 in range(0, max_n + 1)]
+
+
+def _centre_anchors(max_n: int) -> list[tuple[int, int]]:
+    """Rotations: the centroid is the centre, within max_n of every vertex."""
+    return [(i, j) for j in range(-max_n - 1, 2) for i in range(-max_n - 2, max_n + 3)]
+
+
+_ANCHORS = {"reflection": _axis_anchors, "rotation": _centre_anchors, "full": _centre_anchors}
+KINDS = tuple(GROUPS)
+
+
+@dataclass(frozen=True)
+class SymmetricPart:
+    """One independent piece of the symmetric counts: the anchors ``part``, ``part + parts``,
+    ``part + 2 parts``... of symmetry group ``GROUPS[kind][group]`` (dealt round-robin, since the
+    anchors near the centre hold most of the work)."""
+
+    kind: str
+    group: int
+    part: int
+    parts: int
+
+
+def symmetric_parts(parts: int) -> list[SymmetricPart]:
+    """The whole symmetric count in pieces: the reflection's in ``parts``, each rotation group's
+    whole (at n = 38 the reflection holds 16.2 of the 17.3 CPU s: creatures with a mirror line
+    outnumber those with a three-fold axis by far)."""
+    if parts < 1:
+        raise ValueError(f"parts must be at least 1, not {parts}")
+    return [SymmetricPart(kind, group, part, parts if kind == "reflection" else 1)
+            for kind in KINDS for group in range(len(GROUPS[kind]))
+            for part in range(parts if kind == "reflection" else 1)]
+
+
+def count_symmetric_part(max_n: int, piece: SymmetricPart) -> tuple[np.ndarray, int]:
+    """(counts indexed by n = 0..max_n, search nodes) of one piece's creatures (``piece.kind``)."""
     if max_n < 1:
         raise ValueError(f"max_n must be at least 1, not {max_n}")
+    anchors = _ANCHORS[piece.kind](max_n)[piece.part::piece.parts]
+    return _count_group(max_n, GROUPS[piece.kind][piece.group], lambda grid: anchors)
 
-    def axis_anchors(grid):  # moved along the axis so that min j = 0: the anchor is (i0, 0)
-        return [(i0, 0) for i0 in range(0, max_n + 1)]
 
-    def centre_anchors(grid):  # the centroid is the centre, within max_n of every vertex
-        return [(i, j) for j in range(-max_n - 1, 2) for i in range(-max_n - 2, max_n + 3)]
-
+def symmetric_counts(max_n: int, parts: int = 1) -> SymmetricCounts:
+    """Creatures of every size 1..max_n fixed by a reflection, a 120-degree rotation, and all of D3
+    (counts indexed by n; see the module docstring for the placement conventions): the sum of
+    ``count_symmetric_part`` over ``symmetric_parts(parts)``, whatever ``parts`` is."""
+    if max_n < 1:
+        raise ValueError(f"max_n must be at least 1, not {max_n}")
+    totals = {kind: np.zeros(max_n + 1, dtype=np.int64) for kind in KINDS}
     total_nodes = 0
-    result = {}
-    for name, anchors in (("reflection", axis_anchors), ("rotation", centre_anchors), ("full", centre_anchors)):
-        total = np.zeros(max_n + 1, dtype=np.int64)
-        for generators in GROUPS[name]:
-            counts, nodes = _count_group(max_n, generators, anchors)
-            total += counts
-            total_nodes += nodes
-        result[name] = total
-    return SymmetricCounts(result["reflection"], result["rotation"], result["full"], total_nodes)
+    for piece in symmetric_parts(parts):
+        counts, nodes = count_symmetric_part(max_n, piece)
+        totals[piece.kind] += counts
+        total_nodes += nodes
+    return SymmetricCounts(totals["reflection"], totals["rotation"], totals["full"], total_nodes)
 
 
 def stabiliser_columns(fixed: np.ndarray, sym: SymmetricCounts) -> dict[str, np.ndarray]:
