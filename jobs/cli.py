@@ -21,8 +21,20 @@ def console() -> None:
     interpreter's teardown does not visit the objects numba and pandas leave (about 0.3 s of every
     run, measured); atexit handlers still run and files are flushed as usual."""
     status = main()
+    _finalize_object_storage()
     gc.freeze()
     sys.exit(status)
+
+
+def _finalize_object_storage() -> None:
+    """Shut pyarrow's S3 client down now, while the interpreter is whole, rather than in its exit
+    hook: objects the frozen collector keeps alive can otherwise reach the AWS SDK's teardown with
+    its threads still running, and the process aborts after its work is done ("terminate called
+    without an active exception", exit -6: seen once, after `status --out s3://`; apache/arrow
+    issues 34314 and 41087).  Idempotent, and nothing if S3 was never used."""
+    filesystems = sys.modules.get("pyarrow.fs")
+    if filesystems is not None:
+        filesystems.ensure_s3_finalized()
 
 
 if __name__ == "__main__":
