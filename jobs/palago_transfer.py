@@ -19,6 +19,7 @@ from batchenum.jobs.palago import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, 
 from batchenum.pipeline.checkpoint import Checkpoint
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +31,6 @@ __all__ = ["PalagoTransferJob", "complete", "SYMMETRIC_PARTS"]
 # in all); each rotation group is one shard (solvers/palago/symmetric.py, symmetric_parts)
 SYMMETRIC_PARTS = 16
 SYMMETRIC_SPLIT_N = 32
-SYMMETRIC_KINDS = ("reflection", "rotation", "full")
 SYMMETRIC_COUNTS = TableSpec("symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)),
                              sort=("n",))
 
@@ -58,12 +58,12 @@ class PalagoTransferJob(PalagoCountsJob):
         from batchenum.solvers.palago.transfer import max_height
 
         # at least one height, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
-        heights = [Shard(f"h{height:03d}", {"method": "transfer", "max_n": self.max_n, "height": height,
-                                             **({"wide": True} if self.wide else {})})
+        run, wide = {"method": "transfer", "max_n": self.max_n}, {"wide": True} if self.wide else {}
+        heights = [Shard(f"h{height:03d}", {**run, "height": height, **wide})
                    for height in range(1, max(1, max_height(self.max_n)) + 1)]
         symmetric = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
-                           {"method": "transfer", "max_n": self.max_n, "symmetric": piece.kind, "group": piece.group,
-                            "part": piece.part, "parts": piece.parts, **({"wide": True} if self.wide else {})})
+                           {**run, "symmetric": piece.kind, "group": piece.group, "part": piece.part,
+                            "parts": piece.parts, **wide})
                      for piece in symmetric_parts(SYMMETRIC_PARTS if self.max_n >= SYMMETRIC_SPLIT_N else 1)]
         return heights + symmetric
 

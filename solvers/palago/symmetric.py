@@ -357,7 +357,7 @@ class SymmetricCounts:
     nodes: int
 
 
-def _count_group(max_n: int, generators, anchors_of) -> tuple[np.ndarray, int]:
+def _count_group(max_n: int, generators, anchors: list[tuple[int, int]]) -> tuple[np.ndarray, int]:
     grid = _Grid(max_n)
     group = _closure(generators)
     vimg, timg, cmap = _tables(grid, group)
@@ -375,7 +375,7 @@ def _count_group(max_n: int, generators, anchors_of) -> tuple[np.ndarray, int]:
     )
     counts = np.zeros(max_n + 1 + 8 * len(group), dtype=np.int64)
     nodes = np.zeros(1, dtype=np.int64)
-    for i, j in anchors_of(grid):
+    for i, j in anchors:
         orbit = [_apply(m, i, j) for m in group]
         # A creature spanning d steps along a lattice axis has at least 2 d + 3 hexes.
         span = max(max(p[0] for p in orbit) - min(p[0] for p in orbit),
@@ -429,7 +429,7 @@ def count_symmetric_part(max_n: int, piece: SymmetricPart) -> tuple[np.ndarray, 
     if max_n < 1:
         raise ValueError(f"max_n must be at least 1, not {max_n}")
     anchors = _ANCHORS[piece.kind](max_n)[piece.part::piece.parts]
-    return _count_group(max_n, GROUPS[piece.kind][piece.group], lambda grid: anchors)
+    return _count_group(max_n, GROUPS[piece.kind][piece.group], anchors)
 
 
 def symmetric_counts(max_n: int, parts: int = 1) -> SymmetricCounts:
