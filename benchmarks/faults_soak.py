@@ -73,8 +73,9 @@ def _soak(scratch: Path, port: int, args: argparse.Namespace) -> None:
                               str(args.per_shard), *(["--serial"] if args.serial else ["--workers", "2"]),
                               "--storage-timeout", "60", "--quiet",
                               "--out", "s3://soak/run")
-        figures = soak(command, env, proxy, fs, "soak/run/dungeons/_shards/answers", args.kills, args.outages,
-                       args.seed)
+        shards = -(-(args.records + 2) // args.per_shard)
+        figures = soak(command, env, proxy, fs, "soak/run/dungeons/_shards/answers", shards, args.kills,
+                       args.outages, args.seed)
     same, rows = True, 0
     for table in ("answers", "errors"):
         expected = pd.read_parquet(scratch / "clean" / "dungeons" / table).drop(columns="file")

@@ -3,7 +3,8 @@ of the driver and by storage outages, then run to the end; shared by tests/test_
 benchmarks/faults_soak.py.
 
 Each interrupted run is killed after a random number (2-8) of new shard commits, so that every
-resume makes progress; some of them meet an outage (refused connections, a stall, cut transfers,
+resume makes progress, and never more than its share of the shards left (a fast machine commits a
+few more between the count and the kill, and the last kill must still find work); some of them meet an outage (refused connections, a stall, cut transfers,
 in turn) of a few seconds first, which they must wait out.  Returns the figures the benchmark
 prints; the caller compares the tables with a clean serial run.
 """
@@ -42,10 +43,11 @@ def shards(fs: pafs.S3FileSystem, prefix: str) -> int:
 
 
 def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem, shard_prefix: str,
-         kills: int = 10, outages: int = 3, seed: int = 1, outage: float = 4.0) -> SoakFigures:
+         total: int, kills: int = 10, outages: int = 3, seed: int = 1, outage: float = 4.0) -> SoakFigures:
     """Run ``command`` (a batchenum run through ``proxy``) ``kills`` times, each killed with its whole
     process group after 2-8 new commits, ``outages`` of them meeting a storage outage first; then
-    once to the end (it must exit 0).  ``shard_prefix``: where one of its shard tables is listed."""
+    once to the end (it must exit 0).  ``shard_prefix``: where one of its shard tables is listed;
+    ``total``: how many shards the run has."""
     chosen = random.Random(seed)
     with_outage = set(chosen.sample(range(kills), outages))
     figures = SoakFigures()
@@ -55,7 +57,7 @@ def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem
         driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   start_new_session=True)
         try:
-            target = chosen.randint(2, 8)
+            target = min(chosen.randint(2, 8), max(2, (total - before) // (2 * (kills - k))))
             if k in with_outage:
                 _wait_for(fs, shard_prefix, before + 1, driver)
                 proxy.fault(OUTAGE_KINDS[figures.outages % len(OUTAGE_KINDS)], outage)
