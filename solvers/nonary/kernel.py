@@ -148,7 +148,8 @@ class Nets:
     rows:   int64[capacity] row of the key's nets in pool
     pool:   uint8[capacity // 2 + 1, (size * flags + 7) // 8] bitsets: bit set where some U has that net
     fany:   int64[capacity // 2 + 1] bit f set when some U has exit counts f
-    buf:    int64[size * flags + rooms + flags] scratch
+    buf:    int64[size * flags + max(rooms, flags)] scratch: _net_fill's list of indices, then the
+            escape test's counts per room or per exit-count index
     """
 
     def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
@@ -176,7 +177,7 @@ class Nets:
         self.rows = np.zeros(capacity, dtype=np.int64)
         self.pool = np.zeros((capacity // 2 + 1, (states + 7) // 8), dtype=np.uint8)
         self.fany = np.zeros(capacity // 2 + 1, dtype=np.int64)
-        self.buf = np.zeros(states + rooms + 3 ** len(self.exits), dtype=np.int64)
+        self.buf = np.zeros(states + max(rooms, self.fstep.shape[1]), dtype=np.int64)
 
     def grow(self, used: int) -> None:
         """Double the capacity, keeping the ``used`` rows already computed."""
@@ -245,9 +246,11 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, masks, nets, ctl):
-    """False when ``need`` more players provably cannot escape from frame ``d``'s state.
+def _escapes_possible(occ, counts, avail, need, layout, masks, nets, ctl):
+    """False when ``need`` more players provably cannot escape from occupancy ``occ`` (a frame's
+    int64[rooms] row) with the unused doors ``counts`` / ``avail``.
 
+    layout = (t_src, t_off, t_field, nines), as :func:`search` takes them; nets = ``Nets.arrays()``.
     A relaxation over the multiset U of non-9 doors a plan will still use:
       * residues: each non-9 door [n, a, b] moves n (mod 9) of player-number sum from room a to
         room b, doors 9 move multiples of 9; so room r ends with its sum now plus U's net residue
@@ -258,34 +261,154 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
         now plus at most 5 per door of U leading into X;
       * rooms: at most 5 players leave a room per unused door out of it, so the others stay.
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
+    The work is done in helpers that take the tuples whole: this function holds each array once
+    (numba counts a reference for a tuple and again for each array unpacked from it).
     """
-    coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf = nets
+    alive = 0
+    for r in range(occ.shape[0]):
+        alive |= occ[r]
     stay = _popcount(alive) - need
-    states = perm.shape[1] * fstep.shape[1]
-    rooms = f_occ.shape[1]
-    if _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field, net_buf[states:states + rooms]) > stay:
+    if _stuck_at_least(occ, counts, avail, layout, nets) > stay:
         return False
-    capacity = net_buf[states + rooms:states + rooms + fstep.shape[1]]
-    _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, capacity)
-    if stay > 1 and capacity[0] >= need:
+    most, without = _exit_capacity(occ, counts, avail, layout, nets)
+    if stay > 1 and without >= need:
         return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
-    if capacity.max() < need:
+    if most < need:
         return False
+    row, new = _net_row(counts, layout, nets, ctl)
+    if new:
+        _net_fill(row, counts, layout, nets)
+    if row == -2:
+        return True  # the table is full and frozen: no test
+    return _nets_reach(occ, alive, need, row, masks, nets)
+
+
+@njit(cache=True)
+def _stuck_at_least(occ, counts, avail, layout, nets):
+    """How many players of occupancy ``occ`` can never leave their room: past 5 per unused door
+    out (counted in the scratch tail of nets' buf)."""
+    t_src, t_off, t_field, _ = layout
+    out = nets[8]
+    at = _scratch_at(nets)
+    rooms = occ.shape[0]
+    for r in range(rooms):
+        out[at + r] = 0
+    for t in range(t_src.shape[0]):
+        if avail >> t & 1:
+            out[at + t_src[t]] += (counts >> t_off[t]) & t_field[t]
+    stuck = 0
+    for r in range(rooms):
+        stuck += max(0, _popcount(occ[r]) - 5 * out[at + r])
+    return stuck
+
+
+@njit(cache=True, inline="always")
+def _scratch_at(nets):
+    """Where the escape test's scratch starts in nets' buf (before it: _net_fill's list)."""
+    return nets[1].shape[1] * nets[2].shape[1]
+
+
+@njit(cache=True)
+def _exit_capacity(occ, counts, avail, layout, nets):
+    """Fill the scratch tail of nets' buf, at each exit-count index f, with the most players who
+    can escape if the doors a plan still uses lead into the tracked exits as f says (untracked
+    exits count 5 a door 9).  Returns the largest of them and the one for f = 0."""
+    t_src, t_off, t_field, nines = layout
+    exits, capacity = nets[3], nets[8]
+    at = _scratch_at(nets)
+    flags = nets[2].shape[1]
+    for f in range(flags):
+        capacity[at + f] = 0
+    weight = 1
+    for j in range(exits.shape[0]):
+        room = exits[j]
+        doors = 0
+        for t in range(nines):
+            if t_src[t] == room and avail >> t & 1:
+                doors += (counts >> t_off[t]) & t_field[t]
+        here = _popcount(occ[room])
+        for f in range(flags):
+            if weight < flags:
+                capacity[at + f] += min(5 * doors, here + 5 * (f // weight % 3))
+            else:
+                capacity[at + f] += 5 * doors
+        weight *= 3
+    most = 0
+    for f in range(flags):
+        most = max(most, capacity[at + f])
+    return most, capacity[at]
+
+
+@njit(cache=True)
+def _net_row(counts, layout, nets, ctl):
+    """(row, new): the row of the nets for the unused non-9 doors in ``counts``, and whether it
+    was just reserved (then :func:`_net_fill` must fill it).  Row -1: no non-9 door is left;
+    -2: the doors are new and the table is frozen."""
+    t_off, t_field, nines = layout[1], layout[2], layout[3]
+    net_keys, net_rows = nets[4], nets[5]
     key = counts
     for t in range(nines):
         key &= ~(t_field[t] << t_off[t])
-    row = _net_row(key + 1, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows, net_pool,
-                   net_fany, net_buf, ctl)
-    if row == -2:
-        return True  # the table is full and frozen: no test
+    key += 1  # 0 marks an empty slot
+    if key == 1:
+        return -1, False
+    slot = _net_find(net_keys, key)
+    if net_keys[slot] != 0:
+        return net_rows[slot], False
+    if ctl[C_NETS_FROZEN]:
+        return -2, False
+    row = ctl[C_NETS_COUNT]
+    ctl[C_NETS_COUNT] += 1
+    net_keys[slot] = key
+    net_rows[slot] = row
+    return row, True
+
+
+@njit(cache=True)
+def _net_fill(row, counts, layout, nets):
+    """Set, in row ``row`` of the pool, the bit of the net of every sub-multiset of the unused
+    non-9 doors in ``counts``, and their exit-count indices in fany."""
+    _, t_off, t_field, nines = layout
+    _, perm, fstep, _, _, _, net_pool, net_fany, net_buf = nets
     size = perm.shape[1]
+    for i in range(net_pool.shape[1]):
+        net_pool[row, i] = 0
+    net_pool[row, 0] = 1
+    net_buf[0] = 0  # net_buf lists the indices set so far, in order
+    filled = 1
+    for t in range(nines, perm.shape[0]):
+        for _ in range((counts >> t_off[t]) & t_field[t]):
+            before = filled  # each door once: only what was there before it moves through it
+            for k in range(before):
+                index = net_buf[k]
+                f = index // size
+                moved = perm[t, index - f * size] + size * fstep[t, f]
+                if not net_pool[row, moved >> 3] >> (moved & 7) & 1:
+                    net_pool[row, moved >> 3] |= 1 << (moved & 7)
+                    net_buf[filled] = moved
+                    filled += 1
+    fany = 0
+    for k in range(filled):
+        fany |= 1 << (net_buf[k] // size)
+    net_fany[row] = fany
+
+
+@njit(cache=True)
+def _nets_reach(occ, alive, need, row, masks, nets):
+    """Whether some U (the nets in ``row``, -1: only the empty U) lets ``need`` players escape:
+    its exit counts leave capacity for them (the scratch tail of nets' buf, as _exit_capacity
+    left it) and its residues bring every room to what the escape of all but at most one needs."""
+    coord, perm, fstep, net_pool, net_fany, capacity = nets[0], nets[1], nets[2], nets[6], nets[7], nets[8]
+    size = perm.shape[1]
+    at = _scratch_at(nets)
+    stay = _popcount(alive) - need
     target = 0  # the residues every room must end with when nobody stays
-    for r in range(f_occ.shape[1]):
+    for r in range(occ.shape[0]):
         if coord[r] >= 0:
-            target += (9 - masks[f_occ[d, r], M_RESIDUE]) % 9 * 9 ** coord[r]
+            target += (9 - masks[occ[r], M_RESIDUE]) % 9 * 9 ** coord[r]
     total = masks[alive, M_RESIDUE]
     for f in range(fstep.shape[1]):
-        if capacity[f] < need:
+        if capacity[at + f] < need:
             continue
         if stay > 1:
             if row == -1 and f == 0 or row >= 0 and net_fany[row] >> f & 1:
@@ -306,88 +429,12 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     return False
 
 
-@njit(cache=True)
-def _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field, doors_out):
-    """How many players of frame ``d`` can never leave their room: past 5 per unused door out
-    (``doors_out``: scratch, int64[rooms])."""
-    doors_out[:] = 0
-    for t in range(t_src.shape[0]):
-        if avail >> t & 1:
-            doors_out[t_src[t]] += (counts >> t_off[t]) & t_field[t]
-    stuck = 0
-    for r in range(f_occ.shape[1]):
-        stuck += max(0, _popcount(f_occ[d, r]) - 5 * doors_out[r])
-    return stuck
-
-
-@njit(cache=True)
-def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, capacity):
-    """Fill ``capacity[f]``, for each exit-count index f, with the most players who can escape
-    if the doors a plan still uses lead into the tracked exits as f says (untracked exits count
-    5 a door 9)."""
-    flags = capacity.shape[0]
-    capacity[:] = 0
-    weight = 1
-    for j in range(exits.shape[0]):
-        room = exits[j]
-        doors = 0
-        for t in range(nines):
-            if t_src[t] == room and avail >> t & 1:
-                doors += (counts >> t_off[t]) & t_field[t]
-        here = _popcount(f_occ[d, room])
-        for f in range(flags):
-            if weight < flags:
-                capacity[f] += min(5 * doors, here + 5 * (f // weight % 3))
-            else:
-                capacity[f] += 5 * doors
-        weight *= 3
-
-
 @njit(cache=True, inline="always")
 def _has(row, index, net_pool):
     """Whether the nets in ``row`` (-1: no non-9 door left, only the empty U) hold ``index``."""
     if row == -1:
         return index == 0
     return net_pool[row, index >> 3] >> (index & 7) & 1 == 1
-
-
-@njit(cache=True)
-def _net_row(key, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows, net_pool, net_fany,
-             net_buf, ctl):
-    """Row of the nets for the non-9 doors in ``counts`` (key: those counts + 1), computing it
-    when new; -1 when there is no non-9 door, -2 when the table is frozen."""
-    if key == 1:
-        return -1
-    slot = _net_find(net_keys, key)
-    if net_keys[slot] != 0:
-        return net_rows[slot]
-    if ctl[C_NETS_FROZEN]:
-        return -2
-    row = ctl[C_NETS_COUNT]
-    ctl[C_NETS_COUNT] += 1
-    net_keys[slot] = key
-    net_rows[slot] = row
-    size = perm.shape[1]
-    net_pool[row, :] = 0
-    net_pool[row, 0] = 1
-    net_buf[0] = 0  # net_buf lists the indices set so far, in order
-    filled = 1
-    for t in range(nines, perm.shape[0]):
-        for _ in range((counts >> t_off[t]) & t_field[t]):
-            before = filled  # each door once: only what was there before it moves through it
-            for k in range(before):
-                index = net_buf[k]
-                f = index // size
-                moved = perm[t, index - f * size] + size * fstep[t, f]
-                if not net_pool[row, moved >> 3] >> (moved & 7) & 1:
-                    net_pool[row, moved >> 3] |= 1 << (moved & 7)
-                    net_buf[filled] = moved
-                    filled += 1
-    fany = 0
-    for k in range(filled):
-        fany |= 1 << (net_buf[k] // size)
-    net_fany[row] = fany
-    return row
 
 
 @njit(cache=True, inline="always")
@@ -497,8 +544,10 @@ def _enter(d, frames, doors, tables, memo, ctl, nets):
         if f_esc[d] + known <= best:
             return known
         bound = min(bound, known)
-    if not _escapes_possible(
-            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, masks, nets, ctl):
+    # A fresh tuple, dropped after the call: passing `doors` itself would keep it alive through
+    # _enter, 5 more reference counts a node (optimised LLVM IR).
+    if not _escapes_possible(f_occ[d], counts, avail, best + 1 - f_esc[d], (t_src, t_off, t_field, nines), masks,
+                             nets, ctl):
         return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known
