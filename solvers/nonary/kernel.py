@@ -148,8 +148,8 @@ class Nets:
     rows:   int64[capacity] row of the key's nets in pool
     pool:   uint8[capacity // 2 + 1, (size * flags + 7) // 8] bitsets: bit set where some U has that net
     fany:   int64[capacity // 2 + 1] bit f set when some U has exit counts f
-    buf:    int64[size * flags + max(rooms, flags)] scratch: _net_fill's list of indices, then the
-            escape test's counts per room or per exit-count index
+    buf:    int64[size * flags + 2 * rooms + flags] scratch: _net_fill's list of indices, then the
+            escape test's door counts per room and capacities per exit-count index
     """
 
     def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
@@ -177,7 +177,7 @@ class Nets:
         self.rows = np.zeros(capacity, dtype=np.int64)
         self.pool = np.zeros((capacity // 2 + 1, (states + 7) // 8), dtype=np.uint8)
         self.fany = np.zeros(capacity // 2 + 1, dtype=np.int64)
-        self.buf = np.zeros(states + max(rooms, self.fstep.shape[1]), dtype=np.int64)
+        self.buf = np.zeros(states + 2 * rooms + self.fstep.shape[1], dtype=np.int64)
 
     def grow(self, used: int) -> None:
         """Double the capacity, keeping the ``used`` rows already computed."""
@@ -261,91 +261,115 @@ def _escapes_possible(occ, counts, avail, need, layout, masks, nets, ctl):
         now plus at most 5 per door of U leading into X;
       * rooms: at most 5 players leave a room per unused door out of it, so the others stay.
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
-    The work is done in helpers that take the tuples whole: this function holds each array once
-    (numba counts a reference for a tuple and again for each array unpacked from it).
     """
+    coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf = nets
+    rooms = occ.shape[0]
+    size = perm.shape[1]
+    flags = fstep.shape[1]
+    out = size * flags  # this test's scratch in net_buf (before it: _net_fill's list)
     alive = 0
-    for r in range(occ.shape[0]):
+    for r in range(rooms):
         alive |= occ[r]
     stay = _popcount(alive) - need
-    if _stuck_at_least(occ, counts, avail, layout, nets) > stay:
+    _doors_out(counts, avail, layout, rooms, net_buf, out)
+    if _stuck_at_least(occ, net_buf, out) > stay:
         return False
-    most, without = _exit_capacity(occ, counts, avail, layout, nets)
-    if stay > 1 and without >= need:
+    capacity = out + 2 * rooms
+    most = _exit_capacity(occ, exits, flags, net_buf, out)
+    if stay > 1 and net_buf[capacity] >= need:
         return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
     if most < need:
         return False
-    row, new = _net_row(counts, layout, nets, ctl)
+    row, new = _net_row(counts, layout, net_keys, net_rows, ctl)
     if new:
-        _net_fill(row, counts, layout, nets)
+        _net_fill(row, counts, layout, perm, fstep, net_pool, net_fany, net_buf)
     if row == -2:
         return True  # the table is full and frozen: no test
-    return _nets_reach(occ, alive, need, row, masks, nets)
+    target = 0  # the residues every room must end with when nobody stays
+    for r in range(rooms):
+        if coord[r] >= 0:
+            target += (9 - masks[occ[r], M_RESIDUE]) % 9 * 9 ** coord[r]
+    total = masks[alive, M_RESIDUE]
+    for f in range(flags):
+        if net_buf[capacity + f] < need:
+            continue
+        if stay > 1:
+            if row == -1 and f == 0 or row >= 0 and net_fany[row] >> f & 1:
+                return True
+            continue
+        if total == 0 and _has(row, target + size * f, net_pool):
+            return True
+        if total != 0 and stay == 1 and alive >> (total - 1) & 1:
+            if _has(row, target + size * f, net_pool):  # the stayer in the implied room
+                return True
+            weight = 1
+            while weight < size:  # the stayer in a tracked room
+                digit = target // weight % 9
+                moved = target + ((digit + total) % 9 - digit) * weight
+                if _has(row, moved + size * f, net_pool):
+                    return True
+                weight *= 9
+    return False
 
 
 @njit(cache=True)
-def _stuck_at_least(occ, counts, avail, layout, nets):
-    """How many players of occupancy ``occ`` can never leave their room: past 5 per unused door
-    out (counted in the scratch tail of nets' buf)."""
-    t_src, t_off, t_field, _ = layout
-    out = nets[8]
-    at = _scratch_at(nets)
-    rooms = occ.shape[0]
-    for r in range(rooms):
-        out[at + r] = 0
+def _doors_out(counts, avail, layout, rooms, buf, out):
+    """Count the unused doors out of each room r in buf[out + r], and the unused doors 9 out of it
+    in buf[out + rooms + r]."""
+    t_src, t_off, t_field, nines = layout
+    for r in range(2 * rooms):
+        buf[out + r] = 0
     for t in range(t_src.shape[0]):
         if avail >> t & 1:
-            out[at + t_src[t]] += (counts >> t_off[t]) & t_field[t]
+            doors = (counts >> t_off[t]) & t_field[t]
+            buf[out + t_src[t]] += doors
+            if t < nines:
+                buf[out + rooms + t_src[t]] += doors
+
+
+@njit(cache=True)
+def _stuck_at_least(occ, buf, out):
+    """How many players of occupancy ``occ`` can never leave their room: past 5 per unused door
+    out (counted in buf[out:] by :func:`_doors_out`)."""
     stuck = 0
-    for r in range(rooms):
-        stuck += max(0, _popcount(occ[r]) - 5 * out[at + r])
+    for r in range(occ.shape[0]):
+        stuck += max(0, _popcount(occ[r]) - 5 * buf[out + r])
     return stuck
 
 
-@njit(cache=True, inline="always")
-def _scratch_at(nets):
-    """Where the escape test's scratch starts in nets' buf (before it: _net_fill's list)."""
-    return nets[1].shape[1] * nets[2].shape[1]
-
-
 @njit(cache=True)
-def _exit_capacity(occ, counts, avail, layout, nets):
-    """Fill the scratch tail of nets' buf, at each exit-count index f, with the most players who
-    can escape if the doors a plan still uses lead into the tracked exits as f says (untracked
-    exits count 5 a door 9).  Returns the largest of them and the one for f = 0."""
-    t_src, t_off, t_field, nines = layout
-    exits, capacity = nets[3], nets[8]
-    at = _scratch_at(nets)
-    flags = nets[2].shape[1]
+def _exit_capacity(occ, exits, flags, buf, out):
+    """Fill buf[out + 2 * rooms + f], for each exit-count index f < flags, with the most players
+    who can escape if the doors a plan still uses lead into the tracked exits as f says (untracked
+    exits count 5 a door 9; doors 9 counted in buf[out:] by :func:`_doors_out`).  Returns the
+    largest."""
+    rooms = occ.shape[0]
+    capacity = out + 2 * rooms
     for f in range(flags):
-        capacity[at + f] = 0
+        buf[capacity + f] = 0
     weight = 1
     for j in range(exits.shape[0]):
         room = exits[j]
-        doors = 0
-        for t in range(nines):
-            if t_src[t] == room and avail >> t & 1:
-                doors += (counts >> t_off[t]) & t_field[t]
+        doors = buf[out + rooms + room]
         here = _popcount(occ[room])
         for f in range(flags):
             if weight < flags:
-                capacity[at + f] += min(5 * doors, here + 5 * (f // weight % 3))
+                buf[capacity + f] += min(5 * doors, here + 5 * (f // weight % 3))
             else:
-                capacity[at + f] += 5 * doors
+                buf[capacity + f] += 5 * doors
         weight *= 3
     most = 0
     for f in range(flags):
-        most = max(most, capacity[at + f])
-    return most, capacity[at]
+        most = max(most, buf[capacity + f])
+    return most
 
 
 @njit(cache=True)
-def _net_row(counts, layout, nets, ctl):
+def _net_row(counts, layout, net_keys, net_rows, ctl):
     """(row, new): the row of the nets for the unused non-9 doors in ``counts``, and whether it
     was just reserved (then :func:`_net_fill` must fill it).  Row -1: no non-9 door is left;
     -2: the doors are new and the table is frozen."""
-    t_off, t_field, nines = layout[1], layout[2], layout[3]
-    net_keys, net_rows = nets[4], nets[5]
+    _, t_off, t_field, nines = layout
     key = counts
     for t in range(nines):
         key &= ~(t_field[t] << t_off[t])
@@ -365,11 +389,10 @@ def _net_row(counts, layout, nets, ctl):
 
 
 @njit(cache=True)
-def _net_fill(row, counts, layout, nets):
+def _net_fill(row, counts, layout, perm, fstep, net_pool, net_fany, net_buf):
     """Set, in row ``row`` of the pool, the bit of the net of every sub-multiset of the unused
     non-9 doors in ``counts``, and their exit-count indices in fany."""
     _, t_off, t_field, nines = layout
-    _, perm, fstep, _, _, _, net_pool, net_fany, net_buf = nets
     size = perm.shape[1]
     for i in range(net_pool.shape[1]):
         net_pool[row, i] = 0
@@ -391,42 +414,6 @@ def _net_fill(row, counts, layout, nets):
     for k in range(filled):
         fany |= 1 << (net_buf[k] // size)
     net_fany[row] = fany
-
-
-@njit(cache=True)
-def _nets_reach(occ, alive, need, row, masks, nets):
-    """Whether some U (the nets in ``row``, -1: only the empty U) lets ``need`` players escape:
-    its exit counts leave capacity for them (the scratch tail of nets' buf, as _exit_capacity
-    left it) and its residues bring every room to what the escape of all but at most one needs."""
-    coord, perm, fstep, net_pool, net_fany, capacity = nets[0], nets[1], nets[2], nets[6], nets[7], nets[8]
-    size = perm.shape[1]
-    at = _scratch_at(nets)
-    stay = _popcount(alive) - need
-    target = 0  # the residues every room must end with when nobody stays
-    for r in range(occ.shape[0]):
-        if coord[r] >= 0:
-            target += (9 - masks[occ[r], M_RESIDUE]) % 9 * 9 ** coord[r]
-    total = masks[alive, M_RESIDUE]
-    for f in range(fstep.shape[1]):
-        if capacity[at + f] < need:
-            continue
-        if stay > 1:
-            if row == -1 and f == 0 or row >= 0 and net_fany[row] >> f & 1:
-                return True
-            continue
-        if total == 0 and _has(row, target + size * f, net_pool):
-            return True
-        if total != 0 and stay == 1 and alive >> (total - 1) & 1:
-            if _has(row, target + size * f, net_pool):  # the stayer in the implied room
-                return True
-            weight = 1
-            while weight < size:  # the stayer in a tracked room
-                digit = target // weight % 9
-                moved = target + ((digit + total) % 9 - digit) * weight
-                if _has(row, moved + size * f, net_pool):
-                    return True
-                weight *= 9
-    return False
 
 
 @njit(cache=True, inline="always")
