@@ -148,7 +148,8 @@ class Nets:
     rows:   int64[capacity] row of the key's nets in pool
     pool:   uint8[capacity // 2 + 1, (size * flags + 7) // 8] bitsets: bit set where some U has that net
     fany:   int64[capacity // 2 + 1] bit f set when some U has exit counts f
-    buf:    int64[size * flags + rooms + flags] scratch
+    buf:    int64[size * flags + 2 * rooms + flags] scratch: _net_fill's list of indices, then the
+            escape test's door counts per room and capacities per exit-count index
     """
 
     def __init__(self, types: list[tuple[int, int, int]], rooms: int, capacity: int = 1 << 6) -> None:
@@ -176,7 +177,7 @@ class Nets:
         self.rows = np.zeros(capacity, dtype=np.int64)
         self.pool = np.zeros((capacity // 2 + 1, (states + 7) // 8), dtype=np.uint8)
         self.fany = np.zeros(capacity // 2 + 1, dtype=np.int64)
-        self.buf = np.zeros(states + rooms + 3 ** len(self.exits), dtype=np.int64)
+        self.buf = np.zeros(states + 2 * rooms + self.fstep.shape[1], dtype=np.int64)
 
     def grow(self, used: int) -> None:
         """Double the capacity, keeping the ``used`` rows already computed."""
@@ -245,9 +246,11 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off, t_field, masks, nets, ctl):
-    """False when ``need`` more players provably cannot escape from frame ``d``'s state.
+def _escapes_possible(occ, counts, avail, need, layout, masks, nets, ctl):
+    """False when ``need`` more players provably cannot escape from occupancy ``occ`` (a frame's
+    int64[rooms] row) with the unused doors ``counts`` / ``avail``.
 
+    layout = (t_src, t_off, t_field, nines), as :func:`search` takes them; nets = ``Nets.arrays()``.
     A relaxation over the multiset U of non-9 doors a plan will still use:
       * residues: each non-9 door [n, a, b] moves n (mod 9) of player-number sum from room a to
         room b, doors 9 move multiples of 9; so room r ends with its sum now plus U's net residue
@@ -260,32 +263,35 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
     The nets of every U are computed once per multiset of unused non-9 doors (cached).
     """
     coord, perm, fstep, exits, net_keys, net_rows, net_pool, net_fany, net_buf = nets
+    rooms = occ.shape[0]
+    size = perm.shape[1]
+    flags = fstep.shape[1]
+    out = size * flags  # this test's scratch in net_buf (before it: _net_fill's list)
+    alive = 0
+    for r in range(rooms):
+        alive |= occ[r]
     stay = _popcount(alive) - need
-    states = perm.shape[1] * fstep.shape[1]
-    rooms = f_occ.shape[1]
-    if _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field, net_buf[states:states + rooms]) > stay:
+    _doors_out(counts, avail, layout, rooms, net_buf, out)
+    if _stuck_at_least(occ, net_buf, out) > stay:
         return False
-    capacity = net_buf[states + rooms:states + rooms + fstep.shape[1]]
-    _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, capacity)
-    if stay > 1 and capacity[0] >= need:
+    capacity = out + 2 * rooms
+    most = _exit_capacity(occ, exits, flags, net_buf, out)
+    if stay > 1 and net_buf[capacity] >= need:
         return True  # the plan using no more non-9 doors passes: nothing to learn from the nets
-    if capacity.max() < need:
+    if most < need:
         return False
-    key = counts
-    for t in range(nines):
-        key &= ~(t_field[t] << t_off[t])
-    row = _net_row(key + 1, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows, net_pool,
-                   net_fany, net_buf, ctl)
+    row, new = _net_row(counts, layout, net_keys, net_rows, ctl)
+    if new:
+        _net_fill(row, counts, layout, perm, fstep, net_pool, net_fany, net_buf)
     if row == -2:
         return True  # the table is full and frozen: no test
-    size = perm.shape[1]
     target = 0  # the residues every room must end with when nobody stays
-    for r in range(f_occ.shape[1]):
+    for r in range(rooms):
         if coord[r] >= 0:
-            target += (9 - masks[f_occ[d, r], M_RESIDUE]) % 9 * 9 ** coord[r]
+            target += (9 - masks[occ[r], M_RESIDUE]) % 9 * 9 ** coord[r]
     total = masks[alive, M_RESIDUE]
-    for f in range(fstep.shape[1]):
-        if capacity[f] < need:
+    for f in range(flags):
+        if net_buf[capacity + f] < need:
             continue
         if stay > 1:
             if row == -1 and f == 0 or row >= 0 and net_fany[row] >> f & 1:
@@ -307,68 +313,89 @@ def _escapes_possible(d, f_occ, counts, avail, alive, need, nines, t_src, t_off,
 
 
 @njit(cache=True)
-def _stuck_at_least(d, f_occ, counts, avail, t_src, t_off, t_field, doors_out):
-    """How many players of frame ``d`` can never leave their room: past 5 per unused door out
-    (``doors_out``: scratch, int64[rooms])."""
-    doors_out[:] = 0
+def _doors_out(counts, avail, layout, rooms, buf, out):
+    """Count the unused doors out of each room r in buf[out + r], and the unused doors 9 out of it
+    in buf[out + rooms + r]."""
+    t_src, t_off, t_field, nines = layout
+    for r in range(2 * rooms):
+        buf[out + r] = 0
     for t in range(t_src.shape[0]):
         if avail >> t & 1:
-            doors_out[t_src[t]] += (counts >> t_off[t]) & t_field[t]
+            doors = (counts >> t_off[t]) & t_field[t]
+            buf[out + t_src[t]] += doors
+            if t < nines:
+                buf[out + rooms + t_src[t]] += doors
+
+
+@njit(cache=True)
+def _stuck_at_least(occ, buf, out):
+    """How many players of occupancy ``occ`` can never leave their room: past 5 per unused door
+    out (counted in buf[out:] by :func:`_doors_out`)."""
     stuck = 0
-    for r in range(f_occ.shape[1]):
-        stuck += max(0, _popcount(f_occ[d, r]) - 5 * doors_out[r])
+    for r in range(occ.shape[0]):
+        stuck += max(0, _popcount(occ[r]) - 5 * buf[out + r])
     return stuck
 
 
 @njit(cache=True)
-def _exit_capacity(d, f_occ, counts, avail, nines, t_src, t_off, t_field, exits, capacity):
-    """Fill ``capacity[f]``, for each exit-count index f, with the most players who can escape
-    if the doors a plan still uses lead into the tracked exits as f says (untracked exits count
-    5 a door 9)."""
-    flags = capacity.shape[0]
-    capacity[:] = 0
+def _exit_capacity(occ, exits, flags, buf, out):
+    """Fill buf[out + 2 * rooms + f], for each exit-count index f < flags, with the most players
+    who can escape if the doors a plan still uses lead into the tracked exits as f says (untracked
+    exits count 5 a door 9; doors 9 counted in buf[out:] by :func:`_doors_out`).  Returns the
+    largest."""
+    rooms = occ.shape[0]
+    capacity = out + 2 * rooms
+    for f in range(flags):
+        buf[capacity + f] = 0
     weight = 1
     for j in range(exits.shape[0]):
         room = exits[j]
-        doors = 0
-        for t in range(nines):
-            if t_src[t] == room and avail >> t & 1:
-                doors += (counts >> t_off[t]) & t_field[t]
-        here = _popcount(f_occ[d, room])
+        doors = buf[out + rooms + room]
+        here = _popcount(occ[room])
         for f in range(flags):
             if weight < flags:
-                capacity[f] += min(5 * doors, here + 5 * (f // weight % 3))
+                buf[capacity + f] += min(5 * doors, here + 5 * (f // weight % 3))
             else:
-                capacity[f] += 5 * doors
+                buf[capacity + f] += 5 * doors
         weight *= 3
-
-
-@njit(cache=True, inline="always")
-def _has(row, index, net_pool):
-    """Whether the nets in ``row`` (-1: no non-9 door left, only the empty U) hold ``index``."""
-    if row == -1:
-        return index == 0
-    return net_pool[row, index >> 3] >> (index & 7) & 1 == 1
+    most = 0
+    for f in range(flags):
+        most = max(most, buf[capacity + f])
+    return most
 
 
 @njit(cache=True)
-def _net_row(key, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows, net_pool, net_fany,
-             net_buf, ctl):
-    """Row of the nets for the non-9 doors in ``counts`` (key: those counts + 1), computing it
-    when new; -1 when there is no non-9 door, -2 when the table is frozen."""
+def _net_row(counts, layout, net_keys, net_rows, ctl):
+    """(row, new): the row of the nets for the unused non-9 doors in ``counts``, and whether it
+    was just reserved (then :func:`_net_fill` must fill it).  Row -1: no non-9 door is left;
+    -2: the doors are new and the table is frozen."""
+    _, t_off, t_field, nines = layout
+    key = counts
+    for t in range(nines):
+        key &= ~(t_field[t] << t_off[t])
+    key += 1  # 0 marks an empty slot
     if key == 1:
-        return -1
+        return -1, False
     slot = _net_find(net_keys, key)
     if net_keys[slot] != 0:
-        return net_rows[slot]
+        return net_rows[slot], False
     if ctl[C_NETS_FROZEN]:
-        return -2
+        return -2, False
     row = ctl[C_NETS_COUNT]
     ctl[C_NETS_COUNT] += 1
     net_keys[slot] = key
     net_rows[slot] = row
+    return row, True
+
+
+@njit(cache=True)
+def _net_fill(row, counts, layout, perm, fstep, net_pool, net_fany, net_buf):
+    """Set, in row ``row`` of the pool, the bit of the net of every sub-multiset of the unused
+    non-9 doors in ``counts``, and their exit-count indices in fany."""
+    _, t_off, t_field, nines = layout
     size = perm.shape[1]
-    net_pool[row, :] = 0
+    for i in range(net_pool.shape[1]):
+        net_pool[row, i] = 0
     net_pool[row, 0] = 1
     net_buf[0] = 0  # net_buf lists the indices set so far, in order
     filled = 1
@@ -387,7 +414,14 @@ def _net_row(key, counts, nines, t_off, t_field, perm, fstep, net_keys, net_rows
     for k in range(filled):
         fany |= 1 << (net_buf[k] // size)
     net_fany[row] = fany
-    return row
+
+
+@njit(cache=True, inline="always")
+def _has(row, index, net_pool):
+    """Whether the nets in ``row`` (-1: no non-9 door left, only the empty U) hold ``index``."""
+    if row == -1:
+        return index == 0
+    return net_pool[row, index >> 3] >> (index & 7) & 1 == 1
 
 
 @njit(cache=True, inline="always")
@@ -497,8 +531,10 @@ def _enter(d, frames, doors, tables, memo, ctl, nets):
         if f_esc[d] + known <= best:
             return known
         bound = min(bound, known)
-    if not _escapes_possible(
-            d, f_occ, counts, avail, alive, best + 1 - f_esc[d], nines, t_src, t_off, t_field, masks, nets, ctl):
+    # A fresh tuple, dropped after the call: passing `doors` itself would keep it alive through
+    # _enter, 5 more reference counts a node (optimised LLVM IR).
+    if not _escapes_possible(f_occ[d], counts, avail, best + 1 - f_esc[d], (t_src, t_off, t_field, nines), masks,
+                             nets, ctl):
         return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known
