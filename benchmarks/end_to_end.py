@@ -30,14 +30,19 @@ def extract(ref: str, folder: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
 
 
+def entry_module(code: Path) -> str:
+    """``batchenum``, or ``jobs`` for code from before the one installed namespace (55248b8)."""
+    return "batchenum" if (code / "batchenum" / "__main__.py").is_file() else "jobs"
+
+
 def timed_run(code: Path, args: list[str], scratch: Path) -> float:
     """Wall seconds of ``batchenum ARGS`` run from ``code``, into a fresh output folder."""
     out = scratch / "out"
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "batchenum", *args, "--out", str(out), "--quiet"], cwd=scratch, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", entry_module(code), *args, "--out", str(out), "--quiet"], cwd=scratch,
+                          env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{code}: batchenum {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
