@@ -71,10 +71,11 @@ class Result:
     summary: str = ""
 
 
-def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct") -> Job:
+def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct",
+            checkpoint_interval: float | None = None) -> Job:
     from batchenum.jobs.palago import palago_job
 
-    return palago_job(max_n, catalogue_max_n, shards, method)
+    return palago_job(max_n, catalogue_max_n, shards, method, checkpoint_interval)
 
 
 def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int | None = None, *,
@@ -109,8 +110,9 @@ def run(job: str | Job, *, out: str = "results", workers: int | None = None, add
     """Run ``job`` (a name from ``job_names()``, or a ``pipeline.job.Job``) and return its ``Result``.
 
     params:   the job's own parameters, as the CLI's options with underscores: palago ``max_n``,
-              ``catalogue_max_n``, ``shards``, ``method``; dungeons ``input``, ``records_per_shard``,
-              ``max_cells``; nonary ``input``, ``records_per_shard``, ``max_doors``, ``record_timeout``.
+              ``catalogue_max_n``, ``shards``, ``method``, ``checkpoint_interval``; dungeons ``input``,
+              ``records_per_shard``, ``max_cells``; nonary ``input``, ``records_per_shard``, ``max_doors``,
+              ``record_timeout``.
               ``input`` is a file, a folder or a glob (local or a URI such as ``s3://b/parts/``),
               a list of them (their files make one batch, in sorted path order), or a pandas
               DataFrame or Arrow table with the columns ``id`` and the payload (``grid``,

@@ -182,11 +182,16 @@ class PalagoJob(PalagoCountsJob):
 
 
 def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
-               method: str = "direct") -> PalagoCountsJob:
+               method: str = "direct", checkpoint_interval: float | None = None) -> PalagoCountsJob:
     """The job that ``batchenum run palago`` runs: ``PalagoJob``, or ``PalagoTransferJob`` for
-    ``method="transfer"`` (counts only)."""
+    ``method="transfer"`` (counts only), whose heights save their sweep every
+    ``checkpoint_interval`` seconds (default ``CHECKPOINT_INTERVAL``)."""
     if method not in METHODS:
         raise UsageError(f"--method must be one of {', '.join(METHODS)}, not {method}")
+    if checkpoint_interval is not None and method != "transfer":
+        raise UsageError("--checkpoint-interval applies to --method transfer (the direct search's shards are short)")
+    if checkpoint_interval is not None and not checkpoint_interval > 0:
+        raise UsageError(f"--checkpoint-interval must be a number of seconds above 0, not {checkpoint_interval!r}")
     if method == "direct":
         return PalagoJob(max_n, catalogue_max_n, shards)
     from batchenum.jobs.palago_transfer import PalagoTransferJob
@@ -195,7 +200,10 @@ def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
     _check_sizes(max_n, catalogue_max_n, MAX_N)
     if catalogue_max_n or shards:
         raise UsageError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
-    return PalagoTransferJob(max_n)
+    job = PalagoTransferJob(max_n)
+    if checkpoint_interval is not None:
+        job.checkpoint_interval = checkpoint_interval
+    return job
 
 
 def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
@@ -371,12 +379,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def _build(args: argparse.Namespace) -> PalagoCountsJob:
-    job = palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method)
-    if args.checkpoint_interval is not None:
-        if args.method != "transfer":
-            raise UsageError("--checkpoint-interval applies to --method transfer (the direct search's shards are short)")
-        job.checkpoint_interval = args.checkpoint_interval
-    return job
+    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method, args.checkpoint_interval)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

@@ -165,6 +165,23 @@ def test_wide_table_holds_the_same_counts_as_decimal_strings(tmp_path):
     assert as_ints.fixed.sum() > 0
 
 
+def test_the_api_takes_the_checkpoint_interval_as_the_cli_does(tmp_path):
+    import batchenum
+    from batchenum.jobs.palago import CHECKPOINT_INTERVAL, palago_job
+    from batchenum.pipeline.errors import UsageError
+
+    assert palago_job(30, method="transfer", checkpoint_interval=15).checkpoint_interval == 15
+    assert palago_job(30, method="transfer").checkpoint_interval == CHECKPOINT_INTERVAL
+    with pytest.raises(UsageError, match="--checkpoint-interval applies to --method transfer"):
+        batchenum.run("palago", max_n=8, checkpoint_interval=15, out=str(tmp_path))
+    with pytest.raises(UsageError, match="above 0, not 0"):
+        batchenum.run("palago", max_n=8, method="transfer", checkpoint_interval=0, out=str(tmp_path))
+    saved = batchenum.run("palago", max_n=MAX_N, method="transfer", checkpoint_interval=1e-6, serial=True,
+                          out=str(tmp_path / "saved"))
+    plain = batchenum.run("palago", max_n=MAX_N, method="transfer", serial=True, out=str(tmp_path / "plain"))
+    assert saved.tables["creature_counts"].to_pandas().equals(plain.tables["creature_counts"].to_pandas())
+
+
 CHECKPOINT_N = 34  # long enough (tens of seconds) that starting a process is a small part of it
 
 
