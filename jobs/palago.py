@@ -419,28 +419,44 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
     checked for what its footer's unprotected parts could still get wrong: it holds n = 1..max_n, in
     order, for the max_n its parameters record.  A damaged table is one error naming it, never
     other numbers."""
-    from batchenum.pipeline.store import DamagedFileError, read_verified, recorded_metadata, table_schema
+    from batchenum.pipeline.store import DamagedFileError, read_verified, recorded_metadata
 
     where = folder.uri(path)
     rebuild = (f"; no number from it is shown. Run the `batchenum run palago ... --out {out}` command that "
                "wrote it again: it reuses the committed shards and rebuilds the table")
     try:
         with folder.open_input(path) as handle:
-            table = read_verified(handle, table_schema(CREATURE_COUNTS), where=where)
+            table = read_verified(handle, where=where)  # pages and footer; the columns below
     except DamagedFileError as error:
         raise PipelineError(f"{error}{rebuild}") from None
     except OSError as error:
         raise PipelineError(f"cannot read {where}: {error}") from None
     meta = recorded_metadata(table.schema)
-    if not meta:  # written by another tool (pandas, say): checksums and schema checked, no provenance
-        return table
     try:
-        max_n = int(json.loads(meta["params"])["max_n"])
+        params = json.loads(meta["params"]) if meta else {}
+        max_n = int(params["max_n"]) if meta else 0
     except (KeyError, TypeError, ValueError):
         raise PipelineError(f"{where} is damaged (its recorded parameters are unreadable){rebuild}") from None
+    problem = _count_columns_problem(table.schema, params if meta else None)
+    if problem:
+        raise PipelineError(f"{where} is damaged ({problem}){rebuild}")
+    if not meta:  # written by another tool (pandas, say): checksums and columns checked, no provenance
+        return table
     if meta.get("table") != CREATURE_COUNTS.name or table.column("n").to_pylist() != list(range(1, max_n + 1)):
         raise PipelineError(f"{where} is damaged (it does not hold n = 1..{max_n} as its parameters say){rebuild}")
     return table.replace_schema_metadata(None)
+
+
+def _count_columns_problem(schema: pa.Schema, params: dict | None) -> str | None:
+    """The count table has int64 columns, or decimal strings where its run counted past int64
+    (params ``"counts": "decimal strings"``); a table without provenance may be either."""
+    from batchenum.pipeline.store import columns_problem, table_schema
+
+    if params is None:
+        wide = "fixed" in schema.names and pa.types.is_string(schema.field("fixed").type)
+    else:
+        wide = params.get("counts") == "decimal strings"
+    return columns_problem(schema, table_schema(WIDE_CREATURE_COUNTS if wide else CREATURE_COUNTS))
 
 
 def bfile(table: pa.Table, column: str = "free") -> str:

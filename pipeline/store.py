@@ -140,9 +140,14 @@ def _footer_problem(metadata: Any, table: pa.Table, schema: pa.Schema | None, co
     if table.num_rows != expected_rows:
         return f"{table.num_rows} rows read where its footer says {expected_rows}"
     if schema is not None:
-        wanted = schema if columns is None else pa.schema([schema.field(name) for name in columns])
-        if table.schema.remove_metadata() != wanted.remove_metadata():
-            return f"its columns {_columns(table.schema)} are not the table's {_columns(wanted)}"
+        return columns_problem(table.schema, schema if columns is None else pa.schema([schema.field(name) for name in columns]))
+    return None
+
+
+def columns_problem(found: pa.Schema, wanted: pa.Schema) -> str | None:
+    """Why columns ``found`` are not ``wanted`` (names and types, metadata aside), or None."""
+    if found.remove_metadata() != wanted.remove_metadata():
+        return f"its columns {_columns(found)} are not the table's {_columns(wanted)}"
     return None
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchenum.jobs.palago import BFILE_COLUMNS, CREATURE_COUNTS, bfile, exact_column
+from batchenum.jobs.palago import BFILE_COLUMNS, WIDE_CREATURE_COUNTS, bfile, exact_column
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.store import table_schema
 from conftest import REPO
@@ -81,6 +81,26 @@ def test_bfile_stabiliser_columns_add_up_to_free_and_fixed(tmp_path):
         assert sum(6 // s * values[f"free_stabiliser_{s}"][k] for s in (1, 2, 3, 6)) == values["fixed"][k]
 
 
+def test_the_committed_table_past_int64_lists_exactly_and_its_columns_must_match_its_parameters(tmp_path):
+    """results/transfer counts past int64 (fixed(50) needs 65 bits) as decimal strings; the table's
+    recorded parameters say so, and int64 columns under those parameters are damage, not numbers."""
+    committed = pq.read_table(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet")
+    assert int(committed.column("fixed")[-1].as_py()) > 2**64
+    out = tmp_path / "palago"
+    out.mkdir()
+    shutil.copy(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet", out)
+    rows = parse(table("--out", str(tmp_path), "--format", "bfile", "--column", "fixed"))
+    assert rows == [(n, int(v)) for n, v in zip(committed.column("n").to_pylist(), committed.column("fixed").to_pylist())]
+    narrow = committed.slice(0, 44)
+    narrow = pa.table({name: pa.array([int(v) for v in narrow.column(name).to_pylist()], pa.int64())
+                       for name in narrow.column_names}).replace_schema_metadata(committed.schema.metadata)
+    pq.write_table(narrow, out / "creature_counts.parquet")
+    result = subprocess.run([sys.executable, "-m", "batchenum", "table", "--out", str(tmp_path)], capture_output=True,
+                            text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 1 and "is damaged (its columns (n: int64, free: int64" in result.stderr
+    assert "are not the table's (n: int64, free: string" in result.stderr
+
+
 def test_bfile_column_must_be_a_count_column(tmp_path):
     result = subprocess.run([sys.executable, "-m", "batchenum", "table", "--format", "bfile", "--column", "nodes"],
                             capture_output=True, text=True, timeout=120, cwd=REPO)
@@ -116,11 +136,9 @@ def test_exact_column_refuses_what_is_not_a_whole_number(array, shown):
 
 
 def test_bfile_cli_past_int64(tmp_path):
-    """Through the CLI, from a table in the count table's own declared schema holding values past
-    int64.  Runs once the schema can hold them (issue 24 item 1 widens it)."""
-    schema = table_schema(CREATURE_COUNTS)
-    if pa.types.is_integer(schema.field("fixed").type) and schema.field("fixed").type.bit_width <= 64:
-        pytest.skip(f"the count table's fixed column is {schema.field('fixed').type}: no value past int64 to list")
+    """Through the CLI, from a table in the wide count table's declared schema (decimal strings, what
+    a run past n = 44 writes) holding values past int64, written by another tool (no provenance)."""
+    schema = table_schema(WIDE_CREATURE_COUNTS)
     rows = len(BIG)
     values = {name: [0] * rows for name in schema.names}
     values["n"] = list(range(1, rows + 1))
