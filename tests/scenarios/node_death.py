@@ -26,6 +26,12 @@ from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
 
 
+# Shards of the run the node dies under: enough that some are still to run when it dies, even if the
+# worker of a dead raylet finishes the tasks already pushed to it (on a fast machine, with 4 shards,
+# it once finished them all and the run succeeded).
+SHARDS = 8
+
+
 def committed(shard_dir: pathlib.Path) -> int:
     return len(list(shard_dir.glob("*.parquet")))
 
@@ -58,7 +64,7 @@ def main(out: str) -> None:
 
     def run_without_retries() -> None:
         try:
-            run_job(PalagoJob(max_n=22, shards=4), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
+            run_job(PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
             events["error"] = None
         except PipelineError as error:
             events["error"] = str(error)
@@ -79,7 +85,7 @@ def main(out: str) -> None:
 
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    rerun = run_job(PalagoJob(max_n=22, shards=4), RunOptions(out_dir=out), Progress("palago", quiet=True))
+    rerun = run_job(PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out), Progress("palago", quiet=True))
     events["waited"] = wait_for_a_new_node(cluster, pathlib.Path(out) / "waits")
     counts = rerun.tables["creature_counts"]
     print("RESULT " + json.dumps({**events, "reused": rerun.reused, "shards": rerun.shards,
