@@ -246,9 +246,10 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _escapes_possible(occ, counts, avail, need, layout, masks, nets, ctl):
+def _escapes_possible(occ, alive, counts, avail, need, layout, masks, nets, ctl):
     """False when ``need`` more players provably cannot escape from occupancy ``occ`` (a frame's
-    int64[rooms] row) with the unused doors ``counts`` / ``avail``.
+    int64[rooms] row; ``alive``: the union of its masks, which the caller has) with the unused doors
+    ``counts`` / ``avail``.
 
     layout = (t_src, t_off, t_field, nines), as :func:`search` takes them; nets = ``Nets.arrays()``.
     A relaxation over the multiset U of non-9 doors a plan will still use:
@@ -267,9 +268,6 @@ def _escapes_possible(occ, counts, avail, need, layout, masks, nets, ctl):
     size = perm.shape[1]
     flags = fstep.shape[1]
     out = size * flags  # this test's scratch in net_buf (before it: _net_fill's list)
-    alive = 0
-    for r in range(rooms):
-        alive |= occ[r]
     stay = _popcount(alive) - need
     _doors_out(counts, avail, layout, rooms, net_buf, out)
     if _stuck_at_least(occ, net_buf, out) > stay:
@@ -533,8 +531,8 @@ def _enter(d, frames, doors, tables, memo, ctl, nets):
         bound = min(bound, known)
     # A fresh tuple, dropped after the call: passing `doors` itself would keep it alive through
     # _enter, 5 more reference counts a node (optimised LLVM IR).
-    if not _escapes_possible(f_occ[d], counts, avail, best + 1 - f_esc[d], (t_src, t_off, t_field, nines), masks,
-                             nets, ctl):
+    if not _escapes_possible(f_occ[d], alive, counts, avail, best + 1 - f_esc[d], (t_src, t_off, t_field, nines),
+                             masks, nets, ctl):
         return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known
