@@ -432,15 +432,17 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
     except OSError as error:
         raise PipelineError(f"cannot read {where}: {error}") from None
     meta = recorded_metadata(table.schema)
-    try:
-        params = json.loads(meta["params"]) if meta else {}
-        max_n = int(params["max_n"]) if meta else 0
-    except (KeyError, TypeError, ValueError):
-        raise PipelineError(f"{where} is damaged (its recorded parameters are unreadable){rebuild}") from None
-    problem = _count_columns_problem(table.schema, params if meta else None)
+    params = None  # none recorded: written by another tool (pandas, say), checked for what it holds
+    if meta:
+        try:
+            params = json.loads(meta["params"])
+            max_n = int(params["max_n"])
+        except (KeyError, TypeError, ValueError):
+            raise PipelineError(f"{where} is damaged (its recorded parameters are unreadable){rebuild}") from None
+    problem = _count_columns_problem(table.schema, params)
     if problem:
         raise PipelineError(f"{where} is damaged ({problem}){rebuild}")
-    if not meta:  # written by another tool (pandas, say): checksums and columns checked, no provenance
+    if params is None:
         return table
     if meta.get("table") != CREATURE_COUNTS.name or table.column("n").to_pylist() != list(range(1, max_n + 1)):
         raise PipelineError(f"{where} is damaged (it does not hold n = 1..{max_n} as its parameters say){rebuild}")

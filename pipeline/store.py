@@ -140,7 +140,8 @@ def _footer_problem(metadata: Any, table: pa.Table, schema: pa.Schema | None, co
     if table.num_rows != expected_rows:
         return f"{table.num_rows} rows read where its footer says {expected_rows}"
     if schema is not None:
-        return columns_problem(table.schema, schema if columns is None else pa.schema([schema.field(name) for name in columns]))
+        wanted = schema if columns is None else pa.schema([schema.field(name) for name in columns])
+        return columns_problem(table.schema, wanted)
     return None
 
 

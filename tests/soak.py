@@ -4,9 +4,10 @@ benchmarks/faults_soak.py.
 
 Each interrupted run is killed after a random number (2-8) of new shard commits, so that every
 resume makes progress, and never more than its share of the shards left (a fast machine commits a
-few more between the count and the kill, and the last kill must still find work); some of them meet an outage (refused connections, a stall, cut transfers,
-in turn) of a few seconds first, which they must wait out.  Returns the figures the benchmark
-prints; the caller compares the tables with a clean serial run.
+few more between the count and the kill, and the last kill must still find work); some of them meet
+an outage (refused connections, a stall, cut transfers, in turn) of a few seconds first, which they
+must wait out.  Returns the figures the benchmark prints; the caller compares the tables with a
+clean serial run.
 """
 
 from __future__ import annotations
