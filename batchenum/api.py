@@ -80,17 +80,17 @@ def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None
 
 def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int | None = None, *,
               out: str) -> Job:
-    from batchenum.jobs.dungeons import MAX_CELLS, RECORDS_PER_SHARD, DungeonJob
+    from batchenum.jobs.dungeons import MAX_CELLS, DungeonJob
 
-    return DungeonJob(_input_location(input, "grid", out), records_per_shard or RECORDS_PER_SHARD,
+    return DungeonJob(_input_location(input, "grid", out), records_per_shard,
                       max_cells or MAX_CELLS)
 
 
 def _nonary(input: Any, records_per_shard: int | None = None, max_doors: int | None = None,
             record_timeout: float | None = None, *, out: str) -> Job:
-    from batchenum.jobs.nonary import MAX_DOORS, RECORD_TIMEOUT, RECORDS_PER_SHARD, NonaryJob
+    from batchenum.jobs.nonary import MAX_DOORS, RECORD_TIMEOUT, NonaryJob
 
-    return NonaryJob(_input_location(input, "doors", out), records_per_shard or RECORDS_PER_SHARD,
+    return NonaryJob(_input_location(input, "doors", out), records_per_shard,
                      max_doors or MAX_DOORS, record_timeout or RECORD_TIMEOUT)
 
 

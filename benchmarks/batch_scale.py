@@ -9,13 +9,14 @@ prints the driver's peak RSS (VmHWM, polled from /proc while it runs; the worker
 processes), so the ratio between the largest and the smallest batch shows whether the driver's
 memory depends on the batch.  --s3 runs the same batch with --input and --out on a local
 S3-compatible server (moto, on 127.0.0.1) and on a local disk, one after the other, and prints both
-throughputs.  --finish runs each batch once, then times the finish alone in a fresh driver
-process (Ray connected and its workers started first, not timed: in a run they have just computed
-the shards): the check of every shard's footer, the final parts, the
+throughputs.  --finish runs each batch once (default slicing, --workers 2), then times the finish
+alone in a fresh driver process (Ray connected and its workers started first, not timed: in a run
+they have just computed the shards): the check of every shard's footer, the final parts, the
 manifest; it prints the driver's seconds, the bytes it read (``rchar`` of /proc/self/io: every
-read call, files and sockets) and its peak RSS, with the parts written by Ray tasks (now) and by
-the driver itself (``store.write_streamed``, as every finish did before), alternating.  Figures,
-not assertions: compare ratios measured in one run.
+read call, files and sockets) and its peak RSS, alternating between the finish as it is
+("takeover": shards of ``TAKEOVER_ROWS`` rows or more become parts as they are, smaller ones are
+written anew by Ray tasks) and the finish before it ("rewrite": every part written anew by Ray
+tasks).  Figures, not assertions: compare ratios measured in one run.
 """
 
 from __future__ import annotations
@@ -88,22 +89,25 @@ def finish(counts: list[int], folder: str, rounds: int) -> None:
         path = os.path.join(folder, f"d{count}.jsonl")
         out = os.path.join(folder, f"out{count}")
         generate(count, path)
-        run_cli(["run", "dungeons", "--input", path, "--serial", "--quiet", "--out", out])  # (not timed)
+        run_cli(["run", "dungeons", "--input", path, "--workers", "2", "--quiet", "--out", out])  # (not timed)
         for _ in range(rounds):
-            for mode in ("tasks", "driver"):
+            for mode in _FINISHES:
                 figures.setdefault((count, mode), []).append(_finish_once(path, out, mode))
-        for mode in ("tasks", "driver"):
+        for mode in _FINISHES:
             runs = figures[(count, mode)]
             best = min(runs, key=lambda figure: figure["seconds"])
             times = ", ".join(f"{r['seconds']:.2f}" for r in runs)
-            print(f"  {count:>10,} records  parts by {mode:<6}  {times} s"
+            print(f"  {count:>10,} records  {mode:<8}  {times} s"
                   f"  read {best['read'] / 1e6:8.1f} MB  peak RSS {best['peak'] / 2**20:6.0f} MB", flush=True)
         os.remove(path)
     smallest, largest = min(counts), max(counts)
-    for mode in ("tasks", "driver"):
+    for mode in _FINISHES:
         low, high = (min(figures[(c, mode)], key=lambda f: f["seconds"]) for c in (smallest, largest))
         print(f"  {mode}: {largest:,} against {smallest:,}: time {high['seconds'] / low['seconds']:.2f}x, "
               f"read {high['read'] / max(1, low['read']):.2f}x, peak RSS {high['peak'] / low['peak']:.2f}x")
+
+
+_FINISHES = ("takeover", "rewrite")
 
 
 def _finish_once(path: str, out: str, mode: str, tries: int = 3) -> dict:
@@ -125,6 +129,7 @@ def finish_only(path: str, out: str, mode: str) -> None:
     from batchenum.pipeline.progress import Progress
     from batchenum.pipeline.runner import Executor
     from batchenum.pipeline.storage import Storage
+    from batchenum.pipeline import store as store_module
     from batchenum.pipeline.store import Provenance, ShardStore
 
     job = DungeonJob(path)
@@ -138,11 +143,10 @@ def finish_only(path: str, out: str, mode: str) -> None:
         _, rows, shard_rows, _ = execute._check_complete(job, store, shards, {})
         ids = [shard.id for shard in shards]
         run_id = store.start_tables()
+        if mode == "rewrite":
+            store_module.TAKEOVER_ROWS = 1 << 62  # no shard is large enough: every part written anew
         for name in job.streamed_tables:
-            if mode == "tasks":
-                execute._compact(store, executor, name, ids, shard_rows[name])
-            else:
-                store.write_streamed(name, ids)
+            execute._compact(store, executor, name, ids, shard_rows[name])
         store.commit_tables({"job": job.name, "run_id": run_id})
         seconds, read = time.perf_counter() - started, _rchar() - read_before
     print(json.dumps({"seconds": seconds, "read": read, "peak": _vm_hwm(os.getpid()), "rows": rows}))

@@ -48,11 +48,13 @@ class DungeonJob(RecordBatchJob):
     inputs:            a file, a folder, a glob or a list of them: JSONL (one object per line with
                        ``id`` and ``grid``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
                        ``grid``).
-    records_per_shard: input lines (or rows) per shard.
+    records_per_shard: input lines (or rows) per shard; None: chosen from the batch and the run's
+                       CPUs, at least ``RECORDS_PER_SHARD`` (``RecordBatchJob``).
     max_cells:         larger grids are rejected as errors, not solved.
     """
 
     name = "dungeons"
+    least_per_shard = RECORDS_PER_SHARD
     field = "grid"
     version = "1"
     code_packages = CODE_PACKAGES
@@ -75,7 +77,7 @@ class DungeonJob(RecordBatchJob):
         ERRORS_TABLE,
     )
 
-    def __init__(self, inputs: str | list[str], records_per_shard: int = RECORDS_PER_SHARD,
+    def __init__(self, inputs: str | list[str], records_per_shard: int | None = None,
                  max_cells: int = MAX_CELLS):
         super().__init__(inputs, records_per_shard)
         if max_cells < 1:

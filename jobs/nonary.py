@@ -51,7 +51,8 @@ class NonaryJob(RecordBatchJob):
     inputs:            a file, a folder, a glob or a list of them: JSONL (one object per line with
                        ``id`` and ``doors``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
                        ``doors``).
-    records_per_shard: input lines (or rows) per shard.
+    records_per_shard: input lines (or rows) per shard; None: chosen from the batch and the run's
+                       CPUs, at least ``RECORDS_PER_SHARD`` (``RecordBatchJob``).
     max_doors:         longer door lists are rejected as errors, not solved.
     record_timeout:    seconds allowed per distinct graph, for preparing it (its canonical form)
                        and searching it; past it the record (and any identical one in the shard)
@@ -59,6 +60,7 @@ class NonaryJob(RecordBatchJob):
     """
 
     name = "nonary"
+    least_per_shard = RECORDS_PER_SHARD
     field = "doors"
     version = "1"
     code_packages = CODE_PACKAGES
@@ -79,7 +81,7 @@ class NonaryJob(RecordBatchJob):
         ERRORS_TABLE,
     )
 
-    def __init__(self, inputs: str | list[str], records_per_shard: int = RECORDS_PER_SHARD,
+    def __init__(self, inputs: str | list[str], records_per_shard: int | None = None,
                  max_doors: int = MAX_DOORS, record_timeout: float = RECORD_TIMEOUT):
         super().__init__(inputs, records_per_shard)
         if max_doors < 1:

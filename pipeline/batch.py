@@ -16,10 +16,11 @@ from typing import Any
 from batchenum.pipeline.cli import positive_int
 from batchenum.pipeline.inputs import accounting_summary, plan_slices, resolve_inputs, slice_fingerprint
 from batchenum.pipeline.inputs.dataset import input_values
+from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.storage import Storage, is_uri, redact
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
-from batchenum.pipeline.store import write_batch
+from batchenum.pipeline.store import TAKEOVER_ROWS, write_batch
 
 __all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN", "add_batch_arguments", "add_generate_arguments", "write_generated"]
 
@@ -50,14 +51,17 @@ class RecordBatchJob(Job):
                        ``id`` and the payload field; plain, ``.gz`` or ``.zst``) or Parquet, one
                        format for all.  Resolved to files (``files``) on first use, in the driver
                        (checking that the cluster sees them, or planning), and carried to workers.
-    records_per_shard: input lines (or rows) per shard, at least 1.
+    records_per_shard: input lines (or rows) per shard, at least 1; None (the default): chosen
+                       from the batch and the run's CPUs (``SliceSize``), at least ``least_per_shard``.
     """
 
     field: str = ""  # the payload field every record carries ("grid", "doors")
     streamed_tables = ("answers", "errors")  # in input order already: never all in driver memory
 
-    def __init__(self, inputs: str | list[str], records_per_shard: int):
-        if records_per_shard < 1:
+    least_per_shard = 1  # the fewest records an automatic shard holds (enough work for a task)
+
+    def __init__(self, inputs: str | list[str], records_per_shard: int | None = None):
+        if records_per_shard is not None and records_per_shard < 1:
             raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
         self.input_values = input_values(inputs)
         shown = sorted(value.display_root if isinstance(value, Storage) else _shown(value) for value in self.input_values)
@@ -82,7 +86,7 @@ class RecordBatchJob(Job):
         size and modification time are in its shards' specs, and each shard records a checksum of
         the bytes it read (``input_fingerprint``), so a changed file is never taken for the one
         already processed, and only its own shards are computed again."""
-        return {"input": self.input_param, "records_per_shard": self.records_per_shard, **self.limits()}
+        return {"input": self.input_param, "records_per_shard": self.records_per_shard or "auto", **self.limits()}
 
     def shard_label(self, shard: Shard) -> str:
         """``s00003 lines 75001-100000`` (JSONL; the last slice ``lines 975001-end``) or
@@ -109,12 +113,14 @@ class RecordBatchJob(Job):
         return slice_fingerprint(dict(shard.spec), self.source(shard))
 
     def plan(self, context: PlanContext) -> list[Shard]:
-        """One shard per slice of ``records_per_shard`` lines or rows of a file.  Ids are
+        """One shard per slice of ``records_per_shard`` lines or rows of a file (without it, as many
+        as ``SliceSize`` picks for the batch and the context's CPUs, or this machine's).  Ids are
         ``s00000``, ``s00001``... for one file and ``f0000-s00000``... for several (the file's place
         in sorted path order, then the slice's in the file), so that a file's shards keep their ids
         when another file changes.  Large JSONL inputs have their lines counted by the context's
         task map."""
-        slices = plan_slices(list(self.files), self.field, self.records_per_shard, context)
+        size = self.records_per_shard or SliceSize(self.least_per_shard, context.cpus or os.cpu_count() or 1)
+        slices = plan_slices(list(self.files), self.field, size, context)
         width = max(4, len(str(len(self.files) - 1)))
         place = {source.display_root: k for k, source in enumerate(self.files)}
         shards, counts = [], {}
@@ -136,16 +142,19 @@ class RecordBatchJob(Job):
         return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
 
 
-def add_batch_arguments(parser: argparse.ArgumentParser, field: str, records_per_shard: int) -> None:
+def add_batch_arguments(parser: argparse.ArgumentParser, field: str, least_per_shard: int) -> None:
     """``--input PATH [PATH ...]`` (repeatable) and ``--records-per-shard N`` for a record batch
-    job's ``run`` command."""
+    job's ``run`` command (default: automatic, at least ``least_per_shard``)."""
     parser.add_argument("--input", required=True, metavar="PATH", nargs="+", action="extend",
                         help=f'the batch: JSONL files (one {{"id", "{field}"}} object per line; plain, .jsonl.gz or '
                              f'.jsonl.zst) or Parquet files (columns id, {field}); each PATH a file, a folder, or a '
                              "glob in quotes ('parts/*.jsonl', '**' spans folders), on a disk or a URI "
                              "(s3://bucket/parts/); several PATHs, or --input again, add files")
-    parser.add_argument("--records-per-shard", type=positive_int, default=records_per_shard, metavar="N",
-                        help=f"input lines or rows per shard (default {records_per_shard:,})")
+    parser.add_argument("--records-per-shard", type=positive_int, default=None, metavar="N",
+                        help=f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} shards per "
+                             f"CPU of the run, at least {least_per_shard:,} records and at most about "
+                             f"{MAX_SLICE_BYTES >> 20} MB of input each; shards of {TAKEOVER_ROWS:,} rows or more "
+                             "become the table's files as they are)")
 
 
 def _shown(value: str) -> str:

@@ -243,7 +243,7 @@ def _cleanup(args: argparse.Namespace) -> int:
             continue
         with Lease(folder, say=lambda line: print(line, file=sys.stderr)):  # no run may write there meanwhile
             files, size = remove_shards(folder)
-        print(f"{name}: removed {files} shard files ({size:,} bytes) from {folder.display_root}; "
+        print(f"{name}: removed {files} shard files ({size:,} bytes freed) from {folder.display_root}; "
               "a rerun computes its shards again")
     return 0
 

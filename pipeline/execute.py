@@ -20,12 +20,13 @@ from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, StorageError
-from batchenum.pipeline.store import (OTHER_PARAMETERS, PartTask, Provenance, ShardStore, complete_commit, part_groups,
+from batchenum.pipeline.store import (OTHER_PARAMETERS, PartTask, Provenance, ShardStore, complete_commit, part_plan,
                                       write_part)
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
 _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are counted
+_SHARE_THREADS = 8  # parts taken over or written at once by the driver: links and copies wait on the store
 
 
 @dataclass(frozen=True)
@@ -111,16 +112,24 @@ def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, pro
 
 
 def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
-    """Stage streamed table ``name``: its consecutive shards grouped into parts of ``PART_ROWS`` rows,
-    each written by a task where the run's Ray runs (the driver reads no row: docs/design.md, "The
-    tables"), else by the driver's threads; the driver checks that the parts follow one another."""
-    tasks = [PartTask(store, name, index, tuple(group)) for index, group in enumerate(part_groups(ids, rows))]
-    if not executor.options.serial and (executor.ray.connected or executor.on_cluster):
-        parts = executor.ray.map(write_part, tasks)
-    else:
-        with ThreadPoolExecutor(max(1, min(len(tasks), os.cpu_count() or 1)), "batchenum-part") as pool:
-            parts = list(pool.map(write_part, tasks))
-    return store.add_parts(name, parts)
+    """Stage streamed table ``name`` (``part_plan``): a shard large enough to be a part is taken over
+    by the driver's threads (a link or server-side copy: no row read); runs of smaller shards are
+    grouped into parts of ``PART_ROWS`` rows, each written by a task where the run's Ray runs, else by
+    the driver's threads.  The driver then checks that the parts follow one another (docs/design.md,
+    "The tables")."""
+    plan = part_plan(ids, rows)
+    written = [PartTask(store, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken]
+    taken = [(index, group[0]) for index, (is_taken, group) in enumerate(plan) if is_taken]
+    threads = max(1, min(len(written) + len(taken), _SHARE_THREADS))
+    with ThreadPoolExecutor(threads, "batchenum-part") as pool:
+        shared = [pool.submit(store.take_over, name, index, shard_id) for index, shard_id in taken]
+        if written and not executor.options.serial and (executor.ray.connected or executor.on_cluster):
+            parts = executor.ray.map(write_part, written)
+        else:
+            parts = list(pool.map(write_part, written))
+        by_index = {task.index: part for task, part in zip(written, parts)}
+        by_index.update({index: future.result() for (index, _), future in zip(taken, shared)})
+    return store.add_parts(name, [by_index[index] for index in range(len(plan))])
 
 
 def _run_identity(store: ShardStore, run_id: str, shards: list[Shard], fingerprints: list[str],

@@ -7,6 +7,7 @@ the committed files, never their rows.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class JobStatus:
     problems: list[str] = field(default_factory=list)  # damaged _plan.json or _lease.json, what to do
     manifest: dict[str, Any] | None = None  # the run that wrote the tables (_manifest.json)
     shard_bytes: int = 0  # what the shard store holds on disk: every file under _shards/
+    shared_bytes: int = 0  # of which also held by a table (a part taken over by a hard link)
     shard_files: int = 0
 
     @property
@@ -79,6 +81,7 @@ def _job_status(folder: Storage) -> JobStatus | None:
         return None
     status = JobStatus(_basename(folder.root), folder.display_root, plan)
     status.shard_files, status.shard_bytes = len(shard_files), sum(sizes[path] for path in shard_files)
+    status.shared_bytes = _linked_bytes(folder, shard_files, sizes)
     if plan_error:
         status.problems.append(f"{PLAN_FILE} is damaged ({plan_error}); the next run writes it anew")
     manifest, manifest_error = _read_json(folder, MANIFEST_FILE)
@@ -169,7 +172,7 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         except Exception:  # unreadable footer
             status.damaged.append(shard_id)
             continue
-        if plan and (meta.get("version") != plan.get("version")
+        if plan and (meta.get("code") != plan.get("version")
                      or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)):
             status.stale.append(shard_id)
             continue
@@ -282,10 +285,26 @@ def _render_one(status: JobStatus, now: float) -> str:
         parts = f" in {table['parts']} parts" if table.get('parts') else ""
         lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}".replace(" in 1 parts", " in 1 part"))
     if status.shard_files:
-        lines.append(f"  shard store: {_bytes(status.shard_bytes)} in {status.shard_files} files ({SHARDS_DIR}/); "
+        shared = (f" ({_bytes(status.shared_bytes)} of them also the tables' parts, by hard links: removing the "
+                  f"shards frees {_bytes(status.shard_bytes - status.shared_bytes)})" if status.shared_bytes else "")
+        lines.append(f"  shard store: {_bytes(status.shard_bytes)} in {status.shard_files} files ({SHARDS_DIR}/){shared}; "
                      + ("`batchenum cleanup` removes them once the tables are committed"
                         if _committed(status) else "kept: the next run reuses them"))
     return "\n".join(lines)
+
+
+def _linked_bytes(folder: Storage, paths: list[str], sizes: dict[str, int]) -> int:
+    """The bytes of those files that another name (a table's part) also holds: a hard link on a
+    disk.  On an object store a part taken over is a copy of its own (0)."""
+    if not folder.local:
+        return 0
+    linked = 0
+    for path in paths:
+        try:
+            linked += sizes[path] if os.stat(path).st_nlink > 1 else 0
+        except OSError:  # deleted meanwhile
+            continue
+    return linked
 
 
 def _committed(status: JobStatus) -> bool:
@@ -341,7 +360,8 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "last_commit_at": status.last_commit,
         "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
         "manifest": _manifest_json(status.manifest),
-        "shard_store": {"files": status.shard_files, "bytes": status.shard_bytes},
+        "shard_store": {"files": status.shard_files, "bytes": status.shard_bytes,
+                        "shared_with_tables_bytes": status.shared_bytes},
         "checkpoints": status.checkpoints,  # saved states of unfinished shards: shard, saved_at, progress, bytes
         "tables": [{"name": table["name"], "rows": table["rows"], "parts": table.get("parts"),
                     "version": table.get("version"), "params": _params(table.get("params")),

@@ -378,6 +378,26 @@ class Storage:
 
         self.retrying("moving", source, move)
 
+    def share(self, source: str, target: str) -> None:
+        """Make ``target`` a new file holding ``source``'s bytes without reading them here: a hard
+        link on a disk (both names then hold one copy), a server-side copy on an object store; a
+        plain copy only on a disk that cannot link.  A commit like ``write_atomic``: the lease's
+        fence is checked first, transient failures are retried."""
+        self._check_guard()
+        if not self.local:
+            self.retrying("copying", source, lambda: self.fs.copy_file(source, target))
+            return
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.link(source, target)
+        except FileExistsError:  # a retried finish: the name already holds these bytes or stale ones
+            os.unlink(target)
+            os.link(source, target)
+        except OSError as error:  # another device, a file system without hard links, too many links
+            if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise self.no_room(target, error) or error from None
+            self.write_atomic(target, lambda local: shutil.copyfile(source, local))
+
     def delete_file(self, path: str) -> None:
         try:
             self.retrying("deleting", path, lambda: self.fs.delete_file(path))

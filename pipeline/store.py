@@ -42,7 +42,7 @@ from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableErro
 
 __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
-           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "plan_problem", "read_metadata",
+           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "part_plan", "plan_problem", "read_metadata",
            "read_verified", "recorded_metadata", "table_schema"]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
@@ -63,9 +63,13 @@ GUARD_TEXT = ("This file is not a table. It is here so that reading this whole f
               "instead of mixing several tables. Read one table: <folder>/<table>/ (a folder of parts) or "
               "<folder>/<table>.parquet; the tables and their parts are listed in _manifest.json.\n")
 # Final tables are written in row groups of at least this many rows (the last may be smaller) and
-# parts of about PART_ROWS rows: sizes that suit readers, whatever the shards' sizes.
+# parts of about PART_ROWS rows: sizes that suit readers, whatever the shards' sizes.  A shard of a
+# streamed table holding TAKEOVER_ROWS rows or more is already such a part (its rows in one row
+# group of up to SHARD_ROW_GROUP_ROWS): the finish takes its file over instead of rewriting it.
 ROW_GROUP_ROWS = 1 << 17
 PART_ROWS = 1 << 22
+TAKEOVER_ROWS = 1 << 16
+SHARD_ROW_GROUP_ROWS = 1 << 20
 
 _META_PREFIX = "batchenum."
 _ARROW_TYPES = {
@@ -180,9 +184,11 @@ class Provenance:
         }
 
     def shard_metadata(self, shard: Shard, table: str, rows: int) -> dict[str, str]:
+        """A final table's metadata (a large shard's file may become a part of the table as it is)
+        with what a shard must match to be reused: the code version in full, and the shard."""
         return {
             **self.final_metadata(table),
-            "version": self.version,
+            "code": self.version,
             "shard": shard.id,
             "shard_spec": json.dumps(dict(shard.spec), sort_keys=True),
             "rows": str(rows),
@@ -284,7 +290,8 @@ class ShardStore:
         for name, columns in outputs.items():
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
-            meta = _encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra})
+            keys = self._key_range(spec, table, shard.id) if name in self.job.streamed_tables else {}
+            meta = _encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra, **keys})
             table = table.replace_schema_metadata(meta)
             if spec.partition is None:
                 self._write_parquet(table, spec, self.shard_path(name, shard.id))
@@ -292,6 +299,19 @@ class ShardStore:
                 self._write_grouped(table, spec, self.shard_path(name, shard.id))
             rows[name] = table.num_rows
         return rows
+
+    @staticmethod
+    def _key_range(spec: TableSpec, table: pa.Table, shard_id: str) -> dict[str, str]:
+        """A streamed table's first and last keys, recorded in the shard's footer after checking that
+        the key rises strictly through the shard (so that the finish can take the file over as a
+        part, checking the order across parts from footers alone); nothing for a grouped table or
+        one without rows."""
+        key = _key_columns(spec)
+        if spec.partition is not None or not key or not table.num_rows:
+            return {}
+        last = _check_rising([table.column(k) for k in key], None, spec.name, key, shard_id)
+        first = tuple(table.column(k)[0].as_py() for k in key)
+        return {"first_key": json.dumps(first), "last_key": json.dumps(last)}
 
     def check_shard(self, shard: Shard, tables: Iterable[str], full: bool = True) -> str | None:
         """None when every table of the shard is committed with matching provenance; otherwise
@@ -384,7 +404,7 @@ class ShardStore:
         expected = self.provenance.shard_metadata(shard, name, rows)
         if found.get("job") == expected["job"] and found.get("params") != expected["params"]:
             return f"{OTHER_PARAMETERS} ({found.get('params')})"
-        for key in ("job", "version", "params", "table", "shard", "shard_spec"):
+        for key in ("job", "code", "params", "table", "shard", "shard_spec"):
             if found.get(key) != expected[key]:
                 return f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
         if found.get("rows") != str(rows):
@@ -539,6 +559,22 @@ class ShardStore:
         self.storage.write_atomic(self._staged(location), write)
         return {**written, "first": seen.get("first"), "last": seen.get("last"), "shards": shard_ids}
 
+    def take_over(self, name: str, index: int, shard_id: str) -> dict[str, Any]:
+        """Part ``index`` of streamed table ``name``: the committed file of shard ``shard_id`` itself,
+        shared into the staged table (``Storage.share``: a hard link, or a server-side copy) without a
+        row read here; returns what ``write_part`` returns, its keys from the shard's footer."""
+        source = self.shard_path(name, shard_id)
+        with self.storage.open_input(source) as handle:
+            footer = pq.ParquetFile(handle).metadata
+        found = _decode_metadata(footer.schema.to_arrow_schema().metadata)
+        if footer.num_rows and ("first_key" not in found or "last_key" not in found):
+            raise self._damaged(source, "records no key range (first_key, last_key) for its rows")
+        location = f"{name}/part-{index:05d}.parquet"
+        self.storage.share(source, self._staged(location))
+        first, last = (tuple(json.loads(found[k])) if k in found else None for k in ("first_key", "last_key"))
+        return {"path": location, "rows": footer.num_rows, "bytes": self.storage.stat(source)[0], "first": first,
+                "last": last, "shards": [shard_id]}
+
     def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
         """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
         part's keys come after the previous part's (together with ``write_part``'s own check: the
@@ -646,7 +682,8 @@ class ShardStore:
         self.storage.write_atomic(path, write)
 
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
-        self.storage.write_atomic(path, lambda local: pq.write_table(table, local, **_parquet_options(spec)))
+        self.storage.write_atomic(path, lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS,
+                                                                     **_parquet_options(spec)))
 
 
 @dataclass(frozen=True)
@@ -686,6 +723,27 @@ def part_groups(shard_ids: list[str], rows: dict[str, int], part_rows: int | Non
     return groups
 
 
+def part_plan(shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None,
+              takeover_rows: int | None = None) -> list[tuple[bool, list[str]]]:
+    """A streamed table's parts from its consecutive shards, as (taken over, shards): a shard of at
+    least ``takeover_rows`` rows is a part by itself, its file taken over; each run of smaller shards
+    between them is grouped into parts of ``part_rows`` rows or more (``part_groups``), written anew,
+    and dropped if it holds no row.  A table without rows is one part written anew."""
+    takeover_rows = TAKEOVER_ROWS if takeover_rows is None else takeover_rows
+    plan: list[tuple[bool, list[str]]] = []
+    run: list[str] = []
+    for shard_id in [*shard_ids, None]:
+        if shard_id is not None and rows.get(shard_id, 0) < takeover_rows:
+            run.append(shard_id)
+            continue
+        if sum(rows.get(s, 0) for s in run):
+            plan += [(False, group) for group in part_groups(run, rows, part_rows)]
+        run = []
+        if shard_id is not None:
+            plan.append((True, [shard_id]))
+    return plan or [(False, list(shard_ids))]
+
+
 def complete_commit(storage: Storage) -> str | None:
     """Finish the commit of a run killed while moving its tables into place, then delete staged
     tables no manifest names; returns the run id whose commit was completed, or None."""
@@ -702,7 +760,8 @@ def complete_commit(storage: Storage) -> str | None:
 
 def remove_shards(storage: Storage) -> tuple[int, int]:
     """Delete the shard store of a job folder whose tables are committed (completing an interrupted
-    commit first); returns (files, bytes) removed.  The caller holds the folder's lease.  A rerun
+    commit first); returns (files removed, bytes freed: on a disk, not those a table's part still
+    holds by a hard link).  The caller holds the folder's lease.  A rerun
     then finds no committed shard and computes every one again: never a stale table."""
     complete_commit(storage)
     manifest = read_manifest(storage)
@@ -713,8 +772,9 @@ def remove_shards(storage: Storage) -> tuple[int, int]:
 
     selector = pafs.FileSelector(storage.join(SHARDS_DIR), recursive=True, allow_not_found=True)
     files = [info for info in storage.fs.get_file_info(selector) if info.type == pafs.FileType.File]
+    freed = sum(info.size or 0 for info in files if not (storage.local and os.stat(info.path).st_nlink > 1))
     storage.delete_dir(storage.join(SHARDS_DIR))
-    return len(files), sum(info.size or 0 for info in files)
+    return len(files), freed
 
 
 def read_manifest(storage: Storage) -> dict[str, Any] | None:

@@ -154,7 +154,8 @@ def test_run_arguments_and_build_job(tmp_path):
     nonary.add_run_arguments(parser)
     args = parser.parse_args(["--input", "x.jsonl", "--max-doors", "9", "--record-timeout", "2.5"])
     job = nonary.build_job(args)
-    assert (job.max_doors, job.record_timeout, job.records_per_shard) == (9, 2.5, nonary.RECORDS_PER_SHARD)
+    assert (job.max_doors, job.record_timeout, job.records_per_shard) == (9, 2.5, None)  # None: sized by the plan
+    assert job.least_per_shard == nonary.RECORDS_PER_SHARD and job.params()["records_per_shard"] == "auto"
     with pytest.raises(SystemExit):
         parser.parse_args(["--input", "x.jsonl", "--record-timeout", "0"])
 

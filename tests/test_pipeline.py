@@ -112,7 +112,8 @@ def test_provenance_is_in_the_metadata(tmp_path):
     assert meta[b"batchenum.job"] == b"toy"
     assert meta[b"batchenum.shard"] == b"s000"
     assert b'"width": 5' in meta[b"batchenum.params"]
-    assert meta[b"batchenum.version"].startswith(b"1+")
+    assert meta[b"batchenum.version"] == b"1"  # the declared version, as a final table's (a shard may become a part)
+    assert meta[b"batchenum.code"].startswith(b"1+")  # and the code version in full, which reuse checks
 
 
 def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path):

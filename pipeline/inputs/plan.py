@@ -31,7 +31,7 @@ from batchenum.pipeline.inputs.lines import CHUNK, Cut, cut_lines
 from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.storage import Storage, StorageError
 
-__all__ = ["plan_slices", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
+__all__ = ["plan_slices", "SliceSize", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
            "detect_format", "load_slice", "LoadedSlice", "slice_fingerprint", "open_parquet", "check_unchanged",
            "overlapping_row_groups"]
 
@@ -85,7 +85,36 @@ class LoadedSlice:
 # ---------------------------------------------------------------------------------------- planning
 
 
-def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, records_per_slice: int,
+# "auto" slicing (SliceSize): SLICES_PER_CPU slices per CPU of the run, none over about MAX_SLICE_BYTES
+# of input (a shard holds its slice's bytes and answers in memory).
+SLICES_PER_CPU = 4
+MAX_SLICE_BYTES = 128 << 20
+
+
+@dataclass(frozen=True)
+class SliceSize:
+    """Records per slice chosen from the batch ("auto"): at least ``SLICES_PER_CPU`` slices for each
+    of ``cpus`` CPUs (fewer than twice that), each as large as that allows, so that a large batch's shards write
+    files a reader wants (the finish then takes them over instead of rewriting them), yet at least
+    ``minimum`` records and at most about ``MAX_SLICE_BYTES`` of input.  The size is ``minimum``
+    times a power of two: a small change in the batch (one file edited) leaves it, and so every
+    other file's shards, unchanged; a run on another number of CPUs may slice otherwise."""
+
+    minimum: int
+    cpus: int
+
+    def records(self, total_records: int, total_bytes: int) -> int:
+        wanted = -(-total_records // (SLICES_PER_CPU * max(1, self.cpus)))
+        size = self.minimum
+        while size * 2 <= wanted:
+            size *= 2
+        most = MAX_SLICE_BYTES * total_records // max(1, total_bytes)  # records in MAX_SLICE_BYTES of input
+        while size > self.minimum and size > most:
+            size //= 2
+        return size
+
+
+def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, records_per_slice: int | SliceSize,
                 context: PlanContext | None = None, *, block: int | None = None, task_blocks: int | None = None,
                 driver_bytes: int | None = None) -> list[dict]:
     """Split a batch into JSON-serialisable slice specs: file by file in sorted path order, each
@@ -96,7 +125,9 @@ def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, rec
                        Every file is JSONL (plain, ``.gz`` or ``.zst``) or every file is Parquet
                        (recognised by its suffix or magic bytes).
     field:             the payload field every record should carry (checked up front for Parquet).
-    records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1.
+    records_per_slice: lines (JSONL, blank lines included) or rows (Parquet) per slice, at least 1,
+                       or a ``SliceSize`` that picks it from the batch's records and bytes (those of
+                       compressed JSONL files, one slice each, left out).
     context:           the run's ``PlanContext``: when the plain JSONL files hold more than
                        ``driver_bytes`` in all, their newlines are counted by its ``task_map``
                        (more than ``STARTUP_BYTES`` when the map must first start Ray).  None, or no
@@ -112,22 +143,33 @@ def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, rec
     Raises InputError for a value that matches nothing, a file named twice, a missing or unreadable
     file, one whose format cannot be told, and JSONL mixed with Parquet (naming a file of each).
     """
-    if not isinstance(records_per_slice, int) or records_per_slice < 1:
+    if not isinstance(records_per_slice, SliceSize) and (not isinstance(records_per_slice, int) or records_per_slice < 1):
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
     files = _planned_files(resolve_inputs(inputs))
     if _one_format(files) == "parquet":
-        return [{**file.described, **rows} for file in files for rows in _plan_parquet(file.source, field, records_per_slice)]
+        opened = [(file, *_parquet_rows(file.source, field)) for file in files]
+        per_slice = _per_slice(records_per_slice, sum(rows for _, rows, _ in opened), sum(size for *_, size in opened))
+        return [{**file.described, **rows} for file, total, _ in opened for rows in _cut_rows(total, per_slice)]
     block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
     plain = [file for file in files if file.compression is None]
     counts = _count_newlines(plain, context, block, task_blocks, driver_bytes, startup_bytes)
+    lines = {file.source.root: _lines(counts[file.source.root], file.described["size"], file.ends_with_newline)
+             for file in plain}
+    per_slice = _per_slice(records_per_slice, sum(lines.values()), sum(file.described["size"] for file in plain))
     specs = []
     for file in files:
         if file.compression is not None:
             specs += _whole_file(file)
             continue
         specs += [{**file.described, **cut} for cut in _cut_jsonl(
-            counts[file.source.root], file.described["size"], file.ends_with_newline, records_per_slice, block)]
+            counts[file.source.root], file.described["size"], file.ends_with_newline, per_slice, block)]
     return specs
+
+
+def _per_slice(records_per_slice: int | SliceSize, total_records: int, total_bytes: int) -> int:
+    if isinstance(records_per_slice, SliceSize):
+        return records_per_slice.records(total_records, total_bytes)
+    return records_per_slice
 
 
 @dataclass(frozen=True)
@@ -359,6 +401,11 @@ def _read_into(handle, offset: int, buffer: np.ndarray) -> int:
     return filled
 
 
+def _lines(counts: np.ndarray, size: int, ends_with_newline: bool) -> int:
+    """A plain JSONL file's lines from its newlines per block (a last line may lack its newline)."""
+    return int(counts.sum()) + (0 if ends_with_newline or size == 0 else 1)
+
+
 def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per_slice: int,
                block: int) -> list[dict]:
     """Slice specs of ``lines_per_slice`` lines each, from the newlines counted in each block.
@@ -369,7 +416,7 @@ def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per
     end of the block holding the last of them, or at the end of the file for the last slice.
     """
     before = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))  # newlines before each block
-    lines = int(before[-1]) + (0 if ends_with_newline or size == 0 else 1)  # a last line may lack "\n"
+    lines = _lines(counts, size, ends_with_newline)
     slices = -(-lines // lines_per_slice)
     if not slices:
         return []
@@ -384,8 +431,8 @@ def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per
     ]
 
 
-def _plan_parquet(source: Storage, field: str, rows_per_slice: int) -> list[dict]:
-    """Row ranges of ``rows_per_slice`` rows each; checks that the payload column exists."""
+def _parquet_rows(source: Storage, field: str) -> tuple[int, int]:
+    """(rows, uncompressed bytes) of a Parquet input, after checking that the payload column exists."""
     path = source.display_root
     parquet_file = open_parquet(source)
     names = parquet_file.schema_arrow.names
@@ -397,7 +444,12 @@ def _plan_parquet(source: Storage, field: str, rows_per_slice: int) -> list[dict
                 f"Parquet input {path} has {names.count(name)} columns named {name!r}: "
                 "keep exactly one and write the file again"
             )
-    total = parquet_file.metadata.num_rows
+    metadata = parquet_file.metadata
+    return metadata.num_rows, sum(metadata.row_group(k).total_byte_size for k in range(metadata.num_row_groups))
+
+
+def _cut_rows(total: int, rows_per_slice: int) -> list[dict]:
+    """Row ranges of ``rows_per_slice`` rows each."""
     return [
         {"format": "parquet", "start_row": start, "end_row": min(start + rows_per_slice, total)}
         for start in range(0, total, rows_per_slice)
