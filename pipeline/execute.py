@@ -101,10 +101,7 @@ def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, pro
     final = job.finalize(merged, store.storage)
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
     for name in job.streamed_tables:
-        if job.table_spec(name).partition is None:
-            paths[name] = _compact(store, executor, name, ids, shard_rows[name])
-        else:  # the catalogue: merged one n at a time in the driver (docs/palago.md, "The catalogue")
-            paths[name] = store.write_streamed(name, ids)
+        paths[name] = _compact(store, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
     store.commit_tables(_run_identity(store, run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
@@ -115,10 +112,16 @@ def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], r
     """Stage streamed table ``name`` (``part_plan``): a shard large enough to be a part is taken over
     by the driver's threads (a link or server-side copy: no row read); runs of smaller shards are
     grouped into parts of ``PART_ROWS`` rows, each written by a task where the run's Ray runs, else by
-    the driver's threads.  The driver then checks that the parts follow one another (docs/design.md,
+    the driver's threads.  A grouped table's parts are runs of its values (``value_groups``), each
+    merged by such a task.  The driver then checks that the parts follow one another (docs/design.md,
     "The tables")."""
-    plan = part_plan(ids, rows)
-    written = [PartTask(store, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken]
+    if store.job.table_spec(name).partition is not None:  # the catalogue: merged one n at a time by tasks
+        groups = store.value_groups(name, ids)
+        plan = [(False, ids)] * len(groups)
+        written = [PartTask(store, name, index, tuple(ids), values) for index, values in enumerate(groups)]
+    else:
+        plan = part_plan(ids, rows)
+        written = [PartTask(store, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken]
     taken = [(index, group[0]) for index, (is_taken, group) in enumerate(plan) if is_taken]
     threads = max(1, min(len(written) + len(taken), _SHARE_THREADS))
     with ThreadPoolExecutor(threads, "batchenum-part") as pool:

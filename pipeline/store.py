@@ -516,16 +516,22 @@ class ShardStore:
         self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
         return self.storage.uri(self.storage.join(location))
 
-    def write_streamed(self, name: str, shard_ids: list[str]) -> str:
-        """Stage a final table from its shard files here, without holding all its rows: a plain
-        table one shard at a time (``_in_shard_order``; the run's finish uses ``write_part`` tasks
-        instead), a grouped one one value at a time, into parts of ``PART_ROWS`` rows in row groups
-        of ``ROW_GROUP_ROWS`` or more (readers' sizes, not shards')."""
+    def value_groups(self, name: str, shard_ids: list[str]) -> list[dict[Any, list[list[int]]]]:
+        """The parts of grouped table ``name``, from its shards' footers alone: consecutive values of
+        the partition column (in order) grouped into parts of at least ``PART_ROWS`` rows, each as
+        {value: for each shard, its row groups holding that value} (``write_values`` writes one)."""
         spec = self.job.table_spec(name)
-        batches = self._by_partition(spec, shard_ids) if spec.partition is not None else \
-            self._in_shard_order(spec, shard_ids)
-        self._parts[name] = self._write_parts(spec, _row_groups(_prefetched(batches), ROW_GROUP_ROWS))
-        return self.storage.uri(self.storage.join(self.table_location(name)))
+        paths = [self.shard_path(name, shard_id) for shard_id in shard_ids]
+        found, rows = _row_groups_by_value(paths, spec.partition, self.storage)
+        groups: list[dict[Any, list[list[int]]]] = [{}]
+        size = 0
+        for value in sorted(found):
+            if size >= PART_ROWS:
+                groups.append({})
+                size = 0
+            groups[-1][value] = found[value]
+            size += rows[value]
+        return groups
 
     def write_part(self, name: str, index: int, shard_ids: list[str]) -> dict[str, Any]:
         """Part ``index`` of streamed table ``name`` from a run of consecutive shards, their keys
@@ -543,21 +549,38 @@ class ShardStore:
                     seen["last"] = tuple(part.column(k)[-1].as_py() for k in key)
                 yield part
 
-        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(name)))
-        location = f"{name}/part-{index:05d}.parquet"
+        return {**self._write_part_file(spec, index, batches()), "first": seen.get("first"), "last": seen.get("last"),
+                "shards": shard_ids}
+
+    def write_values(self, name: str, index: int, shard_ids: list[str], values: dict[Any, list[list[int]]]) -> dict[str, Any]:
+        """Part ``index`` of grouped table ``name``: each of ``values`` (from ``value_groups``) read
+        from every shard's row groups holding it, merged in ``sort`` order and checked for a
+        repeated key (an error naming it, never a dropped row), in row groups of ``ROW_GROUP_ROWS``
+        rows or more (``PartTask``: where Ray runs it, so that the driver reads no row); holds one
+        value's rows at a time."""
+        spec = self.job.table_spec(name)
+        paths = [self.shard_path(name, shard_id) for shard_id in shard_ids]
+        batches = (batch for value in sorted(values)
+                   for batch in _merged_batches(self._read_partition(paths, values[value], spec), spec, value))
+        return {**self._write_part_file(spec, index, batches), "first": None, "last": None, "shards": shard_ids}
+
+    def _write_part_file(self, spec: TableSpec, index: int, tables: Iterable[pa.Table]) -> dict[str, Any]:
+        """``tables`` staged as part ``index`` of ``spec``'s table in row groups of ``ROW_GROUP_ROWS``
+        rows or more (a part without rows is a footer alone, the columns still declared); returns
+        its path, rows and bytes."""
+        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(spec.name)))
+        location = f"{spec.name}/part-{index:05d}.parquet"
         written = {"path": location, "rows": 0}
 
         def write(local: str) -> None:
             with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                # (a part without rows is a footer alone, the columns still declared; not
-                # schema.empty_table(), which imports pandas)
-                for group in _row_groups(_prefetched(batches()), ROW_GROUP_ROWS):
+                for group in _row_groups(_prefetched(tables), ROW_GROUP_ROWS):
                     writer.write_table(group.replace_schema_metadata(schema.metadata), row_group_size=group.num_rows)
                     written["rows"] += group.num_rows
             written["bytes"] = os.path.getsize(local)
 
         self.storage.write_atomic(self._staged(location), write)
-        return {**written, "first": seen.get("first"), "last": seen.get("last"), "shards": shard_ids}
+        return written
 
     def take_over(self, name: str, index: int, shard_id: str) -> dict[str, Any]:
         """Part ``index`` of streamed table ``name``: the committed file of shard ``shard_id`` itself,
@@ -603,40 +626,6 @@ class ShardStore:
         _write_guard(self.storage)
         _write_manifest(self.storage, manifest)
         return _install(self.storage, manifest)
-
-    def _write_parts(self, spec: TableSpec, groups: Iterator[pa.Table]) -> list[dict[str, Any]]:
-        """Row groups written into ``part-NNNNN.parquet`` files of about ``PART_ROWS`` rows each
-        (one empty part for an empty table, so that every reader still finds the columns)."""
-        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(spec.name)))
-        groups = iter(groups)
-        pending = next(groups, None)
-        parts: list[dict[str, Any]] = []
-        while pending is not None or not parts:
-            location = f"{spec.name}/part-{len(parts):05d}.parquet"
-            written = {"rows": 0}
-
-            def write(local: str) -> None:
-                nonlocal pending
-                with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                    while pending is not None and written["rows"] < PART_ROWS:
-                        writer.write_table(pending.replace_schema_metadata(schema.metadata),
-                                           row_group_size=max(1, pending.num_rows))
-                        written["rows"] += pending.num_rows
-                        pending = next(groups, None)
-                written["bytes"] = os.path.getsize(local)
-
-            self.storage.write_atomic(self._staged(location), write)
-            parts.append({"path": location, **written})
-        return parts
-
-    def _by_partition(self, spec: TableSpec, shard_ids: list[str]) -> Iterator[pa.Table]:
-        """Each value's rows read from every shard (its row groups, found by statistics), merged in
-        ``sort`` order, checked for a repeated key (an error naming it, never a dropped row); the
-        driver holds one value's rows at a time."""
-        paths = [self.shard_path(spec.name, shard_id) for shard_id in shard_ids]
-        groups = _row_groups_by_value(paths, spec.partition, self.storage)
-        for value in sorted(groups):
-            yield from _merged_batches(self._read_partition(paths, groups[value], spec), spec, value)
 
     def _read_partition(self, paths: list[str], groups: list[list[int]], spec: TableSpec) -> pa.Table:
         """One partition's rows from every shard, one chunk per shard, each in ``sort`` order."""
@@ -688,19 +677,26 @@ class ShardStore:
 
 @dataclass(frozen=True)
 class PartTask:
-    """One compaction task of the finish: part ``index`` of ``table`` from ``shard_ids``."""
+    """One task of the finish: part ``index`` of ``table`` from ``shard_ids``; of a grouped table,
+    from the row groups ``values`` names (``value_groups``)."""
 
     store: ShardStore
     table: str
     index: int
     shard_ids: tuple[str, ...]
+    values: dict[Any, list[list[int]]] | None = None
 
     def __str__(self) -> str:
+        if self.values is not None:
+            shown = f"{min(self.values)}..{max(self.values)}" if self.values else "none"
+            return f"{self.table} part {self.index} ({self.store.job.table_spec(self.table).partition} {shown})"
         return f"{self.table} part {self.index} (shards {self.shard_ids[0]}..{self.shard_ids[-1]})"
 
 
 def write_part(task: PartTask) -> dict[str, Any]:
     """Run one ``PartTask`` (a module-level function, for Ray's workers)."""
+    if task.values is not None:
+        return task.store.write_values(task.table, task.index, list(task.shard_ids), task.values)
     return task.store.write_part(task.table, task.index, list(task.shard_ids))
 
 
@@ -871,10 +867,11 @@ def _grouping_problem(handle: Any, table: pa.Table, spec: TableSpec) -> str | No
     return None
 
 
-def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dict[Any, list[list[int]]]:
+def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> tuple[dict[Any, list[list[int]]], dict]:
     """{value of ``column``: for each shard file, the indices of its row groups holding that value},
-    from the footers' statistics (``_write_grouped`` writes one row group per value)."""
+    and {value: rows}, from the footers' statistics (``_write_grouped`` writes one row group per value)."""
     found: dict[Any, list[list[int]]] = {}
+    rows: dict[Any, int] = {}
     for k, path in enumerate(paths):
         with storage.open_input(path) as handle:
             metadata = pq.ParquetFile(handle).metadata
@@ -886,7 +883,8 @@ def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> dic
             if stats is None or not stats.has_min_max or stats.min != stats.max:
                 raise StoreError(f"{storage.uri(path)}: row group {group} does not hold one {column} value")
             found.setdefault(stats.min, [[] for _ in paths])[k].append(group)
-    return found
+            rows[stats.min] = rows.get(stats.min, 0) + metadata.row_group(group).num_rows
+    return found, rows
 
 
 def _partition_order(spec: TableSpec) -> list[str]:

@@ -194,9 +194,12 @@ def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, mo
     monkeypatch.setattr("batchenum.pipeline.store.PART_ROWS", part_rows)
     run(tmp_path, _PartitionedStreamedToy())
     parts = sorted((tmp_path / "partitioned_toy" / "rows").iterdir())
-    assert [part.name for part in parts] == [f"part-{k:05d}.parquet" for k in range(8 if part_rows == 8 else 1)]
+    # a part closes at the first value boundary past part_rows: one part per group value (30 rows each) here
+    assert [part.name for part in parts] == [f"part-{k:05d}.parquet" for k in range(2 if part_rows == 8 else 1)]
     files = [pq.ParquetFile(part) for part in parts]
-    assert [file.metadata.num_row_groups for file in files] == ([2] * 7 + [1] if part_rows == 8 else [1])
+    assert [file.metadata.num_row_groups for file in files] == ([8, 8] if part_rows == 8 else [1])
+    for file in files:  # a part holds whole values: one each here
+        assert len(set(file.read(columns=["group"]).column(0).to_pylist())) == (1 if part_rows == 8 else 2)
     rows = pd.concat([file.read().to_pandas() for file in files])
     assert rows.key.tolist() == [f"k{v:03d}" for group in (0, 1) for v in range(group, 60, 2)]
     assert rows.group.tolist() == sorted(rows.group)
