@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from batchenum.pipeline.tasks import InProcessTasks
-from batchenum.solvers.palago.transfer import (PHASES, Generation, count_height, merge_generations, phase_steps,
-                                               split_generation)
+from batchenum.solvers.palago.transfer import (PHASE_STATE_STEPS, Generation, count_height, merge_generations,
+                                               next_phase, split_generation)
 
 P = 2**61 - 1
 
@@ -105,8 +105,7 @@ def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
 
     state = _SweepState.from_bytes(saved[len(saved) // 2], (height, 26, True, 2))
     live = state.generation_rows()
-    for phase in range(PHASES):
-        steps = phase_steps(height, phase)
+    for steps in ((0, 5), (5, 10), (0, 1), (3, 7), (9, 10)):
         buckets = split_generation(live, 6, height, steps)
         assert sum(b.rows for b in buckets) == live.rows
         assert sorted(map(tuple, np.concatenate([b.keys for b in buckets]).tolist())) == sorted(map(tuple, live.keys.tolist()))
@@ -121,6 +120,13 @@ def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
                              flags & 1 if steps[0] > 0 else None, flags & 2 if steps[1] < height else None)
                 assert where.setdefault(signature, b) == b
         assert len(where) > 6 and min(b.rows for b in buckets) > 0
+
+
+def test_phases_are_short_for_large_tasks_and_end_at_the_column_end():
+    assert next_phase(10, 10, 2 * PHASE_STATE_STEPS, 2) == (0, 1)  # tasks of 10,000 states: one step
+    assert next_phase(10, 3, 4000, 2) == (3, 8)  # 2,000 states a task: five steps
+    assert next_phase(10, 8, 4000, 2) == (8, 10)  # never past the column's end
+    assert next_phase(4, 4, 10, 1) == (0, 4)
 
 
 def test_in_process_tasks_run_at_once_and_check_their_returns():

@@ -34,7 +34,7 @@ from numba import njit, types
 
 __all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference",
            "fixed_counts_reference", "Generation", "PieceSummary", "split_generation", "merge_generations",
-           "advance_piece", "phase_steps", "PIECE_STATES", "PHASES"]
+           "advance_piece", "next_phase", "PIECE_STATES", "PHASE_STATE_STEPS"]
 
 
 def max_height(max_n: int) -> int:
@@ -565,9 +565,9 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     ``tasks`` (an object with ``submit(fn, *args, returns=k, name=...)`` returning k handles and
     ``get(handles)`` returning their values, as pipeline/tasks.py describes) and ``parts`` >= 2: a
     generation of at least 2 ``piece_states`` states (default PIECE_STATES) is advanced as up to
-    ``parts`` tasks per column, each of at least ``piece_states`` states, their outputs shuffled
-    between columns by a hash of the key (docs/palago_transfer.md, section 6); the counts are the
-    same.  stats[0] is then an upper bound on the peak (the sum of the tasks' peaks)."""
+    ``parts`` tasks per phase of a column, each of at least ``piece_states`` states, their outputs
+    shuffled between phases by a hash of what the next phase cannot change (docs/palago_transfer.md,
+    section 6); the counts and the states processed are the same.  stats[0] is then an upper bound on the peak (the sum of the tasks' peaks)."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
@@ -689,20 +689,22 @@ def fixed_counts(max_n: int, bound: int = 2, halved: bool = True) -> np.ndarray:
 #
 # Any partition of a generation's rows can be advanced separately: every output state comes from
 # one input row, so the pieces' outputs, merged by key (identical keys summed), are the generation
-# the whole sweep would have made.  A column is swept in PHASES runs of consecutive steps; a phase
-# of steps a..b-1 writes frontier rows a..b-1 only, so which of the other rows hold an S vertex (and
-# the one flag those steps cannot set) stays as it was: two states that meet within the phase agree
-# on it.  Rows are cut by a hash of that signature, so states that would merge during a phase are
-# in one task and no task repeats another's work.  Each task hashes its outputs by the next phase's
-# signature into buckets, and task t of the next phase merges bucket t of every task (a shuffle per
-# phase): no generation passes through one process while it is split.
+# the whole sweep would have made.  A split column is swept in phases of consecutive steps; a phase
+# of steps a..b-1 writes frontier rows a..b-1 only, so which of the other rows hold an S vertex
+# (and the one flag those steps cannot set) stays as it was: two states that meet within the phase
+# agree on it.  Rows are cut by a hash of that signature, so states that would merge during a
+# phase are in one task and no task repeats another's work.  Each task hashes its outputs by the
+# next phase's signature into buckets, and task t of the next phase merges bucket t of every task
+# (a shuffle per phase): no generation passes through one process while it is split.
 
-# The fewest states a task advances: one step of one state costs about 1-3 us (H = 8..12 at n = 36
-# on this machine, quiet or loaded), a nested Ray task a few ms with its arguments, so half a column
-# (5 steps) of 2,000 states is 10-30 ms of sweeping against those few ms (docs/palago_transfer.md, 6).
+# The fewest states a task advances: a nested Ray task costs a few ms with its arguments, a step of
+# one state 1-3 us (H = 8..12 at n = 36 on this machine, quiet or loaded): 2,000 states over a
+# phase of several steps are 15-60 ms of sweeping (docs/palago_transfer.md, section 6).
 PIECE_STATES = 2000
-# Phases per column: more cut finer (more signature rows) but shuffle more often.
-PHASES = 2
+# A phase has as few steps as keep each task at this many state-steps (2,000 states over 5 steps;
+# one step once a task holds 10,000 states): the fewer its steps, the more rows its signature has,
+# so the more evenly its states spread over many tasks.
+PHASE_STATE_STEPS = 10_000
 
 
 @dataclass(frozen=True)
@@ -742,9 +744,13 @@ class PieceSummary:
     bucket_rows: tuple[int, ...]
 
 
-def phase_steps(height: int, phase: int, phases: int = PHASES) -> tuple[int, int]:
-    """The steps (rows) a..b of a column that phase ``phase`` of ``phases`` sweeps (b excluded)."""
-    return height * phase // phases, height * (phase + 1) // phases
+def next_phase(height: int, end: int, states: int, tasks: int) -> tuple[int, int]:
+    """The rows (a, b) a phase sweeps (b excluded) after a phase that ended at row ``end`` (at the
+    column's end when ``end`` is ``height``), for ``states`` states in ``tasks`` tasks: as few
+    steps as give each task PHASE_STATE_STEPS state-steps, never past the column's end."""
+    a = 0 if end >= height else end
+    steps = -(-PHASE_STATE_STEPS * max(tasks, 1) // max(states, 1))
+    return a, min(height, a + max(1, steps))
 
 
 @njit(cache=True, nogil=True)
@@ -834,19 +840,19 @@ def split_generation(generation: Generation, parts: int, height: int, steps: tup
     return [generation.take(order[bounds[b]:bounds[b + 1]]) for b in range(parts)]
 
 
-def advance_piece(sweep: tuple, c: int, phase: int, buckets: int, *pieces: Generation) -> tuple:
-    """Merge ``pieces`` (parts of the generation before phase ``phase`` of column ``c`` whose
-    signatures no other task holds), sweep that phase's steps and hash the output by the next
-    phase's signature into ``buckets`` generations.  ``sweep``: (height, max_n, weighted, bound).
-    Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
+def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int,
+                  *pieces: Generation) -> tuple:
+    """Merge ``pieces`` (parts of the generation before rows ``rows`` = (a, b) of column ``c``,
+    whose signatures no other task holds), sweep those steps and hash the output by the signature
+    of the phase of rows ``following`` into ``buckets`` generations.  ``sweep``: (height, max_n,
+    weighted, bound).  Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
     height, n1 = sweep[0], sweep[1] + 1
     merged = merge_generations(list(pieces), n1)
     stats = np.zeros(2, np.int64)
     done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
-    a, b = phase_steps(height, phase)
-    *arrays, count, _ = _sweep_steps(sweep, stats, done, merged.arrays(), merged.rows, c * height + a, c * height + b)
-    out = split_generation(Generation(*arrays).take(slice(0, count)), buckets, height,
-                           phase_steps(height, (phase + 1) % PHASES))
+    *arrays, count, _ = _sweep_steps(sweep, stats, done, merged.arrays(), merged.rows, c * height + rows[0],
+                                     c * height + rows[1])
+    out = split_generation(Generation(*arrays).take(slice(0, count)), buckets, height, following)
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
 
@@ -875,13 +881,14 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
     finished).  Saves at a column's end as count_height does."""
     height, n1 = sweep[0], sweep[1] + 1
     live = state.generation_rows()
-    groups = [[piece] for piece in split_generation(live, _tasks_for(live.rows, parts, piece_states), height,
-                                                    phase_steps(height, 0))]
-    c, phase = state.c, 0
+    c, rows, k = state.c, live.rows, _tasks_for(live.rows, parts, piece_states)
+    steps = next_phase(height, height, rows, k)
+    groups = [[piece] for piece in split_generation(live, k, height, steps)]
     while True:
+        following = next_phase(height, steps[1], rows, len(groups))
         buckets = min(parts, 2 * len(groups))  # room for the next phase to use twice the tasks
-        outputs = [tasks.submit(advance_piece, sweep, c, phase, buckets, *group, returns=buckets + 1,
-                                name=f"h{sweep[0]:03d} column {c}.{phase} part {t + 1}/{len(groups)}")
+        outputs = [tasks.submit(advance_piece, sweep, c, steps, following, buckets, *group, returns=buckets + 1,
+                                name=f"h{height:03d} column {c} rows {steps[0]}-{steps[1] - 1} part {t + 1}/{len(groups)}")
                    for t, group in enumerate(groups)]
         summaries = tasks.get([output[0] for output in outputs])
         for piece in summaries:
@@ -889,17 +896,19 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
         peak, processed = sum(int(p.stats[0]) for p in summaries), sum(int(p.stats[1]) for p in summaries)
         stats[0], stats[1] = max(stats[0], peak), stats[1] + processed
         state.stats = np.array([max(state.stats[0], peak), state.stats[1] + processed], np.int64)
-        c, phase = (c + 1, 0) if phase + 1 == PHASES else (c, phase + 1)
+        column_end = steps[1] == height
+        c += column_end
         rows = sum(sum(piece.bucket_rows) for piece in summaries)
         k = max(1, _tasks_for(rows, parts, piece_states))
         handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
-        if rows == 0 or (phase == 0 and (k < 2 or saver.due())):
+        if rows == 0 or (column_end and (k < 2 or saver.due())):
             gathered = _gathered(state, tasks, handles, n1, c)
             if rows == 0 or k < 2:
                 return gathered
             saver.now(gathered)
         # task t of the next phase merges buckets b with b * k // buckets == t of every task
         groups = [[h for b in range(buckets) if b * k // buckets == t for h in handles[b]] for t in range(k)]
+        steps = following
 
 
 def _gathered(state: "_SweepState", tasks, handles: list[list], n1: int, c: int) -> "_SweepState":
