@@ -70,7 +70,8 @@ class PalagoTransferJob(PalagoCountsJob):
                      for piece in symmetric_parts(SYMMETRIC_PARTS if self.max_n >= SYMMETRIC_SPLIT_N else 1)]
         return heights + symmetric
 
-    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None, tasks: ShardTasks | None = None) -> ShardResult:
+    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None,
+                  tasks: ShardTasks | None = None) -> ShardResult:
         """One height's sweep (with a checkpoint, resumed from its last save and saved as it goes;
         its large columns split over ``tasks``), or one piece of the symmetric counts."""
         if "symmetric" in shard.spec:

@@ -487,7 +487,8 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
                            "between") from error
 
 
-def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool, retries: int = TASK_MAX_RETRIES) -> Attempt:
+def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool,
+                       retries: int = TASK_MAX_RETRIES) -> Attempt:
     faults.maybe_kill_worker(shard.id, store.storage.root)
     tasks = _NestedTasks(f"{job.name} {job.shard_label(shard)}", retries) if job.nested_tasks else None
     return run_attempt(job, shard, store, _worker_node(), verify, tasks)

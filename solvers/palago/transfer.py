@@ -379,154 +379,154 @@ def _sweep_steps(sweep, stats, done, generation, count, first, end):
     step = first
     while count > 0 and step < end:
         c = step // height
-        j = step % height  # this step decides vertex (c, j) and completes hex (c-1, j)
-        size = 64
-        while size < 4 * count:
-            size *= 2
-        slots = np.full(size, -1, dtype=np.int64)
-        mask = size - 1
-        out_count = 0
-        for s in range(count):
-            stats[1] += 1
-            flags = _decode(keys[s], height, f)
-            s_lo = lo[s]
-            s_hi = hi[s]
-            a = f[j]
-            b = f[j + 1] if j + 1 < height else 0
-            base = 1 if (j == 0 and a != 0) else 0
-            fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
-            n_opt = 0
-            # vertex (c, j) out of S
-            for k in range(height):
-                opt_g[n_opt, k] = f[k]
-            opt_g[n_opt, j] = 0
-            if a != 0 and b != 0 and a != b:
-                for k in range(height):
-                    if opt_g[n_opt, k] == b:
-                        opt_g[n_opt, k] = a
-            opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
-            opt_flags[n_opt] = flags
-            n_opt += 1
-            # vertex (c, j) in S: one option per body the hex (c-1, j) can have
-            if a == 0 or b == 0:
+        for j in range(step % height, step % height + 1):  # one step (the loop keeps the body as it was)
+            size = 64
+            while size < 4 * count:
+                size *= 2
+            slots = np.full(size, -1, dtype=np.int64)
+            mask = size - 1
+            out_count = 0
+            for s in range(count):
+                stats[1] += 1
+                flags = _decode(keys[s], height, f)
+                s_lo = lo[s]
+                s_hi = hi[s]
+                a = f[j]
+                b = f[j + 1] if j + 1 < height else 0
+                base = 1 if (j == 0 and a != 0) else 0
+                fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
+                n_opt = 0
+                # vertex (c, j) out of S
                 for k in range(height):
                     opt_g[n_opt, k] = f[k]
-                opt_g[n_opt, j] = a if a != 0 else (b if b != 0 else fresh)
-                opt_add[n_opt] = base + 1
-                opt_flags[n_opt] = fl_in
-                n_opt += 1
-            else:
-                for body in range(3):  # 0: a-b (c is the tip), 1: a-c, 2: b-c
+                opt_g[n_opt, j] = 0
+                if a != 0 and b != 0 and a != b:
                     for k in range(height):
-                        x = f[k]
-                        if body == 0 and x == b:
-                            x = a
-                        opt_g[n_opt, k] = x
-                    opt_g[n_opt, j] = fresh if body == 0 else (a if body == 1 else b)
+                        if opt_g[n_opt, k] == b:
+                            opt_g[n_opt, k] = a
+                opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
+                opt_flags[n_opt] = flags
+                n_opt += 1
+                # vertex (c, j) in S: one option per body the hex (c-1, j) can have
+                if a == 0 or b == 0:
+                    for k in range(height):
+                        opt_g[n_opt, k] = f[k]
+                    opt_g[n_opt, j] = a if a != 0 else (b if b != 0 else fresh)
                     opt_add[n_opt] = base + 1
                     opt_flags[n_opt] = fl_in
                     n_opt += 1
-            for o in range(n_opt):
-                add = opt_add[o]
-                fl = opt_flags[o]
-                if s_lo + add > max_n:
-                    continue
-                for k in range(height):
-                    g[k] = opt_g[o, k]
-                if a != 0:
-                    alive = False
-                    others = False
-                    for k in range(height):
-                        if g[k] == a:
-                            alive = True
-                        elif g[k] != 0:
-                            others = True
-                    if not alive:
-                        # (c-1, j) took the last frontier vertex of its component with it
-                        if not others and fl == 3 and (c >= height or not weighted):
-                            twice = weighted and c > height
-                            for k in range(s_lo, min(s_hi, max_n - add) + 1):
-                                x_w = pw[s, k]
-                                x_p = pp[s, k]
-                                x_f = pf[s, k]
-                                if twice:
-                                    x_w = x_w + x_w
-                                    x_p = _add_mod_p(x_p, x_p)
-                                    x_f = x_f + x_f
-                                done_w[k + add] += x_w
-                                done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
-                                done_f[k + add] += x_f
+                else:
+                    for body in range(3):  # 0: a-b (c is the tip), 1: a-c, 2: b-c
+                        for k in range(height):
+                            x = f[k]
+                            if body == 0 and x == b:
+                                x = a
+                            opt_g[n_opt, k] = x
+                        opt_g[n_opt, j] = fresh if body == 0 else (a if body == 1 else b)
+                        opt_add[n_opt] = base + 1
+                        opt_flags[n_opt] = fl_in
+                        n_opt += 1
+                for o in range(n_opt):
+                    add = opt_add[o]
+                    fl = opt_flags[o]
+                    if s_lo + add > max_n:
                         continue
-                lb = _kernel_lower_bound(g, c, j, height, fl, weighted, bound, span_lo, span_hi) if bound else 0
-                # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
-                t_hi = min(s_hi, max_n - lb - add)
-                if t_hi < s_lo:
-                    continue
-                key = _encode(g, height, fl, seen)
-                if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
-                    continue  # S must start in column 0
-                slot = _hash_slot(key, mask)
-                row = slots[slot]
-                while row >= 0:
-                    if o_keys[row, 0] == key[0] and o_keys[row, 1] == key[1] and o_keys[row, 2] == key[2]:
-                        break
-                    slot = (slot + 1) & mask
+                    for k in range(height):
+                        g[k] = opt_g[o, k]
+                    if a != 0:
+                        alive = False
+                        others = False
+                        for k in range(height):
+                            if g[k] == a:
+                                alive = True
+                            elif g[k] != 0:
+                                others = True
+                        if not alive:
+                            # (c-1, j) took the last frontier vertex of its component with it
+                            if not others and fl == 3 and (c >= height or not weighted):
+                                twice = weighted and c > height
+                                for k in range(s_lo, min(s_hi, max_n - add) + 1):
+                                    x_w = pw[s, k]
+                                    x_p = pp[s, k]
+                                    x_f = pf[s, k]
+                                    if twice:
+                                        x_w = x_w + x_w
+                                        x_p = _add_mod_p(x_p, x_p)
+                                        x_f = x_f + x_f
+                                    done_w[k + add] += x_w
+                                    done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
+                                    done_f[k + add] += x_f
+                            continue
+                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted, bound, span_lo, span_hi) if bound else 0
+                    # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
+                    t_hi = min(s_hi, max_n - lb - add)
+                    if t_hi < s_lo:
+                        continue
+                    key = _encode(g, height, fl, seen)
+                    if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
+                        continue  # S must start in column 0
+                    slot = _hash_slot(key, mask)
                     row = slots[slot]
-                d_lo = s_lo + add
-                d_hi = t_hi + add
-                if row < 0:
-                    if out_count == o_keys.shape[0]:
-                        o_keys = _grown(o_keys, out_count)
-                        ow = _grown(ow, out_count)
-                        op = _grown(op, out_count)
-                        of = _grown(of, out_count)
-                        o_lo = _grown(o_lo, out_count)
-                        o_hi = _grown(o_hi, out_count)
-                    row = out_count
-                    out_count += 1
-                    slots[slot] = row
-                    for w in range(_WORDS):
-                        o_keys[row, w] = key[w]
+                    while row >= 0:
+                        if o_keys[row, 0] == key[0] and o_keys[row, 1] == key[1] and o_keys[row, 2] == key[2]:
+                            break
+                        slot = (slot + 1) & mask
+                        row = slots[slot]
+                    d_lo = s_lo + add
+                    d_hi = t_hi + add
+                    if row < 0:
+                        if out_count == o_keys.shape[0]:
+                            o_keys = _grown(o_keys, out_count)
+                            ow = _grown(ow, out_count)
+                            op = _grown(op, out_count)
+                            of = _grown(of, out_count)
+                            o_lo = _grown(o_lo, out_count)
+                            o_hi = _grown(o_hi, out_count)
+                        row = out_count
+                        out_count += 1
+                        slots[slot] = row
+                        for w in range(_WORDS):
+                            o_keys[row, w] = key[w]
+                        for k in range(d_lo, d_hi + 1):
+                            ow[row, k] = pw[s, k - add]
+                            op[row, k] = pp[s, k - add]
+                            of[row, k] = pf[s, k - add]
+                        o_lo[row] = d_lo
+                        o_hi[row] = d_hi
+                        if 2 * out_count > size:
+                            size *= 2
+                            mask = size - 1
+                            slots = _rehashed(o_keys, out_count, size)
+                        continue
+                    # widen the row's range, zeroing what it newly covers, then add
+                    r_lo = o_lo[row]
+                    r_hi = o_hi[row]
+                    if d_lo < r_lo:
+                        for k in range(d_lo, r_lo):
+                            ow[row, k] = 0
+                            op[row, k] = 0
+                            of[row, k] = 0.0
+                        o_lo[row] = d_lo
+                    if d_hi > r_hi:
+                        for k in range(r_hi + 1, d_hi + 1):
+                            ow[row, k] = 0
+                            op[row, k] = 0
+                            of[row, k] = 0.0
+                        o_hi[row] = d_hi
                     for k in range(d_lo, d_hi + 1):
-                        ow[row, k] = pw[s, k - add]
-                        op[row, k] = pp[s, k - add]
-                        of[row, k] = pf[s, k - add]
-                    o_lo[row] = d_lo
-                    o_hi[row] = d_hi
-                    if 2 * out_count > size:
-                        size *= 2
-                        mask = size - 1
-                        slots = _rehashed(o_keys, out_count, size)
-                    continue
-                # widen the row's range, zeroing what it newly covers, then add
-                r_lo = o_lo[row]
-                r_hi = o_hi[row]
-                if d_lo < r_lo:
-                    for k in range(d_lo, r_lo):
-                        ow[row, k] = 0
-                        op[row, k] = 0
-                        of[row, k] = 0.0
-                    o_lo[row] = d_lo
-                if d_hi > r_hi:
-                    for k in range(r_hi + 1, d_hi + 1):
-                        ow[row, k] = 0
-                        op[row, k] = 0
-                        of[row, k] = 0.0
-                    o_hi[row] = d_hi
-                for k in range(d_lo, d_hi + 1):
-                    ow[row, k] += pw[s, k - add]
-                    op[row, k] = _add_mod_p(op[row, k], pp[s, k - add])
-                    of[row, k] += pf[s, k - add]
-        # the new generation becomes current; the old one's buffers hold the next
-        keys, o_keys = o_keys, keys
-        pw, ow = ow, pw
-        pp, op = op, pp
-        pf, of = of, pf
-        lo, o_lo = o_lo, lo
-        hi, o_hi = o_hi, hi
-        count = out_count
-        if count > stats[0]:
-            stats[0] = count
+                        ow[row, k] += pw[s, k - add]
+                        op[row, k] = _add_mod_p(op[row, k], pp[s, k - add])
+                        of[row, k] += pf[s, k - add]
+            # the new generation becomes current; the old one's buffers hold the next
+            keys, o_keys = o_keys, keys
+            pw, ow = ow, pw
+            pp, op = op, pp
+            pf, of = of, pf
+            lo, o_lo = o_lo, lo
+            hi, o_hi = o_hi, hi
+            count = out_count
+            if count > stats[0]:
+                stats[0] = count
         step += 1
     return keys, pw, pp, pf, lo, hi, count, step
 
@@ -548,7 +548,8 @@ def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximatio
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
                  bound: int = 2, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
-                 save_every: float = 300.0, tasks=None, parts: int = 1, piece_states: int = None) -> np.ndarray:
+                 save_every: float = 300.0, tasks=None, parts: int = 1,
+                 piece_states: int | None = None) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
     as exact Python ints in a numpy object array.
@@ -567,7 +568,8 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     generation of at least 2 ``piece_states`` states (default PIECE_STATES) is advanced as up to
     ``parts`` tasks per phase of a column, each of at least ``piece_states`` states, their outputs
     shuffled between phases by a hash of what the next phase cannot change (docs/palago_transfer.md,
-    section 6); the counts and the states processed are the same.  stats[0] is then an upper bound on the peak (the sum of the tasks' peaks)."""
+    section 6); the counts and the states processed are the same.  stats[0] is then an upper bound
+    on the peak (the sum of the tasks' peaks)."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
@@ -747,10 +749,11 @@ class PieceSummary:
 def next_phase(height: int, end: int, states: int, tasks: int) -> tuple[int, int]:
     """The rows (a, b) a phase sweeps (b excluded) after a phase that ended at row ``end`` (at the
     column's end when ``end`` is ``height``), for ``states`` states in ``tasks`` tasks: as few
-    steps as give each task PHASE_STATE_STEPS state-steps, never past the column's end."""
+    steps as give each task PHASE_STATE_STEPS state-steps, at most half a column (so that half
+    the rows or more make the signature; a whole column would leave none), never past its end."""
     a = 0 if end >= height else end
     steps = -(-PHASE_STATE_STEPS * max(tasks, 1) // max(states, 1))
-    return a, min(height, a + max(1, steps))
+    return a, min(height, a + max(1, min(steps, height // 2)))
 
 
 @njit(cache=True, nogil=True)
@@ -887,9 +890,9 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
     while True:
         following = next_phase(height, steps[1], rows, len(groups))
         buckets = min(parts, 2 * len(groups))  # room for the next phase to use twice the tasks
+        phase = f"h{height:03d} column {c} rows {steps[0]}-{steps[1] - 1}"
         outputs = [tasks.submit(advance_piece, sweep, c, steps, following, buckets, *group, returns=buckets + 1,
-                                name=f"h{height:03d} column {c} rows {steps[0]}-{steps[1] - 1} part {t + 1}/{len(groups)}")
-                   for t, group in enumerate(groups)]
+                                name=f"{phase} part {t + 1}/{len(groups)}") for t, group in enumerate(groups)]
         summaries = tasks.get([output[0] for output in outputs])
         for piece in summaries:
             _add_done(state, piece)
