@@ -3,6 +3,7 @@
     python benchmarks/palago_split.py --max-n 36 --cpus 16         # (a) and (b)
     python benchmarks/palago_split.py --skip-run --project-n 56    # (b) only
     python benchmarks/palago_split.py --skip-projection --code /path/to/main   # (a) with other code
+    python benchmarks/palago_split.py --task-cost                  # (c) only
 
 (a) Starts a `ray start --head --num-cpus C` cluster of its own (its own temp dir and token, at
 nice 10, stopped by pid at the end), runs ``batchenum run palago --max-n N --method transfer`` on
@@ -19,8 +20,12 @@ bucket's share for a given number of tasks, for a phase of that one step).  Then
 at --project-n on --project-cpus CPUs: work grows by --growth per tile (docs/palago_transfer.md:
 CPU time 1.43 to 1.55 per tile, states 1.44), every step is cut into tasks of at least
 PIECE_STATES states (phases as the split makes them), and the wall time is the longer of the total
-work over the CPUs and the slowest height's critical path (per step: its largest task).  The symmetric shards are not split (one per anchor share): their
-projection is printed beside, from the figures of docs/palago_transfer.md.
+work over the CPUs and the slowest height's critical path (per step: its largest task).  The
+symmetric shards are not split (one per anchor share): their projection is printed beside, from
+the figures of docs/palago_transfer.md.
+
+(c) With --task-cost: pieces of a phase of height 10's largest column advanced by direct calls and
+as Ray tasks returning 1, 4 or 16 buckets (a private local Ray of one CPU): a nested task's cost.
 """
 
 from __future__ import annotations
@@ -55,14 +60,14 @@ def run_on_cluster(max_n: int, cpus: int, code: str) -> tuple[list[dict], str, f
     CPUs; return its timeline events, the output folder and the CLI's wall seconds."""
     temp_dir = f"/tmp/bs{os.getpid()}"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PYTHONPATH": code}
-    head = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
-                           "--num-cpus", str(cpus), "--temp-dir", temp_dir, "--port", "0", "--include-dashboard",
-                           "false", "--disable-usage-stats"], capture_output=True, text=True, env=env, cwd=code)
-    if head.returncode:
-        raise SystemExit(head.stderr)
-    address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
     out = tempfile.mkdtemp(prefix="bench-split-")
-    try:
+    try:  # a head that failed to start may still have left processes: the finally stops them too
+        head = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
+                               "--num-cpus", str(cpus), "--temp-dir", temp_dir, "--port", "0", "--include-dashboard",
+                               "false", "--disable-usage-stats"], capture_output=True, text=True, env=env, cwd=code)
+        if head.returncode:
+            raise SystemExit(head.stderr)
+        address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
         started = time.monotonic()
         run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "batchenum", "run", "palago", "--max-n",
                               str(max_n), "--method", "transfer", "--out", out, "--address", address, "--quiet"],
@@ -176,8 +181,8 @@ def part_a(max_n: int, cpus: int, code: str) -> None:
     tasks = executions(events)
     pieces = sum(1 for task in tasks if " column " in task["name"])
     every, holding = busy_intervals(tasks)
-    print(f"(a) n = {max_n} on a {cpus}-CPU Ray cluster ({code}): {len(tasks)} tasks ({pieces} pieces of split columns, "
-          f"{len(tasks) - pieces} shards), CLI wall {wall:.1f} s")
+    print(f"(a) n = {max_n} on a {cpus}-CPU Ray cluster ({code}): {len(tasks)} tasks ({pieces} pieces of split "
+          f"columns, {len(tasks) - pieces} shards), CLI wall {wall:.1f} s")
     median, mean, most, span = concurrency(every)
     print(f"    every task executing:  median {median}, mean {mean:.1f}, max {most} at once over {span:.1f} s")
     median, mean, most, span = concurrency(holding, cap=cpus)
@@ -267,9 +272,64 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     print(f"    heights on {project_cpus} CPUs: about {heights_wall / 60:.0f} min of wall time")
     # the symmetric shards, unsplit (docs/palago_transfer.md, "What n = 56 and n = 60 need")
     symmetric = 1.2 * 3600 * 1.75 ** (project_n - 50)
+    whole = max(heights_wall, 0.14 * symmetric)
     print(f"    symmetric counts (not split here): about {symmetric / 3600:.0f} CPU-h, the largest shard 14% of "
-          f"it: {0.14 * symmetric / 3600:.1f} h, so the whole run takes about {max(heights_wall, 0.14 * symmetric) / 3600:.1f} h; "
+          f"it: {0.14 * symmetric / 3600:.1f} h, so the whole run takes about {whole / 3600:.1f} h; "
           f"the largest task's share of all the work: {0.14 * symmetric / (symmetric + total):.2f}")
+
+
+# ------------------------------------------------------------------------------ (c) task cost
+
+
+def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
+    """One phase of a height's largest column cut into pieces of about PIECE_STATES states, each
+    piece advanced by a direct call and as a Ray task (a private local Ray of one CPU, one task after
+    another) returning 1, 4 or 16 buckets: what a nested task costs beside its sweep."""
+    import ray
+
+    from batchenum.solvers.palago.transfer import _sweep_columns, advance_piece, next_phase, split_generation
+
+    sweep, state = (height, max_n, True, 2), _SweepState.start(max_n)
+    largest = None
+    while state.count > 0:
+        done = (state.done_w, state.done_p, state.done_f)
+        *generation, count, c = _sweep_columns(sweep, np.zeros(2, np.int64), done, state.generation(), state.count,
+                                               state.c, 1)
+        state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
+                            done_f=state.done_f, stats=state.stats)
+        if largest is None or state.count > largest.count:
+            largest = _SweepState(*(a[:state.count].copy() for a in state.generation()), count=state.count, c=state.c,
+                                  done_w=done[0], done_p=done[1], done_f=done[2], stats=state.stats)
+    live = largest.generation_rows()
+    tasks = live.rows // PIECE_STATES
+    steps = next_phase(height, height, live.rows, tasks)
+    following = next_phase(height, steps[1], live.rows, tasks)
+    pieces = split_generation(live, tasks, height, steps)
+    print(f"(c) h{height:03d} at n = {max_n}, column {largest.c}: {live.rows:,} states in {tasks} pieces, rows "
+          f"{steps[0]}-{steps[1] - 1}")
+
+    def timed(run) -> float:
+        run()  # compile, start the worker
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - started) / tasks)
+        return sorted(times)[len(times) // 2]
+
+    direct = timed(lambda: [advance_piece(sweep, largest.c, steps, following, 16, piece) for piece in pieces])
+    print(f"    direct call: {1e3 * direct:.1f} ms a piece")
+    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    try:
+        task = ray.remote(num_cpus=1)(advance_piece)
+        refs = [ray.put(piece) for piece in pieces]
+        for buckets in (1, 4, 16):
+            def run(buckets=buckets):
+                ray.get([task.options(num_returns=buckets + 1).remote(sweep, largest.c, steps, following, buckets,
+                                                                       ref)[0] for ref in refs])
+            print(f"    Ray task, {buckets:2d} buckets: {1e3 * timed(run):.1f} ms a piece")
+    finally:
+        ray.shutdown()
 
 
 def main() -> None:
@@ -279,12 +339,16 @@ def main() -> None:
     parser.add_argument("--skip-run", action="store_true", help="only the projection (b)")
     parser.add_argument("--code", default=HERE, help="the checkout the cluster run uses (default: this one)")
     parser.add_argument("--skip-projection", action="store_true", help="only the cluster run (a)")
+    parser.add_argument("--task-cost", action="store_true", help="only (c): a piece as a direct call and as a Ray task")
     parser.add_argument("--measure-n", type=int, default=36, help="size the per-state costs are measured at")
     parser.add_argument("--project-n", type=int, default=56, help="size of the projected run (default 56)")
     parser.add_argument("--project-cpus", type=int, default=1000, help="CPUs of the projected run (default 1000)")
     parser.add_argument("--growth", type=float, default=1.5, help="heights' CPU time per tile (default 1.5)")
     parser.add_argument("--state-growth", type=float, default=1.44, help="states per tile (default 1.44)")
     args = parser.parse_args()
+    if args.task_cost:
+        part_c(args.measure_n)
+        return
     if not args.skip_run:
         part_a(args.max_n, args.cpus, args.code)
     if not args.skip_projection:
