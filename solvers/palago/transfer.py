@@ -902,7 +902,7 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
         column_end = steps[1] == height
         c += column_end
         rows = sum(sum(piece.bucket_rows) for piece in summaries)
-        k = max(1, _tasks_for(rows, parts, piece_states))
+        k = max(1, min(buckets, _tasks_for(rows, parts, piece_states)))  # a task per bucket at most
         handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
         if rows == 0 or (column_end and (k < 2 or saver.due())):
             gathered = _gathered(state, tasks, handles, n1, c)
