@@ -19,6 +19,7 @@ from batchenum.jobs.palago import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, 
 from batchenum.pipeline.checkpoint import Checkpoint
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.tasks import ShardTasks
 from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class PalagoTransferJob(PalagoCountsJob):
     method = "transfer"
     shard_tables = ("partial_counts", "symmetric_counts")
     checkpoint_interval = CHECKPOINT_INTERVAL  # a height's sweep is saved this often (pipeline/checkpoint.py)
+    nested_tasks = True  # a height's large columns run as tasks of their own (pipeline/tasks.py)
+    piece_states: int | None = None  # fewest states per such task; None: the solver's PIECE_STATES
 
     def __init__(self, max_n: int, wide: bool = False):
         super().__init__(max_n)
@@ -67,12 +70,13 @@ class PalagoTransferJob(PalagoCountsJob):
                      for piece in symmetric_parts(SYMMETRIC_PARTS if self.max_n >= SYMMETRIC_SPLIT_N else 1)]
         return heights + symmetric
 
-    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None) -> ShardResult:
-        """One height's sweep (with a checkpoint, resumed from its last save and saved as it goes),
-        or one piece of the symmetric counts."""
+    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None,
+                  tasks: ShardTasks | None = None) -> ShardResult:
+        """One height's sweep (with a checkpoint, resumed from its last save and saved as it goes;
+        its large columns split over ``tasks``), or one piece of the symmetric counts."""
         if "symmetric" in shard.spec:
             return self._symmetric_shard(shard.spec)
-        return self._height_shard(shard, checkpoint)
+        return self._height_shard(shard, checkpoint, tasks)
 
     def _symmetric_shard(self, spec: dict) -> ShardResult:
         from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
@@ -85,14 +89,16 @@ class PalagoTransferJob(PalagoCountsJob):
                      **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS}}
         return ShardResult({"partial_counts": _no_rows(self.table_spec("partial_counts")), "symmetric_counts": symmetric})
 
-    def _height_shard(self, shard: Shard, checkpoint: Checkpoint | None) -> ShardResult:
+    def _height_shard(self, shard: Shard, checkpoint: Checkpoint | None, tasks: ShardTasks | None) -> ShardResult:
         from batchenum.solvers.palago.transfer import count_height
 
         max_n = shard.spec["max_n"]
-        saving = {}
+        options: dict = {}
+        if tasks is not None:  # in this process tasks.cpus is 1: nothing is split
+            options = {"tasks": tasks, "parts": tasks.cpus, "piece_states": self.piece_states}
         if checkpoint is not None:
-            saving = {"resume": checkpoint.load(), "save": checkpoint.save, "save_every": checkpoint.interval}
-        fixed = count_height(shard.spec["height"], max_n, **saving)[1:].tolist()  # exact Python ints
+            options.update(resume=checkpoint.load(), save=checkpoint.save, save_every=checkpoint.interval)
+        fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n

@@ -39,7 +39,7 @@ def warm_kernels() -> tuple[str, dict[str, float]]:
         write_batch(nonary_file, "doors", [f"g{k}" for k in range(8)], door_graphs(8, 4, 8, 0), None)
         warmers = {
             "palago": lambda: _run_every_shard(PalagoJob(10, catalogue_max_n=10, shards=1)),
-            "palago transfer": lambda: (_run_every_shard(PalagoTransferJob(8)), symmetric_counts(8)),
+            "palago transfer": lambda: (_run_every_shard(PalagoTransferJob(8)), symmetric_counts(8), _split_sweep()),
             "dungeons": lambda: _run_every_shard(DungeonJob(dungeon_file)),
             "nonary": lambda: _run_every_shard(NonaryJob(nonary_file)),
         }
@@ -48,6 +48,14 @@ def warm_kernels() -> tuple[str, dict[str, float]]:
             warm()
             seconds[name] = round(time.perf_counter() - started, 2)
     return socket.gethostname(), seconds
+
+
+def _split_sweep() -> None:
+    """The kernels of a height split across tasks (merge, buckets), which run_shard uses only on Ray."""
+    from batchenum.pipeline.tasks import InProcessTasks
+    from batchenum.solvers.palago.transfer import count_height
+
+    count_height(4, 12, tasks=InProcessTasks(), parts=2, piece_states=2)
 
 
 def _run_every_shard(job) -> None:

@@ -13,6 +13,7 @@ from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardResult
 from batchenum.pipeline.store import ShardStore
+from batchenum.pipeline.tasks import InProcessTasks, ShardTasks
 
 __all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]
 
@@ -43,11 +44,13 @@ class Attempt:
     records: int | None = None
 
 
-def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False) -> Attempt:
+def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False,
+                tasks: ShardTasks | None = None) -> Attempt:
     """Run one shard and commit its tables (with its stats, node, compute time and input checksum).
 
     verify: the shard is committed with matching provenance; reuse it when the fingerprint of its
             input is still the one recorded, else compute it again.
+    tasks:  where a job with ``nested_tasks`` runs its pieces (default: at once, in this process).
     """
     _refuse_other_code(job, store, node)
     fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
@@ -62,12 +65,13 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
     checkpoint = None
     if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
         result = job.retry_shard(shard, store.read_shard_tables(shard), retry)
-    elif job.checkpoint_interval:
-        checkpoint = Checkpoint(store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0),
-                                job.checkpoint_interval)
-        result = job.run_shard(shard, checkpoint=checkpoint)
     else:
-        result = job.run_shard(shard)
+        options: dict = {"tasks": tasks or InProcessTasks()} if job.nested_tasks else {}
+        if job.checkpoint_interval:
+            checkpoint = Checkpoint(store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0),
+                                    job.checkpoint_interval)
+            options["checkpoint"] = checkpoint
+        result = job.run_shard(shard, **options)
     store.write_shard(shard, result.tables, _recorded_stats(job, shard, result, fingerprint, node, started))
     if checkpoint is not None:
         checkpoint.clear()  # the committed shard supersedes it

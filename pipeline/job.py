@@ -155,6 +155,9 @@ class Job:
     # A job that sets it has a ``run_shard(shard, checkpoint=...)``: the successor of a killed
     # attempt continues from the last save.  Not a parameter: it never changes the results.
     checkpoint_interval: float | None = None
+    # True: ``run_shard`` takes a ``tasks`` keyword (pipeline/tasks.py), to run pieces of a shard as
+    # tasks of their own while it runs (nested Ray tasks on Ray, at once in this process without).
+    nested_tasks: bool = False
 
     def params(self) -> dict[str, Any]:
         """JSON-serialisable parameters that determine the results (recorded as provenance)."""

@@ -368,7 +368,7 @@ class RaySession:
 
         def submit(shard: Shard):
             return task.options(name=f"{job.name} {job.shard_label(shard)}").remote(job_ref, shard, store_ref,
-                                                                                  shard.id in verify)
+                                                                                  shard.id in verify, self.retries)
 
         stream = _TaskStream(submit, shards, _WindowSize(self.window, say, self.cpus))
         try:
@@ -487,9 +487,37 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
                            "between") from error
 
 
-def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool) -> Attempt:
+def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool,
+                       retries: int = TASK_MAX_RETRIES) -> Attempt:
     faults.maybe_kill_worker(shard.id, store.storage.root)
-    return run_attempt(job, shard, store, _worker_node(), verify)
+    tasks = _NestedTasks(f"{job.name} {job.shard_label(shard)}", retries) if job.nested_tasks else None
+    return run_attempt(job, shard, store, _worker_node(), verify, tasks)
+
+
+class _NestedTasks:
+    """A shard's own tasks (pipeline/tasks.py) as Ray tasks of one CPU started from its task, which
+    releases its CPU while it waits for them; a dead worker's task is retried ``retries`` times."""
+
+    def __init__(self, label: str, retries: int):
+        import ray
+
+        self.label = label
+        self.retries = retries
+        self.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._remote: dict = {}
+
+    def submit(self, fn: Callable, *args, returns: int = 1, name: str = "") -> list:
+        import ray
+
+        if fn not in self._remote:
+            self._remote[fn] = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(fn)
+        refs = self._remote[fn].options(num_returns=returns, name=f"{self.label} {name}".strip()).remote(*args)
+        return [refs] if returns == 1 else list(refs)
+
+    def get(self, handles: list) -> list:
+        import ray
+
+        return ray.get(list(handles))
 
 
 def _worker_node() -> str:

@@ -32,7 +32,9 @@ from typing import Callable
 import numpy as np
 from numba import njit, types
 
-__all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference", "fixed_counts_reference"]
+__all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference",
+           "fixed_counts_reference", "Generation", "PieceSummary", "split_generation", "merge_generations",
+           "advance_piece", "next_phase", "PIECE_STATES", "PHASE_STATE_STEPS"]
 
 
 def max_height(max_n: int) -> int:
@@ -331,11 +333,21 @@ def _rehashed(keys, count, size):
     return slots
 
 
-@njit(cache=True, nogil=True)
 def _sweep_columns(sweep, stats, done, generation, count, c, columns):
     """Sweep ``columns`` more columns (fewer if no state survives) from the ``generation`` of
     ``count`` states before column ``c``, and return the generation after them: (keys, pw, pp, pf,
-    lo, hi, count, c).  sweep: (height, max_n, weighted, bound), as count_height takes them.
+    lo, hi, count, c).  The arguments are _sweep_steps's, in columns."""
+    height = sweep[0]
+    *generation, count, step = _sweep_steps(sweep, stats, done, generation, count, c * height, (c + columns) * height)
+    return (*generation, count, -(-step // height))
+
+
+@njit(cache=True, nogil=True)
+def _sweep_steps(sweep, stats, done, generation, count, first, end):
+    """Sweep steps ``first`` .. ``end`` - 1 (step s decides vertex (s // H, s % H); fewer if no
+    state survives) from the ``generation`` of ``count`` states before step ``first``, and return
+    the generation after them: (keys, pw, pp, pf, lo, hi, count, step), step the next one.
+    sweep: (height, max_n, weighted, bound), as count_height takes them.
     A generation is (keys, pw, pp, pf, lo, hi): keys int64[cap, 3], the three channels of each state's size
     polynomial (pw uint64, pp int64 mod P, pf float64, each [cap, max_n + 1]) and lo, hi int64[cap]:
     a sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi
@@ -364,9 +376,10 @@ def _sweep_columns(sweep, stats, done, generation, count, c, columns):
     opt_flags = np.zeros(4, dtype=np.int64)
     opt_g = np.zeros((4, height + 1), dtype=np.int64)
     fresh = height + 1
-    end = c + columns
-    while count > 0 and c < end:
-        for j in range(height):
+    step = first
+    while count > 0 and step < end:
+        c = step // height
+        for j in range(step % height, step % height + 1):  # one step (the loop keeps the body as it was)
             size = 64
             while size < 4 * count:
                 size *= 2
@@ -514,8 +527,8 @@ def _sweep_columns(sweep, stats, done, generation, count, c, columns):
             count = out_count
             if count > stats[0]:
                 stats[0] = count
-        c += 1
-    return keys, pw, pp, pf, lo, hi, count, c
+        step += 1
+    return keys, pw, pp, pf, lo, hi, count, step
 
 
 def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
@@ -535,7 +548,8 @@ def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximatio
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
                  bound: int = 2, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
-                 save_every: float = 300.0) -> np.ndarray:
+                 save_every: float = 300.0, tasks=None, parts: int = 1,
+                 piece_states: int | None = None) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
     as exact Python ints in a numpy object array.
@@ -548,7 +562,14 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     ("column 12, 3,456 states, 1,234,567 processed") at the end of a column whenever
     ``save_every`` seconds have passed since the start or the last save (and nine times as long as
     the last save took, so that saving costs at most a tenth of the time); ``resume`` continues a
-    sweep from such bytes (of the same height, max_n, weights and bound) instead of from scratch."""
+    sweep from such bytes (of the same height, max_n, weights and bound) instead of from scratch.
+    ``tasks`` (an object with ``submit(fn, *args, returns=k, name=...)`` returning k handles and
+    ``get(handles)`` returning their values, as pipeline/tasks.py describes) and ``parts`` >= 2: a
+    generation of at least 2 ``piece_states`` states (default PIECE_STATES) is advanced as up to
+    ``parts`` tasks per phase of a column, each of at least ``piece_states`` states, their outputs
+    shuffled between phases by a hash of what the next phase cannot change (docs/palago_transfer.md,
+    section 6); the counts and the states processed are the same.  stats[0] is then an upper bound
+    on the peak (the sum of the tasks' peaks)."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
@@ -559,21 +580,46 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
         stats = np.zeros(2, dtype=np.int64)
     sweep = (height, max_n, bool(weights), int(bound))
     state = _SweepState.start(max_n) if resume is None else _SweepState.from_bytes(resume, sweep)
+    piece_states = PIECE_STATES if piece_states is None else piece_states
+    if piece_states < 1:
+        raise ValueError(f"piece_states must be at least 1, not {piece_states}")
     stats[:2] += state.stats
-    last_save = time.monotonic()
-    gap = save_every
+    saver = _Saver(save, save_every, sweep)
     while state.count > 0:
+        if tasks is not None and _tasks_for(state.count, parts, piece_states) >= 2:
+            state = _sweep_spread(sweep, state, stats, saver, tasks, parts, piece_states)
+            continue
         before = stats[:2].copy()
         done = (state.done_w, state.done_p, state.done_f)
         *generation, count, c = _sweep_columns(sweep, stats, done, state.generation(), state.count, state.c, 1)
         state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
                             done_f=state.done_f, stats=state.stats + (stats[:2] - before))
-        if save is not None and state.count > 0 and time.monotonic() - last_save >= gap:
-            saving = time.monotonic()
-            save(state.to_bytes(sweep), f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed")
-            last_save = time.monotonic()
-            gap = max(save_every, 9 * (last_save - saving))  # saves take at most a tenth of the time
+        saver.maybe(state)
     return exact_counts(state.done_w, state.done_p, state.done_f)
+
+
+class _Saver:
+    """Calls ``save`` at a column's end once ``every`` seconds have passed since the last save (and
+    nine times as long as the last save took, so that saves take at most a tenth of the time)."""
+
+    def __init__(self, save: Callable[[bytes, str], None] | None, every: float, sweep: tuple):
+        self.save, self.every, self.sweep = save, every, sweep
+        self.last = time.monotonic()
+        self.gap = every
+
+    def due(self) -> bool:
+        return self.save is not None and time.monotonic() - self.last >= self.gap
+
+    def maybe(self, state: "_SweepState") -> None:
+        if state.count > 0 and self.due():
+            self.now(state)
+
+    def now(self, state: "_SweepState") -> None:
+        saving = time.monotonic()
+        self.save(state.to_bytes(self.sweep),
+                  f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed")
+        self.last = time.monotonic()
+        self.gap = max(self.every, 9 * (self.last - saving))
 
 
 @dataclass
@@ -607,6 +653,10 @@ class _SweepState:
     def generation(self) -> tuple:
         return self.keys, self.pw, self.pp, self.pf, self.lo, self.hi
 
+    def generation_rows(self) -> "Generation":
+        """The live rows (the arrays have room for more)."""
+        return Generation(*self.generation()).take(slice(0, self.count))
+
     def to_bytes(self, sweep: tuple) -> bytes:
         """The live rows only, with the sweep's parameters (height, max_n, weights, bound)."""
         buffer = io.BytesIO()
@@ -635,3 +685,237 @@ def fixed_counts(max_n: int, bound: int = 2, halved: bool = True) -> np.ndarray:
     for height in range(1, max_height(max_n) + 1):
         total += count_height(height, max_n, weights=halved, bound=bound)
     return total
+
+
+# ------------------------------------------------------------------- one height across tasks
+#
+# Any partition of a generation's rows can be advanced separately: every output state comes from
+# one input row, so the pieces' outputs, merged by key (identical keys summed), are the generation
+# the whole sweep would have made.  A split column is swept in phases of consecutive steps; a phase
+# of steps a..b-1 writes frontier rows a..b-1 only, so which of the other rows hold an S vertex
+# (and the one flag those steps cannot set) stays as it was: two states that meet within the phase
+# agree on it.  Rows are cut by a hash of that signature, so states that would merge during a
+# phase are in one task and no task repeats another's work.  Each task hashes its outputs by the
+# next phase's signature into buckets, and task t of the next phase merges bucket t of every task
+# (a shuffle per phase): no generation passes through one process while it is split.
+
+# The fewest states a task advances: a nested Ray task costs a few ms with its arguments, a step of
+# one state 1-3 us (H = 8..12 at n = 36 on this machine, quiet or loaded): 2,000 states over a
+# phase of several steps are 15-60 ms of sweeping (docs/palago_transfer.md, section 6).
+PIECE_STATES = 2000
+# A phase has as few steps as keep each task at this many state-steps (2,000 states over 5 steps;
+# one step once a task holds 10,000 states): the fewer its steps, the more rows its signature has,
+# so the more evenly its states spread over many tasks.
+PHASE_STATE_STEPS = 10_000
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Live states, one per row: keys int64[rows, 3], the three channels of their polynomials
+    (pw uint64, pp int64 mod P, pf float64, each [rows, max_n + 1]) and the nonzero ranges lo, hi
+    int64[rows] (coefficient lo is nonzero; nothing outside lo..hi is read)."""
+
+    keys: np.ndarray
+    pw: np.ndarray
+    pp: np.ndarray
+    pf: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return self.keys.shape[0]
+
+    def arrays(self) -> tuple:
+        return self.keys, self.pw, self.pp, self.pf, self.lo, self.hi
+
+    def take(self, rows: np.ndarray | slice) -> "Generation":
+        return Generation(*(array[rows] for array in self.arrays()))
+
+
+@dataclass(frozen=True)
+class PieceSummary:
+    """What one task of a split column tells the height's sweep, besides its buckets: the creatures
+    it completed (done_w uint64, done_p int64 mod P, done_f float64, [max_n + 1]), its stats (peak
+    states after a step, states processed) and the rows of each of its buckets."""
+
+    done_w: np.ndarray
+    done_p: np.ndarray
+    done_f: np.ndarray
+    stats: np.ndarray
+    bucket_rows: tuple[int, ...]
+
+
+def next_phase(height: int, end: int, states: int, tasks: int) -> tuple[int, int]:
+    """The rows (a, b) a phase sweeps (b excluded) after a phase that ended at row ``end`` (at the
+    column's end when ``end`` is ``height``), for ``states`` states in ``tasks`` tasks: as few
+    steps as give each task PHASE_STATE_STEPS state-steps, at most half a column (so that half
+    the rows or more make the signature; a whole column would leave none), never past its end."""
+    a = 0 if end >= height else end
+    steps = -(-PHASE_STATE_STEPS * max(tasks, 1) // max(states, 1))
+    return a, min(height, a + max(1, min(steps, height // 2)))
+
+
+@njit(cache=True, nogil=True)
+def _bucket_of(keys, count, height, a, b, parts, out):
+    """out[row] = the bucket among ``parts`` of keys[row] before a phase of steps a..b-1: a hash
+    of which rows outside a..b hold an S vertex and of the flag those steps cannot set (row 0's
+    when a > 0, row H-1's when b < H)."""
+    for row in range(count):
+        signature = np.int64(0)
+        for k in range(height):
+            if (k < a or k >= b) and (keys[row, k // _PER_WORD] >> (_BITS * (k % _PER_WORD))) & 63:
+                signature |= np.int64(1) << k
+        flags = (keys[row, 0] >> 60) & 3
+        if a > 0:
+            signature |= (flags & 1) << 40
+        if b < height:
+            signature |= (flags & 2) << 40
+        h = signature * np.int64(-7046029254386353131)  # splitmix64's finaliser
+        h ^= (h >> 30) & np.int64(0x3FFFFFFFF)
+        h *= np.int64(-4658895280553007687)
+        h ^= (h >> 27) & np.int64(0x1FFFFFFFFF)
+        h *= np.int64(-7723592293110705685)
+        h ^= (h >> 31) & np.int64(0x1FFFFFFFF)
+        out[row] = (h & np.int64(0x7FFFFFFFFFFFFFFF)) % parts
+
+
+@njit(cache=True, nogil=True)
+def _merge_rows(keys, pw, pp, pf, lo, hi, o_keys, ow, op, of, o_lo, o_hi):
+    """Rows with equal keys summed (uint64 wraps, mod P adds mod P, float64 adds, ranges widen)
+    into the zeroed o_* arrays (as many rows as the input); returns the rows used."""
+    size = 64
+    while size < 2 * keys.shape[0]:
+        size *= 2
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    count = 0
+    for s in range(keys.shape[0]):
+        slot = _hash_slot((keys[s, 0], keys[s, 1], keys[s, 2]), mask)
+        row = slots[slot]
+        while row >= 0:
+            if o_keys[row, 0] == keys[s, 0] and o_keys[row, 1] == keys[s, 1] and o_keys[row, 2] == keys[s, 2]:
+                break
+            slot = (slot + 1) & mask
+            row = slots[slot]
+        if row < 0:
+            row = count
+            count += 1
+            slots[slot] = row
+            for w in range(_WORDS):
+                o_keys[row, w] = keys[s, w]
+            o_lo[row] = lo[s]
+            o_hi[row] = hi[s]
+        else:
+            o_lo[row] = min(o_lo[row], lo[s])
+            o_hi[row] = max(o_hi[row], hi[s])
+        for k in range(lo[s], hi[s] + 1):  # the o_* rows are zero outside what was added
+            ow[row, k] += pw[s, k]
+            op[row, k] = _add_mod_p(op[row, k], pp[s, k])
+            of[row, k] += pf[s, k]
+    return count
+
+
+def merge_generations(pieces: list[Generation], n1: int) -> Generation:
+    """One generation from ``pieces`` (of max_n + 1 = ``n1`` coefficients), rows with equal keys
+    summed: the uint64 channel wraps, the mod-P channel adds mod P, float64 adds, ranges widen."""
+    pieces = [piece for piece in pieces if piece.rows]
+    if not pieces:
+        return _empty_generation(n1)
+    keys, pw, pp, pf, lo, hi = (np.concatenate(arrays) for arrays in zip(*(piece.arrays() for piece in pieces)))
+    rows = keys.shape[0]
+    out = (np.zeros((rows, _WORDS), np.int64), np.zeros((rows, n1), np.uint64), np.zeros((rows, n1), np.int64),
+           np.zeros((rows, n1), np.float64), np.zeros(rows, np.int64), np.zeros(rows, np.int64))
+    count = _merge_rows(keys, pw, pp, pf, lo, hi, *out)
+    return Generation(*out).take(slice(0, count))
+
+
+def split_generation(generation: Generation, parts: int, height: int, steps: tuple[int, int]) -> list[Generation]:
+    """``generation``'s rows in ``parts`` buckets by their signature before the phase of rows
+    ``steps`` = (a, b) (b excluded) of a height-``height`` sweep: states that can meet during that
+    phase, equal keys among them, land in one bucket."""
+    if parts < 1:
+        raise ValueError(f"parts must be at least 1, not {parts}")
+    bucket = np.zeros(generation.rows, np.int64)
+    _bucket_of(generation.keys, generation.rows, height, steps[0], steps[1], parts, bucket)
+    order = np.argsort(bucket, kind="stable")
+    bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
+    return [generation.take(order[bounds[b]:bounds[b + 1]]) for b in range(parts)]
+
+
+def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int,
+                  *pieces: Generation) -> tuple:
+    """Merge ``pieces`` (parts of the generation before rows ``rows`` = (a, b) of column ``c``,
+    whose signatures no other task holds), sweep those steps and hash the output by the signature
+    of the phase of rows ``following`` into ``buckets`` generations.  ``sweep``: (height, max_n,
+    weighted, bound).  Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
+    height, n1 = sweep[0], sweep[1] + 1
+    merged = merge_generations(list(pieces), n1)
+    stats = np.zeros(2, np.int64)
+    done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
+    *arrays, count, _ = _sweep_steps(sweep, stats, done, merged.arrays(), merged.rows, c * height + rows[0],
+                                     c * height + rows[1])
+    out = split_generation(Generation(*arrays).take(slice(0, count)), buckets, height, following)
+    return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
+
+
+def _empty_generation(n1: int) -> Generation:
+    return Generation(np.zeros((0, _WORDS), np.int64), np.zeros((0, n1), np.uint64), np.zeros((0, n1), np.int64),
+                      np.zeros((0, n1), np.float64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _tasks_for(states: int, parts: int, piece_states: int) -> int:
+    """Tasks for a phase of ``states`` states: at most ``parts``, each of at least piece_states."""
+    return min(parts, states // piece_states)
+
+
+def _add_done(state: "_SweepState", piece: PieceSummary) -> None:
+    """Add a piece's completed creatures to the sweep's (in place; each channel's own arithmetic)."""
+    state.done_w += piece.done_w  # wraps modulo 2^64
+    summed = state.done_p + piece.done_p  # both below P < 2^61: no overflow
+    state.done_p[:] = np.where(summed >= _P, summed - _P, summed)
+    state.done_f += piece.done_f
+
+
+def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: _Saver, tasks, parts: int,
+                  piece_states: int) -> "_SweepState":
+    """Columns advanced as tasks, phase by phase, while the generation keeps at least 2
+    piece_states states at a column's end; returns the sweep gathered back into this process (or
+    finished).  Saves at a column's end as count_height does."""
+    height, n1 = sweep[0], sweep[1] + 1
+    live = state.generation_rows()
+    c, rows, k = state.c, live.rows, _tasks_for(live.rows, parts, piece_states)
+    steps = next_phase(height, height, rows, k)
+    groups = [[piece] for piece in split_generation(live, k, height, steps)]
+    while True:
+        following = next_phase(height, steps[1], rows, len(groups))
+        buckets = min(parts, 2 * len(groups))  # room for the next phase to use twice the tasks
+        phase = f"h{height:03d} column {c} rows {steps[0]}-{steps[1] - 1}"
+        outputs = [tasks.submit(advance_piece, sweep, c, steps, following, buckets, *group, returns=buckets + 1,
+                                name=f"{phase} part {t + 1}/{len(groups)}") for t, group in enumerate(groups)]
+        summaries = tasks.get([output[0] for output in outputs])
+        for piece in summaries:
+            _add_done(state, piece)
+        peak, processed = sum(int(p.stats[0]) for p in summaries), sum(int(p.stats[1]) for p in summaries)
+        stats[0], stats[1] = max(stats[0], peak), stats[1] + processed
+        state.stats = np.array([max(state.stats[0], peak), state.stats[1] + processed], np.int64)
+        column_end = steps[1] == height
+        c += column_end
+        rows = sum(sum(piece.bucket_rows) for piece in summaries)
+        k = max(1, min(buckets, _tasks_for(rows, parts, piece_states)))  # a task per bucket at most
+        handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
+        if rows == 0 or (column_end and (k < 2 or saver.due())):
+            gathered = _gathered(state, tasks, handles, n1, c)
+            if rows == 0 or k < 2:
+                return gathered
+            saver.now(gathered)
+        # task t of the next phase merges buckets b with b * k // buckets == t of every task
+        groups = [[h for b in range(buckets) if b * k // buckets == t for h in handles[b]] for t in range(k)]
+        steps = following
+
+
+def _gathered(state: "_SweepState", tasks, handles: list[list], n1: int, c: int) -> "_SweepState":
+    """The split generation (``handles[b]``: bucket b of every piece) merged in this process."""
+    live = merge_generations(tasks.get([h for bucket in handles for h in bucket]), n1)
+    return _SweepState(*live.arrays(), count=live.rows, c=c, done_w=state.done_w, done_p=state.done_p,
+                       done_f=state.done_f, stats=state.stats)

@@ -1,0 +1,164 @@
+"""One height's sweep split across tasks (solvers/palago/transfer.py, "one height across tasks";
+docs/palago_transfer.md, section 6): the split sweep counts what the whole one counts, processing
+the same states; the merge against a slow reference; the pipeline on Ray against a serial run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from batchenum.pipeline.tasks import InProcessTasks
+from batchenum.solvers.palago.transfer import (PHASE_STATE_STEPS, Generation, count_height, merge_generations,
+                                               next_phase, split_generation)
+
+P = 2**61 - 1
+
+
+@pytest.mark.parametrize("height, max_n, parts", [(3, 14, 2), (5, 20, 3), (7, 24, 5), (9, 26, 4), (10, 28, 7)])
+def test_split_sweep_counts_and_processes_what_the_whole_one_does(height, max_n, parts):
+    whole_stats, split_stats = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    whole = count_height(height, max_n, stats=whole_stats)
+    tasks = InProcessTasks()
+    split = count_height(height, max_n, stats=split_stats, tasks=tasks, parts=parts, piece_states=8)
+    assert split.tolist() == whole.tolist()
+    assert tasks.submitted > 2 * parts  # several columns were split
+    # the signature cut keeps states that meet within a phase in one task: no state twice
+    assert split_stats[1] == whole_stats[1]
+
+
+def test_one_part_or_large_pieces_split_nothing():
+    tasks = InProcessTasks()
+    assert count_height(6, 20, tasks=tasks, parts=1, piece_states=1).tolist() == count_height(6, 20).tolist()
+    assert count_height(6, 20, tasks=tasks, parts=8, piece_states=10**9).tolist() == count_height(6, 20).tolist()
+    assert tasks.submitted == 0
+
+
+def test_split_sweep_resumes_from_a_save_of_a_split_column():
+    saved = []
+    whole = count_height(8, 24, tasks=InProcessTasks(), parts=3, piece_states=8,
+                         save=lambda data, progress: saved.append(data), save_every=0.0)
+    assert saved and whole.tolist() == count_height(8, 24).tolist()
+    for data in saved:
+        assert count_height(8, 24, resume=data).tolist() == whole.tolist()
+        split = count_height(8, 24, resume=data, tasks=InProcessTasks(), parts=2, piece_states=8)
+        assert split.tolist() == whole.tolist()
+
+
+def random_generation(rng: np.random.Generator, rows: int, n1: int, distinct_keys: int) -> Generation:
+    """Rows drawn from ``distinct_keys`` keys (so keys repeat), random sparse ranges, residues up
+    to 2^64 - 1 and P - 1 (so sums wrap), garbage outside each range (which must never be read)."""
+    pool = rng.integers(0, 2**62, size=(distinct_keys, 3), dtype=np.int64)
+    keys = pool[rng.integers(0, distinct_keys, size=rows)]
+    lo = rng.integers(0, n1, size=rows)
+    hi = np.minimum(n1 - 1, lo + rng.integers(0, 4, size=rows))
+    pw = rng.integers(0, 2**64, size=(rows, n1), dtype=np.uint64, endpoint=False)
+    pp = rng.integers(0, P, size=(rows, n1), dtype=np.int64)
+    pf = rng.random((rows, n1)) * 1e6 + 1.0
+    return Generation(keys, pw, pp, pf, lo.astype(np.int64), hi.astype(np.int64))
+
+
+def slow_merge(pieces: list[Generation]) -> dict:
+    """{key: (lo, hi, [(w mod 2^64, p mod P, f) per coefficient lo..hi])} with Python ints."""
+    merged: dict = {}
+    for piece in pieces:
+        for row in range(piece.rows):
+            key = tuple(piece.keys[row].tolist())
+            lo, hi = int(piece.lo[row]), int(piece.hi[row])
+            before = merged.get(key, (lo, hi, {}))
+            sums = dict(before[2])
+            for k in range(lo, hi + 1):
+                w, p, f = sums.get(k, (0, 0, 0.0))
+                sums[k] = ((w + int(piece.pw[row, k])) % 2**64, (p + int(piece.pp[row, k])) % P,
+                           f + float(piece.pf[row, k]))
+            merged[key] = (min(lo, before[0]), max(hi, before[1]), sums)
+    return {key: (lo, hi, [sums.get(k, (0, 0, 0.0)) for k in range(lo, hi + 1)])
+            for key, (lo, hi, sums) in merged.items()}
+
+
+def as_dict(generation: Generation) -> dict:
+    out = {}
+    for row in range(generation.rows):
+        lo, hi = int(generation.lo[row]), int(generation.hi[row])
+        out[tuple(generation.keys[row].tolist())] = (lo, hi, [
+            (int(generation.pw[row, k]), int(generation.pp[row, k]), float(generation.pf[row, k]))
+            for k in range(lo, hi + 1)])
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_merge_sums_equal_keys_as_the_slow_reference_does(seed):
+    rng = np.random.default_rng(seed)
+    n1 = 9
+    pieces = [random_generation(rng, rows, n1, 25) for rows in (40, 0, 17, 60)]
+    merged = merge_generations(pieces, n1)
+    expected, got = slow_merge(pieces), as_dict(merged)
+    assert len(got) == merged.rows == len(expected)  # each key once
+    for key, (lo, hi, coefficients) in expected.items():
+        assert got[key][:2] == (lo, hi)
+        for (w, p, f), (w2, p2, f2) in zip(coefficients, got[key][2]):
+            assert (w2, p2) == (w, p) and f2 == pytest.approx(f, rel=1e-12)
+    assert merge_generations([], n1).rows == 0
+
+
+def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
+    height = 10
+    # real keys: a generation of a sweep, taken from a save
+    saved = []
+    count_height(height, 26, save=lambda data, progress: saved.append(data), save_every=0.0)
+    from batchenum.solvers.palago.transfer import _SweepState
+
+    state = _SweepState.from_bytes(saved[len(saved) // 2], (height, 26, True, 2))
+    live = state.generation_rows()
+    for steps in ((0, 5), (5, 10), (0, 1), (3, 7), (9, 10)):
+        buckets = split_generation(live, 6, height, steps)
+        assert sum(b.rows for b in buckets) == live.rows
+        keys = np.concatenate([b.keys for b in buckets]).tolist()
+        assert sorted(map(tuple, keys)) == sorted(map(tuple, live.keys.tolist()))
+        # rows outside the phase's steps (and the flag the phase cannot set) decide the bucket:
+        # equal signatures never in two buckets
+        where = {}
+        for b, bucket in enumerate(buckets):
+            for key in bucket.keys:
+                labels = [(int(key[k // 10]) >> (6 * (k % 10))) & 63 for k in range(height)]
+                flags = int(key[0]) >> 60
+                signature = (tuple(bool(x) for k, x in enumerate(labels) if not steps[0] <= k < steps[1]),
+                             flags & 1 if steps[0] > 0 else None, flags & 2 if steps[1] < height else None)
+                assert where.setdefault(signature, b) == b
+        assert len(where) > 6 and min(b.rows for b in buckets) > 0
+
+
+def test_phases_are_short_for_large_tasks_and_end_at_the_column_end():
+    assert next_phase(10, 10, 2 * PHASE_STATE_STEPS, 2) == (0, 1)  # tasks of 10,000 states: one step
+    assert next_phase(10, 3, 4000, 2) == (3, 8)  # 2,000 states a task: five steps
+    assert next_phase(10, 8, 4000, 2) == (8, 10)  # never past the column's end
+    assert next_phase(4, 4, 10, 1) == (0, 2)  # at most half a column: the other half is the signature
+    assert next_phase(1, 1, 10, 1) == (0, 1)
+
+
+def test_in_process_tasks_run_at_once_and_check_their_returns():
+    tasks = InProcessTasks()
+    (handle,) = tasks.submit(divmod, 7, 2)
+    first, second = tasks.submit(divmod, *tasks.submit(int, "9"), 4, returns=2)
+    assert tasks.get([handle, first, second]) == [(3, 1), 2, 1]
+    with pytest.raises(ValueError, match="returned 2 values, not the 3 asked for"):
+        tasks.submit(divmod, 7, 2, returns=3)
+
+
+def test_ray_run_with_split_heights_equals_the_serial_run(tmp_path, ray_session):
+    # Pieces of at least 40 states: at n = 22 the larger heights' columns run as nested tasks on
+    # the session's Ray (2 CPUs, so 2 tasks a phase), their names in Ray's task events.
+    import batchenum
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+
+    max_n = 22
+    serial = batchenum.run("palago", max_n=max_n, method="transfer", out=str(tmp_path / "serial"), serial=True)
+    job = PalagoTransferJob(max_n)
+    job.piece_states = 40
+    on_ray = batchenum.run(job, out=str(tmp_path / "ray"))
+    serial_dir, ray_dir = tmp_path / "serial" / "palago", tmp_path / "ray" / "palago"
+    assert (serial_dir / "creature_counts.parquet").read_bytes() == (ray_dir / "creature_counts.parquet").read_bytes()
+    table = [(folder / "creature_counts.md").read_text().partition("| n |")[2] for folder in (serial_dir, ray_dir)]
+    assert table[0] == table[1] and table[0]  # the rows (the text above them names the --out folder)
+    assert on_ray.summary == serial.summary
+    names = {event.get("cat", "") for event in ray_session.timeline()}  # "task::<the task's name>"
+    assert any(name.startswith("task::palago h0") and "part 2/2" in name for name in names), sorted(names)[:20]
