@@ -63,13 +63,20 @@ def main() -> None:
                   f"running at once (n = {args.max_n})")
             print("   ", run.stdout.strip().splitlines()[-1])
     finally:
-        owned = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
-        for pid in process_tree(int(pid) for pid in owned):  # Ray's workers do not name the temp dir
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run(["rm", "-rf", temp_dir])
+        stop_cluster(temp_dir)
+
+
+
+def stop_cluster(temp_dir: str) -> None:
+    """Kill the Ray cluster started with ``--temp-dir temp_dir`` (its processes name the folder; its
+    workers do not, so the whole tree goes) and delete the folder."""
+    owned = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
+    for pid in process_tree(int(pid) for pid in owned):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    subprocess.run(["rm", "-rf", temp_dir])
 
 
 if __name__ == "__main__":

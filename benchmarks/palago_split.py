@@ -34,7 +34,6 @@ import argparse
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
-from batchenum.pipeline.local_ray import process_tree  # noqa: E402
+from cluster_parallelism import stop_cluster  # noqa: E402  (this folder is on sys.path)
 from batchenum.solvers.palago.transfer import (PHASE_STATE_STEPS, PIECE_STATES, _bucket_of, _sweep_steps,  # noqa: E402
                                                _SweepState, max_height)
 
@@ -81,13 +80,7 @@ def run_on_cluster(max_n: int, cpus: int, code: str) -> tuple[list[dict], str, f
 
         return json.loads(events), out, wall
     finally:
-        owned = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
-        for pid in process_tree(int(pid) for pid in owned):  # Ray's workers do not name the temp dir
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run(["rm", "-rf", temp_dir])
+        stop_cluster(temp_dir)
 
 
 # A driver of its own reads the cluster's task events (every job's) once they have reached the GCS.
