@@ -201,20 +201,20 @@ def step_profile(max_n: int, bucket_counts: tuple[int, ...]) -> list[dict]:
     for height in range(1, max_height(max_n) + 1):
         sweep = (height, max_n, True, 2)
         state = _SweepState.start(max_n)
-        generation, count, step = state.generation(), state.count, 0
+        data, count, step = state.data, state.count, 0
         done = (state.done_w, state.done_p, state.done_f)
         while count > 0:
             j = step % height
             shares = {}
-            generation = tuple(array[:count] for array in generation)  # buffers sized to the states
+            data = data[:count]  # buffers sized to the states
             if height > 1:
                 for k in bucket_counts:
                     bucket = np.zeros(count, np.int64)
-                    _bucket_of(generation[0], count, height, j, j + 1, k, bucket)
+                    _bucket_of(data, count, height, j, j + 1, k, bucket)
                     shares[k] = float(np.bincount(bucket, minlength=k).max() / count)
             stats = np.zeros(2, np.int64)
             started, rows = time.process_time(), count
-            *generation, count, step = _sweep_steps(sweep, stats, done, tuple(generation), count, step, step + 1)
+            data, count, step = _sweep_steps(sweep, stats, done, data, count, step, step + 1)
             steps.append({"height": height, "column": (step - 1) // height, "states": rows, "processed": int(stats[1]),
                           "cpu": time.process_time() - started, "shares": shares})
     return steps
@@ -286,13 +286,12 @@ def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
     largest = None
     while state.count > 0:
         done = (state.done_w, state.done_p, state.done_f)
-        *generation, count, c = _sweep_columns(sweep, np.zeros(2, np.int64), done, state.generation(), state.count,
-                                               state.c, 1)
-        state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
+        data, count, c = _sweep_columns(sweep, np.zeros(2, np.int64), done, state.data, state.count, state.c, 1)
+        state = _SweepState(data, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
                             done_f=state.done_f, stats=state.stats)
         if largest is None or state.count > largest.count:
-            largest = _SweepState(*(a[:state.count].copy() for a in state.generation()), count=state.count, c=state.c,
-                                  done_w=done[0], done_p=done[1], done_f=done[2], stats=state.stats)
+            largest = _SweepState(data[:count].copy(), count=count, c=c, done_w=done[0], done_p=done[1],
+                                  done_f=done[2], stats=state.stats)
     live = largest.generation_rows()
     tasks = live.rows // PIECE_STATES
     steps = next_phase(height, height, live.rows, tasks)

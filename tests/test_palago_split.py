@@ -54,7 +54,7 @@ def random_generation(rng: np.random.Generator, rows: int, n1: int, distinct_key
     pw = rng.integers(0, 2**64, size=(rows, n1), dtype=np.uint64, endpoint=False)
     pp = rng.integers(0, P, size=(rows, n1), dtype=np.int64)
     pf = rng.random((rows, n1)) * 1e6 + 1.0
-    return Generation(keys, pw, pp, pf, lo.astype(np.int64), hi.astype(np.int64))
+    return Generation.pack(keys, pw, pp, pf, lo.astype(np.int64), hi.astype(np.int64))
 
 
 def slow_merge(pieces: list[Generation]) -> dict:

@@ -192,6 +192,14 @@ MAX_N = 2 * _MAX_HEIGHT + 1  # max_height(MAX_N) == _MAX_HEIGHT
 _P = (1 << 61) - 1
 _INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
 _FLOAT_AGREEMENT = 1e-9
+# A generation is one int64 array, a row per state: the key's three words, then lo and hi (the
+# polynomial's range: coefficient lo is nonzero, nothing outside lo..hi is read), then coefficient
+# k's three channels side by side at _HEAD + 3 k (+0: uint64 mod 2^64, +1: mod P, +2: float64
+# bits).  One row is one stretch of memory, so a state's lookup and update touch one or two cache
+# lines instead of one per array.
+_LO = _WORDS
+_HI = _WORDS + 1
+_HEAD = _WORDS + 2
 
 
 @njit(cache=True, nogil=True)
@@ -202,44 +210,54 @@ def _decode(key, height, f):
 
 
 @njit(cache=True, nogil=True)
-def _encode(g, height, flags, seen):
-    """Relabel g by first appearance and pack it with the flags."""
-    for k in range(height + 2):
-        seen[k] = 0
+def _scan(option, height, flags, stamp, seen, span_lo, span_hi):
+    """One pass over the frontier g that an option makes of f, option = (f, j, at_j, renamed, a):
+    g is f with row j set to at_j and label ``renamed`` (unless -1) replaced by a.  Returns g's key
+    (g relabelled by first appearance and packed with the flags), the rows holding S as bits, and
+    the number of components; span_lo[y], span_hi[y]: the lowest and highest row of new label y.  seen[x] is label x's new label when seen_at[x] == stamp
+    (seen = (seen_at, new labels), scratch int64[H + 3] each; a new stamp per call, so no reset)."""
+    f, j, at_j, renamed, a = option
+    seen_at, relabel = seen
     nxt = 0
+    occupied = np.int64(0)
     w0 = np.int64(flags) << 60
     w1 = np.int64(0)
     w2 = np.int64(0)
     for k in range(height):
-        x = g[k]
+        x = at_j if k == j else f[k]
+        if x == renamed:
+            x = a
         if x:
-            if seen[x] == 0:
+            occupied |= np.int64(1) << k
+            if seen_at[x] != stamp:
+                seen_at[x] = stamp
                 nxt += 1
-                seen[x] = nxt
-            x = seen[x]
-            shifted = np.int64(x) << (_BITS * (k % _PER_WORD))
+                relabel[x] = nxt
+                span_lo[nxt] = k
+            y = relabel[x]
+            span_hi[y] = k
             if k < _PER_WORD:
-                w0 |= shifted
+                w0 |= np.int64(y) << (_BITS * k)
             elif k < 2 * _PER_WORD:
-                w1 |= shifted
+                w1 |= np.int64(y) << (_BITS * (k - _PER_WORD))
             else:
-                w2 |= shifted
-    return (w0, w1, w2)
+                w2 |= np.int64(y) << (_BITS * (k - 2 * _PER_WORD))
+    return (w0, w1, w2), occupied, nxt
 
 
 @njit(cache=True, nogil=True)
-def _kernel_lower_bound(g, c, j, height, flags, halved, level, span_lo, span_hi):
+def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
     """Hexes not yet counted that every completion must still add (docs/palago_transfer.md,
     "Pruning"): level 1 counts the pending hexes at frontier S vertices and two hexes per column the
     creature must still reach; level 2 also counts the new vertices it needs to reach rows 0 and
-    H-1 and to cross the gaps between frontier components (span_lo, span_hi: scratch, int64[H + 2])."""
-    lb = 0
-    for jj in range(j + 1, height):
-        if g[jj] or (jj + 1 < height and g[jj + 1]):
-            lb += 1
-    for jj in range(-1, j + 1):
-        if (jj >= 0 and g[jj]) or (jj + 1 <= j and g[jj + 1]):
-            lb += 1
+    H-1 and to cross the gaps between frontier components.  frontier: (occupied, components,
+    span_lo, span_hi) as _scan leaves them (bit k of occupied: row k holds S)."""
+    occupied = frontier[0]
+    column_c = occupied & ((np.int64(1) << (j + 1)) - 1)  # rows 0..j: already in column c
+    column_before = occupied ^ column_c  # rows j+1..H-1: still column c-1
+    # pending hexes (c, j') for j' = -1..j and (c-1, j') for j' > j touching a frontier S vertex
+    lb = _popcount(column_c | (column_c >> 1)) + (column_c & 1)
+    lb += _popcount((column_before | (column_before >> 1)) & ~((np.int64(1) << (j + 1)) - 1))
     more = height - 1 - c if halved else 0
     if more < 0:
         more = 0
@@ -248,56 +266,59 @@ def _kernel_lower_bound(g, c, j, height, flags, halved, level, span_lo, span_hi)
             more = 1
     if level < 2:
         return lb + 2 * more
-    return lb + more + max(more, _new_vertices_needed(g, height, flags, span_lo, span_hi))
+    return lb + more + max(more, _new_vertices_needed(frontier, height, flags))
 
 
 @njit(cache=True, nogil=True)
-def _new_vertices_needed(g, height, flags, span_lo, span_hi):
+def _new_vertices_needed(frontier, height, flags):
     """Undecided vertices every completion must put in S, each at its own row: rows 0..r-1 when row
     0 is unreached (r: the lowest frontier S row), rows R+1..H-1 when row H-1 is unreached (R: the
     highest), and every row of a gap between frontier S rows that no component spans (a path
-    joining the parts below and above it must cross each of its rows at a new vertex)."""
-    lowest = -1
-    highest = -1
-    for k in range(height + 2):
-        span_lo[k] = height
-        span_hi[k] = -1
-    for k in range(height):
-        x = g[k]
-        if x:
-            if lowest < 0:
-                lowest = k
-            highest = k
-            if span_lo[x] > k:
-                span_lo[x] = k
-            span_hi[x] = k
-    if lowest < 0:
+    joining the parts below and above it must cross each of its rows at a new vertex).  A gap's
+    rows are all inside one component's span or none is (spans end at S rows), so the rows to
+    cross are the empty rows between r and R inside no span."""
+    occupied, components, span_lo, span_hi = frontier
+    if occupied == 0:
         return 0
-    needed = 0
+    lowest = span_lo[1]  # label 1 is the lowest row's
+    highest = 0
+    inside = np.int64(0)  # rows strictly inside some component's span
+    for y in range(1, components + 1):
+        highest = max(highest, span_hi[y])
+        if span_hi[y] > span_lo[y] + 1:
+            inside |= ((np.int64(1) << span_hi[y]) - 1) & ~((np.int64(1) << (span_lo[y] + 1)) - 1)
+    between = ((np.int64(1) << highest) - 1) & ~((np.int64(1) << (lowest + 1)) - 1)
+    needed = _popcount(between & ~occupied & ~inside)
     if (flags & 1) == 0:
         needed += lowest
     if (flags & 2) == 0:
         needed += height - 1 - highest
-    previous = lowest
-    for k in range(lowest + 1, highest + 1):
-        if g[k] == 0:
-            continue
-        if k - previous > 1:
-            spanned = False
-            for x in range(height + 2):
-                if span_lo[x] <= previous and span_hi[x] >= k:
-                    spanned = True
-                    break
-            if not spanned:
-                needed += k - previous - 1
-        previous = k
     return needed
+
+
+@njit(cache=True, nogil=True)
+def _popcount(x):
+    """Set bits of a nonnegative int64 (SWAR)."""
+    x = x - ((x >> 1) & np.int64(0x5555555555555555))
+    x = (x & np.int64(0x3333333333333333)) + ((x >> 2) & np.int64(0x3333333333333333))
+    x = (x + (x >> 4)) & np.int64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.int64(0x0101010101010101)) >> 56
 
 
 @njit(cache=True, nogil=True)
 def _add_mod_p(x, y):
     s = x + y  # both < P < 2^61: no overflow
     return s - _P if s >= _P else s
+
+
+@njit(cache=True, nogil=True)
+def _doubled(x_w, x_p, x_f, times):
+    """One coefficient's three channels multiplied by 2^times, each in its own arithmetic."""
+    for _ in range(times):
+        x_w = x_w + x_w
+        x_p = _add_mod_p(x_p, x_p)
+        x_f = x_f + x_f
+    return x_w, x_p, x_f
 
 
 @njit(cache=True, nogil=True)
@@ -333,202 +354,181 @@ def _rehashed(keys, count, size):
     return slots
 
 
-def _sweep_columns(sweep, stats, done, generation, count, c, columns):
-    """Sweep ``columns`` more columns (fewer if no state survives) from the ``generation`` of
-    ``count`` states before column ``c``, and return the generation after them: (keys, pw, pp, pf,
-    lo, hi, count, c).  The arguments are _sweep_steps's, in columns."""
+def _sweep_columns(sweep, stats, done, rows, count, c, columns):
+    """Sweep ``columns`` more columns (fewer if no state survives) from the generation ``rows`` of
+    ``count`` states before column ``c``, and return (rows, count, c) after them.  The arguments
+    are _sweep_steps's, in columns."""
     height = sweep[0]
-    *generation, count, step = _sweep_steps(sweep, stats, done, generation, count, c * height, (c + columns) * height)
-    return (*generation, count, -(-step // height))
+    rows, count, step = _sweep_steps(sweep, stats, done, rows, count, c * height, (c + columns) * height)
+    return rows, count, -(-step // height)
 
 
 @njit(cache=True, nogil=True)
-def _sweep_steps(sweep, stats, done, generation, count, first, end):
+def _sweep_steps(sweep, stats, done, rows, count, first, end):
     """Sweep steps ``first`` .. ``end`` - 1 (step s decides vertex (s // H, s % H); fewer if no
-    state survives) from the ``generation`` of ``count`` states before step ``first``, and return
-    the generation after them: (keys, pw, pp, pf, lo, hi, count, step), step the next one.
-    sweep: (height, max_n, weighted, bound), as count_height takes them.
-    A generation is (keys, pw, pp, pf, lo, hi): keys int64[cap, 3], the three channels of each state's size
-    polynomial (pw uint64, pp int64 mod P, pf float64, each [cap, max_n + 1]) and lo, hi int64[cap]:
-    a sparse polynomial, zero outside lo..hi and never read there (coefficient lo is nonzero, hi
-    only bounds the range).  An open-addressing table of row indices finds a key's row.
+    state survives) from the generation ``rows`` (int64[cap, _HEAD + 3 (max_n + 1)], the layout
+    above) of ``count`` states before step ``first``, and return (rows, count, step) after them,
+    step the next one.  sweep: (height, max_n, weighted, bound), as count_height takes them.
+    Only coefficients lo..hi of a row are read (coefficient lo is nonzero, hi only bounds the
+    range).  An open-addressing table of row indices finds a key's row.
     Adds completed creatures to done = (done_w, done_p, done_f): done_w (uint64[max_n + 1], counts
     mod 2^64), done_p (int64, mod P) and done_f (float64).  stats[0]: largest number of states after
-    a step; stats[1]: states processed (sum over steps).  The groups are unpacked once here."""
+    a step; stats[1]: states processed (sum over steps)."""
     height, max_n, weighted, bound = sweep
     done_w, done_p, done_f = done
-    keys, pw, pp, pf, lo, hi = generation
-    n1 = max_n + 1
-    cap = max(64, keys.shape[0])
-    # the next generation's buffers, reused from step to step (grown, never shrunk)
-    o_keys = np.zeros((cap, _WORDS), dtype=np.int64)
-    ow = np.zeros((cap, n1), dtype=np.uint64)
-    op = np.zeros((cap, n1), dtype=np.int64)
-    of = np.zeros((cap, n1), dtype=np.float64)
-    o_lo = np.zeros(cap, dtype=np.int64)
-    o_hi = np.zeros(cap, dtype=np.int64)
+    cap = max(64, rows.shape[0])
+    # the next generation's buffer, reused from step to step (grown, never shrunk)
+    out = np.zeros((cap, _HEAD + 3 * (max_n + 1)), dtype=np.int64)
     f = np.zeros(height + 1, dtype=np.int64)
-    g = np.zeros(height + 1, dtype=np.int64)
-    seen = np.zeros(height + 3, dtype=np.int64)
+    seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64))
+    stamp = 0
     span_lo = np.zeros(height + 2, dtype=np.int64)
     span_hi = np.zeros(height + 2, dtype=np.int64)
     opt_add = np.zeros(4, dtype=np.int64)
     opt_flags = np.zeros(4, dtype=np.int64)
-    opt_g = np.zeros((4, height + 1), dtype=np.int64)
+    opt_doublings = np.zeros(4, dtype=np.int64)  # an option reached by 2^d choices of body
+    opt_at_j = np.zeros(4, dtype=np.int64)
+    opt_renamed = np.zeros(4, dtype=np.int64)
     fresh = height + 1
     step = first
     while count > 0 and step < end:
         c = step // height
-        for j in range(step % height, step % height + 1):  # one step (the loop keeps the body as it was)
-            size = 64
-            while size < 4 * count:
-                size *= 2
-            slots = np.full(size, -1, dtype=np.int64)
-            mask = size - 1
-            out_count = 0
-            for s in range(count):
-                stats[1] += 1
-                flags = _decode(keys[s], height, f)
-                s_lo = lo[s]
-                s_hi = hi[s]
-                a = f[j]
-                b = f[j + 1] if j + 1 < height else 0
-                base = 1 if (j == 0 and a != 0) else 0
-                fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
-                n_opt = 0
-                # vertex (c, j) out of S
-                for k in range(height):
-                    opt_g[n_opt, k] = f[k]
-                opt_g[n_opt, j] = 0
-                if a != 0 and b != 0 and a != b:
-                    for k in range(height):
-                        if opt_g[n_opt, k] == b:
-                            opt_g[n_opt, k] = a
-                opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
-                opt_flags[n_opt] = flags
+        j = step % height
+        size = 64
+        while size < 4 * count:
+            size *= 2
+        slots = np.full(size, -1, dtype=np.int64)
+        mask = size - 1
+        out_count = 0
+        rows_w = rows.view(np.uint64)
+        rows_f = rows.view(np.float64)
+        out_w = out.view(np.uint64)
+        out_f = out.view(np.float64)
+        for s in range(count):
+            stats[1] += 1
+            flags = _decode(rows[s], height, f)
+            s_lo = rows[s, _LO]
+            s_hi = rows[s, _HI]
+            a = f[j]
+            b = f[j + 1] if j + 1 < height else 0
+            base = 1 if (j == 0 and a != 0) else 0
+            fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
+            # the options for vertex (c, j): the new frontier is f with row j set to opt_at_j and
+            # label opt_renamed (if not -1) renamed to a (a merge keeps a's label)
+            n_opt = 0
+            # vertex (c, j) out of S (A and B, if both in S, joined by the forced body)
+            opt_at_j[n_opt] = 0
+            opt_renamed[n_opt] = b if (a != 0 and b != 0 and a != b) else -1
+            opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
+            opt_flags[n_opt] = flags
+            opt_doublings[n_opt] = 0
+            n_opt += 1
+            # vertex (c, j) in S: one option per body the hex (c-1, j) can have
+            if a == 0 or b == 0:
+                opt_at_j[n_opt] = a if a != 0 else (b if b != 0 else fresh)
+                opt_renamed[n_opt] = -1
+                opt_add[n_opt] = base + 1
+                opt_flags[n_opt] = fl_in
+                opt_doublings[n_opt] = 0
                 n_opt += 1
-                # vertex (c, j) in S: one option per body the hex (c-1, j) can have
-                if a == 0 or b == 0:
-                    for k in range(height):
-                        opt_g[n_opt, k] = f[k]
-                    opt_g[n_opt, j] = a if a != 0 else (b if b != 0 else fresh)
+            else:
+                # 0: a-b (c is the tip), 1: a-c, 2: b-c; when A and B are already joined (a == b),
+                # bodies a-c and b-c give the same state: one option counted twice
+                for body in range(3 if a != b else 2):
+                    opt_at_j[n_opt] = fresh if body == 0 else (a if body == 1 else b)
+                    opt_renamed[n_opt] = b if (body == 0 and a != b) else -1
                     opt_add[n_opt] = base + 1
                     opt_flags[n_opt] = fl_in
+                    opt_doublings[n_opt] = 1 if (body == 1 and a == b) else 0
                     n_opt += 1
-                else:
-                    for body in range(3):  # 0: a-b (c is the tip), 1: a-c, 2: b-c
-                        for k in range(height):
-                            x = f[k]
-                            if body == 0 and x == b:
-                                x = a
-                            opt_g[n_opt, k] = x
-                        opt_g[n_opt, j] = fresh if body == 0 else (a if body == 1 else b)
-                        opt_add[n_opt] = base + 1
-                        opt_flags[n_opt] = fl_in
-                        n_opt += 1
-                for o in range(n_opt):
-                    add = opt_add[o]
-                    fl = opt_flags[o]
-                    if s_lo + add > max_n:
+            for o in range(n_opt):
+                add = opt_add[o]
+                fl = opt_flags[o]
+                doublings = opt_doublings[o]
+                if s_lo + add > max_n:
+                    continue
+                stamp += 1
+                key, occupied, components = _scan((f, j, opt_at_j[o], opt_renamed[o], a), height, fl, stamp, seen,
+                                                  span_lo, span_hi)
+                if a != 0:
+                    alive = seen[0][a] == stamp
+                    others = components > (1 if alive else 0)
+                    if not alive:
+                        # (c-1, j) took the last frontier vertex of its component with it
+                        if not others and fl == 3 and (c >= height or not weighted):
+                            times = doublings + (1 if (weighted and c > height) else 0)  # W > H counts twice
+                            for k in range(s_lo, min(s_hi, max_n - add) + 1):
+                                at = _HEAD + 3 * k
+                                x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], times)
+                                done_w[k + add] += x_w
+                                done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
+                                done_f[k + add] += x_f
                         continue
-                    for k in range(height):
-                        g[k] = opt_g[o, k]
-                    if a != 0:
-                        alive = False
-                        others = False
-                        for k in range(height):
-                            if g[k] == a:
-                                alive = True
-                            elif g[k] != 0:
-                                others = True
-                        if not alive:
-                            # (c-1, j) took the last frontier vertex of its component with it
-                            if not others and fl == 3 and (c >= height or not weighted):
-                                twice = weighted and c > height
-                                for k in range(s_lo, min(s_hi, max_n - add) + 1):
-                                    x_w = pw[s, k]
-                                    x_p = pp[s, k]
-                                    x_f = pf[s, k]
-                                    if twice:
-                                        x_w = x_w + x_w
-                                        x_p = _add_mod_p(x_p, x_p)
-                                        x_f = x_f + x_f
-                                    done_w[k + add] += x_w
-                                    done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
-                                    done_f[k + add] += x_f
-                            continue
-                    lb = _kernel_lower_bound(g, c, j, height, fl, weighted, bound, span_lo, span_hi) if bound else 0
-                    # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
-                    t_hi = min(s_hi, max_n - lb - add)
-                    if t_hi < s_lo:
-                        continue
-                    key = _encode(g, height, fl, seen)
-                    if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
-                        continue  # S must start in column 0
-                    slot = _hash_slot(key, mask)
+                frontier = (occupied, components, span_lo, span_hi)
+                lb = _kernel_lower_bound(frontier, c, j, height, fl, weighted, bound) if bound else 0
+                # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
+                t_hi = min(s_hi, max_n - lb - add)
+                if t_hi < s_lo:
+                    continue
+                if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
+                    continue  # S must start in column 0
+                slot = _hash_slot(key, mask)
+                row = slots[slot]
+                while row >= 0:
+                    if out[row, 0] == key[0] and out[row, 1] == key[1] and out[row, 2] == key[2]:
+                        break
+                    slot = (slot + 1) & mask
                     row = slots[slot]
-                    while row >= 0:
-                        if o_keys[row, 0] == key[0] and o_keys[row, 1] == key[1] and o_keys[row, 2] == key[2]:
-                            break
-                        slot = (slot + 1) & mask
-                        row = slots[slot]
-                    d_lo = s_lo + add
-                    d_hi = t_hi + add
-                    if row < 0:
-                        if out_count == o_keys.shape[0]:
-                            o_keys = _grown(o_keys, out_count)
-                            ow = _grown(ow, out_count)
-                            op = _grown(op, out_count)
-                            of = _grown(of, out_count)
-                            o_lo = _grown(o_lo, out_count)
-                            o_hi = _grown(o_hi, out_count)
-                        row = out_count
-                        out_count += 1
-                        slots[slot] = row
-                        for w in range(_WORDS):
-                            o_keys[row, w] = key[w]
-                        for k in range(d_lo, d_hi + 1):
-                            ow[row, k] = pw[s, k - add]
-                            op[row, k] = pp[s, k - add]
-                            of[row, k] = pf[s, k - add]
-                        o_lo[row] = d_lo
-                        o_hi[row] = d_hi
-                        if 2 * out_count > size:
-                            size *= 2
-                            mask = size - 1
-                            slots = _rehashed(o_keys, out_count, size)
+                d_lo = s_lo + add
+                d_hi = t_hi + add
+                shift = 3 * add  # coefficient k of the source is k + add of the target
+                if row < 0:
+                    if out_count == out.shape[0]:
+                        out = _grown(out, out_count)
+                        out_w = out.view(np.uint64)
+                        out_f = out.view(np.float64)
+                    row = out_count
+                    out_count += 1
+                    slots[slot] = row
+                    for w in range(_WORDS):
+                        out[row, w] = key[w]
+                    out[row, _LO] = d_lo
+                    out[row, _HI] = d_hi
+                    if 2 * out_count > size:
+                        size *= 2
+                        mask = size - 1
+                        slots = _rehashed(out, out_count, size)
+                    if doublings == 0:
+                        for at in range(_HEAD + 3 * s_lo, _HEAD + 3 * t_hi + 3):
+                            out[row, at + shift] = rows[s, at]  # all three channels, bit for bit
                         continue
-                    # widen the row's range, zeroing what it newly covers, then add
-                    r_lo = o_lo[row]
-                    r_hi = o_hi[row]
-                    if d_lo < r_lo:
-                        for k in range(d_lo, r_lo):
-                            ow[row, k] = 0
-                            op[row, k] = 0
-                            of[row, k] = 0.0
-                        o_lo[row] = d_lo
-                    if d_hi > r_hi:
-                        for k in range(r_hi + 1, d_hi + 1):
-                            ow[row, k] = 0
-                            op[row, k] = 0
-                            of[row, k] = 0.0
-                        o_hi[row] = d_hi
-                    for k in range(d_lo, d_hi + 1):
-                        ow[row, k] += pw[s, k - add]
-                        op[row, k] = _add_mod_p(op[row, k], pp[s, k - add])
-                        of[row, k] += pf[s, k - add]
-            # the new generation becomes current; the old one's buffers hold the next
-            keys, o_keys = o_keys, keys
-            pw, ow = ow, pw
-            pp, op = op, pp
-            pf, of = of, pf
-            lo, o_lo = o_lo, lo
-            hi, o_hi = o_hi, hi
-            count = out_count
-            if count > stats[0]:
-                stats[0] = count
+                    for at in range(_HEAD + 3 * d_lo, _HEAD + 3 * d_hi + 3):
+                        out[row, at] = 0
+                    r_lo, r_hi = d_lo, d_hi
+                else:
+                    r_lo = out[row, _LO]
+                    r_hi = out[row, _HI]
+                # widen the row's range, zeroing what it newly covers, then add
+                if d_lo < r_lo:
+                    for at in range(_HEAD + 3 * d_lo, _HEAD + 3 * r_lo):
+                        out[row, at] = 0  # 0 in all three channels (0.0 is all zero bits)
+                    out[row, _LO] = d_lo
+                if d_hi > r_hi:
+                    for at in range(_HEAD + 3 * r_hi + 3, _HEAD + 3 * d_hi + 3):
+                        out[row, at] = 0
+                    out[row, _HI] = d_hi
+                for at in range(_HEAD + 3 * s_lo, _HEAD + 3 * t_hi + 3, 3):
+                    x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], doublings)
+                    out_w[row, at + shift] += x_w
+                    out[row, at + shift + 1] = _add_mod_p(out[row, at + shift + 1], x_p)
+                    out_f[row, at + shift + 2] += x_f
+        # the new generation becomes current; the old one's buffer holds the next
+        rows, out = out, rows
+        count = out_count
+        if count > stats[0]:
+            stats[0] = count
         step += 1
-    return keys, pw, pp, pf, lo, hi, count, step
+    return rows, count, step
 
 
 def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
@@ -591,8 +591,8 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
             continue
         before = stats[:2].copy()
         done = (state.done_w, state.done_p, state.done_f)
-        *generation, count, c = _sweep_columns(sweep, stats, done, state.generation(), state.count, state.c, 1)
-        state = _SweepState(*generation, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
+        data, count, c = _sweep_columns(sweep, stats, done, state.data, state.count, state.c, 1)
+        state = _SweepState(data, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
                             done_f=state.done_f, stats=state.stats + (stats[:2] - before))
         saver.maybe(state)
     return exact_counts(state.done_w, state.done_p, state.done_f)
@@ -625,15 +625,10 @@ class _Saver:
 @dataclass
 class _SweepState:
     """A sweep between two columns: the generation of states before column ``c`` (``count`` rows
-    of keys and the three polynomial channels, with their nonzero ranges), the creatures completed
-    so far, and the stats (peak states, states processed) so far."""
+    of ``data``, laid out as _sweep_steps reads them; the array may have room for more), the
+    creatures completed so far, and the stats (peak states, states processed) so far."""
 
-    keys: np.ndarray
-    pw: np.ndarray
-    pp: np.ndarray
-    pf: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
+    data: np.ndarray
     count: int
     c: int
     done_w: np.ndarray
@@ -645,25 +640,19 @@ class _SweepState:
     def start(cls, max_n: int) -> "_SweepState":
         """One state before column 0: the empty frontier, polynomial 1."""
         n1 = max_n + 1
-        pw, pp, pf = np.zeros((1, n1), np.uint64), np.zeros((1, n1), np.int64), np.zeros((1, n1), np.float64)
-        pw[0, 0], pp[0, 0], pf[0, 0] = 1, 1, 1.0
-        return cls(np.zeros((1, _WORDS), np.int64), pw, pp, pf, np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 0,
-                   np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64), np.zeros(2, np.int64))
-
-    def generation(self) -> tuple:
-        return self.keys, self.pw, self.pp, self.pf, self.lo, self.hi
+        return cls(Generation.start(n1).data, 1, 0, np.zeros(n1, np.uint64), np.zeros(n1, np.int64),
+                   np.zeros(n1, np.float64), np.zeros(2, np.int64))
 
     def generation_rows(self) -> "Generation":
-        """The live rows (the arrays have room for more)."""
-        return Generation(*self.generation()).take(slice(0, self.count))
+        """The live rows (the array has room for more)."""
+        return Generation(self.data[:self.count])
 
     def to_bytes(self, sweep: tuple) -> bytes:
         """The live rows only, with the sweep's parameters (height, max_n, weights, bound)."""
         buffer = io.BytesIO()
-        rows = slice(0, self.count)
         np.savez(buffer, sweep=np.array(sweep, np.int64), scalars=np.array([self.count, self.c], np.int64),
-                 keys=self.keys[rows], pw=self.pw[rows], pp=self.pp[rows], pf=self.pf[rows], lo=self.lo[rows],
-                 hi=self.hi[rows], done_w=self.done_w, done_p=self.done_p, done_f=self.done_f, stats=self.stats)
+                 data=self.data[:self.count], done_w=self.done_w, done_p=self.done_p, done_f=self.done_f,
+                 stats=self.stats)
         return buffer.getvalue()
 
     @classmethod
@@ -673,7 +662,7 @@ class _SweepState:
                 raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
                                  f"not {sweep}")
             count, c = saved["scalars"].tolist()
-            return cls(*(saved[name] for name in ("keys", "pw", "pp", "pf", "lo", "hi")), count=count, c=c,
+            return cls(saved["data"], count=count, c=c,
                        **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")})
 
 
@@ -711,26 +700,60 @@ PHASE_STATE_STEPS = 10_000
 
 @dataclass(frozen=True)
 class Generation:
-    """Live states, one per row: keys int64[rows, 3], the three channels of their polynomials
-    (pw uint64, pp int64 mod P, pf float64, each [rows, max_n + 1]) and the nonzero ranges lo, hi
-    int64[rows] (coefficient lo is nonzero; nothing outside lo..hi is read)."""
+    """Live states, one per row of ``data`` (int64[rows, _HEAD + 3 (max_n + 1)]: the key's three
+    words, the nonzero range lo, hi, and each coefficient's three channels side by side, as
+    _sweep_steps reads them).  The properties are views of one field each: keys int64[rows, 3], the
+    channels pw (uint64, mod 2^64), pp (int64, mod P) and pf (float64), each [rows, max_n + 1], and
+    lo, hi int64[rows] (coefficient lo is nonzero; nothing outside lo..hi is read)."""
 
-    keys: np.ndarray
-    pw: np.ndarray
-    pp: np.ndarray
-    pf: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
+    data: np.ndarray
+
+    @classmethod
+    def start(cls, n1: int) -> "Generation":
+        """The sweep's first generation: the empty frontier, polynomial 1."""
+        return cls.pack(np.zeros((1, _WORDS), np.int64), np.eye(1, n1, dtype=np.uint64), np.eye(1, n1, dtype=np.int64),
+                        np.eye(1, n1, dtype=np.float64), np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+    @classmethod
+    def pack(cls, keys, pw, pp, pf, lo, hi) -> "Generation":
+        """A generation of these fields (as the properties name them)."""
+        rows, n1 = pw.shape
+        data = np.zeros((rows, _HEAD + 3 * n1), np.int64)
+        data[:, :_WORDS], data[:, _LO], data[:, _HI] = keys, lo, hi
+        for channel, values in enumerate((pw, pp, pf)):
+            data[:, _HEAD + channel::3] = np.ascontiguousarray(values).view(np.int64)
+        return cls(data)
 
     @property
     def rows(self) -> int:
-        return self.keys.shape[0]
+        return self.data.shape[0]
 
-    def arrays(self) -> tuple:
-        return self.keys, self.pw, self.pp, self.pf, self.lo, self.hi
+    @property
+    def keys(self) -> np.ndarray:
+        return self.data[:, :_WORDS]
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self.data[:, _LO]
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self.data[:, _HI]
+
+    @property
+    def pw(self) -> np.ndarray:
+        return self.data[:, _HEAD::3].view(np.uint64)
+
+    @property
+    def pp(self) -> np.ndarray:
+        return self.data[:, _HEAD + 1::3]
+
+    @property
+    def pf(self) -> np.ndarray:
+        return self.data[:, _HEAD + 2::3].view(np.float64)
 
     def take(self, rows: np.ndarray | slice) -> "Generation":
-        return Generation(*(array[rows] for array in self.arrays()))
+        return Generation(self.data[rows])
 
 
 @dataclass(frozen=True)
@@ -781,20 +804,22 @@ def _bucket_of(keys, count, height, a, b, parts, out):
 
 
 @njit(cache=True, nogil=True)
-def _merge_rows(keys, pw, pp, pf, lo, hi, o_keys, ow, op, of, o_lo, o_hi):
-    """Rows with equal keys summed (uint64 wraps, mod P adds mod P, float64 adds, ranges widen)
-    into the zeroed o_* arrays (as many rows as the input); returns the rows used."""
+def _merge_rows(data, out):
+    """Rows of ``data`` with equal keys summed (uint64 wraps, mod P adds mod P, float64 adds,
+    ranges widen) into the zeroed ``out`` (as many rows as the input); returns the rows used."""
     size = 64
-    while size < 2 * keys.shape[0]:
+    while size < 2 * data.shape[0]:
         size *= 2
     slots = np.full(size, -1, dtype=np.int64)
     mask = size - 1
     count = 0
-    for s in range(keys.shape[0]):
-        slot = _hash_slot((keys[s, 0], keys[s, 1], keys[s, 2]), mask)
+    data_w, data_f = data.view(np.uint64), data.view(np.float64)
+    out_w, out_f = out.view(np.uint64), out.view(np.float64)
+    for s in range(data.shape[0]):
+        slot = _hash_slot(data[s], mask)
         row = slots[slot]
         while row >= 0:
-            if o_keys[row, 0] == keys[s, 0] and o_keys[row, 1] == keys[s, 1] and o_keys[row, 2] == keys[s, 2]:
+            if out[row, 0] == data[s, 0] and out[row, 1] == data[s, 1] and out[row, 2] == data[s, 2]:
                 break
             slot = (slot + 1) & mask
             row = slots[slot]
@@ -803,16 +828,16 @@ def _merge_rows(keys, pw, pp, pf, lo, hi, o_keys, ow, op, of, o_lo, o_hi):
             count += 1
             slots[slot] = row
             for w in range(_WORDS):
-                o_keys[row, w] = keys[s, w]
-            o_lo[row] = lo[s]
-            o_hi[row] = hi[s]
+                out[row, w] = data[s, w]
+            out[row, _LO] = data[s, _LO]
+            out[row, _HI] = data[s, _HI]
         else:
-            o_lo[row] = min(o_lo[row], lo[s])
-            o_hi[row] = max(o_hi[row], hi[s])
-        for k in range(lo[s], hi[s] + 1):  # the o_* rows are zero outside what was added
-            ow[row, k] += pw[s, k]
-            op[row, k] = _add_mod_p(op[row, k], pp[s, k])
-            of[row, k] += pf[s, k]
+            out[row, _LO] = min(out[row, _LO], data[s, _LO])
+            out[row, _HI] = max(out[row, _HI], data[s, _HI])
+        for at in range(_HEAD + 3 * data[s, _LO], _HEAD + 3 * data[s, _HI] + 3, 3):  # out is zero outside what was added
+            out_w[row, at] += data_w[s, at]
+            out[row, at + 1] = _add_mod_p(out[row, at + 1], data[s, at + 1])
+            out_f[row, at + 2] += data_f[s, at + 2]
     return count
 
 
@@ -822,12 +847,9 @@ def merge_generations(pieces: list[Generation], n1: int) -> Generation:
     pieces = [piece for piece in pieces if piece.rows]
     if not pieces:
         return _empty_generation(n1)
-    keys, pw, pp, pf, lo, hi = (np.concatenate(arrays) for arrays in zip(*(piece.arrays() for piece in pieces)))
-    rows = keys.shape[0]
-    out = (np.zeros((rows, _WORDS), np.int64), np.zeros((rows, n1), np.uint64), np.zeros((rows, n1), np.int64),
-           np.zeros((rows, n1), np.float64), np.zeros(rows, np.int64), np.zeros(rows, np.int64))
-    count = _merge_rows(keys, pw, pp, pf, lo, hi, *out)
-    return Generation(*out).take(slice(0, count))
+    data = np.concatenate([piece.data for piece in pieces])
+    out = np.zeros_like(data)
+    return Generation(out[:_merge_rows(data, out)])
 
 
 def split_generation(generation: Generation, parts: int, height: int, steps: tuple[int, int]) -> list[Generation]:
@@ -837,7 +859,7 @@ def split_generation(generation: Generation, parts: int, height: int, steps: tup
     if parts < 1:
         raise ValueError(f"parts must be at least 1, not {parts}")
     bucket = np.zeros(generation.rows, np.int64)
-    _bucket_of(generation.keys, generation.rows, height, steps[0], steps[1], parts, bucket)
+    _bucket_of(generation.data, generation.rows, height, steps[0], steps[1], parts, bucket)
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
     return [generation.take(order[bounds[b]:bounds[b + 1]]) for b in range(parts)]
@@ -853,15 +875,14 @@ def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[
     merged = merge_generations(list(pieces), n1)
     stats = np.zeros(2, np.int64)
     done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
-    *arrays, count, _ = _sweep_steps(sweep, stats, done, merged.arrays(), merged.rows, c * height + rows[0],
-                                     c * height + rows[1])
-    out = split_generation(Generation(*arrays).take(slice(0, count)), buckets, height, following)
+    data, count, _ = _sweep_steps(sweep, stats, done, merged.data, merged.rows, c * height + rows[0],
+                                  c * height + rows[1])
+    out = split_generation(Generation(data[:count]), buckets, height, following)
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
 
 def _empty_generation(n1: int) -> Generation:
-    return Generation(np.zeros((0, _WORDS), np.int64), np.zeros((0, n1), np.uint64), np.zeros((0, n1), np.int64),
-                      np.zeros((0, n1), np.float64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return Generation(np.zeros((0, _HEAD + 3 * n1), np.int64))
 
 
 def _tasks_for(states: int, parts: int, piece_states: int) -> int:
@@ -917,5 +938,5 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
 def _gathered(state: "_SweepState", tasks, handles: list[list], n1: int, c: int) -> "_SweepState":
     """The split generation (``handles[b]``: bucket b of every piece) merged in this process."""
     live = merge_generations(tasks.get([h for bucket in handles for h in bucket]), n1)
-    return _SweepState(*live.arrays(), count=live.rows, c=c, done_w=state.done_w, done_p=state.done_p,
+    return _SweepState(live.data, count=live.rows, c=c, done_w=state.done_w, done_p=state.done_p,
                        done_f=state.done_f, stats=state.stats)
