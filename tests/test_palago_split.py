@@ -57,10 +57,11 @@ def random_generation(rng: np.random.Generator, rows: int, n1: int, distinct_key
     return Generation.pack(keys, pw, pp, pf, lo.astype(np.int64), hi.astype(np.int64))
 
 
-def slow_merge(pieces: list[Generation]) -> dict:
+def slow_merge(pieces: list[Generation], n1: int) -> dict:
     """{key: (lo, hi, [(w mod 2^64, p mod P, f) per coefficient lo..hi])} with Python ints."""
     merged: dict = {}
     for piece in pieces:
+        pw, pp, pf = piece.channels(n1)
         for row in range(piece.rows):
             key = tuple(piece.keys[row].tolist())
             lo, hi = int(piece.lo[row]), int(piece.hi[row])
@@ -68,20 +69,19 @@ def slow_merge(pieces: list[Generation]) -> dict:
             sums = dict(before[2])
             for k in range(lo, hi + 1):
                 w, p, f = sums.get(k, (0, 0, 0.0))
-                sums[k] = ((w + int(piece.pw[row, k])) % 2**64, (p + int(piece.pp[row, k])) % P,
-                           f + float(piece.pf[row, k]))
+                sums[k] = ((w + int(pw[row, k])) % 2**64, (p + int(pp[row, k])) % P, f + float(pf[row, k]))
             merged[key] = (min(lo, before[0]), max(hi, before[1]), sums)
     return {key: (lo, hi, [sums.get(k, (0, 0, 0.0)) for k in range(lo, hi + 1)])
             for key, (lo, hi, sums) in merged.items()}
 
 
-def as_dict(generation: Generation) -> dict:
+def as_dict(generation: Generation, n1: int) -> dict:
     out = {}
+    pw, pp, pf = generation.channels(n1)
     for row in range(generation.rows):
         lo, hi = int(generation.lo[row]), int(generation.hi[row])
-        out[tuple(generation.keys[row].tolist())] = (lo, hi, [
-            (int(generation.pw[row, k]), int(generation.pp[row, k]), float(generation.pf[row, k]))
-            for k in range(lo, hi + 1)])
+        out[tuple(generation.keys[row].tolist())] = (lo, hi, [(int(pw[row, k]), int(pp[row, k]), float(pf[row, k]))
+                                                              for k in range(lo, hi + 1)])
     return out
 
 
@@ -91,7 +91,7 @@ def test_merge_sums_equal_keys_as_the_slow_reference_does(seed):
     n1 = 9
     pieces = [random_generation(rng, rows, n1, 25) for rows in (40, 0, 17, 60)]
     merged = merge_generations(pieces, n1)
-    expected, got = slow_merge(pieces), as_dict(merged)
+    expected, got = slow_merge(pieces, n1), as_dict(merged, n1)
     assert len(got) == merged.rows == len(expected)  # each key once
     for key, (lo, hi, coefficients) in expected.items():
         assert got[key][:2] == (lo, hi)

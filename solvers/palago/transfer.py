@@ -193,13 +193,15 @@ _P = (1 << 61) - 1
 _INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
 _FLOAT_AGREEMENT = 1e-9
 # A generation is one int64 array, a row per state: the key's three words, then lo and hi (the
-# polynomial's range: coefficient lo is nonzero, nothing outside lo..hi is read), then coefficient
-# k's three channels side by side at _HEAD + 3 k (+0: uint64 mod 2^64, +1: mod P, +2: float64
-# bits).  One row is one stretch of memory, so a state's lookup and update touch one or two cache
-# lines instead of one per array.
+# polynomial's range: coefficient lo is nonzero, nothing outside lo..hi is read), then coefficients
+# lo..hi, the three channels of coefficient k side by side at _HEAD + 3 (k - lo) (+0: uint64 mod
+# 2^64, +1: mod P, +2: float64 bits).  A row has room for as many coefficients as the widest range
+# needed so far (and a few more, at most max_n + 1): ranges are short (2.7 coefficients on average,
+# 18 at most, of 43 at n = 42), so rows are a few cache lines, not n + 1 coefficients wide.
 _LO = _WORDS
 _HI = _WORDS + 1
 _HEAD = _WORDS + 2
+_SPARE_TERMS = 4  # room a widened row keeps for later: widening copies the generation built so far
 
 
 @njit(cache=True, nogil=True)
@@ -342,6 +344,58 @@ def _grown(rows, used):
 
 
 @njit(cache=True, nogil=True)
+def _terms(rows):
+    """How many coefficients a row of ``rows`` has room for."""
+    return (rows.shape[1] - _HEAD) // 3
+
+
+@njit(cache=True, nogil=True)
+def _widened(rows, used, terms, n1):
+    """``rows`` with room for ``terms`` coefficients a row (and _SPARE_TERMS more, at most n1), the
+    first ``used`` rows copied."""
+    wider = np.zeros((rows.shape[0], _HEAD + 3 * min(n1, terms + _SPARE_TERMS)), dtype=rows.dtype)
+    for row in range(used):
+        for at in range(_HEAD + 3 * (rows[row, _HI] - rows[row, _LO] + 1)):
+            wider[row, at] = rows[row, at]
+    return wider
+
+
+@njit(cache=True, nogil=True)
+def _cover(rows, row, lo, hi):
+    """Widen ``row``'s range to cover lo..hi (it has room): its coefficients move up when the range
+    starts lower, and what it newly covers is zeroed (0 in all three channels: 0.0 is all zero bits)."""
+    r_lo = rows[row, _LO]
+    r_hi = rows[row, _HI]
+    if lo < r_lo:
+        up = 3 * (r_lo - lo)
+        for at in range(_HEAD + 3 * (r_hi - r_lo) + 2, _HEAD - 1, -1):
+            rows[row, at + up] = rows[row, at]
+        for at in range(_HEAD, _HEAD + up):
+            rows[row, at] = 0
+        rows[row, _LO] = r_lo = lo
+    if hi > r_hi:
+        for at in range(_HEAD + 3 * (r_hi - r_lo + 1), _HEAD + 3 * (hi - r_lo + 1)):
+            rows[row, at] = 0
+        rows[row, _HI] = hi
+
+
+@njit(cache=True, nogil=True)
+def _add_terms(target, row, source, s, terms, offset, doublings):
+    """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings, to target row
+    ``row`` from its coefficient ``offset`` on; target and source: (int64 rows, their uint64 view,
+    their float64 view)."""
+    out, out_w, out_f = target
+    rows, rows_w, rows_f = source
+    for i in range(terms):
+        at = _HEAD + 3 * i
+        to = at + 3 * offset
+        x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], doublings)
+        out_w[row, to] += x_w
+        out[row, to + 1] = _add_mod_p(out[row, to + 1], x_p)
+        out_f[row, to + 2] += x_f
+
+
+@njit(cache=True, nogil=True)
 def _rehashed(keys, count, size):
     """An open-addressing table of ``size`` slots (a power of two) holding rows 0..count-1."""
     slots = np.full(size, -1, dtype=np.int64)
@@ -366,7 +420,7 @@ def _sweep_columns(sweep, stats, done, rows, count, c, columns):
 @njit(cache=True, nogil=True)
 def _sweep_steps(sweep, stats, done, rows, count, first, end):
     """Sweep steps ``first`` .. ``end`` - 1 (step s decides vertex (s // H, s % H); fewer if no
-    state survives) from the generation ``rows`` (int64[cap, _HEAD + 3 (max_n + 1)], the layout
+    state survives) from the generation ``rows`` (int64[cap, _HEAD + 3 terms], the layout
     above) of ``count`` states before step ``first``, and return (rows, count, step) after them,
     step the next one.  sweep: (height, max_n, weighted, bound), as count_height takes them.
     Only coefficients lo..hi of a row are read (coefficient lo is nonzero, hi only bounds the
@@ -378,7 +432,8 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
     done_w, done_p, done_f = done
     cap = max(64, rows.shape[0])
     # the next generation's buffer, reused from step to step (grown, never shrunk)
-    out = np.zeros((cap, _HEAD + 3 * (max_n + 1)), dtype=np.int64)
+    out = np.zeros((cap, rows.shape[1]), dtype=np.int64)
+    n1 = max_n + 1
     f = np.zeros(height + 1, dtype=np.int64)
     seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64))
     stamp = 0
@@ -400,10 +455,10 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
         slots = np.full(size, -1, dtype=np.int64)
         mask = size - 1
         out_count = 0
+        if out.shape[1] < rows.shape[1]:
+            out = np.zeros((out.shape[0], rows.shape[1]), dtype=np.int64)  # nothing in it to keep
         rows_w = rows.view(np.uint64)
         rows_f = rows.view(np.float64)
-        out_w = out.view(np.uint64)
-        out_f = out.view(np.float64)
         for s in range(count):
             stats[1] += 1
             flags = _decode(rows[s], height, f)
@@ -458,7 +513,7 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
                         if not others and fl == 3 and (c >= height or not weighted):
                             times = doublings + (1 if (weighted and c > height) else 0)  # W > H counts twice
                             for k in range(s_lo, min(s_hi, max_n - add) + 1):
-                                at = _HEAD + 3 * k
+                                at = _HEAD + 3 * (k - s_lo)
                                 x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], times)
                                 done_w[k + add] += x_w
                                 done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
@@ -481,12 +536,12 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
                     row = slots[slot]
                 d_lo = s_lo + add
                 d_hi = t_hi + add
-                shift = 3 * add  # coefficient k of the source is k + add of the target
+                terms = t_hi - s_lo + 1
                 if row < 0:
                     if out_count == out.shape[0]:
                         out = _grown(out, out_count)
-                        out_w = out.view(np.uint64)
-                        out_f = out.view(np.float64)
+                    if terms > _terms(out):
+                        out = _widened(out, out_count, terms, n1)
                     row = out_count
                     out_count += 1
                     slots[slot] = row
@@ -499,29 +554,18 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
                         mask = size - 1
                         slots = _rehashed(out, out_count, size)
                     if doublings == 0:
-                        for at in range(_HEAD + 3 * s_lo, _HEAD + 3 * t_hi + 3):
-                            out[row, at + shift] = rows[s, at]  # all three channels, bit for bit
+                        for at in range(_HEAD, _HEAD + 3 * terms):
+                            out[row, at] = rows[s, at]  # all three channels, bit for bit
                         continue
-                    for at in range(_HEAD + 3 * d_lo, _HEAD + 3 * d_hi + 3):
+                    for at in range(_HEAD, _HEAD + 3 * terms):
                         out[row, at] = 0
-                    r_lo, r_hi = d_lo, d_hi
                 else:
-                    r_lo = out[row, _LO]
-                    r_hi = out[row, _HI]
-                # widen the row's range, zeroing what it newly covers, then add
-                if d_lo < r_lo:
-                    for at in range(_HEAD + 3 * d_lo, _HEAD + 3 * r_lo):
-                        out[row, at] = 0  # 0 in all three channels (0.0 is all zero bits)
-                    out[row, _LO] = d_lo
-                if d_hi > r_hi:
-                    for at in range(_HEAD + 3 * r_hi + 3, _HEAD + 3 * d_hi + 3):
-                        out[row, at] = 0
-                    out[row, _HI] = d_hi
-                for at in range(_HEAD + 3 * s_lo, _HEAD + 3 * t_hi + 3, 3):
-                    x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], doublings)
-                    out_w[row, at + shift] += x_w
-                    out[row, at + shift + 1] = _add_mod_p(out[row, at + shift + 1], x_p)
-                    out_f[row, at + shift + 2] += x_f
+                    wanted = max(out[row, _HI], d_hi) - min(out[row, _LO], d_lo) + 1
+                    if wanted > _terms(out):
+                        out = _widened(out, out_count, wanted, n1)
+                    _cover(out, row, d_lo, d_hi)
+                _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, (rows, rows_w, rows_f), s, terms,
+                           d_lo - out[row, _LO], doublings)
         # the new generation becomes current; the old one's buffer holds the next
         rows, out = out, rows
         count = out_count
@@ -700,11 +744,9 @@ PHASE_STATE_STEPS = 10_000
 
 @dataclass(frozen=True)
 class Generation:
-    """Live states, one per row of ``data`` (int64[rows, _HEAD + 3 (max_n + 1)]: the key's three
-    words, the nonzero range lo, hi, and each coefficient's three channels side by side, as
-    _sweep_steps reads them).  The properties are views of one field each: keys int64[rows, 3], the
-    channels pw (uint64, mod 2^64), pp (int64, mod P) and pf (float64), each [rows, max_n + 1], and
-    lo, hi int64[rows] (coefficient lo is nonzero; nothing outside lo..hi is read)."""
+    """Live states, one per row of ``data`` (int64[rows, _HEAD + 3 terms]: the key's three words,
+    the nonzero range lo, hi, and coefficients lo..hi with their three channels side by side, as
+    _sweep_steps reads them).  keys, lo and hi are views; ``channels`` gives the polynomials dense."""
 
     data: np.ndarray
 
@@ -716,12 +758,18 @@ class Generation:
 
     @classmethod
     def pack(cls, keys, pw, pp, pf, lo, hi) -> "Generation":
-        """A generation of these fields (as the properties name them)."""
-        rows, n1 = pw.shape
-        data = np.zeros((rows, _HEAD + 3 * n1), np.int64)
+        """A generation of these states: keys int64[rows, 3], the polynomials' channels dense (pw
+        uint64 mod 2^64, pp int64 mod P, pf float64, each [rows, max_n + 1]) and their ranges lo, hi
+        (coefficient lo nonzero; only lo..hi is kept)."""
+        rows = len(keys)
+        terms = int((hi - lo).max()) + 1 if rows else 1
+        data = np.zeros((rows, _HEAD + 3 * terms), np.int64)
         data[:, :_WORDS], data[:, _LO], data[:, _HI] = keys, lo, hi
         for channel, values in enumerate((pw, pp, pf)):
-            data[:, _HEAD + channel::3] = np.ascontiguousarray(values).view(np.int64)
+            values = np.ascontiguousarray(values).view(np.int64)
+            for i in range(terms):
+                inside = lo + i <= hi
+                data[inside, _HEAD + 3 * i + channel] = values[inside, (lo + i)[inside]]
         return cls(data)
 
     @property
@@ -740,17 +788,15 @@ class Generation:
     def hi(self) -> np.ndarray:
         return self.data[:, _HI]
 
-    @property
-    def pw(self) -> np.ndarray:
-        return self.data[:, _HEAD::3].view(np.uint64)
-
-    @property
-    def pp(self) -> np.ndarray:
-        return self.data[:, _HEAD + 1::3]
-
-    @property
-    def pf(self) -> np.ndarray:
-        return self.data[:, _HEAD + 2::3].view(np.float64)
+    def channels(self, n1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The polynomials, dense: (uint64 mod 2^64, int64 mod P, float64), each [rows, n1], zero
+        outside lo..hi."""
+        dense = np.zeros((3, self.rows, n1), np.int64)
+        for i in range((self.data.shape[1] - _HEAD) // 3):
+            inside = self.lo + i <= self.hi
+            for channel in range(3):
+                dense[channel, inside, (self.lo + i)[inside]] = self.data[inside, _HEAD + 3 * i + channel]
+        return dense[0].view(np.uint64), dense[1], dense[2].view(np.float64)
 
     def take(self, rows: np.ndarray | slice) -> "Generation":
         return Generation(self.data[rows])
@@ -804,17 +850,17 @@ def _bucket_of(keys, count, height, a, b, parts, out):
 
 
 @njit(cache=True, nogil=True)
-def _merge_rows(data, out):
+def _merge_rows(data, n1):
     """Rows of ``data`` with equal keys summed (uint64 wraps, mod P adds mod P, float64 adds,
-    ranges widen) into the zeroed ``out`` (as many rows as the input); returns the rows used."""
+    ranges widen); returns (the merged rows' array, how many rows it holds)."""
     size = 64
     while size < 2 * data.shape[0]:
         size *= 2
     slots = np.full(size, -1, dtype=np.int64)
     mask = size - 1
+    out = np.zeros_like(data)
     count = 0
-    data_w, data_f = data.view(np.uint64), data.view(np.float64)
-    out_w, out_f = out.view(np.uint64), out.view(np.float64)
+    source = (data, data.view(np.uint64), data.view(np.float64))
     for s in range(data.shape[0]):
         slot = _hash_slot(data[s], mask)
         row = slots[slot]
@@ -823,22 +869,21 @@ def _merge_rows(data, out):
                 break
             slot = (slot + 1) & mask
             row = slots[slot]
+        s_lo, s_hi = data[s, _LO], data[s, _HI]
         if row < 0:
             row = count
             count += 1
             slots[slot] = row
-            for w in range(_WORDS):
-                out[row, w] = data[s, w]
-            out[row, _LO] = data[s, _LO]
-            out[row, _HI] = data[s, _HI]
-        else:
-            out[row, _LO] = min(out[row, _LO], data[s, _LO])
-            out[row, _HI] = max(out[row, _HI], data[s, _HI])
-        for at in range(_HEAD + 3 * data[s, _LO], _HEAD + 3 * data[s, _HI] + 3, 3):  # out is zero outside what was added
-            out_w[row, at] += data_w[s, at]
-            out[row, at + 1] = _add_mod_p(out[row, at + 1], data[s, at + 1])
-            out_f[row, at + 2] += data_f[s, at + 2]
-    return count
+            for at in range(_HEAD + 3 * (s_hi - s_lo + 1)):
+                out[row, at] = data[s, at]
+            continue
+        wanted = max(out[row, _HI], s_hi) - min(out[row, _LO], s_lo) + 1
+        if wanted > _terms(out):
+            out = _widened(out, count, wanted, n1)
+        _cover(out, row, s_lo, s_hi)
+        _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, source, s, s_hi - s_lo + 1,
+                   s_lo - out[row, _LO], 0)
+    return out, count
 
 
 def merge_generations(pieces: list[Generation], n1: int) -> Generation:
@@ -846,10 +891,11 @@ def merge_generations(pieces: list[Generation], n1: int) -> Generation:
     summed: the uint64 channel wraps, the mod-P channel adds mod P, float64 adds, ranges widen."""
     pieces = [piece for piece in pieces if piece.rows]
     if not pieces:
-        return _empty_generation(n1)
-    data = np.concatenate([piece.data for piece in pieces])
-    out = np.zeros_like(data)
-    return Generation(out[:_merge_rows(data, out)])
+        return _empty_generation()
+    width = max(piece.data.shape[1] for piece in pieces)
+    data = np.concatenate([np.pad(piece.data, ((0, 0), (0, width - piece.data.shape[1]))) for piece in pieces])
+    out, count = _merge_rows(data, n1)
+    return Generation(out[:count])
 
 
 def split_generation(generation: Generation, parts: int, height: int, steps: tuple[int, int]) -> list[Generation]:
@@ -881,8 +927,8 @@ def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
 
-def _empty_generation(n1: int) -> Generation:
-    return Generation(np.zeros((0, _HEAD + 3 * n1), np.int64))
+def _empty_generation() -> Generation:
+    return Generation(np.zeros((0, _HEAD + 3), np.int64))
 
 
 def _tasks_for(states: int, parts: int, piece_states: int) -> int:
