@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from numba import njit, types
+from numba import njit
 
 __all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference",
            "fixed_counts_reference", "Generation", "PieceSummary", "split_generation", "merge_generations",
@@ -187,7 +187,6 @@ _BITS = 6
 _PER_WORD = 10
 _WORDS = 3
 _MAX_HEIGHT = _WORDS * _PER_WORD
-_KEY = types.UniTuple(types.int64, _WORDS)
 MAX_N = 2 * _MAX_HEIGHT + 1  # max_height(MAX_N) == _MAX_HEIGHT
 _P = (1 << 61) - 1
 _INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
