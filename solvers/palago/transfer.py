@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 __all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference",
            "fixed_counts_reference", "Generation", "PieceSummary", "split_generation", "merge_generations",
@@ -201,6 +204,7 @@ _LO = _WORDS
 _HI = _WORDS + 1
 _HEAD = _WORDS + 2
 _SPARE_TERMS = 4  # room a widened row keeps for later: widening copies the generation built so far
+_BATCH = 256  # options looked up together (each state makes at most 4)
 
 
 @njit(cache=True, nogil=True)
@@ -324,13 +328,37 @@ def _doubled(x_w, x_p, x_f, times):
 
 @njit(cache=True, nogil=True)
 def _hash_slot(key, mask):
-    """A slot for ``key`` in an open-addressing table of mask + 1 slots (multiply-xorshift mix)."""
+    """A slot for ``key`` in an open-addressing table of mask + 1 slots."""
+    return _hash_key(key) & mask
+
+
+@njit(cache=True, nogil=True)
+def _hash_key(key):
+    """A multiply-xorshift mix of the key's three words."""
     h = key[0] * np.int64(-7046029254386353131) ^ key[1] * np.int64(-4658895280553007687) ^ key[2] * np.int64(
         -3372029247567499371)
     h ^= (h >> 31) & np.int64(0x1FFFFFFFF)
     h *= np.int64(-4265267296055464877)
     h ^= (h >> 29) & np.int64(0x7FFFFFFFF)
-    return h & mask
+    return h
+
+
+@intrinsic
+def _prefetch(typingctx, array, row, column):
+    """Ask the CPU to fetch array[row, column] (array[row] for one dimension: pass column 0) into
+    its caches, without waiting for it (LLVM's prefetch: read, high locality)."""
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        indices = [args[1], args[2]][:array_type.ndim]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, data, indices)
+        byte_pointer = ir.IntType(8).as_pointer()
+        prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+            ir.VoidType(), [byte_pointer] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
+        int32 = ir.IntType(32)
+        builder.call(prefetch, [builder.bitcast(pointer, byte_pointer), int32(0), int32(3), int32(1)])
+        return context.get_dummy_value()
+    return types.void(array, row, column), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -407,6 +435,71 @@ def _rehashed(keys, count, size):
     return slots
 
 
+@njit(cache=True, nogil=True)
+def _add_batch(batch, n_batch, rows, table, n1):
+    """Add a batch of options to the next generation, in their order (so the rows, and every sum,
+    are what one option at a time would make): first every lookup (a new key gets its row, with
+    no range yet), then every addition.  Their slots were prefetched as the options were made, and
+    one lookup hardly waits for another, so the cache misses on rows overlap instead of coming
+    one after another; the additions then find their rows cached.  batch: (keys, full hashes,
+    (source row, add, t_hi, doublings) per option, scratch for rows); table: (out, out_count,
+    slots), returned updated (out may be grown or widened, slots rehashed)."""
+    b_key, b_hash, b_option, b_row = batch
+    out, out_count, slots = table
+    size = slots.shape[0]
+    mask = size - 1
+    for i in range(n_batch):
+        slot = b_hash[i] & mask
+        row = slots[slot]
+        while row >= 0:
+            if out[row, 0] == b_key[i, 0] and out[row, 1] == b_key[i, 1] and out[row, 2] == b_key[i, 2]:
+                break
+            slot = (slot + 1) & mask
+            row = slots[slot]
+        if row < 0:
+            if out_count == out.shape[0]:
+                out = _grown(out, out_count)
+            row = out_count
+            out_count += 1
+            slots[slot] = row
+            for w in range(_WORDS):
+                out[row, w] = b_key[i, w]
+            out[row, _LO] = -1  # no range yet (hi too, so that a widening copies one term)
+            out[row, _HI] = -1
+            if 2 * out_count > size:
+                size *= 2
+                mask = size - 1
+                slots = _rehashed(out, out_count, size)
+        b_row[i] = row
+    source = (rows, rows.view(np.uint64), rows.view(np.float64))
+    for i in range(n_batch):
+        row = b_row[i]
+        s, add, t_hi, doublings = b_option[i, 0], b_option[i, 1], b_option[i, 2], b_option[i, 3]
+        s_lo = rows[s, _LO]
+        d_lo = s_lo + add
+        d_hi = t_hi + add
+        terms = t_hi - s_lo + 1
+        if out[row, _LO] < 0:  # its first option
+            if terms > _terms(out):
+                out = _widened(out, out_count, terms, n1)
+            out[row, _LO] = d_lo
+            out[row, _HI] = d_hi
+            if doublings == 0:
+                for at in range(_HEAD, _HEAD + 3 * terms):
+                    out[row, at] = rows[s, at]  # all three channels, bit for bit
+                continue
+            for at in range(_HEAD, _HEAD + 3 * terms):
+                out[row, at] = 0
+        else:
+            wanted = max(out[row, _HI], d_hi) - min(out[row, _LO], d_lo) + 1
+            if wanted > _terms(out):
+                out = _widened(out, out_count, wanted, n1)
+            _cover(out, row, d_lo, d_hi)
+        _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, source, s, terms, d_lo - out[row, _LO],
+                   doublings)
+    return out, out_count, slots
+
+
 def _sweep_columns(sweep, stats, done, rows, count, c, columns):
     """Sweep ``columns`` more columns (fewer if no state survives) from the generation ``rows`` of
     ``count`` states before column ``c``, and return (rows, count, c) after them.  The arguments
@@ -443,6 +536,11 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
     opt_doublings = np.zeros(4, dtype=np.int64)  # an option reached by 2^d choices of body
     opt_at_j = np.zeros(4, dtype=np.int64)
     opt_renamed = np.zeros(4, dtype=np.int64)
+    # options waiting for their lookup: key, full hash, (source row, add, t_hi, doublings), row
+    b_key = np.zeros((_BATCH, _WORDS), dtype=np.int64)
+    b_hash = np.zeros(_BATCH, dtype=np.int64)
+    b_option = np.zeros((_BATCH, 4), dtype=np.int64)
+    b_row = np.zeros(_BATCH, dtype=np.int64)
     fresh = height + 1
     step = first
     while count > 0 and step < end:
@@ -452,8 +550,8 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
         while size < 4 * count:
             size *= 2
         slots = np.full(size, -1, dtype=np.int64)
-        mask = size - 1
         out_count = 0
+        n_batch = 0
         if out.shape[1] < rows.shape[1]:
             out = np.zeros((out.shape[0], rows.shape[1]), dtype=np.int64)  # nothing in it to keep
         rows_w = rows.view(np.uint64)
@@ -526,45 +624,21 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
                     continue
                 if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
                     continue  # S must start in column 0
-                slot = _hash_slot(key, mask)
-                row = slots[slot]
-                while row >= 0:
-                    if out[row, 0] == key[0] and out[row, 1] == key[1] and out[row, 2] == key[2]:
-                        break
-                    slot = (slot + 1) & mask
-                    row = slots[slot]
-                d_lo = s_lo + add
-                d_hi = t_hi + add
-                terms = t_hi - s_lo + 1
-                if row < 0:
-                    if out_count == out.shape[0]:
-                        out = _grown(out, out_count)
-                    if terms > _terms(out):
-                        out = _widened(out, out_count, terms, n1)
-                    row = out_count
-                    out_count += 1
-                    slots[slot] = row
-                    for w in range(_WORDS):
-                        out[row, w] = key[w]
-                    out[row, _LO] = d_lo
-                    out[row, _HI] = d_hi
-                    if 2 * out_count > size:
-                        size *= 2
-                        mask = size - 1
-                        slots = _rehashed(out, out_count, size)
-                    if doublings == 0:
-                        for at in range(_HEAD, _HEAD + 3 * terms):
-                            out[row, at] = rows[s, at]  # all three channels, bit for bit
-                        continue
-                    for at in range(_HEAD, _HEAD + 3 * terms):
-                        out[row, at] = 0
-                else:
-                    wanted = max(out[row, _HI], d_hi) - min(out[row, _LO], d_lo) + 1
-                    if wanted > _terms(out):
-                        out = _widened(out, out_count, wanted, n1)
-                    _cover(out, row, d_lo, d_hi)
-                _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, (rows, rows_w, rows_f), s, terms,
-                           d_lo - out[row, _LO], doublings)
+                # looked up and added in a batch, so that the lookups' cache misses overlap
+                h = _hash_key(key)
+                _prefetch(slots, h & (slots.shape[0] - 1), 0)
+                for w in range(_WORDS):
+                    b_key[n_batch, w] = key[w]
+                b_hash[n_batch] = h
+                b_option[n_batch, 0] = s
+                b_option[n_batch, 1] = add
+                b_option[n_batch, 2] = t_hi
+                b_option[n_batch, 3] = doublings
+                n_batch += 1
+            if n_batch > _BATCH - 4 or s == count - 1:
+                out, out_count, slots = _add_batch((b_key, b_hash, b_option, b_row), n_batch, rows,
+                                                   (out, out_count, slots), n1)
+                n_batch = 0
         # the new generation becomes current; the old one's buffer holds the next
         rows, out = out, rows
         count = out_count
