@@ -423,6 +423,20 @@ def _add_terms(target, row, source, s, terms, offset, doublings):
 
 
 @njit(cache=True, nogil=True)
+def _probe(slots, slot, rows, keys, i):
+    """Look for the key keys[i] (its first three words) in ``rows`` through the open-addressing
+    table ``slots``, from ``slot`` on: returns (its slot, its row), or (the empty slot to fill, -1)."""
+    mask = slots.shape[0] - 1
+    row = slots[slot]
+    while row >= 0:
+        if rows[row, 0] == keys[i, 0] and rows[row, 1] == keys[i, 1] and rows[row, 2] == keys[i, 2]:
+            break
+        slot = (slot + 1) & mask
+        row = slots[slot]
+    return slot, row
+
+
+@njit(cache=True, nogil=True)
 def _rehashed(keys, count, size):
     """An open-addressing table of ``size`` slots (a power of two) holding rows 0..count-1."""
     slots = np.full(size, -1, dtype=np.int64)
@@ -449,13 +463,7 @@ def _add_batch(batch, n_batch, rows, table, n1):
     size = slots.shape[0]
     mask = size - 1
     for i in range(n_batch):
-        slot = b_hash[i] & mask
-        row = slots[slot]
-        while row >= 0:
-            if out[row, 0] == b_key[i, 0] and out[row, 1] == b_key[i, 1] and out[row, 2] == b_key[i, 2]:
-                break
-            slot = (slot + 1) & mask
-            row = slots[slot]
+        slot, row = _probe(slots, b_hash[i] & mask, out, b_key, i)
         if row < 0:
             if out_count == out.shape[0]:
                 out = _grown(out, out_count)
@@ -935,13 +943,7 @@ def _merge_rows(data, n1):
     count = 0
     source = (data, data.view(np.uint64), data.view(np.float64))
     for s in range(data.shape[0]):
-        slot = _hash_slot(data[s], mask)
-        row = slots[slot]
-        while row >= 0:
-            if out[row, 0] == data[s, 0] and out[row, 1] == data[s, 1] and out[row, 2] == data[s, 2]:
-                break
-            slot = (slot + 1) & mask
-            row = slots[slot]
+        slot, row = _probe(slots, _hash_slot(data[s], mask), out, data, s)
         s_lo, s_hi = data[s, _LO], data[s, _HI]
         if row < 0:
             row = count
