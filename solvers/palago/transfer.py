@@ -219,8 +219,9 @@ def _scan(option, height, flags, stamp, seen, span_lo, span_hi):
     """One pass over the frontier g that an option makes of f, option = (f, j, at_j, renamed, a):
     g is f with row j set to at_j and label ``renamed`` (unless -1) replaced by a.  Returns g's key
     (g relabelled by first appearance and packed with the flags), the rows holding S as bits, and
-    the number of components; span_lo[y], span_hi[y]: the lowest and highest row of new label y.  seen[x] is label x's new label when seen_at[x] == stamp
-    (seen = (seen_at, new labels), scratch int64[H + 3] each; a new stamp per call, so no reset)."""
+    the number of components; span_lo[y], span_hi[y]: the lowest and highest row of new label y.
+    seen[x] is label x's new label when seen_at[x] == stamp (seen = (seen_at, new labels), scratch
+    int64[H + 3] each; a new stamp per call, so no reset)."""
     f, j, at_j, renamed, a = option
     seen_at, relabel = seen
     nxt = 0
@@ -344,21 +345,20 @@ def _hash_key(key):
 
 
 @intrinsic
-def _prefetch(typingctx, array, row, column):
-    """Ask the CPU to fetch array[row, column] (array[row] for one dimension: pass column 0) into
-    its caches, without waiting for it (LLVM's prefetch: read, high locality)."""
+def _prefetch(typingctx, array, index):
+    """Ask the CPU to fetch array[index] (a one-dimensional array) into its caches, without waiting
+    for it (LLVM's prefetch: read, high locality)."""
     def codegen(context, builder, signature, args):
         array_type = signature.args[0]
         data = context.make_array(array_type)(context, builder, args[0])
-        indices = [args[1], args[2]][:array_type.ndim]
-        pointer = cgutils.get_item_pointer(context, builder, array_type, data, indices)
+        pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]])
         byte_pointer = ir.IntType(8).as_pointer()
         prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
             ir.VoidType(), [byte_pointer] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
         int32 = ir.IntType(32)
         builder.call(prefetch, [builder.bitcast(pointer, byte_pointer), int32(0), int32(3), int32(1)])
         return context.get_dummy_value()
-    return types.void(array, row, column), codegen
+    return types.void(array, index), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -423,6 +423,48 @@ def _add_terms(target, row, source, s, terms, offset, doublings):
 
 
 @njit(cache=True, nogil=True)
+def _room_needed(out, row, lo, hi):
+    """Coefficients ``row`` of ``out`` must hold to cover lo..hi besides its range (none yet when
+    lo = hi = -1)."""
+    if out[row, _LO] < 0:
+        return hi - lo + 1
+    return max(out[row, _HI], hi) - min(out[row, _LO], lo) + 1
+
+
+@njit(cache=True, nogil=True)
+def _accumulate(out, row, source, s, shift, terms, doublings):
+    """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings and ``shift``
+    sizes up, to ``row`` of ``out``, which has room for them (_room_needed): a row with no range
+    yet (lo = hi = -1) takes them as they are, any other widens its range to cover them and adds.
+    source: (int64 rows, their uint64 view, their float64 view)."""
+    rows = source[0]
+    d_lo = rows[s, _LO] + shift
+    d_hi = d_lo + terms - 1
+    if out[row, _LO] < 0:
+        out[row, _LO] = d_lo
+        out[row, _HI] = d_hi
+        if doublings == 0:
+            for at in range(_HEAD, _HEAD + 3 * terms):
+                out[row, at] = rows[s, at]  # all three channels, bit for bit
+            return
+        for at in range(_HEAD, _HEAD + 3 * terms):
+            out[row, at] = 0
+    else:
+        _cover(out, row, d_lo, d_hi)
+    _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, source, s, terms, d_lo - out[row, _LO],
+               doublings)
+
+
+@njit(cache=True, nogil=True)
+def _new_row(out, row, keys, i):
+    """Fill ``row`` of ``out`` with the key keys[i] and no range yet."""
+    for w in range(_WORDS):
+        out[row, w] = keys[i, w]
+    out[row, _LO] = -1  # hi too, so that a widening copies one term
+    out[row, _HI] = -1
+
+
+@njit(cache=True, nogil=True)
 def _probe(slots, slot, rows, keys, i):
     """Look for the key keys[i] (its first three words) in ``rows`` through the open-addressing
     table ``slots``, from ``slot`` on: returns (its slot, its row), or (the empty slot to fill, -1)."""
@@ -450,14 +492,15 @@ def _rehashed(keys, count, size):
 
 
 @njit(cache=True, nogil=True)
-def _add_batch(batch, n_batch, rows, table, n1):
+def _add_batch(batch, n_batch, source, table, n1):
     """Add a batch of options to the next generation, in their order (so the rows, and every sum,
     are what one option at a time would make): first every lookup (a new key gets its row, with
     no range yet), then every addition.  Their slots were prefetched as the options were made, and
     one lookup hardly waits for another, so the cache misses on rows overlap instead of coming
     one after another; the additions then find their rows cached.  batch: (keys, full hashes,
-    (source row, add, t_hi, doublings) per option, scratch for rows); table: (out, out_count,
-    slots), returned updated (out may be grown or widened, slots rehashed)."""
+    (source row, add, t_hi, doublings) per option, scratch for rows); source: the generation's
+    rows and their views, as _accumulate takes them; table: (out, out_count, slots), returned
+    updated (out may be grown or widened, slots rehashed)."""
     b_key, b_hash, b_option, b_row = batch
     out, out_count, slots = table
     size = slots.shape[0]
@@ -467,44 +510,23 @@ def _add_batch(batch, n_batch, rows, table, n1):
         if row < 0:
             if out_count == out.shape[0]:
                 out = _grown(out, out_count)
+            _new_row(out, out_count, b_key, i)
             row = out_count
             out_count += 1
             slots[slot] = row
-            for w in range(_WORDS):
-                out[row, w] = b_key[i, w]
-            out[row, _LO] = -1  # no range yet (hi too, so that a widening copies one term)
-            out[row, _HI] = -1
             if 2 * out_count > size:
                 size *= 2
                 mask = size - 1
                 slots = _rehashed(out, out_count, size)
         b_row[i] = row
-    source = (rows, rows.view(np.uint64), rows.view(np.float64))
     for i in range(n_batch):
         row = b_row[i]
         s, add, t_hi, doublings = b_option[i, 0], b_option[i, 1], b_option[i, 2], b_option[i, 3]
-        s_lo = rows[s, _LO]
-        d_lo = s_lo + add
-        d_hi = t_hi + add
-        terms = t_hi - s_lo + 1
-        if out[row, _LO] < 0:  # its first option
-            if terms > _terms(out):
-                out = _widened(out, out_count, terms, n1)
-            out[row, _LO] = d_lo
-            out[row, _HI] = d_hi
-            if doublings == 0:
-                for at in range(_HEAD, _HEAD + 3 * terms):
-                    out[row, at] = rows[s, at]  # all three channels, bit for bit
-                continue
-            for at in range(_HEAD, _HEAD + 3 * terms):
-                out[row, at] = 0
-        else:
-            wanted = max(out[row, _HI], d_hi) - min(out[row, _LO], d_lo) + 1
-            if wanted > _terms(out):
-                out = _widened(out, out_count, wanted, n1)
-            _cover(out, row, d_lo, d_hi)
-        _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, source, s, terms, d_lo - out[row, _LO],
-                   doublings)
+        s_lo = source[0][s, _LO]
+        wanted = _room_needed(out, row, s_lo + add, t_hi + add)
+        if wanted > _terms(out):
+            out = _widened(out, out_count, wanted, n1)
+        _accumulate(out, row, source, s, add, t_hi - s_lo + 1, doublings)
     return out, out_count, slots
 
 
@@ -634,7 +656,7 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
                     continue  # S must start in column 0
                 # looked up and added in a batch, so that the lookups' cache misses overlap
                 h = _hash_key(key)
-                _prefetch(slots, h & (slots.shape[0] - 1), 0)
+                _prefetch(slots, h & (slots.shape[0] - 1))
                 for w in range(_WORDS):
                     b_key[n_batch, w] = key[w]
                 b_hash[n_batch] = h
@@ -644,8 +666,8 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end):
                 b_option[n_batch, 3] = doublings
                 n_batch += 1
             if n_batch > _BATCH - 4 or s == count - 1:
-                out, out_count, slots = _add_batch((b_key, b_hash, b_option, b_row), n_batch, rows,
-                                                   (out, out_count, slots), n1)
+                out, out_count, slots = _add_batch((b_key, b_hash, b_option, b_row), n_batch,
+                                                   (rows, rows_w, rows_f), (out, out_count, slots), n1)
                 n_batch = 0
         # the new generation becomes current; the old one's buffer holds the next
         rows, out = out, rows
@@ -873,7 +895,7 @@ class Generation:
         """The polynomials, dense: (uint64 mod 2^64, int64 mod P, float64), each [rows, n1], zero
         outside lo..hi."""
         dense = np.zeros((3, self.rows, n1), np.int64)
-        for i in range((self.data.shape[1] - _HEAD) // 3):
+        for i in range(_terms(self.data)):
             inside = self.lo + i <= self.hi
             for channel in range(3):
                 dense[channel, inside, (self.lo + i)[inside]] = self.data[inside, _HEAD + 3 * i + channel]
@@ -944,20 +966,15 @@ def _merge_rows(data, n1):
     source = (data, data.view(np.uint64), data.view(np.float64))
     for s in range(data.shape[0]):
         slot, row = _probe(slots, _hash_slot(data[s], mask), out, data, s)
-        s_lo, s_hi = data[s, _LO], data[s, _HI]
         if row < 0:
+            _new_row(out, count, data, s)  # out has a row for every input row
             row = count
             count += 1
             slots[slot] = row
-            for at in range(_HEAD + 3 * (s_hi - s_lo + 1)):
-                out[row, at] = data[s, at]
-            continue
-        wanted = max(out[row, _HI], s_hi) - min(out[row, _LO], s_lo) + 1
+        wanted = _room_needed(out, row, data[s, _LO], data[s, _HI])
         if wanted > _terms(out):
             out = _widened(out, count, wanted, n1)
-        _cover(out, row, s_lo, s_hi)
-        _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, source, s, s_hi - s_lo + 1,
-                   s_lo - out[row, _LO], 0)
+        _accumulate(out, row, source, s, 0, data[s, _HI] - data[s, _LO] + 1, 0)
     return out, count
 
 
