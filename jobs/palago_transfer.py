@@ -3,9 +3,10 @@
 One shard per bounding-box height H = 1..(N-1)//2 (solvers/palago/transfer.py sweeps every box of
 that height and width >= H); a shard's spec is just (max_n, height).  The shards give fixed counts;
 free counts and the stabiliser columns follow from them and the counts of symmetric creatures
-(solvers/palago/symmetric.py) by Burnside.  Those are shards too, ``SYMMETRIC_PARTS`` per symmetry
-group (each a share of the group's anchors), run beside the heights rather than after them on the
-driver.  There is no search tree, so the nodes column is 0.
+by Burnside.  Those are shards too, run beside the heights rather than after them on the driver:
+the creatures fixed by a reflection by a transfer matrix of their own on a half-plane
+(solvers/palago/mirror.py), those fixed by a rotation (or by all of D3) by symmetric.py's search,
+one shard per symmetry group.  There is no search tree, so the nodes column is 0.
 """
 
 from __future__ import annotations
@@ -25,13 +26,8 @@ from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "complete", "SYMMETRIC_PARTS"]
+__all__ = ["PalagoTransferJob", "complete"]
 
-# The reflection's symmetric count in this many shards from n = SYMMETRIC_SPLIT_N on (at n = 44
-# the symmetric counts take 240 s on one thread, growing 1.7x per n); in one below it (under 2 s
-# in all); each rotation group is one shard (solvers/palago/symmetric.py, symmetric_parts)
-SYMMETRIC_PARTS = 16
-SYMMETRIC_SPLIT_N = 32
 SYMMETRIC_COUNTS = TableSpec("symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)),
                              sort=("n",))
 
@@ -64,11 +60,14 @@ class PalagoTransferJob(PalagoCountsJob):
         run, wide = {"method": "transfer", "max_n": self.max_n}, {"wide": True} if self.wide else {}
         heights = [Shard(f"h{height:03d}", {**run, "height": height, **wide})
                    for height in range(1, max(1, max_height(self.max_n)) + 1)]
-        symmetric = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
-                           {**run, "symmetric": piece.kind, "group": piece.group, "part": piece.part,
-                            "parts": piece.parts, **wide})
-                     for piece in symmetric_parts(SYMMETRIC_PARTS if self.max_n >= SYMMETRIC_SPLIT_N else 1)]
-        return heights + symmetric
+        # the reflection by the half-plane sweep (0.6 s at n = 40, 16 s at n = 50), the rotations
+        # by the search (1.1 s at n = 38 for all six groups)
+        mirror = [Shard("s-reflection", {**run, "symmetric": "reflection", "sweep": "half-plane", **wide})]
+        searched = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
+                          {**run, "symmetric": piece.kind, "group": piece.group, "part": piece.part,
+                           "parts": piece.parts, **wide})
+                    for piece in symmetric_parts(1) if piece.kind != "reflection"]
+        return heights + mirror + searched
 
     def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None,
                   tasks: ShardTasks | None = None) -> ShardResult:
@@ -79,11 +78,15 @@ class PalagoTransferJob(PalagoCountsJob):
         return self._height_shard(shard, checkpoint, tasks)
 
     def _symmetric_shard(self, spec: dict) -> ShardResult:
+        from batchenum.solvers.palago.mirror import reflection_counts
         from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
 
         max_n = spec["max_n"]
-        counts, _ = count_symmetric_part(max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"],
-                                                              spec["parts"]))
+        if "sweep" in spec:
+            counts = reflection_counts(max_n)
+        else:
+            counts, _ = count_symmetric_part(max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"],
+                                                                  spec["parts"]))
         zeros = [0] * max_n
         symmetric = {"n": list(range(1, max_n + 1)),
                      **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS}}

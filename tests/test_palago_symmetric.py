@@ -79,19 +79,21 @@ def test_any_split_into_parts_gives_the_same_counts(both, parts):
 def test_the_transfer_job_counts_symmetric_creatures_in_shards_not_on_the_driver(tmp_path, both):
     import pyarrow.parquet as pq
 
-    from batchenum.jobs.palago_transfer import SYMMETRIC_PARTS, SYMMETRIC_SPLIT_N, PalagoTransferJob
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
     from batchenum.pipeline.execute import RunOptions, run_job
     from batchenum.pipeline.job import PlanContext
     from batchenum.pipeline.progress import Progress
     from batchenum.solvers.palago.symmetric import GROUPS
 
-    groups = sum(len(generators) for generators in GROUPS.values())
-    for max_n, reflection_parts in ((MAX_N, 1), (SYMMETRIC_SPLIT_N, SYMMETRIC_PARTS)):
-        plan = PalagoTransferJob(max_n).plan(PlanContext())
-        assert sum("symmetric" in shard.spec for shard in plan) == groups - 1 + reflection_parts
+    # one shard for the reflection (the half-plane sweep), one per rotation group (the search)
+    plan = PalagoTransferJob(MAX_N).plan(PlanContext())
+    symmetric = [shard.id for shard in plan if "symmetric" in shard.spec]
+    assert len(symmetric) == sum(len(generators) for generators in GROUPS.values())
+    assert "s-reflection" in symmetric
     run_job(PalagoTransferJob(MAX_N), RunOptions(out_dir=str(tmp_path), serial=True), Progress("palago", quiet=True))
     shards = tmp_path / "palago" / "_shards" / "symmetric_counts"
     rows = pq.ParquetDataset(sorted(str(p) for p in shards.glob("s-*.parquet"))).read().to_pandas()
     summed = rows.groupby("n").sum()
     _, sym = both
-    assert summed["full"].tolist() == sym.full[1:].tolist() and summed["reflection"].tolist() == sym.reflection[1:].tolist()
+    for kind in ("reflection", "rotation", "full"):
+        assert summed[kind].tolist() == getattr(sym, kind)[1:].tolist(), kind
