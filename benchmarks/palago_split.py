@@ -21,8 +21,8 @@ at --project-n on --project-cpus CPUs: work grows by --growth per tile (docs/pal
 CPU time 1.43 to 1.55 per tile, states 1.44), every step is cut into tasks of at least
 PIECE_STATES states (phases as the split makes them), and the wall time is the longer of the total
 work over the CPUs and the slowest height's critical path (per step: its largest task).  The
-symmetric shards are not split (one per anchor share): their projection is printed beside, from
-the figures of docs/palago_transfer.md.
+symmetric shards are not split (the mirror sweep, one search per rotation group): their
+projection is printed beside, from the figures of docs/palago_transfer.md.
 
 (c) With --task-cost: pieces of a phase of height 10's largest column advanced by direct calls and
 as Ray tasks returning 1, 4 or 16 buckets (a private local Ray of one CPU): a nested task's cost.
@@ -263,12 +263,17 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     print(f"    critical path h{path_height:03d}: {by_height[path_height] / 60:.1f} min (its steps' largest tasks "
           f"added up); work / {project_cpus} CPUs: {total / project_cpus / 60:.1f} min")
     print(f"    heights on {project_cpus} CPUs: about {heights_wall / 60:.0f} min of wall time")
-    # the symmetric shards, unsplit (docs/palago_transfer.md, "What n = 56 and n = 60 need")
-    symmetric = 1.2 * 3600 * 1.75 ** (project_n - 50)
-    whole = max(heights_wall, 0.14 * symmetric)
-    print(f"    symmetric counts (not split here): about {symmetric / 3600:.0f} CPU-h, the largest shard 14% of "
-          f"it: {0.14 * symmetric / 3600:.1f} h, so the whole run takes about {whole / 3600:.1f} h; "
-          f"the largest task's share of all the work: {0.14 * symmetric / (symmetric + total):.2f}")
+    # the symmetric shards, unsplit (docs/palago_transfer.md, "What n = 56 and n = 60 need"): the
+    # mirror sweep, 15.9 CPU s at n = 50, 1.40 per tile; each rotation group's search, the largest
+    # 4.0 CPU s at n = 48 (the six 11.6 s), 1.73 per tile
+    mirror = 15.9 * 1.40 ** (project_n - 50)
+    rotation = 4.0 * 1.73 ** (project_n - 48)
+    symmetric = mirror + 2.9 * rotation
+    largest_symmetric = max(mirror, rotation)
+    whole = max(heights_wall, largest_symmetric)
+    print(f"    symmetric counts (not split): about {symmetric / 3600:.2f} CPU-h, the largest shard "
+          f"{largest_symmetric / 60:.1f} min, so the whole run takes about {whole / 3600:.1f} h; "
+          f"the largest task's share of all the work: {max(largest[0], largest_symmetric) / (symmetric + total):.1e}")
 
 
 # ------------------------------------------------------------------------------ (c) task cost
