@@ -199,7 +199,7 @@ def step_profile(max_n: int, bucket_counts: tuple[int, ...]) -> list[dict]:
     largest signature bucket's share of the step's states (a phase of that one step)."""
     steps = []
     for height in range(1, max_height(max_n) + 1):
-        sweep = (height, max_n, True, 2)
+        sweep = (height, max_n, True, 3)
         state = _SweepState.start(max_n)
         data, count, step = state.data, state.count, 0
         done = (state.done_w, state.done_p, state.done_f)
@@ -287,7 +287,7 @@ def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
 
     from batchenum.solvers.palago.transfer import _sweep_columns, advance_piece, next_phase, split_generation
 
-    sweep, state = (height, max_n, True, 2), _SweepState.start(max_n)
+    sweep, state = (height, max_n, True, 3), _SweepState.start(max_n)
     largest = None
     while state.count > 0:
         done = (state.done_w, state.done_p, state.done_f)

@@ -256,7 +256,8 @@ def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
     """Hexes not yet counted that every completion must still add (docs/palago_transfer.md,
     "Pruning"): level 1 counts the pending hexes at frontier S vertices and two hexes per column the
     creature must still reach; level 2 also counts the new vertices it needs to reach rows 0 and
-    H-1 and to cross the gaps between frontier components.  frontier: (occupied, components,
+    H-1 and to cross the gaps between frontier components; level 3 also their left hexes where no
+    frontier S vertex touches them.  frontier: (occupied, components,
     span_lo, span_hi) as _scan leaves them (bit k of occupied: row k holds S)."""
     occupied = frontier[0]
     column_c = occupied & ((np.int64(1) << (j + 1)) - 1)  # rows 0..j: already in column c
@@ -272,20 +273,28 @@ def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
             more = 1
     if level < 2:
         return lb + 2 * more
-    return lb + more + max(more, _new_vertices_needed(frontier, height, flags))
+    required = _rows_to_reach(frontier, height, flags)
+    needed = _popcount(required)
+    if level < 3:
+        return lb + more + max(more, needed)
+    # level 3: the first new vertex (the leftmost) of a row to reach whose frontier row and the row
+    # above it hold no S vertex also touches its left hex, which nothing above counts
+    rows = (np.int64(1) << height) - 1
+    lefts = _popcount(required & ~occupied & ~(occupied >> 1) & rows)
+    return lb + max(more, needed) + max(more, lefts)
 
 
 @njit(cache=True, nogil=True)
-def _new_vertices_needed(frontier, height, flags):
-    """Undecided vertices every completion must put in S, each at its own row: rows 0..r-1 when row
-    0 is unreached (r: the lowest frontier S row), rows R+1..H-1 when row H-1 is unreached (R: the
-    highest), and every row of a gap between frontier S rows that no component spans (a path
-    joining the parts below and above it must cross each of its rows at a new vertex).  A gap's
-    rows are all inside one component's span or none is (spans end at S rows), so the rows to
-    cross are the empty rows between r and R inside no span."""
+def _rows_to_reach(frontier, height, flags):
+    """The rows (bit k: row k) where every completion must put an undecided vertex in S, each row
+    its own vertex: rows 0..r-1 when row 0 is unreached (r: the lowest frontier S row), rows
+    R+1..H-1 when row H-1 is unreached (R: the highest), and every row of a gap between frontier S
+    rows that no component spans (a path joining the parts below and above it must cross each of
+    its rows at a new vertex).  A gap's rows are all inside one component's span or none is (spans
+    end at S rows), so the rows to cross are the empty rows between r and R inside no span."""
     occupied, components, span_lo, span_hi = frontier
     if occupied == 0:
-        return 0
+        return np.int64(0)
     lowest = span_lo[1]  # label 1 is the lowest row's
     highest = 0
     inside = np.int64(0)  # rows strictly inside some component's span
@@ -294,12 +303,12 @@ def _new_vertices_needed(frontier, height, flags):
         if span_hi[y] > span_lo[y] + 1:
             inside |= ((np.int64(1) << span_hi[y]) - 1) & ~((np.int64(1) << (span_lo[y] + 1)) - 1)
     between = ((np.int64(1) << highest) - 1) & ~((np.int64(1) << (lowest + 1)) - 1)
-    needed = _popcount(between & ~occupied & ~inside)
+    required = between & ~occupied & ~inside
     if (flags & 1) == 0:
-        needed += lowest
+        required |= (np.int64(1) << lowest) - 1
     if (flags & 2) == 0:
-        needed += height - 1 - highest
-    return needed
+        required |= ((np.int64(1) << height) - 1) & ~((np.int64(1) << (highest + 1)) - 1)
+    return required
 
 
 @njit(cache=True, nogil=True)
@@ -694,7 +703,7 @@ def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximatio
 
 
 def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
-                 bound: int = 2, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
+                 bound: int = 3, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
                  save_every: float = 300.0, tasks=None, parts: int = 1,
                  piece_states: int | None = None) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
@@ -702,8 +711,8 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
     as exact Python ints in a numpy object array.
     ``weights=False``: every width, each creature once (a check of the reflection argument).
     ``stats``, if given (int64[2]), receives the peak number of states and the states processed.
-    ``bound`` picks the lower bound on hexes still to come that prunes states: 2 (default) the
-    strongest, 1 the column bound alone, 0 (or False) none (states die only when their size alone
+    ``bound`` picks the lower bound on hexes still to come that prunes states: 3 (default) the
+    strongest, 2 without the left hexes of level 3, 1 the column bound alone, 0 (or False) none (states die only when their size alone
     exceeds max_n): slower, and checks that no bound ever cut a creature.
     ``save``, if given, is called with the sweep's state (bytes) and a line saying how far it got
     ("column 12, 3,456 states, 1,234,567 processed") at the end of a column whenever
@@ -721,8 +730,8 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
         raise ValueError(f"max_n must be between 0 and {MAX_N}, not {max_n}")
-    if bound not in (0, 1, 2):
-        raise ValueError(f"bound must be 0, 1 or 2, not {bound!r}")
+    if bound not in (0, 1, 2, 3):
+        raise ValueError(f"bound must be 0, 1, 2 or 3, not {bound!r}")
     if stats is None:
         stats = np.zeros(2, dtype=np.int64)
     sweep = (height, max_n, bool(weights), int(bound))
@@ -813,7 +822,7 @@ class _SweepState:
                        **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")})
 
 
-def fixed_counts(max_n: int, bound: int = 2, halved: bool = True) -> np.ndarray:
+def fixed_counts(max_n: int, bound: int = 3, halved: bool = True) -> np.ndarray:
     """Fixed creature counts by size 0..max_n (exact Python ints), summed over heights (numba
     kernel).  ``halved=False`` sweeps every box with its own height, wide or tall, instead of only
     W >= H counted twice."""
