@@ -101,13 +101,13 @@ def test_merge_sums_equal_keys_as_the_slow_reference_does(seed):
 
 
 def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
-    height = 10
+    height, max_n = 10, 30
     # real keys: a generation of a sweep, taken from a save
     saved = []
-    count_height(height, 26, save=lambda data, progress: saved.append(data), save_every=0.0)
+    count_height(height, max_n, save=lambda data, progress: saved.append(data), save_every=0.0)
     from batchenum.solvers.palago.transfer import _SweepState
 
-    live = max((_SweepState.from_bytes(data, (height, 26, True, 3)).generation_rows() for data in saved),
+    live = max((_SweepState.from_bytes(data, (height, max_n, True, 3)).generation_rows() for data in saved),
                key=lambda generation: generation.rows)  # the largest generation
     for steps in ((0, 5), (5, 10), (0, 1), (3, 7), (9, 10)):
         buckets = split_generation(live, 6, height, steps)

@@ -273,12 +273,19 @@ def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
             more = 1
     if level < 2:
         return lb + 2 * more
-    required = _rows_to_reach(frontier, height, flags)
+    required, highest = _rows_to_reach(frontier, height, flags)
     needed = _popcount(required)
     if level < 3:
         return lb + more + max(more, needed)
-    # level 3: the first new vertex (the leftmost) of a row to reach whose frontier row and the row
-    # above it hold no S vertex also touches its left hex, which nothing above counts
+    # level 3: no lattice step raises both i and j, so the new vertices that take the creature up
+    # to row H-1 (rows R+1..H-1) are others than those that take it to column H-1 and than those on
+    # the other rows to reach
+    if halved and occupied != 0:
+        right = height - 1 - (c if column_c != 0 else c - 1)
+        up = height - 1 - highest if (flags & 2) == 0 else 0
+        needed = up + max(right, needed - up)
+    # and the first new vertex (the leftmost) of a row to reach whose frontier row and the row above
+    # it hold no S vertex also touches its left hex, which nothing above counts
     rows = (np.int64(1) << height) - 1
     lefts = _popcount(required & ~occupied & ~(occupied >> 1) & rows)
     return lb + max(more, needed) + max(more, lefts)
@@ -286,7 +293,7 @@ def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
 
 @njit(cache=True, nogil=True)
 def _rows_to_reach(frontier, height, flags):
-    """The rows (bit k: row k) where every completion must put an undecided vertex in S, each row
+    """(rows, R): the rows (bit k: row k) where every completion must put an undecided vertex in S, each row
     its own vertex: rows 0..r-1 when row 0 is unreached (r: the lowest frontier S row), rows
     R+1..H-1 when row H-1 is unreached (R: the highest), and every row of a gap between frontier S
     rows that no component spans (a path joining the parts below and above it must cross each of
@@ -294,7 +301,7 @@ def _rows_to_reach(frontier, height, flags):
     end at S rows), so the rows to cross are the empty rows between r and R inside no span."""
     occupied, components, span_lo, span_hi = frontier
     if occupied == 0:
-        return np.int64(0)
+        return np.int64(0), 0
     lowest = span_lo[1]  # label 1 is the lowest row's
     highest = 0
     inside = np.int64(0)  # rows strictly inside some component's span
@@ -308,7 +315,7 @@ def _rows_to_reach(frontier, height, flags):
         required |= (np.int64(1) << lowest) - 1
     if (flags & 2) == 0:
         required |= ((np.int64(1) << height) - 1) & ~((np.int64(1) << (highest + 1)) - 1)
-    return required
+    return required, highest
 
 
 @njit(cache=True, nogil=True)
