@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .transfer import _hash_key, _popcount, _probe, _rehashed
+from .transfer import _grown, _hash_key, _popcount, _probe, _rehashed, _rows_to_reach
 
 __all__ = ["reflection_counts", "reflection_counts_reference", "MAX_N"]
 
@@ -154,64 +154,49 @@ def _decode(key, length, f):
 
 
 @njit(cache=True, nogil=True)
-def _encode(g, length, flags, relabel):
-    """g's key: labels renumbered by first appearance (relabel: scratch, all -1 on entry and exit)."""
+def _encode(g, length, flags, relabel, span_lo, span_hi):
+    """(g's key, the rows holding S as bits, the number of components): labels renumbered by first
+    appearance (relabel: scratch, all -1 on entry and exit); span_lo[y], span_hi[y]: the lowest and
+    highest row of new label y."""
     words = np.zeros(_WORDS, dtype=np.int64)
+    occupied = np.int64(0)
     nxt = 0
     for k in range(length):
         x = g[k]
         if x:
+            occupied |= np.int64(1) << k
             if relabel[x] < 0:
                 nxt += 1
                 relabel[x] = nxt
+                span_lo[nxt] = k
+            span_hi[relabel[x]] = k
             words[k // _PER_WORD] |= np.int64(relabel[x]) << (_BITS * (k % _PER_WORD))
     for k in range(length):
         relabel[g[k]] = -1
     words[0] |= np.int64(flags) << 60
-    return words
+    return words, occupied, nxt
 
 
 @njit(cache=True, nogil=True)
-def _bound(g, length, c, j, flags, span_lo, span_hi):
-    """_reference_bound (span_lo, span_hi: scratch indexed by label, span_lo all -1 on entry and
-    exit)."""
-    lb = 0
-    for jj in range(-1, min(j + 1, c)):
-        if (jj >= 0 and g[jj] != 0) or (jj + 1 <= j and g[jj + 1] != 0):
-            lb += 2
-    for jj in range(j + 1, c - 1):
-        if g[jj] != 0 or g[jj + 1] != 0:
-            lb += 2
-    if j == c and g[c] != 0:
-        lb += 1
-    if j < c - 1 and g[c - 1] != 0:
-        lb += 1
-    lowest, highest = -1, -1
-    occupied = np.int64(0)
-    for k in range(length):
-        x = g[k]
-        if x:
-            occupied |= np.int64(1) << k
-            if lowest < 0:
-                lowest = k
-            highest = k
-            if span_lo[x] < 0:
-                span_lo[x] = k
-            span_hi[x] = k
-    inside = np.int64(0)  # rows strictly inside some component's span
-    for k in range(length):
-        x = g[k]
-        if x and span_lo[x] >= 0:
-            if span_hi[x] > span_lo[x] + 1:
-                inside |= ((np.int64(1) << span_hi[x]) - 1) & ~((np.int64(1) << (span_lo[x] + 1)) - 1)
-            span_lo[x] = -1
-    between = ((np.int64(1) << highest) - 1) & ~((np.int64(1) << (lowest + 1)) - 1)
-    need = _popcount(between & ~occupied & ~inside)
-    if not flags & _ROW0:
-        need += lowest
-    if not flags & _JOINED:
-        need += max(0, (c - 1 if j < c - 1 else c) - highest)
-    return lb + 2 * need
+def _bound(frontier, c, j, flags):
+    """_reference_bound, from _encode's (occupied, components, span_lo, span_hi)."""
+    occupied = frontier[0]
+    column_c = occupied & ((np.int64(1) << (j + 1)) - 1)  # rows 0..j: column c
+    column_before = occupied ^ column_c  # rows j+1..c-1: column c-1
+    right_c = column_c & ((np.int64(1) << c) - 1)  # not the axis vertex (c, c)
+    lb = 2 * (_popcount(right_c | (column_c >> 1)) + (column_c & 1))  # right hexes (c, -1..min(j, c-1))
+    below_axis = (np.int64(1) << (c - 1)) - 1 if c > 0 else np.int64(0)  # rows j+1..c-2 (hexes (c-1, jj))
+    lb += 2 * _popcount((column_before | (column_before >> 1)) & below_axis & ~((np.int64(1) << (j + 1)) - 1))
+    if j == c and (occupied >> c) & 1:
+        lb += 1  # the axis hex (c, c)
+    if j < c - 1 and (occupied >> (c - 1)) & 1:
+        lb += 1  # the axis hex (c-1, c-1), completed at step (c, c-1)
+    # the rows to reach: below the lowest S row while row 0 is unreached, the gaps no component
+    # spans, and while X+ is not joined to its mirror image, up to the nearest row a joining vertex
+    # can take ((c, c-1), (c, c) or (c', >= c'-1)): transfer's rows to reach in a box of that height
+    top = c - 1 if j < c - 1 else c
+    required, _ = _rows_to_reach(frontier, top + 1, (flags & _ROW0) | (2 if flags & _JOINED else 0))
+    return lb + 2 * _popcount(required)
 
 
 @njit(cache=True, nogil=True)
@@ -299,7 +284,7 @@ def _step(c, j, max_n, generation, done, stats):
     opt_add = np.zeros(4, dtype=np.int64)
     opt_flags = np.zeros(4, dtype=np.int64)
     relabel = np.full(64, -1, dtype=np.int64)
-    span_lo = np.full(64, -1, dtype=np.int64)
+    span_lo = np.zeros(64, dtype=np.int64)
     span_hi = np.zeros(64, dtype=np.int64)
     new_key = np.zeros((1, _WORDS), dtype=np.int64)
     length = c + 1 if j == c else c
@@ -311,30 +296,26 @@ def _step(c, j, max_n, generation, done, stats):
             g, add, fl = opt_g[o], opt_add[o], opt_flags[o]
             if add > max_n:
                 continue
-            empty = True
-            for k in range(length):
-                if g[k] != 0:
-                    empty = False
-                    break
+            labels, occupied, components = _encode(g, length, fl, relabel, span_lo, span_hi)
             if leaving != 0 and not _holds(g, length, leaving):
-                if empty and fl == _ROW0 | _JOINED:  # complete (else another part is left behind)
+                if occupied == 0 and fl == _ROW0 | _JOINED:  # complete (else another part is left behind)
                     for k in range(n1 - add):
                         done_i[k + add] += polys[s, k]
                         done_f[k + add] += polyf[s, k]
                 continue
-            if empty:
+            if occupied == 0:
                 if 2 * (c + 1) + 3 > max_n:
                     continue  # X+ starting in column c+1 or later spans its mirror's c+1 columns
                 top = max_n
             else:
-                top = max_n - _bound(g, length, c, j, fl, span_lo, span_hi)
+                top = max_n - _bound((occupied, components, span_lo, span_hi), c, j, fl)
             last = -1  # the last nonzero coefficient kept
             for k in range(min(n1 - add, top - add + 1)):
                 if polyf[s, k] != 0.0:
                     last = k
             if last < 0:
                 continue
-            new_key[0] = _encode(g, length, fl, relabel)
+            new_key[0] = labels
             slot, row = _probe(slots, _hash_key(new_key[0]) & (slots.shape[0] - 1), out_keys, new_key, 0)
             if row < 0:
                 if out_count == out_keys.shape[0]:
@@ -343,6 +324,8 @@ def _step(c, j, max_n, generation, done, stats):
                 row = out_count
                 out_count += 1
                 out_keys[row] = new_key[0]
+                out_polys[row] = 0  # a grown array's new rows are not cleared
+                out_polyf[row] = 0.0
                 slots[slot] = row
                 if 2 * out_count > slots.shape[0]:
                     slots = _rehashed(out_keys, out_count, 2 * slots.shape[0])
@@ -352,13 +335,6 @@ def _step(c, j, max_n, generation, done, stats):
     if out_count > stats[0]:
         stats[0] = out_count
     return out_keys, out_polys, out_polyf, out_count
-
-
-@njit(cache=True, nogil=True)
-def _grown(rows, used):
-    grown = np.zeros((2 * rows.shape[0],) + rows.shape[1:], dtype=rows.dtype)
-    grown[:used] = rows[:used]
-    return grown
 
 
 def reflection_counts(max_n: int, stats: np.ndarray | None = None) -> np.ndarray:
