@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import gc
+import atexit
+import os
 import sys
+import threading
+from typing import NoReturn
 
 from batchenum.jobs import __version__, dungeons, nonary, palago, palago_growth, palago_views, warm
 from batchenum.pipeline import cli
@@ -16,25 +19,40 @@ def main(argv: list[str] | None = None) -> int:
     return cli.main(sys.argv[1:] if argv is None else argv, JOBS, COMMANDS, version=__version__)
 
 
-def console() -> None:
-    """The ``batchenum`` process: ``main``, then exit.  The collector is frozen first, so that the
-    interpreter's teardown does not visit the objects numba and pandas leave (about 0.3 s of every
-    run, measured); atexit handlers still run and files are flushed as usual."""
-    status = main()
-    _finalize_object_storage()
-    gc.freeze()
-    sys.exit(status)
+def console() -> NoReturn:
+    """The ``batchenum`` process: ``main``, then exit without the interpreter's teardown."""
+    _exit_now(main())
 
 
-def _finalize_object_storage() -> None:
-    """Shut pyarrow's S3 client down now, while the interpreter is whole, rather than in its exit
-    hook: objects the frozen collector keeps alive can otherwise reach the AWS SDK's teardown with
-    its threads still running, and the process aborts after its work is done ("terminate called
-    without an active exception", exit -6: seen once, after `status --out s3://`; apache/arrow
-    issues 34314 and 41087).  Idempotent, and nothing if S3 was never used."""
+def _exit_now(status: int) -> NoReturn:
+    """End the process as the interpreter would, then skip its teardown.
+
+    Our threads are joined and the atexit handlers run (Ray's shutdown, logging's flush), standard
+    output and error are flushed, and then os._exit leaves without destroying modules or running
+    the C++ static destructors.  That teardown is where pyarrow's and the AWS SDK's native threads
+    met their destructors still running: CI saw `batchenum status --out s3://...` abort with
+    "terminate called without an active exception" (exit -6) after its output was written, twice,
+    the second time with pyarrow's S3 finalizer already called first (apache/arrow issues 34314
+    and 39862).  Every file we write is closed before ``main`` returns, so nothing is lost; the
+    teardown also cost about 0.3 s of every run (measured)."""
+    threading._shutdown()  # what the interpreter's exit does first: join non-daemon threads
+    _skip_s3_finalizer()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a stream closed by a handler
+            pass
+    os._exit(status)
+
+
+def _skip_s3_finalizer() -> None:
+    """pyarrow's exit hook shuts the AWS SDK down, joining its threads; the first abort above may
+    have come from there.  Every S3 request of ours completed before ``main`` returned, and
+    os._exit ends the SDK's threads with the process, so the hook has nothing left to do."""
     filesystems = sys.modules.get("pyarrow.fs")
     if filesystems is not None:
-        filesystems.ensure_s3_finalized()
+        atexit.unregister(filesystems.ensure_s3_finalized)
 
 
 if __name__ == "__main__":
