@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 from cluster_parallelism import stop_cluster  # noqa: E402  (this folder is on sys.path)
-from batchenum.solvers.palago.transfer import (PHASE_STATE_STEPS, PIECE_STATES, _bucket_of, _sweep_steps,  # noqa: E402
+from batchenum.solvers.palago.transfer import (_NO_SPARE, PHASE_STATE_STEPS, PIECE_STATES, _bucket_of, _sweep_steps,  # noqa: E402
                                                _SweepState, max_height)
 
 TASK_NAME = re.compile(r"^task::palago (h\d+)( column (\d+) rows (\d+)-(\d+) part)?")
@@ -201,7 +201,7 @@ def step_profile(max_n: int, bucket_counts: tuple[int, ...]) -> list[dict]:
     for height in range(1, max_height(max_n) + 1):
         sweep = (height, max_n, True, 3)
         state = _SweepState.start(max_n)
-        data, count, step = state.data, state.count, 0
+        data, count, step, spare = state.data, state.count, 0, _NO_SPARE
         done = (state.done_w, state.done_p, state.done_f)
         while count > 0:
             j = step % height
@@ -214,7 +214,7 @@ def step_profile(max_n: int, bucket_counts: tuple[int, ...]) -> list[dict]:
                     shares[k] = float(np.bincount(bucket, minlength=k).max() / count)
             stats = np.zeros(2, np.int64)
             started, rows = time.process_time(), count
-            data, count, step = _sweep_steps(sweep, stats, done, data, count, step, step + 1)
+            data, count, step, spare = _sweep_steps(sweep, stats, done, data, count, step, step + 1, spare)
             steps.append({"height": height, "column": (step - 1) // height, "states": rows, "processed": int(stats[1]),
                           "cpu": time.process_time() - started, "shares": shares})
     return steps
@@ -291,7 +291,7 @@ def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
     largest = None
     while state.count > 0:
         done = (state.done_w, state.done_p, state.done_f)
-        data, count, c = _sweep_columns(sweep, np.zeros(2, np.int64), done, state.data, state.count, state.c, 1)
+        data, count, c, _ = _sweep_columns(sweep, np.zeros(2, np.int64), done, state.data, state.count, state.c, 1)
         state = _SweepState(data, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
                             done_f=state.done_f, stats=state.stats)
         if largest is None or state.count > largest.count:
