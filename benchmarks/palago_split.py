@@ -21,8 +21,9 @@ at --project-n on --project-cpus CPUs: work grows by --growth per tile (docs/pal
 CPU time 1.43 to 1.55 per tile, states 1.44), every step is cut into tasks of at least
 PIECE_STATES states (phases as the split makes them), and the wall time is the longer of the total
 work over the CPUs and the slowest height's critical path (per step: its largest task).  The
-symmetric shards are not split (the mirror sweep, one search per rotation group): their
-projection is printed beside, from the figures of docs/palago_transfer.md.
+symmetric shards are the mirror sweep, whole, and each rotation group's search in the plan's
+pieces (jobs/palago_transfer.py, rotation_parts): their projection is printed beside, from the
+figures of docs/palago_transfer.md.
 
 (c) With --task-cost: pieces of a phase of height 10's largest column advanced by direct calls and
 as Ray tasks returning 1, 4 or 16 buckets (a private local Ray of one CPU): a nested task's cost.
@@ -45,6 +46,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 from cluster_parallelism import stop_cluster  # noqa: E402  (this folder is on sys.path)
+from batchenum.jobs.palago_transfer import rotation_parts  # noqa: E402
 from batchenum.solvers.palago.transfer import (_NO_SPARE, PHASE_STATE_STEPS, PIECE_STATES, _bucket_of, _sweep_steps,  # noqa: E402
                                                _SweepState, max_height)
 
@@ -263,17 +265,20 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     print(f"    critical path h{path_height:03d}: {by_height[path_height] / 60:.1f} min (its steps' largest tasks "
           f"added up); work / {project_cpus} CPUs: {total / project_cpus / 60:.1f} min")
     print(f"    heights on {project_cpus} CPUs: about {heights_wall / 60:.0f} min of wall time")
-    # the symmetric shards, unsplit (docs/palago_transfer.md, "What n = 56 and n = 60 need"): the
-    # mirror sweep, 15.9 CPU s at n = 50, 1.40 per tile; each rotation group's search, the largest
-    # 4.0 CPU s at n = 48 (the six 11.6 s), 1.73 per tile
+    # the symmetric shards (docs/palago_transfer.md, "What n = 56 and n = 60 need"): the mirror
+    # sweep, 15.9 CPU s at n = 50, 1.40 per tile, whole; each rotation group's search, the largest
+    # 4.0 CPU s at n = 48 (the six 11.6 s), 1.73 per tile, in the plan's pieces (the largest of 8
+    # pieces measured at 1.18-1.25 times their mean at n = 46: 1.25 here)
     mirror = 15.9 * 1.40 ** (project_n - 50)
     rotation = 4.0 * 1.73 ** (project_n - 48)
+    pieces = rotation_parts(project_n)
     symmetric = mirror + 2.9 * rotation
-    largest_symmetric = max(mirror, rotation)
+    largest_symmetric = max(mirror, rotation * min(1.0, 1.25 / pieces))
     whole = max(heights_wall, largest_symmetric)
-    print(f"    symmetric counts (not split): about {symmetric / 3600:.2f} CPU-h, the largest shard "
-          f"{largest_symmetric / 60:.1f} min, so the whole run takes about {whole / 3600:.1f} h; "
-          f"the largest task's share of all the work: {max(largest[0], largest_symmetric) / (symmetric + total):.1e}")
+    print(f"    symmetric counts (rotation groups in {pieces} piece{'s' if pieces > 1 else ''} each): about "
+          f"{symmetric / 3600:.2f} CPU-h, the largest shard {largest_symmetric / 60:.1f} min, so the whole run "
+          f"takes about {whole / 60:.0f} min; the largest task's share of all the work: "
+          f"{max(largest[0], largest_symmetric) / (symmetric + total):.1e}")
 
 
 # ------------------------------------------------------------------------------ (c) task cost

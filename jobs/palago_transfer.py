@@ -6,11 +6,13 @@ free counts and the stabiliser columns follow from them and the counts of symmet
 by Burnside.  Those are shards too, run beside the heights rather than after them on the driver:
 the creatures fixed by a reflection by a transfer matrix of their own on a half-plane
 (solvers/palago/mirror.py), those fixed by a rotation (or by all of D3) by symmetric.py's search,
-one shard per symmetry group.  There is no search tree, so the nodes column is 0.
+one shard per symmetry group (a rotation group's in pieces past n = 52: ``rotation_parts``).
+There is no search tree, so the nodes column is 0.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +28,13 @@ from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "complete"]
+__all__ = ["PalagoTransferJob", "complete", "rotation_parts"]
+
+# the largest rotation group's search took 4.0 CPU s at n = 48 and grows about 1.73 per tile
+# (docs/palago_transfer.md, "The table to n = 50"); rotation_parts cuts it into pieces of a minute
+ROTATION_GROUP_SECONDS_AT_48 = 4.0
+ROTATION_GROUP_GROWTH = 1.73
+SYMMETRIC_PIECE_SECONDS = 60.0
 
 SYMMETRIC_COUNTS = TableSpec("symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)),
                              sort=("n",))
@@ -41,6 +49,7 @@ class PalagoTransferJob(PalagoCountsJob):
     checkpoint_interval = CHECKPOINT_INTERVAL  # a height's sweep is saved this often (pipeline/checkpoint.py)
     nested_tasks = True  # a height's large columns run as tasks of their own (pipeline/tasks.py)
     piece_states: int | None = None  # fewest states per such task; None: the solver's PIECE_STATES
+    symmetric_piece_seconds = SYMMETRIC_PIECE_SECONDS  # CPU a piece of a rotation group's search gets
 
     def __init__(self, max_n: int, wide: bool = False):
         super().__init__(max_n)
@@ -66,7 +75,7 @@ class PalagoTransferJob(PalagoCountsJob):
         searched = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
                           {**run, "symmetric": piece.kind, "group": piece.group, "part": piece.part,
                            "parts": piece.parts, **wide})
-                    for piece in symmetric_parts(1) if piece.kind != "reflection"]
+                    for piece in symmetric_parts(1, rotation_parts(self.max_n, self.symmetric_piece_seconds)) if piece.kind != "reflection"]
         return heights + mirror + searched
 
     def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None,
@@ -118,6 +127,15 @@ class PalagoTransferJob(PalagoCountsJob):
 
     def summary(self, tables: dict, totals: dict) -> str:
         return _summary_head(tables["creature_counts"]) + "transfer-matrix method"
+
+
+def rotation_parts(max_n: int, piece_seconds: float = SYMMETRIC_PIECE_SECONDS) -> int:
+    """Pieces of each rotation group's search: about ``piece_seconds`` of CPU each (by default a
+    minute: 1 piece up to n = 52), so that on a cluster no symmetric piece outlasts the heights (at
+    n = 60 one whole group would take about 48 min, the heights' longest chain of tasks about 21
+    min) and a killed run loses little."""
+    projected = ROTATION_GROUP_SECONDS_AT_48 * ROTATION_GROUP_GROWTH ** (max_n - 48)
+    return max(1, math.ceil(projected / piece_seconds))
 
 
 def _no_rows(spec: TableSpec) -> dict[str, list]:
