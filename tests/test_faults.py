@@ -330,7 +330,12 @@ def test_negative_retries_is_a_usage_error(tmp_path):
 def test_memory_monitor_kill_is_named(tmp_path):
     """Ray's memory monitor with a threshold below what the machine already uses kills every task."""
     env = {"RAY_memory_usage_threshold": "0.001", "RAY_memory_monitor_refresh_ms": "20", "RAY_task_oom_retries": "0"}
-    failed = cli(*palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start"), env=env, check=False)
+    args = palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start")
+    failed = cli(*args, env=env, check=False)
+    if "The current node timed out during startup" in failed.stderr:
+        # Ray waits a fixed 30 s for its raylet to register; on a loaded 2-core CI machine, with the
+        # monitor this eager, it once did not (seen in CI): one more try, held to the same asserts
+        failed = cli(*args, env=env, check=False)
     assert failed.returncode == 1, failed.stdout
     message = failed.stderr.strip().splitlines()[-1]
     assert re.search(r"shard s000\d: Ray's memory monitor killed its worker", message), message

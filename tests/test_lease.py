@@ -160,6 +160,8 @@ def test_a_stopped_run_on_this_host_is_never_taken_over_and_gives_the_folder_up_
     assert f"kill -CONT {first.pid}" in refused.stderr
     assert first.returncode == 1 and "could not renew its lease" in first_err.strip().splitlines()[-1], first_err
     kept = committed(tmp_path)
-    rerun = cli(*args, env=LEASE_HOOK)
+    # the first run's pid is gone, so its lease is taken over at once; the default lease times keep
+    # the rerun's own 0.5 s heartbeat from being starved past 2 s on a loaded machine (seen in CI)
+    rerun = cli(*args)
     assert reused(rerun) >= kept >= 2
     assert_matches_published(tmp_path, 21)
