@@ -86,11 +86,10 @@ class PalagoCountsJob(Job):
         params = {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
         return {**params, "method": self.method} if self.method != "direct" else params
 
-    def _published(self, counts: pd.DataFrame, out) -> dict:
-        """The count table, with its Markdown rendering and growth plot written beside it."""
-        out.write_text(out.join("creature_counts.md"), _markdown(counts, out, self.method))
-        out.write_text(out.join("creature_counts.svg"), _plot(counts))
-        return {"creature_counts": counts}
+    def side_files(self, tables: dict, out) -> dict[str, str]:
+        """The count table's Markdown rendering and growth plot, committed with it."""
+        counts = tables["creature_counts"]
+        return {"creature_counts.md": _markdown(counts, out, self.method), "creature_counts.svg": _plot(counts)}
 
 
 class PalagoJob(PalagoCountsJob):
@@ -171,7 +170,7 @@ class PalagoJob(PalagoCountsJob):
         counts = summed_counts(tables["partial_counts"])
         _check_identities(counts)
         _check_symmetric(counts)
-        return self._published(counts, out)
+        return {"creature_counts": counts}
 
     def summary(self, tables: dict, totals: dict) -> str:
         counts = tables["creature_counts"]

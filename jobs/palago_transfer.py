@@ -123,7 +123,7 @@ class PalagoTransferJob(PalagoCountsJob):
         # free and stabilisers from fixed + symmetric, in Python ints
         counts = complete(summed_counts(tables["partial_counts"], exact=True), tables["symmetric_counts"])
         _check_identities(counts)
-        return self._published(stored_counts(counts, self.wide), out)
+        return {"creature_counts": stored_counts(counts, self.wide)}
 
     def summary(self, tables: dict, totals: dict) -> str:
         return _summary_head(tables["creature_counts"]) + "transfer-matrix method"

@@ -100,6 +100,8 @@ def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, pro
     run_id = store.start_tables()
     final = job.finalize(merged, store.storage)
     paths = {name: store.write_final(name, frame) for name, frame in final.items()}
+    for name, text in job.side_files(final, store.storage).items():
+        store.write_side_file(name, text)
     for name in job.streamed_tables:
         paths[name] = _compact(store, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])

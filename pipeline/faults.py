@@ -10,6 +10,8 @@ meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test 
 - ``BATCHENUM_TEST_KILL_BETWEEN_TABLES=1``: the process kills itself after moving the first of a
   run's tables into place and before the next, so tests prove that the tables of a run are
   committed together (store.py: the manifest, then the moves, completed by the next run).
+- ``BATCHENUM_TEST_KILL_BEFORE_COMMIT=1``: the process kills itself once a run's tables and side
+  files are staged, before the manifest names them, so tests prove nothing of the run is published.
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
 - ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,
@@ -21,11 +23,12 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "PLAN_SIZES", "LEASE_TIMES", "maybe_kill_worker",
-           "maybe_kill_between_tables", "plan_sizes", "lease_times"]
+__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "KILL_BEFORE_COMMIT", "PLAN_SIZES", "LEASE_TIMES",
+           "maybe_kill_worker", "maybe_kill_between_tables", "maybe_kill_before_commit", "plan_sizes", "lease_times"]
 
 KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
 KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"
+KILL_BEFORE_COMMIT = "BATCHENUM_TEST_KILL_BEFORE_COMMIT"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
 LEASE_TIMES = "BATCHENUM_TEST_LEASE"
 
@@ -48,6 +51,12 @@ def maybe_kill_worker(shard_id: str, folder: str) -> None:
 def maybe_kill_between_tables() -> None:
     """Kill this process if ``KILL_BETWEEN_TABLES`` is set."""
     if os.environ.get(KILL_BETWEEN_TABLES):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_kill_before_commit() -> None:
+    """Kill this process if ``KILL_BEFORE_COMMIT`` is set."""
+    if os.environ.get(KILL_BEFORE_COMMIT):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -185,12 +185,18 @@ class Job:
     def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
         """Turn merged, deduplicated tables (pandas DataFrames) into the published ones.
 
-        Runs once on the driver.  May aggregate (sum per-shard partial counts), add tables, or
-        write side files (a Markdown rendering) through ``out``, the job folder's
-        ``pipeline.storage.Storage`` (``out.write_text(out.join("x.md"), text)``).  Returns the
-        tables to write; default: unchanged.
+        Runs once on the driver.  May aggregate (sum per-shard partial counts) or add tables;
+        ``out`` is the job folder's ``pipeline.storage.Storage``.  Returns the tables to write;
+        default: unchanged.  Files beside the tables come from ``side_files``.
         """
         return tables
+
+    def side_files(self, tables: dict[str, Any], out: Any) -> dict[str, str]:
+        """Text files published beside the tables (a Markdown rendering), by name in the job
+        folder, from the tables ``finalize`` returned; ``out`` is the job folder's Storage (to name
+        it, not to write to).  They are staged and committed with the tables: a run that stops
+        before its commit leaves the former ones.  Default: none."""
+        return {}
 
     def input_fingerprint(self, shard: Shard) -> str | None:
         """A checksum of the input the shard reads, or None when the shard reads no input file.

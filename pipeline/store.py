@@ -491,6 +491,7 @@ class ShardStore:
         """Begin writing a run's final tables; returns the run id the manifest will carry."""
         self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         self._parts: dict[str, list[dict[str, Any]]] = {}
+        self._side_files: list[str] = []
         return self.run_id
 
     def _staged(self, relative: str = "") -> str:
@@ -515,6 +516,14 @@ class ShardStore:
         self.storage.write_atomic(path, write)
         self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
         return self.storage.uri(self.storage.join(location))
+
+    def write_side_file(self, name: str, text: str) -> None:
+        """Stage a text file that is published beside the tables (``Job.side_files``); it is
+        moved into place with them, after the manifest names it."""
+        if not _plain_name(name):
+            raise StoreError(f"internal error: a side file must be a plain name in the job folder, not {name!r}")
+        self.storage.write_text(self._staged(name), text)
+        self._side_files.append(name)
 
     def value_groups(self, name: str, shard_ids: list[str]) -> list[dict[Any, list[list[int]]]]:
         """The parts of grouped table ``name``, from its shards' footers alone: consecutive values of
@@ -617,12 +626,15 @@ class ShardStore:
         return self.storage.uri(self.storage.join(self.table_location(name)))
 
     def commit_tables(self, identity: dict[str, Any]) -> dict[str, Any]:
-        """Make the staged tables the job's tables, all of them or (killed before the manifest) none;
-        returns the manifest.  ``identity``: the run's job, parameters, code version and input."""
+        """Make the staged tables (and side files) the job's, all of them or (killed before the
+        manifest) none; returns the manifest.  ``identity``: the run's job, parameters, code version and input."""
         manifest = {"format": MANIFEST_FORMAT, "run_id": self.run_id, **identity, "state": "committing",
                     "tables": {name: {"path": self.table_location(name), "rows": sum(p["rows"] for p in parts),
                                       "bytes": sum(p["bytes"] for p in parts), "parts": parts}
                                for name, parts in self._parts.items()}}
+        if self._side_files:
+            manifest["files"] = sorted(self._side_files)
+        faults.maybe_kill_before_commit()
         _write_guard(self.storage)
         _write_manifest(self.storage, manifest)
         return _install(self.storage, manifest)
@@ -806,6 +818,10 @@ def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
             storage.delete_file(storage.join(f"{name}.parquet"))  # the table as an older batchenum wrote it
         else:
             storage.move(staged, storage.join(location))
+    for name in manifest.get("files", []):  # the side files (a Markdown rendering), after the tables
+        staged = storage.join(STAGED_DIR, manifest["run_id"], name)
+        if storage.exists(staged):
+            storage.move(staged, storage.join(name))
     storage.delete_dir(storage.join(STAGED_DIR))  # (one run at a time holds the folder)
     manifest = {**manifest, "state": "committed", "committed_at": round(time.time(), 3)}
     _write_manifest(storage, manifest)
@@ -951,7 +967,16 @@ def manifest_problem(manifest: Any) -> str | None:
                 and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])
                 and ".." not in table["path"] and not table["path"].startswith("/")):
             return f"table {name!r} is not described by a path and its parts"
+    files = manifest.get("files", [])
+    if not (isinstance(files, list) and all(isinstance(name, str) and _plain_name(name) for name in files)):
+        return "its side files are not a list of plain file names"
     return None
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` can be a side file: a file directly in the job folder, none of ours."""
+    return bool(name) and posixpath.basename(name) == name and name not in (".", "..") \
+        and TMP_MARK not in name and not name.startswith("_")
 
 
 def _prefetched(items: Iterator, depth: int = 2) -> Iterator:

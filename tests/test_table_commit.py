@@ -15,7 +15,7 @@ import pytest
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import code_version
 from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
-from batchenum.pipeline.faults import KILL_BETWEEN_TABLES
+from batchenum.pipeline.faults import KILL_BEFORE_COMMIT, KILL_BETWEEN_TABLES
 from batchenum.pipeline.store import MANIFEST_FILE, Provenance, ShardStore, part_groups
 from test_faults import cli
 
@@ -57,6 +57,25 @@ def test_a_finish_killed_between_two_tables_is_completed_by_the_next_run(tmp_pat
     assert catalogue_files(out) == catalogue_files(reference)
     assert manifest(out, "palago")["state"] == "committed" and not (out / "palago" / "_staged").exists()
     assert "UNFINISHED" not in cli("status", "--out", str(out)).stdout
+
+
+def test_the_counts_markdown_and_plot_are_published_only_by_the_commit(tmp_path):
+    out = tmp_path / "run"
+    published = ("creature_counts.parquet", "creature_counts.md", "creature_counts.svg")
+    cli("run", "palago", "--max-n", "10", "--serial", "--out", str(out))
+    before = {name: (out / "palago" / name).read_bytes() for name in published}
+    killed = cli("run", "palago", "--max-n", "11", "--serial", "--overwrite", "--out", str(out),
+                 env={KILL_BEFORE_COMMIT: "1"}, check=False)
+    assert killed.returncode == -9  # SIGKILL with the n = 11 tables and files staged, unnamed
+    assert {name: (out / "palago" / name).read_bytes() for name in published} == before
+
+    cli("run", "palago", "--max-n", "11", "--serial", "--overwrite", "--out", str(out))
+    record = manifest(out, "palago")
+    assert record["files"] == ["creature_counts.md", "creature_counts.svg"] and record["state"] == "committed"
+    markdown = (out / "palago" / "creature_counts.md").read_text()
+    assert "--max-n 11" in markdown and "| 11 |" in markdown and "| 11 |" not in before["creature_counts.md"].decode()
+    assert (out / "palago" / "creature_counts.svg").read_bytes() != before["creature_counts.svg"]
+    assert not (out / "palago" / "_staged").exists() and leftovers(out) == []
 
 
 def test_answers_and_errors_of_a_changed_input_are_committed_together(tmp_path):
