@@ -266,10 +266,10 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
           f"added up); work / {project_cpus} CPUs: {total / project_cpus / 60:.1f} min")
     print(f"    heights on {project_cpus} CPUs: about {heights_wall / 60:.0f} min of wall time")
     # the symmetric shards (docs/palago_transfer.md, "What n = 56 and n = 60 need"): the mirror
-    # sweep, 15.9 CPU s at n = 50, 1.40 per tile, whole; each rotation group's search, the largest
+    # sweep, 9.9 CPU s at n = 50, 1.40 per tile, whole; each rotation group's search, the largest
     # 4.0 CPU s at n = 48 (the six 11.6 s), 1.73 per tile, in the plan's pieces (the largest of 8
     # pieces measured at 1.18-1.25 times their mean at n = 46: 1.25 here)
-    mirror = 15.9 * 1.40 ** (project_n - 50)
+    mirror = 9.9 * 1.40 ** (project_n - 50)
     rotation = 4.0 * 1.73 ** (project_n - 48)
     pieces = rotation_parts(project_n)
     symmetric = mirror + 2.9 * rotation

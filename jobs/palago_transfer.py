@@ -69,7 +69,7 @@ class PalagoTransferJob(PalagoCountsJob):
         run, wide = {"method": "transfer", "max_n": self.max_n}, {"wide": True} if self.wide else {}
         heights = [Shard(f"h{height:03d}", {**run, "height": height, **wide})
                    for height in range(1, max(1, max_height(self.max_n)) + 1)]
-        # the reflection by the half-plane sweep (0.6 s at n = 40, 16 s at n = 50), the rotations
+        # the reflection by the half-plane sweep (0.6 s at n = 40, 10 s at n = 50), the rotations
         # by the search (1.1 s at n = 38 for all six groups)
         mirror = [Shard("s-reflection", {**run, "symmetric": "reflection", "sweep": "half-plane", **wide})]
         searched = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
