@@ -206,12 +206,16 @@ def test_a_killed_run_resumes_from_its_checkpoints(tmp_path):
     run = subprocess.Popen(_transfer_run(out, "--checkpoint-interval", "0.2"), cwd=REPO, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 1200
-    while not list(saves.glob("*.ckpt")):
-        assert run.poll() is None, "the run finished before any height was saved"
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    os.kill(run.pid, signal.SIGSTOP)
-    saved = sorted(path.stem for path in saves.glob("*.ckpt"))
+    saved = []
+    while not saved:
+        while not list(saves.glob("*.ckpt")):
+            assert run.poll() is None, "the run finished before any height was saved"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(run.pid, signal.SIGSTOP)
+        saved = sorted(path.stem for path in saves.glob("*.ckpt"))
+        if not saved:  # its height committed between the look and the stop: wait for another save
+            os.kill(run.pid, signal.SIGCONT)
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
     status = subprocess.run([sys.executable, "-m", "batchenum", "status", "--out", str(out)], capture_output=True,
