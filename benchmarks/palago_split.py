@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 from cluster_parallelism import stop_cluster  # noqa: E402  (this folder is on sys.path)
-from batchenum.jobs.palago_transfer import rotation_parts  # noqa: E402
+from batchenum.jobs.palago_transfer import rotation_group_seconds, rotation_parts  # noqa: E402
 from batchenum.solvers.palago.transfer import (_NO_SPARE, PHASE_STATE_STEPS, PIECE_STATES, _bucket_of, _sweep_steps,  # noqa: E402
                                                _SweepState, max_height)
 
@@ -270,7 +270,7 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     # 4.0 CPU s at n = 48 (the six 11.6 s), 1.73 per tile, in the plan's pieces (the largest of 8
     # pieces measured at 1.18-1.25 times their mean at n = 46: 1.25 here)
     mirror = 9.9 * 1.40 ** (project_n - 50)
-    rotation = 4.0 * 1.73 ** (project_n - 48)
+    rotation = rotation_group_seconds(project_n)
     pieces = rotation_parts(project_n)
     symmetric = mirror + 2.9 * rotation
     largest_symmetric = max(mirror, rotation * min(1.0, 1.25 / pieces))

@@ -28,7 +28,7 @@ from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "complete", "rotation_parts"]
+__all__ = ["PalagoTransferJob", "complete", "rotation_group_seconds", "rotation_parts"]
 
 # the largest rotation group's search took 4.0 CPU s at n = 48 and grows about 1.73 per tile
 # (docs/palago_transfer.md, "The table to n = 50"); rotation_parts cuts it into pieces of a minute
@@ -72,10 +72,11 @@ class PalagoTransferJob(PalagoCountsJob):
         # the reflection by the half-plane sweep (0.6 s at n = 40, 10 s at n = 50), the rotations
         # by the search (1.1 s at n = 38 for all six groups)
         mirror = [Shard("s-reflection", {**run, "symmetric": "reflection", "sweep": "half-plane", **wide})]
+        pieces = symmetric_parts(1, rotation_parts(self.max_n, self.symmetric_piece_seconds))
         searched = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
                           {**run, "symmetric": piece.kind, "group": piece.group, "part": piece.part,
                            "parts": piece.parts, **wide})
-                    for piece in symmetric_parts(1, rotation_parts(self.max_n, self.symmetric_piece_seconds)) if piece.kind != "reflection"]
+                    for piece in pieces if piece.kind != "reflection"]
         return heights + mirror + searched
 
     def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None,
@@ -129,13 +130,17 @@ class PalagoTransferJob(PalagoCountsJob):
         return _summary_head(tables["creature_counts"]) + "transfer-matrix method"
 
 
+def rotation_group_seconds(max_n: int) -> float:
+    """Projected CPU seconds of the largest rotation group's search at ``max_n``."""
+    return ROTATION_GROUP_SECONDS_AT_48 * ROTATION_GROUP_GROWTH ** (max_n - 48)
+
+
 def rotation_parts(max_n: int, piece_seconds: float = SYMMETRIC_PIECE_SECONDS) -> int:
     """Pieces of each rotation group's search: about ``piece_seconds`` of CPU each (by default a
     minute: 1 piece up to n = 52), so that on a cluster no symmetric piece outlasts the heights (at
     n = 60 one whole group would take about 48 min, the heights' longest chain of tasks about 21
     min) and a killed run loses little."""
-    projected = ROTATION_GROUP_SECONDS_AT_48 * ROTATION_GROUP_GROWTH ** (max_n - 48)
-    return max(1, math.ceil(projected / piece_seconds))
+    return max(1, math.ceil(rotation_group_seconds(max_n) / piece_seconds))
 
 
 def _no_rows(spec: TableSpec) -> dict[str, list]:

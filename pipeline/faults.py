@@ -50,13 +50,16 @@ def maybe_kill_worker(shard_id: str, folder: str) -> None:
 
 def maybe_kill_between_tables() -> None:
     """Kill this process if ``KILL_BETWEEN_TABLES`` is set."""
-    if os.environ.get(KILL_BETWEEN_TABLES):
-        os.kill(os.getpid(), signal.SIGKILL)
+    _kill_if_set(KILL_BETWEEN_TABLES)
 
 
 def maybe_kill_before_commit() -> None:
     """Kill this process if ``KILL_BEFORE_COMMIT`` is set."""
-    if os.environ.get(KILL_BEFORE_COMMIT):
+    _kill_if_set(KILL_BEFORE_COMMIT)
+
+
+def _kill_if_set(hook: str) -> None:
+    if os.environ.get(hook):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

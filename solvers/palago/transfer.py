@@ -547,12 +547,11 @@ def _add_batch(batch, n_batch, source, table, n1):
     return out, out_count, slots
 
 
-def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=None):
+def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=_NO_SPARE):
     """Sweep ``columns`` more columns (fewer if no state survives) from the generation ``rows`` of
     ``count`` states before column ``c``, and return (rows, count, c, spare) after them.  The
     arguments are _sweep_steps's, in columns; no spare: a new buffer."""
     height = sweep[0]
-    spare = _NO_SPARE if spare is None else spare
     rows, count, step, spare = _sweep_steps(sweep, stats, done, rows, count, c * height, (c + columns) * height,
                                             spare)
     return rows, count, -(-step // height), spare
