@@ -206,16 +206,22 @@ _HEAD = _WORDS + 2
 _SPARE_TERMS = 4  # room a widened row keeps for later: widening copies the generation built so far
 _BATCH = 256  # options looked up together (each state makes at most 4)
 _NO_SPARE = np.zeros((0, 1), dtype=np.int64)  # _sweep_steps: no spare buffer, make one
+# The functions that run once per state or option are compiled without numba's reference counting
+# (the option _nrt=False, as numba's own mergesort and unicode kernels are): they allocate nothing,
+# and every array they took, viewed or swapped in a loop would cost an atomic increment and
+# decrement; that took a third of the sweep's time (perf, H = 10 at n = 36).  So the callers that
+# allocate (_add_batch, _sweep_steps) make room before such a loop instead of growing arrays in it.
+_no_refcounts = njit(cache=True, nogil=True, _nrt=False)
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _decode(key, height, f):
     for k in range(height):
         f[k] = (key[k // _PER_WORD] >> (_BITS * (k % _PER_WORD))) & 63
     return (key[0] >> 60) & 3
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _scan(option, height, flags, stamp, seen, span_lo, span_hi):
     """One pass over the frontier g that an option makes of f, option = (f, j, at_j, renamed, a):
     g is f with row j set to at_j and label ``renamed`` (unless -1) replaced by a.  Returns g's key
@@ -252,7 +258,7 @@ def _scan(option, height, flags, stamp, seen, span_lo, span_hi):
     return (w0, w1, w2), occupied, nxt
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
     """Hexes not yet counted that every completion must still add (docs/palago_transfer.md,
     "Pruning"): level 1 counts the pending hexes at frontier S vertices and two hexes per column the
@@ -292,7 +298,7 @@ def _kernel_lower_bound(frontier, c, j, height, flags, halved, level):
     return lb + max(more, needed) + max(more, lefts)
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _rows_to_reach(frontier, height, flags):
     """(rows, R): the rows (bit k: row k) where every completion must put an undecided vertex in S, each row
     its own vertex: rows 0..r-1 when row 0 is unreached (r: the lowest frontier S row), rows
@@ -319,7 +325,7 @@ def _rows_to_reach(frontier, height, flags):
     return required, highest
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _popcount(x):
     """Set bits of a nonnegative int64 (SWAR)."""
     x = x - ((x >> 1) & np.int64(0x5555555555555555))
@@ -328,13 +334,13 @@ def _popcount(x):
     return (x * np.int64(0x0101010101010101)) >> 56
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _add_mod_p(x, y):
     s = x + y  # both < P < 2^61: no overflow
     return s - _P if s >= _P else s
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _doubled(x_w, x_p, x_f, times):
     """One coefficient's three channels multiplied by 2^times, each in its own arithmetic."""
     for _ in range(times):
@@ -344,13 +350,13 @@ def _doubled(x_w, x_p, x_f, times):
     return x_w, x_p, x_f
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _hash_slot(key, mask):
     """A slot for ``key`` in an open-addressing table of mask + 1 slots."""
     return _hash_key(key) & mask
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _hash_key(key):
     """A multiply-xorshift mix of the key's three words."""
     h = key[0] * np.int64(-7046029254386353131) ^ key[1] * np.int64(-4658895280553007687) ^ key[2] * np.int64(
@@ -387,7 +393,7 @@ def _grown(rows, used):
     return grown
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _terms(rows):
     """How many coefficients a row of ``rows`` has room for."""
     return (rows.shape[1] - _HEAD) // 3
@@ -404,7 +410,7 @@ def _widened(rows, used, terms, n1):
     return wider
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _cover(rows, row, lo, hi):
     """Widen ``row``'s range to cover lo..hi (it has room): its coefficients move up when the range
     starts lower, and what it newly covers is zeroed (0 in all three channels: 0.0 is all zero bits)."""
@@ -423,7 +429,7 @@ def _cover(rows, row, lo, hi):
         rows[row, _HI] = hi
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _add_terms(target, row, source, s, terms, offset, doublings):
     """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings, to target row
     ``row`` from its coefficient ``offset`` on; target and source: (int64 rows, their uint64 view,
@@ -439,7 +445,7 @@ def _add_terms(target, row, source, s, terms, offset, doublings):
         out_f[row, to + 2] += x_f
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _room_needed(out, row, lo, hi):
     """Coefficients ``row`` of ``out`` must hold to cover lo..hi besides its range (none yet when
     lo = hi = -1)."""
@@ -448,7 +454,7 @@ def _room_needed(out, row, lo, hi):
     return max(out[row, _HI], hi) - min(out[row, _LO], lo) + 1
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _accumulate(out, row, source, s, shift, terms, doublings):
     """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings and ``shift``
     sizes up, to ``row`` of ``out``, which has room for them (_room_needed): a row with no range
@@ -472,7 +478,7 @@ def _accumulate(out, row, source, s, shift, terms, doublings):
                doublings)
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _new_row(out, row, keys, i):
     """Fill ``row`` of ``out`` with the key keys[i] and no range yet."""
     for w in range(_WORDS):
@@ -481,7 +487,7 @@ def _new_row(out, row, keys, i):
     out[row, _HI] = -1
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _probe(slots, slot, rows, keys, i):
     """Look for the key keys[i] (its first three words) in ``rows`` through the open-addressing
     table ``slots``, from ``slot`` on: returns (its slot, its row), or (the empty slot to fill, -1)."""
@@ -508,42 +514,68 @@ def _rehashed(keys, count, size):
     return slots
 
 
-@njit(cache=True, nogil=True)
-def _add_batch(batch, n_batch, source, table, n1):
-    """Add a batch of options to the next generation, in their order (so the rows, and every sum,
-    are what one option at a time would make): first every lookup (a new key gets its row, with
-    no range yet), then every addition.  Their slots were prefetched as the options were made, and
-    one lookup hardly waits for another, so the cache misses on rows overlap instead of coming
-    one after another; the additions then find their rows cached.  batch: (keys, full hashes,
-    (source row, add, t_hi, doublings) per option, scratch for rows); source: the generation's
-    rows and their views, as _accumulate takes them; table: (out, out_count, slots), returned
-    updated (out may be grown or widened, slots rehashed)."""
-    b_key, b_hash, b_option, b_row = batch
-    out, out_count, slots = table
-    size = slots.shape[0]
-    mask = size - 1
+@_no_refcounts
+def _look_up(batch, n_batch, out, out_count, slots):
+    """Find each option's row in ``out`` through ``slots`` (a new key gets a new row, with no
+    range yet), into the batch's row scratch; ``out`` and ``slots`` have room for every option to
+    be new.  Returns the new row count."""
+    b_key, b_hash, _, b_row = batch
+    mask = slots.shape[0] - 1
+    for i in range(n_batch):  # the rows the slots point at, fetched before any is compared
+        row = slots[b_hash[i] & mask]
+        if row >= 0:
+            _prefetch(out[row], 0)
     for i in range(n_batch):
         slot, row = _probe(slots, b_hash[i] & mask, out, b_key, i)
         if row < 0:
-            if out_count == out.shape[0]:
-                out = _grown(out, out_count)
             _new_row(out, out_count, b_key, i)
             row = out_count
             out_count += 1
             slots[slot] = row
-            if 2 * out_count > size:
-                size *= 2
-                mask = size - 1
-                slots = _rehashed(out, out_count, size)
         b_row[i] = row
-    for i in range(n_batch):
+    return out_count
+
+
+@_no_refcounts
+def _accumulate_batch(batch, n_batch, first, source, out):
+    """Add options first.. of the batch to their rows of ``out``, in order, until one needs a wider
+    row than ``out`` has: returns (that option, the coefficients it needs), or (n_batch, 0)."""
+    _, _, b_option, b_row = batch
+    rows = source[0]
+    for i in range(first, n_batch):
         row = b_row[i]
         s, add, t_hi, doublings = b_option[i, 0], b_option[i, 1], b_option[i, 2], b_option[i, 3]
-        s_lo = source[0][s, _LO]
+        s_lo = rows[s, _LO]
         wanted = _room_needed(out, row, s_lo + add, t_hi + add)
         if wanted > _terms(out):
-            out = _widened(out, out_count, wanted, n1)
+            return i, wanted
         _accumulate(out, row, source, s, add, t_hi - s_lo + 1, doublings)
+    return n_batch, 0
+
+
+@njit(cache=True, nogil=True)
+def _add_batch(batch, n_batch, source, table, n1):
+    """Add a batch of options to the next generation, in their order (so the rows, and every sum,
+    are what one option at a time would make): first every lookup, then every addition.  Their
+    slots were prefetched as the options were made, and one lookup hardly waits for another, so
+    the cache misses on rows overlap instead of coming one after another; the additions then find
+    their rows cached.  batch: (keys, full hashes, (source row, add, t_hi, doublings) per option,
+    scratch for rows); source: the generation's rows and their views, as _accumulate takes them;
+    table: (out, out_count, slots), returned updated (out may be grown or widened, slots
+    rehashed)."""
+    out, out_count, slots = table
+    while out_count + n_batch > out.shape[0]:
+        out = _grown(out, out_count)
+    size = slots.shape[0]
+    while 2 * (out_count + n_batch) > size:
+        size *= 2
+    if size > slots.shape[0]:
+        slots = _rehashed(out, out_count, size)
+    out_count = _look_up(batch, n_batch, out, out_count, slots)
+    first, wanted = _accumulate_batch(batch, n_batch, 0, source, out)
+    while first < n_batch:
+        out = _widened(out, out_count, wanted, n1)
+        first, wanted = _accumulate_batch(batch, n_batch, first, source, out)
     return out, out_count, slots
 
 
@@ -555,6 +587,106 @@ def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=_NO_SPARE)
     rows, count, step, spare = _sweep_steps(sweep, stats, done, rows, count, c * height, (c + columns) * height,
                                             spare)
     return rows, count, -(-step // height), spare
+
+
+@_no_refcounts
+def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, slots):
+    """The options of states s, s + 1, ... of the generation ``source`` (rows and their views) at
+    step (c, j), into the batch until it has no room for another state's four options or the
+    generation ends; creatures they complete are added to ``done``.
+    Returns (the next state, the batch's options).  scratch: (f, (seen_at, relabel, stamp),
+    span_lo, span_hi, options), the work arrays _sweep_steps makes once (stamp: int64[1])."""
+    height, max_n, weighted, bound = sweep
+    rows, rows_w, rows_f = source
+    done_w, done_p, done_f = done
+    f, seen, span_lo, span_hi, options = scratch
+    opt_at_j, opt_renamed, opt_add, opt_flags, opt_doublings = options
+    b_key, b_hash, b_option, _ = batch
+    fresh = height + 1
+    stamp = seen[2][0]
+    n_batch = 0
+    while s < count and n_batch <= _BATCH - 4:
+        stats[1] += 1
+        flags = _decode(rows[s], height, f)
+        s_lo = rows[s, _LO]
+        s_hi = rows[s, _HI]
+        a = f[j]
+        b = f[j + 1] if j + 1 < height else 0
+        base = 1 if (j == 0 and a != 0) else 0
+        fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
+        # the options for vertex (c, j): the new frontier is f with row j set to opt_at_j and
+        # label opt_renamed (if not -1) renamed to a (a merge keeps a's label)
+        n_opt = 0
+        # vertex (c, j) out of S (A and B, if both in S, joined by the forced body)
+        opt_at_j[n_opt] = 0
+        opt_renamed[n_opt] = b if (a != 0 and b != 0 and a != b) else -1
+        opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
+        opt_flags[n_opt] = flags
+        opt_doublings[n_opt] = 0
+        n_opt += 1
+        # vertex (c, j) in S: one option per body the hex (c-1, j) can have
+        if a == 0 or b == 0:
+            opt_at_j[n_opt] = a if a != 0 else (b if b != 0 else fresh)
+            opt_renamed[n_opt] = -1
+            opt_add[n_opt] = base + 1
+            opt_flags[n_opt] = fl_in
+            opt_doublings[n_opt] = 0
+            n_opt += 1
+        else:
+            # 0: a-b (c is the tip), 1: a-c, 2: b-c; when A and B are already joined (a == b),
+            # bodies a-c and b-c give the same state: one option counted twice
+            for body in range(3 if a != b else 2):
+                opt_at_j[n_opt] = fresh if body == 0 else (a if body == 1 else b)
+                opt_renamed[n_opt] = b if (body == 0 and a != b) else -1
+                opt_add[n_opt] = base + 1
+                opt_flags[n_opt] = fl_in
+                opt_doublings[n_opt] = 1 if (body == 1 and a == b) else 0
+                n_opt += 1
+        for o in range(n_opt):
+            add = opt_add[o]
+            fl = opt_flags[o]
+            doublings = opt_doublings[o]
+            if s_lo + add > max_n:
+                continue
+            stamp += 1
+            key, occupied, components = _scan((f, j, opt_at_j[o], opt_renamed[o], a), height, fl, stamp,
+                                              (seen[0], seen[1]), span_lo, span_hi)
+            if a != 0:
+                alive = seen[0][a] == stamp
+                others = components > (1 if alive else 0)
+                if not alive:
+                    # (c-1, j) took the last frontier vertex of its component with it
+                    if not others and fl == 3 and (c >= height or not weighted):
+                        times = doublings + (1 if (weighted and c > height) else 0)  # W > H counts twice
+                        for k in range(s_lo, min(s_hi, max_n - add) + 1):
+                            at = _HEAD + 3 * (k - s_lo)
+                            x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], times)
+                            done_w[k + add] += x_w
+                            done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
+                            done_f[k + add] += x_f
+                    continue
+            frontier = (occupied, components, span_lo, span_hi)
+            lb = _kernel_lower_bound(frontier, c, j, height, fl, weighted, bound) if bound else 0
+            # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
+            t_hi = min(s_hi, max_n - lb - add)
+            if t_hi < s_lo:
+                continue
+            if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
+                continue  # S must start in column 0
+            # looked up and added in a batch, so that the lookups' cache misses overlap
+            h = _hash_key(key)
+            _prefetch(slots, h & (slots.shape[0] - 1))
+            for w in range(_WORDS):
+                b_key[n_batch, w] = key[w]
+            b_hash[n_batch] = h
+            b_option[n_batch, 0] = s
+            b_option[n_batch, 1] = add
+            b_option[n_batch, 2] = t_hi
+            b_option[n_batch, 3] = doublings
+            n_batch += 1
+        s += 1
+    seen[2][0] = stamp
+    return s, n_batch
 
 
 @njit(cache=True, nogil=True)
@@ -571,126 +703,36 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end, spare):
     mod 2^64), done_p (int64, mod P) and done_f (float64).  stats[0]: largest number of states after
     a step; stats[1]: states processed (sum over steps)."""
     height, max_n, weighted, bound = sweep
-    done_w, done_p, done_f = done
     cap = max(64, rows.shape[0])
     # the next generation's buffer, reused from step to step (grown, never shrunk) and from call
     # to call: a new one each column faulted its pages in again (755,720 page faults, 2.3 s of
     # system time, at H = 11, n = 40)
     out = spare if spare.shape[0] >= cap else np.zeros((cap, rows.shape[1]), dtype=np.int64)
     n1 = max_n + 1
-    f = np.zeros(height + 1, dtype=np.int64)
-    seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64))
-    stamp = 0
-    span_lo = np.zeros(height + 2, dtype=np.int64)
-    span_hi = np.zeros(height + 2, dtype=np.int64)
-    opt_add = np.zeros(4, dtype=np.int64)
-    opt_flags = np.zeros(4, dtype=np.int64)
-    opt_doublings = np.zeros(4, dtype=np.int64)  # an option reached by 2^d choices of body
-    opt_at_j = np.zeros(4, dtype=np.int64)
-    opt_renamed = np.zeros(4, dtype=np.int64)
+    seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64), np.zeros(1, np.int64))
+    # an option reached by 2^d choices of body: opt_doublings = d
+    options = (np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
+               np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64))  # at_j, renamed, add, flags, doublings
+    scratch = (np.zeros(height + 1, dtype=np.int64), seen, np.zeros(height + 2, dtype=np.int64),
+               np.zeros(height + 2, dtype=np.int64), options)
     # options waiting for their lookup: key, full hash, (source row, add, t_hi, doublings), row
-    b_key = np.zeros((_BATCH, _WORDS), dtype=np.int64)
-    b_hash = np.zeros(_BATCH, dtype=np.int64)
-    b_option = np.zeros((_BATCH, 4), dtype=np.int64)
-    b_row = np.zeros(_BATCH, dtype=np.int64)
-    fresh = height + 1
+    batch = (np.zeros((_BATCH, _WORDS), dtype=np.int64), np.zeros(_BATCH, dtype=np.int64),
+             np.zeros((_BATCH, 4), dtype=np.int64), np.zeros(_BATCH, dtype=np.int64))
     step = first
     while count > 0 and step < end:
-        c = step // height
-        j = step % height
         size = 64
         while size < 4 * count:
             size *= 2
         slots = np.full(size, -1, dtype=np.int64)
         out_count = 0
-        n_batch = 0
         if out.shape[1] < rows.shape[1]:
             out = np.zeros((out.shape[0], rows.shape[1]), dtype=np.int64)  # nothing in it to keep
-        rows_w = rows.view(np.uint64)
-        rows_f = rows.view(np.float64)
-        for s in range(count):
-            stats[1] += 1
-            flags = _decode(rows[s], height, f)
-            s_lo = rows[s, _LO]
-            s_hi = rows[s, _HI]
-            a = f[j]
-            b = f[j + 1] if j + 1 < height else 0
-            base = 1 if (j == 0 and a != 0) else 0
-            fl_in = flags | (1 if j == 0 else 0) | (2 if j == height - 1 else 0)
-            # the options for vertex (c, j): the new frontier is f with row j set to opt_at_j and
-            # label opt_renamed (if not -1) renamed to a (a merge keeps a's label)
-            n_opt = 0
-            # vertex (c, j) out of S (A and B, if both in S, joined by the forced body)
-            opt_at_j[n_opt] = 0
-            opt_renamed[n_opt] = b if (a != 0 and b != 0 and a != b) else -1
-            opt_add[n_opt] = base + (1 if (a != 0 or b != 0) else 0)
-            opt_flags[n_opt] = flags
-            opt_doublings[n_opt] = 0
-            n_opt += 1
-            # vertex (c, j) in S: one option per body the hex (c-1, j) can have
-            if a == 0 or b == 0:
-                opt_at_j[n_opt] = a if a != 0 else (b if b != 0 else fresh)
-                opt_renamed[n_opt] = -1
-                opt_add[n_opt] = base + 1
-                opt_flags[n_opt] = fl_in
-                opt_doublings[n_opt] = 0
-                n_opt += 1
-            else:
-                # 0: a-b (c is the tip), 1: a-c, 2: b-c; when A and B are already joined (a == b),
-                # bodies a-c and b-c give the same state: one option counted twice
-                for body in range(3 if a != b else 2):
-                    opt_at_j[n_opt] = fresh if body == 0 else (a if body == 1 else b)
-                    opt_renamed[n_opt] = b if (body == 0 and a != b) else -1
-                    opt_add[n_opt] = base + 1
-                    opt_flags[n_opt] = fl_in
-                    opt_doublings[n_opt] = 1 if (body == 1 and a == b) else 0
-                    n_opt += 1
-            for o in range(n_opt):
-                add = opt_add[o]
-                fl = opt_flags[o]
-                doublings = opt_doublings[o]
-                if s_lo + add > max_n:
-                    continue
-                stamp += 1
-                key, occupied, components = _scan((f, j, opt_at_j[o], opt_renamed[o], a), height, fl, stamp, seen,
-                                                  span_lo, span_hi)
-                if a != 0:
-                    alive = seen[0][a] == stamp
-                    others = components > (1 if alive else 0)
-                    if not alive:
-                        # (c-1, j) took the last frontier vertex of its component with it
-                        if not others and fl == 3 and (c >= height or not weighted):
-                            times = doublings + (1 if (weighted and c > height) else 0)  # W > H counts twice
-                            for k in range(s_lo, min(s_hi, max_n - add) + 1):
-                                at = _HEAD + 3 * (k - s_lo)
-                                x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], times)
-                                done_w[k + add] += x_w
-                                done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
-                                done_f[k + add] += x_f
-                        continue
-                frontier = (occupied, components, span_lo, span_hi)
-                lb = _kernel_lower_bound(frontier, c, j, height, fl, weighted, bound) if bound else 0
-                # coefficients k with k + add + lb > max_n cannot finish; s_lo is nonzero
-                t_hi = min(s_hi, max_n - lb - add)
-                if t_hi < s_lo:
-                    continue
-                if c == 0 and j == height - 1 and key[0] == (np.int64(fl) << 60) and key[1] == 0 and key[2] == 0:
-                    continue  # S must start in column 0
-                # looked up and added in a batch, so that the lookups' cache misses overlap
-                h = _hash_key(key)
-                _prefetch(slots, h & (slots.shape[0] - 1))
-                for w in range(_WORDS):
-                    b_key[n_batch, w] = key[w]
-                b_hash[n_batch] = h
-                b_option[n_batch, 0] = s
-                b_option[n_batch, 1] = add
-                b_option[n_batch, 2] = t_hi
-                b_option[n_batch, 3] = doublings
-                n_batch += 1
-            if n_batch > _BATCH - 4 or s == count - 1:
-                out, out_count, slots = _add_batch((b_key, b_hash, b_option, b_row), n_batch,
-                                                   (rows, rows_w, rows_f), (out, out_count, slots), n1)
-                n_batch = 0
+        source = (rows, rows.view(np.uint64), rows.view(np.float64))
+        s = 0
+        while s < count:
+            s, n_batch = _make_options(sweep, step // height, step % height, source, s, count, scratch, batch, done,
+                                       stats, slots)
+            out, out_count, slots = _add_batch(batch, n_batch, source, (out, out_count, slots), n1)
         # the new generation becomes current; the old one's buffer holds the next
         rows, out = out, rows
         count = out_count
