@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .transfer import _grown, _hash_key, _popcount, _probe, _rehashed, _rows_to_reach
+from .transfer import _grown, _hash_key, _no_refcounts, _popcount, _probe, _rehashed, _rows_to_reach
 
 __all__ = ["reflection_counts", "reflection_counts_reference", "MAX_N"]
 
@@ -146,19 +146,21 @@ def reflection_counts_reference(max_n: int) -> np.ndarray:
 # 0..max_n with a float64 twin.
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _decode(key, length, f):
     for k in range(length):
         f[k] = (key[k // _PER_WORD] >> (_BITS * (k % _PER_WORD))) & _LABEL
     return (key[0] >> 60) & 3
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _encode(g, length, flags, relabel, span_lo, span_hi):
     """(g's key, the rows holding S as bits, the number of components): labels renumbered by first
     appearance (relabel: scratch, all -1 on entry and exit); span_lo[y], span_hi[y]: the lowest and
     highest row of new label y."""
-    words = np.zeros(_WORDS, dtype=np.int64)
+    w0 = np.int64(flags) << 60
+    w1 = np.int64(0)
+    w2 = np.int64(0)
     occupied = np.int64(0)
     nxt = 0
     for k in range(length):
@@ -170,14 +172,19 @@ def _encode(g, length, flags, relabel, span_lo, span_hi):
                 relabel[x] = nxt
                 span_lo[nxt] = k
             span_hi[relabel[x]] = k
-            words[k // _PER_WORD] |= np.int64(relabel[x]) << (_BITS * (k % _PER_WORD))
+            y = np.int64(relabel[x]) << (_BITS * (k % _PER_WORD))
+            if k < _PER_WORD:
+                w0 |= y
+            elif k < 2 * _PER_WORD:
+                w1 |= y
+            else:
+                w2 |= y
     for k in range(length):
         relabel[g[k]] = -1
-    words[0] |= np.int64(flags) << 60
-    return words, occupied, nxt
+    return (w0, w1, w2), occupied, nxt
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _bound(frontier, c, j, flags):
     """_reference_bound, from _encode's (occupied, components, span_lo, span_hi)."""
     occupied = frontier[0]
@@ -199,7 +206,7 @@ def _bound(frontier, c, j, flags):
     return lb + 2 * _popcount(required)
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _option_frontiers(f, c, j, flags, opt_g, opt_add, opt_flags):
     """_options, into opt_g[o, :length] (length c + 1 for the axis vertex, else c), opt_add and
     opt_flags; returns (how many options, the leaving label)."""
@@ -247,7 +254,7 @@ def _option_frontiers(f, c, j, flags, opt_g, opt_add, opt_flags):
     return 2, a
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _rename(g, length, old, new):
     if old != new:
         for k in range(length):
@@ -255,7 +262,7 @@ def _rename(g, length, old, new):
                 g[k] = new
 
 
-@njit(cache=True, nogil=True)
+@_no_refcounts
 def _holds(g, length, label):
     for k in range(length):
         if g[k] == label:
@@ -263,38 +270,19 @@ def _holds(g, length, label):
     return False
 
 
-@njit(cache=True, nogil=True)
-def _step(c, j, max_n, generation, done, stats, spare):
-    """Decide vertex (c, j) for every state of ``generation`` = (keys, polys, polyf, count); adds
-    completed creatures to done = (int64, float64) and returns the next generation.  ``spare`` =
-    (keys, polys, polyf) arrays the next generation may be written into (their rows are cleared as
-    they are taken), used when they have room for ``count`` rows: a new generation each step made
-    the kernel fault its pages in again (319,656 page faults, 0.8 s of system time of 4.4 s at
-    n = 46)."""
-    keys, polys, polyf, count = generation
+@_no_refcounts
+def _step_states(c, j, max_n, source, s, count, table, done, stats, scratch):
+    """States s, s + 1, ... of step (c, j) (source = (keys, polys, polyf)) into the next generation
+    (table = (out_keys, out_polys, out_polyf, out_count, slots)) while it has room for another
+    state's four options, rows and slots; adds completed creatures to done.  Returns (the next
+    state, the next generation's row count).  scratch: the work arrays _step makes once."""
+    keys, polys, polyf = source
+    out_keys, out_polys, out_polyf, out_count, slots = table
     done_i, done_f = done
+    f, opt_g, opt_add, opt_flags, relabel, span_lo, span_hi, new_key = scratch
     n1 = max_n + 1
-    cap = max(64, count)
-    out_keys, out_polys, out_polyf = spare
-    if out_keys.shape[0] < cap:
-        out_keys = np.zeros((cap, _WORDS), dtype=np.int64)
-        out_polys = np.zeros((cap, n1), dtype=np.int64)
-        out_polyf = np.zeros((cap, n1), dtype=np.float64)
-    out_count = 0
-    size = 64
-    while size < 4 * count:
-        size *= 2
-    slots = np.full(size, -1, dtype=np.int64)
-    f = np.zeros(40, dtype=np.int64)
-    opt_g = np.zeros((4, 40), dtype=np.int64)
-    opt_add = np.zeros(4, dtype=np.int64)
-    opt_flags = np.zeros(4, dtype=np.int64)
-    relabel = np.full(64, -1, dtype=np.int64)
-    span_lo = np.zeros(64, dtype=np.int64)
-    span_hi = np.zeros(64, dtype=np.int64)
-    new_key = np.zeros((1, _WORDS), dtype=np.int64)
     length = c + 1 if j == c else c
-    for s in range(count):
+    while s < count and out_count + 4 <= out_keys.shape[0] and 2 * (out_count + 4) <= slots.shape[0]:
         stats[1] += 1
         flags = _decode(keys[s], c, f)
         n_opt, leaving = _option_frontiers(f, c, j, flags, opt_g, opt_add, opt_flags)
@@ -302,7 +290,7 @@ def _step(c, j, max_n, generation, done, stats, spare):
             g, add, fl = opt_g[o], opt_add[o], opt_flags[o]
             if add > max_n:
                 continue
-            labels, occupied, components = _encode(g, length, fl, relabel, span_lo, span_hi)
+            key, occupied, components = _encode(g, length, fl, relabel, span_lo, span_hi)
             if leaving != 0 and not _holds(g, length, leaving):
                 if occupied == 0 and fl == _ROW0 | _JOINED:  # complete (else another part is left behind)
                     for k in range(n1 - add):
@@ -321,23 +309,58 @@ def _step(c, j, max_n, generation, done, stats, spare):
                     last = k
             if last < 0:
                 continue
-            new_key[0] = labels
+            new_key[0, 0], new_key[0, 1], new_key[0, 2] = key
             slot, row = _probe(slots, _hash_key(new_key[0]) & (slots.shape[0] - 1), out_keys, new_key, 0)
             if row < 0:
-                if out_count == out_keys.shape[0]:
-                    out_keys, out_polys, out_polyf = _grown(out_keys, out_count), _grown(out_polys, out_count), \
-                        _grown(out_polyf, out_count)
                 row = out_count
                 out_count += 1
-                out_keys[row] = new_key[0]
-                out_polys[row] = 0  # a grown array's new rows are not cleared
-                out_polyf[row] = 0.0
+                for w in range(_WORDS):
+                    out_keys[row, w] = new_key[0, w]
+                for k in range(n1):  # a grown array's new rows are not cleared
+                    out_polys[row, k] = 0
+                    out_polyf[row, k] = 0.0
                 slots[slot] = row
-                if 2 * out_count > slots.shape[0]:
-                    slots = _rehashed(out_keys, out_count, 2 * slots.shape[0])
             for k in range(last + 1):
                 out_polys[row, k + add] += polys[s, k]
                 out_polyf[row, k + add] += polyf[s, k]
+        s += 1
+    return s, out_count
+
+
+@njit(cache=True, nogil=True)
+def _step(c, j, max_n, generation, done, stats, spare):
+    """Decide vertex (c, j) for every state of ``generation`` = (keys, polys, polyf, count); adds
+    completed creatures to done = (int64, float64) and returns the next generation.  ``spare`` =
+    (keys, polys, polyf) arrays the next generation may be written into (their rows are cleared as
+    they are taken), used when they have room for ``count`` rows: a new generation each step made
+    the kernel fault its pages in again (319,656 page faults, 0.8 s of system time of 4.4 s at
+    n = 46)."""
+    keys, polys, polyf, count = generation
+    n1 = max_n + 1
+    cap = max(64, count)
+    out_keys, out_polys, out_polyf = spare
+    if out_keys.shape[0] < cap:
+        out_keys = np.zeros((cap, _WORDS), dtype=np.int64)
+        out_polys = np.zeros((cap, n1), dtype=np.int64)
+        out_polyf = np.zeros((cap, n1), dtype=np.float64)
+    out_count = 0
+    size = 64
+    while size < 4 * count:
+        size *= 2
+    slots = np.full(size, -1, dtype=np.int64)
+    scratch = (np.zeros(40, dtype=np.int64), np.zeros((4, 40), dtype=np.int64), np.zeros(4, dtype=np.int64),
+               np.zeros(4, dtype=np.int64), np.full(64, -1, dtype=np.int64), np.zeros(64, dtype=np.int64),
+               np.zeros(64, dtype=np.int64), np.zeros((1, _WORDS), dtype=np.int64))
+    s = 0
+    while s < count:
+        # room for the next states' options before the loop, which swaps no array (_no_refcounts)
+        if out_count + 4 > out_keys.shape[0]:
+            out_keys, out_polys, out_polyf = _grown(out_keys, out_count), _grown(out_polys, out_count), \
+                _grown(out_polyf, out_count)
+        if 2 * (out_count + 4) > slots.shape[0]:
+            slots = _rehashed(out_keys, out_count, 2 * slots.shape[0])
+        s, out_count = _step_states(c, j, max_n, (keys, polys, polyf), s, count,
+                                    (out_keys, out_polys, out_polyf, out_count, slots), done, stats, scratch)
     if out_count > stats[0]:
         stats[0] = out_count
     return out_keys, out_polys, out_polyf, out_count
