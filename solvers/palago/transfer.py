@@ -206,6 +206,7 @@ _HEAD = _WORDS + 2
 _SPARE_TERMS = 4  # room a widened row keeps for later: widening copies the generation built so far
 _BATCH = 256  # options looked up together (each state makes at most 4)
 _NO_SPARE = np.zeros((0, 1), dtype=np.int64)  # _sweep_steps: no spare buffer, make one
+
 # The functions that run once per state or option are compiled without numba's reference counting
 # (the option _nrt=False, as numba's own mergesort and unicode kernels are): they allocate nothing,
 # and every array they took, viewed or swapped in a loop would cost an atomic increment and
@@ -714,9 +715,10 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end, spare):
     out = spare if spare.shape[0] >= cap else np.zeros((cap, rows.shape[1]), dtype=np.int64)
     n1 = max_n + 1
     seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64), np.zeros(1, np.int64))
-    # an option reached by 2^d choices of body: opt_doublings = d
+    # a state's options: row j's label, the label renamed, hexes added, flags, and d when 2^d choices
+    # of body reach the option
     options = (np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
-               np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64))  # at_j, renamed, add, flags, doublings
+               np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64))
     scratch = (np.zeros(height + 1, dtype=np.int64), seen, np.zeros(height + 2, dtype=np.int64),
                np.zeros(height + 2, dtype=np.int64), options)
     # options waiting for their lookup: key, full hash, (source row, add, t_hi, doublings), row
