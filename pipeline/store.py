@@ -495,7 +495,7 @@ class ShardStore:
         return self.run_id
 
     def _staged(self, relative: str = "") -> str:
-        return self.storage.join(STAGED_DIR, self.run_id, *([relative.rstrip("/")] if relative else []))
+        return _staged_path(self.storage, self.run_id, relative)
 
     def write_final(self, name: str, frame: Any) -> str:
         """Stage a final table built by the driver (a pandas DataFrame); returns where it will be."""
@@ -802,6 +802,12 @@ def read_manifest(storage: Storage) -> dict[str, Any] | None:
     return manifest
 
 
+def _staged_path(storage: Storage, run_id: str, relative: str = "") -> str:
+    """Where run ``run_id`` stages ``relative`` (a table's file or folder, a side file), or its whole
+    staging folder."""
+    return storage.join(STAGED_DIR, run_id, *([relative.rstrip("/")] if relative else []))
+
+
 def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
     """Move each staged table into place (a table already moved is skipped: this also finishes an
     interrupted commit), then mark the manifest committed."""
@@ -809,7 +815,7 @@ def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
         if number:
             faults.maybe_kill_between_tables()
         location = table["path"]
-        staged = storage.join(STAGED_DIR, manifest["run_id"], location.rstrip("/"))
+        staged = _staged_path(storage, manifest["run_id"], location)
         if not storage.exists(staged):  # moved into place before an interruption
             continue
         if location.endswith("/"):
@@ -819,7 +825,7 @@ def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
         else:
             storage.move(staged, storage.join(location))
     for name in manifest.get("files", []):  # the side files (a Markdown rendering), after the tables
-        staged = storage.join(STAGED_DIR, manifest["run_id"], name)
+        staged = _staged_path(storage, manifest["run_id"], name)
         if storage.exists(staged):
             storage.move(staged, storage.join(name))
     storage.delete_dir(storage.join(STAGED_DIR))  # (one run at a time holds the folder)

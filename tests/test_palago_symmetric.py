@@ -102,8 +102,7 @@ def test_the_transfer_job_counts_symmetric_creatures_in_shards_not_on_the_driver
 def test_the_transfer_job_cuts_each_rotation_group_into_pieces_when_its_search_grows_long(tmp_path, both):
     import pyarrow.parquet as pq
 
-    from batchenum.jobs.palago_transfer import (ROTATION_GROUP_GROWTH, ROTATION_GROUP_SECONDS_AT_48,
-                                                PalagoTransferJob, rotation_parts)
+    from batchenum.jobs.palago_transfer import PalagoTransferJob, rotation_group_seconds, rotation_parts
     from batchenum.pipeline.execute import RunOptions, run_job
     from batchenum.pipeline.job import PlanContext
     from batchenum.pipeline.progress import Progress
@@ -111,7 +110,7 @@ def test_the_transfer_job_cuts_each_rotation_group_into_pieces_when_its_search_g
     assert [rotation_parts(n) for n in (40, 50, 52, 53, 56, 60)] == [1, 1, 1, 2, 6, 48]
     job = PalagoTransferJob(MAX_N)
     # pieces of a quarter of a group's projected search, as if it took hours
-    job.symmetric_piece_seconds = ROTATION_GROUP_SECONDS_AT_48 * ROTATION_GROUP_GROWTH ** (MAX_N - 48) / 3.5
+    job.symmetric_piece_seconds = rotation_group_seconds(MAX_N) / 3.5
     rotation = [shard.id for shard in job.plan(PlanContext()) if shard.spec.get("symmetric") == "rotation"]
     assert rotation == [f"s-rotation-{group}-{part}" for group in range(3) for part in range(4)]
     run_job(job, RunOptions(out_dir=str(tmp_path), serial=True), Progress("palago", quiet=True))
