@@ -24,18 +24,7 @@ The CLI (``batchenum run ...``) and this function run the same code; docs/api.md
 
 from __future__ import annotations
 
-import os as _os
-
-# The repository keeps pipeline/, jobs/ and solvers/ at its top level; installed, they become
-# batchenum.pipeline, batchenum.jobs and batchenum.solvers (pyproject.toml's package-dir), so no
-# user module of the same name can shadow them. Run from a checkout that is not installed (the
-# working directory of `ray job submit --working-dir .`, say), the same names resolve here:
-_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if _os.path.isfile(_os.path.join(_checkout, "pyproject.toml")) and \
-        _os.path.isfile(_os.path.join(_checkout, "pipeline", "__init__.py")):
-    __path__.append(_checkout)  # after our own folder: an installed copy's subpackages come first
-
-from batchenum.api import Result, Table, job_names, run  # noqa: E402
+from batchenum.api import Result, Table, job_names, run
 
 __all__ = ["run", "Result", "Table", "job_names", "__version__"]
 
