@@ -19,11 +19,18 @@ FOLDERS = {"batchenum": "batchenum", "pipeline": "batchenum.pipeline", "jobs": "
 
 
 def test_pyproject_installs_every_package_folder_under_batchenum():
-    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert setuptools["package-dir"] == {name: folder for folder, name in FOLDERS.items()}
+    """The links batchenum/pipeline, batchenum/jobs and batchenum/solvers lead to the top-level
+    folders, and package discovery (pyproject's packages.find) finds every package folder there."""
+    from setuptools import find_packages
+
+    for folder in ("pipeline", "jobs", "solvers"):
+        link = REPO / "batchenum" / folder
+        assert link.is_symlink() and os.readlink(link) == f"../{folder}", link
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"] == {
+        "include": ["batchenum*"]}
     on_disk = {".".join([FOLDERS[init.relative_to(REPO).parts[0]], *init.relative_to(REPO).parts[1:-1]])
                for folder in FOLDERS for init in (REPO / folder).rglob("__init__.py")}
-    assert set(setuptools["packages"]) == on_disk
+    assert set(find_packages(str(REPO), include=["batchenum*"])) == on_disk
 
 
 def _notebook_folder(root: pathlib.Path) -> pathlib.Path:
