@@ -14,7 +14,7 @@ import pyarrow as pa
 __all__ = ["from_numpy", "to_numpy", "NUMPY_DTYPES", "string_list_buffers", "has_nulls"]
 
 # the Arrow types whose buffer is a numpy array's, as it is
-NUMPY_DTYPES = {pa.int64(): np.dtype(np.int64), pa.float64(): np.dtype(np.float64), pa.int32(): np.dtype(np.int32)}
+NUMPY_DTYPES: dict[pa.DataType, np.dtype] = {pa.int64(): np.dtype(np.int64), pa.float64(): np.dtype(np.float64), pa.int32(): np.dtype(np.int32)}
 
 
 def from_numpy(values: np.ndarray, arrow_type: pa.DataType = pa.int64()) -> pa.Array:
@@ -44,6 +44,7 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bytes ``chars[string_offsets[j] : string_offsets[j + 1]]``.  Offsets are int64."""
     strings = values.values
     _, offset_buffer, chars = strings.buffers()
+    string_offsets: np.ndarray
     if offset_buffer is None:  # no strings at all
         string_offsets = np.zeros(1, dtype=np.int64)
     else:

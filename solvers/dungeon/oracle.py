@@ -32,7 +32,7 @@ def oracle_gold(grid: Any) -> int:
         r, c = cell
         return frozenset(m for m in monsters if max(abs(m[0] - r), abs(m[1] - c)) == 1)
 
-    first = (dungeon.start, frozenset())
+    first: tuple[tuple[int, int], frozenset] = (dungeon.start, frozenset())
     seen, queue = {first}, deque([first])
     while queue:
         here, _before = queue.popleft()

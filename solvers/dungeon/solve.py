@@ -90,7 +90,7 @@ def verify_path(grid: Any, path: Sequence[Sequence[int]]) -> bool:
     return True
 
 
-def _check_step(dungeon, turn: int, here: tuple[int, int], there: tuple[int, int]) -> None:
+def _check_step(dungeon, turn: int, here: tuple[int, ...], there: tuple[int, ...]) -> None:
     """PathError unless the move ``here -> there`` on ``turn`` obeys the rules."""
     (r0, c0), (r1, c1) = here, there
     if max(abs(r1 - r0), abs(c1 - c0)) != 1:
