@@ -104,7 +104,7 @@ def _check_step(dungeon, turn: int, here: tuple[int, ...], there: tuple[int, ...
         raise PathError(f"turn {turn}: next to the monster at {min(shared)} both at {here} and at {there}")
 
 
-def _monsters_next_to(dungeon, cell: tuple[int, int]) -> set[tuple[int, int]]:
+def _monsters_next_to(dungeon, cell: tuple[int, ...]) -> set[tuple[int, int]]:
     """Positions of the monsters in the 8-neighbourhood of ``cell``."""
     r, c = cell
     return {m for m in dungeon.monsters if max(abs(m[0] - r), abs(m[1] - c)) == 1}
