@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 
 from batchenum.pipeline.cli import Command
@@ -106,7 +107,8 @@ def _table_series(path: str, columns: dict[str, list | None], column: str | None
     counts = [name for name in columns if name != "n"]
     if column is None:
         if len(counts) != 1:
-            raise UsageError(f"{path} has the columns {', '.join(counts) or 'none'} besides n: choose one with --column")
+            raise UsageError(f"{path} has the columns {', '.join(counts) or 'none'} besides n: "
+                             "choose one with --column")
         column = counts[0]
     if column not in counts:
         raise UsageError(f"{path} has no column {column!r}: choose one of {', '.join(counts) or 'none'}")
@@ -140,10 +142,16 @@ def analysis_json(analysis) -> dict:
 
 
 def _estimate(estimate, detail: bool = False) -> dict:
-    document = {"estimate": estimate.estimate, "spread": estimate.spread}
+    """JSON has no infinity: an unknown drift (no shorter series to compare), and so an unbounded
+    spread, is null."""
+    document = {"estimate": estimate.estimate, "spread": _finite(estimate.spread)}
     if detail:
-        document.update(scatter=estimate.scatter, drift=None if estimate.drift == float("inf") else estimate.drift)
+        document.update(scatter=estimate.scatter, drift=_finite(estimate.drift))
     return document
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def check_json(check) -> dict:

@@ -39,8 +39,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 __all__ = ["Approximant", "Estimate", "Stage", "MethodResult", "GrowthAnalysis", "analyse", "ratios",
-           "ratio_estimates", "biased_ratio_estimates", "biased_lambda", "ExponentCheck", "check_exponent", "differential_approximant",
-           "differential_approximants", "MIN_TERMS", "SCATTER_FACTOR", "DRIFT_FACTOR"]
+           "ratio_estimates", "biased_ratio_estimates", "biased_lambda", "ExponentCheck", "check_exponent",
+           "differential_approximant", "differential_approximants", "MIN_TERMS", "SCATTER_FACTOR", "DRIFT_FACTOR"]
 
 MIN_TERMS = 12  # fewer nonzero terms leave no room for approximants of any depth
 RATIO_WINDOWS = (8, 12, 16)  # last ratios per least-squares fit
