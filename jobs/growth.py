@@ -178,6 +178,9 @@ def check_text(check) -> str:
 
 
 def _pm(estimate, digits: int) -> str:
+    """At least ``digits`` decimals, and as many as the spread's first significant digit needs."""
+    if math.isfinite(estimate.spread) and estimate.spread > 0:
+        digits = max(digits, 1 - math.floor(math.log10(estimate.spread)))
     return f"{estimate.estimate:.{digits}f} ± {estimate.spread:.1g}"
 
 
