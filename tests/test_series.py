@@ -5,14 +5,9 @@ The series live in tests/data with their citations and published constants (read
 '# lambda:' and '# theta:' lines); their first terms are recounted here by brute force, so a
 copying slip cannot pass.  Convention: a(n) ~ C lam**n n**(-theta).
 
-The published constants (facts, with their stated errors):
-- fixed polyominoes, OEIS A001168: lam = 4.0625696(5), I. Jensen, LNCS 2659 (2003) 203-212, from
-  the same 56 terms; theta = 1 (two-dimensional lattice animals, Parisi and Sourlas 1981).
-- self-avoiding walks on the square lattice, OEIS A001411: mu = 2.63815853032790(3), J. L.
-  Jacobsen, C. R. Scullard and A. J. Guttmann, J. Phys. A 49 (2016) 494004; c(n) ~ mu**n n**(gamma-1)
-  with gamma = 43/32 (B. Nienhuis, Phys. Rev. Lett. 49 (1982) 1062): theta = 1 - 43/32.
-- self-avoiding polygons on the square lattice by half-perimeter, OEIS A002931: p(n) ~ mu**(2n)
-  n**(-5/2), the same mu as the walks (Hammersley 1961) and theta = 5/2 (Nienhuis 1982, alpha = 1/2).
+The three: fixed polyominoes (OEIS A001168, n <= 56, lambda from Jensen 2003 on the same terms),
+self-avoiding walks (A001411, n <= 71, mu from Jacobsen, Scullard and Guttmann 2016, gamma = 43/32)
+and self-avoiding polygons by half-perimeter (A002931, n <= 25, mu**2 and theta = 5/2).
 """
 
 from __future__ import annotations
