@@ -8,11 +8,11 @@ import sys
 import threading
 from typing import NoReturn
 
-from batchenum.jobs import __version__, dungeons, nonary, palago, palago_growth, palago_views, warm
+from batchenum.jobs import __version__, dungeons, growth, nonary, palago, palago_growth, palago_views, warm
 from batchenum.pipeline import cli
 
 JOBS = [palago.COMMAND, dungeons.COMMAND, nonary.COMMAND]
-COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *palago_growth.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS, *warm.COMMANDS]
+COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *palago_growth.COMMANDS, *growth.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS, *warm.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:

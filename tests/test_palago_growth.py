@@ -1,14 +1,12 @@
-"""Growth analysis (solvers/palago/growth.py) on series with known answers, and `batchenum palago
-growth` through the real CLI.
+"""Growth analysis (solvers/series.py) on closed forms with known answers, and `batchenum palago
+growth` through the real CLI.  The published series with their constants: tests/test_series.py.
 
 Convention: a(n) ~ C lam**n n**(-theta).  Tolerances:
 - closed forms that satisfy a first-order linear differential equation with polynomial
   coefficients (central binomials, Catalan, Motzkin numbers) are reproduced exactly by every
   approximant whose degrees reach that equation's, so only numpy's root finding rounds: 1e-9;
 - the ratio method's fit of degree d over n = n1..n2 leaves the next term of r(n) = lam * (1 -
-  theta/n + c/n**2 + ...) unfitted, an intercept error of about |c'| / n1**(d+1);
-- published series (no closed form): the literature's value within 3 spreads and within a bound
-  a few times what the analysis of those lengths is known to reach.
+  theta/n + c/n**2 + ...) unfitted, an intercept error of about |c'| / n1**(d+1).
 """
 
 from __future__ import annotations
@@ -23,21 +21,13 @@ import xml.etree.ElementTree as ElementTree
 import pyarrow.parquet as pq
 import pytest
 
-from batchenum.solvers.palago.growth import analyse, ratio_estimates, ratios
+from batchenum.solvers.series import analyse, ratio_estimates, ratios
 from conftest import REPO
 
 # OEIS A001168, fixed polyominoes, n = 0..28 (a(0) = 0 here: the series counts animals of n >= 1 cells)
 POLYOMINOES = [0, 1, 2, 6, 19, 63, 216, 760, 2725, 9910, 36446, 135268, 505861, 1903890, 7204874, 27394666,
                104592937, 400795844, 1540820542, 5940738676, 22964779660, 88983512783, 345532572678,
                1344372335524, 5239988770268, 20457802016011, 79992676367108, 313224032098244, 1228088671826973]
-POLYOMINO_LAMBDA = 4.0625696  # Jensen 2003, from 56 terms: 4.0625696 +- 0.0000005
-POLYOMINO_THETA = 1.0  # lattice animals in two dimensions (dimensional reduction: exact)
-# OEIS A001411, self-avoiding walks on the square lattice, n = 0..27
-WALKS = [1, 4, 12, 36, 100, 284, 780, 2172, 5916, 16268, 44100, 120292, 324932, 881500, 2374444, 6416596,
-         17245332, 46466676, 124658732, 335116620, 897697164, 2408806028, 6444560484, 17266613812, 46146397316,
-         123481354908, 329712786220, 881317491628]
-WALK_MU = 2.63815853032790  # Jacobsen, Scullard and Guttmann 2016
-WALK_THETA = 1 - 43 / 32  # c(n) ~ mu**n n**(gamma - 1), gamma = 43/32 (Nienhuis): theta = 1 - gamma
 
 
 def motzkin(count: int) -> list[int]:
@@ -77,20 +67,6 @@ def test_ratio_method_within_its_truncation_error():
         degree = int(estimate.label.split("degree ")[1].split()[0])
         first = int(estimate.label.split("n = ")[1].split("..")[0])
         assert abs(estimate.lam - 4) <= 6 / first ** (degree + 1), estimate
-
-
-@pytest.mark.parametrize("name, series, lam, theta, lam_bound, theta_bound", [
-    ("fixed polyominoes A001168, n <= 28", POLYOMINOES, POLYOMINO_LAMBDA, POLYOMINO_THETA, 2e-4, 0.01),
-    ("self-avoiding walks A001411, n <= 27", WALKS, WALK_MU, WALK_THETA, 5e-5, 0.005),
-])
-def test_published_series(name, series, lam, theta, lam_bound, theta_bound):
-    result = analyse(series)
-    assert 0 < result.lam.spread < lam_bound and 0 < result.theta.spread < theta_bound, name
-    assert abs(result.lam.estimate - lam) <= min(3 * result.lam.spread, lam_bound), name
-    assert abs(result.theta.estimate - theta) <= min(3 * result.theta.spread, theta_bound), name
-    assert result.second_order.approximants and result.first_order.approximants
-    # the first-order approximants agree on these series too
-    assert abs(result.first_order.lam.estimate - lam) <= lam_bound
 
 
 def test_scaling_the_series_scales_lambda_past_int64():

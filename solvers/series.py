@@ -1,5 +1,6 @@
-"""Growth constant and critical exponent of a counting series: the ratio method and differential
-approximants (docs/palago_growth.md).
+"""Growth constant and critical exponent of any counting series, with error bars that are meant to
+cover the true values: the ratio method, differential approximants, and the drift of both as terms
+are added (docs/palago_growth.md).
 
 Convention: a(n) ~ C * lam**n * n**(-theta), so the generating function f(x) = sum a(n) x**n is
 singular at x_c = 1/lam like (1 - x/x_c)**(theta - 1) (a logarithm when theta = 1: lattice animals
@@ -10,14 +11,20 @@ in two dimensions).  Pure arithmetic on Python integers: no files, no Ray.
   intercept) and theta (minus the slope over lam), one estimate per window and degree.
 - Differential approximants (Guttmann): polynomials Q_0..Q_K, P of chosen degrees with
   sum_k Q_k(x) D^k f(x) = P(x) + O(x**U), D = x d/dx, Q_K(0) = 1 (with D rather than d/dx, series
-  such as Catalan's, whose minimal equation has a zero of Q_K at 0, keep Q_K(0) = 1 possible).  The zero x_c of Q_K nearest the ratio
-  estimate is the singularity; the indicial equation there gives the exponent.  Each choice of
-  degrees is one approximant.  The linear system is solved exactly over the rationals, so an
-  approximant's only rounding is in the roots of Q_K (numpy.roots on floats).
+  such as Catalan's, whose minimal equation has a zero of Q_K at 0, keep Q_K(0) = 1 possible).  The
+  zero x_c of Q_K nearest the ratio estimate is the singularity; the indicial equation there gives
+  the exponent.  Each choice of degrees is one approximant.  The linear system is solved exactly
+  over the rationals, so an approximant's only rounding is in the roots of Q_K (numpy.roots).
+- Error bars: the approximants of one series agree with each other far better than with the true
+  value (their corrections to scaling are shared), so the spread is the larger of SCATTER_FACTOR
+  times their scatter and DRIFT_FACTOR times the drift of the median when the last fifth of the
+  terms is added.  These two factors are the module's only calibration; tests/test_series.py checks
+  on three published series, cut at several lengths, that the spread covers the published values.
+- Biased estimates: with theta assumed (exactly known, or a hypothesis to test), the ratios
+  r(n) * n / (n - theta) converge to lam with an O(1/n**2) error, fitted away the same way.
 
 No maintained Python package computes differential approximants; the solver here is a fraction-free
-(Bareiss) elimination on integers, which keeps the numbers exact at about 0.05 s per approximant of
-45 unknowns (n = 44; 120 approximants of two series in 6.5 s of CPU, measured).
+(Bareiss) elimination on integers, which keeps the numbers exact.
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ import math
 import statistics
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["Approximant", "Summary", "MethodResult", "GrowthAnalysis", "analyse", "ratios",
-           "ratio_estimates", "differential_approximant", "differential_approximants", "MIN_TERMS"]
+__all__ = ["Approximant", "Estimate", "Stage", "MethodResult", "GrowthAnalysis", "analyse", "ratios",
+           "ratio_estimates", "biased_ratio_estimates", "biased_lambda", "ExponentCheck", "check_exponent",
+           "differential_approximant", "differential_approximants", "MIN_TERMS", "SCATTER_FACTOR", "DRIFT_FACTOR"]
 
 MIN_TERMS = 12  # fewer nonzero terms leave no room for approximants of any depth
 RATIO_WINDOWS = (8, 12, 16)  # last ratios per least-squares fit
@@ -40,10 +48,16 @@ RATIO_WINDOWS = (8, 12, 16)  # last ratios per least-squares fit
 # maximum, inhomogeneous part of degree 0..MAX_L, degrees of the Q_k differing by at most one.
 DEPTHS = 4
 MAX_L = 3
-# An approximant whose singularity lies further than this (relative) from the ratio method's is
-# defective (a spurious zero of Q_K, or none on the positive axis) and is left out.
+# The stated rule for defective approximants: one whose Q_K has no simple real zero within ACCEPT
+# (relative) of the ratio method's singularity is left out.
 ACCEPT = 0.05
 _MAD_TO_SIGMA = 1.4826  # the median absolute deviation of a normal sample, in standard deviations
+# The error bar: max(SCATTER_FACTOR * scatter, DRIFT_FACTOR * drift), the drift measured between the
+# whole series and the series without its last DRIFT_FRACTION of terms (at least MIN_DRIFT_TERMS).
+SCATTER_FACTOR = 2.0
+DRIFT_FACTOR = 2.0
+DRIFT_FRACTION = 1 / 5
+MIN_DRIFT_TERMS = 2
 
 
 @dataclass(frozen=True)
@@ -56,56 +70,112 @@ class Approximant:
 
 
 @dataclass(frozen=True)
-class Summary:
-    """The median of a method's estimates and their spread: 1.4826 times the median absolute
-    deviation, a standard deviation that a few defective approximants do not inflate."""
+class Estimate:
+    """A value and its error bar ``spread`` = max(SCATTER_FACTOR * scatter, DRIFT_FACTOR * drift, and
+    for the ratio method the distance to its cruder straight-line fits).
+
+    estimate: the median of a method's approximants on the whole series;
+    scatter: 1.4826 times their median absolute deviation (a standard deviation that a few outlying
+        approximants do not inflate): how well they agree with each other;
+    drift: how far the median moved when the last terms were added: what agreement cannot show.
+    """
 
     estimate: float
     spread: float
+    scatter: float
+    drift: float
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Summary:
+    def of(cls, values: Sequence[float], earlier: float | None, variant: float | None = None) -> Estimate:
+        """The estimate of ``values`` (the approximants on the whole series), ``earlier`` the median
+        on the shorter series (None: no shorter series gave one, so the drift is unknown: inf),
+        ``variant`` the median of a cruder variant of the method, whose distance from the estimate
+        bounds the error from below (None: no such variant)."""
         middle = statistics.median(values)
-        return cls(middle, _MAD_TO_SIGMA * statistics.median(abs(v - middle) for v in values))
+        scatter = _MAD_TO_SIGMA * statistics.median(abs(v - middle) for v in values)
+        drift = math.inf if earlier is None else abs(middle - earlier)
+        crude = 0.0 if variant is None else abs(middle - variant)
+        return cls(middle, max(SCATTER_FACTOR * scatter, DRIFT_FACTOR * drift, crude), scatter, drift)
+
+    def covers(self, value: float) -> bool:
+        return abs(value - self.estimate) <= self.spread
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A method's medians on the series cut after a(last): how the estimate drifts with more terms."""
+
+    last: int
+    approximants: int
+    lam: float | None
+    theta: float | None
 
 
 @dataclass(frozen=True)
 class MethodResult:
-    """One method's approximants and their summaries."""
+    """One method's approximants on the whole series, its estimates and their history."""
 
     name: str
     approximants: tuple[Approximant, ...]
-    lam: Summary | None  # None: no usable approximant
-    theta: Summary | None
+    lam: Estimate | None  # None: no usable approximant
+    theta: Estimate | None
+    history: tuple[Stage, ...]  # the shorter series first
 
     @classmethod
-    def of(cls, name: str, approximants: Sequence[Approximant]) -> MethodResult:
-        if not approximants:
-            return cls(name, (), None, None)
-        return cls(name, tuple(approximants), Summary.of([a.lam for a in approximants]),
-                   Summary.of([a.theta for a in approximants]))
+    def of(cls, name: str, stages: Sequence[tuple[int, Sequence[Approximant]]],
+           crude: Callable[[Approximant], bool] | None = None) -> MethodResult:
+        """From (last index, approximants) per cut of the series, the shorter first.  ``crude`` marks
+        the approximants of a cruder variant: the estimate is the others' median, and its distance
+        to the crude ones' joins the error bar."""
+        crude = crude or (lambda approximant: False)
+        stages = [(last, [a for a in found if not crude(a)] or list(found), [a for a in found if crude(a)])
+                  for last, found in stages]
+        history = tuple(Stage(last, len(found), _median(found, "lam"), _median(found, "theta"))
+                        for last, found, _ in stages)
+        _, final, rough = stages[-1]
+        if not final:
+            return cls(name, (), None, None, history)
+        earlier = history[-2] if len(history) > 1 else None
+        return cls(name, tuple(final),
+                   *(Estimate.of([getattr(a, field) for a in final], getattr(earlier, field) if earlier else None,
+                                 _median(rough, field)) for field in ("lam", "theta")), history)
+
+
+def _median(approximants: Sequence[Approximant], field: str) -> float | None:
+    return statistics.median(getattr(a, field) for a in approximants) if approximants else None
 
 
 @dataclass(frozen=True)
 class GrowthAnalysis:
     """Every method's results.  ``lam`` and ``theta`` are the second-order differential approximants'
     (else the first-order ones', else the ratio method's): a second-order equation has room for a
-    confluent correction to the leading singularity, which a first-order one must fake.  On the
-    Palago series the first-order approximants settle near lam = 2.957, theta = 0.96, away from the
-    second-order ones and the ratio method (docs/palago_growth.md); on the test series with known
-    answers the two orders agree."""
+    confluent correction to the leading singularity, which a first-order one must fake."""
 
     terms: int  # the series' last index n
     ratio: MethodResult
     first_order: MethodResult
     second_order: MethodResult
-    lam: Summary
-    theta: Summary
+    lam: Estimate
+    theta: Estimate
+    method: str  # the name of the method behind lam and theta
+
+    def disagreements(self) -> list[str]:
+        """Each pair of methods whose error bars on lam or theta do not overlap, in words: then at
+        least one of the two bars is too narrow, and the reader should know."""
+        methods = [m for m in (self.ratio, self.first_order, self.second_order) if m.lam is not None]
+        found = []
+        for one, other in itertools.combinations(methods, 2):
+            for symbol, a, b in (("lambda", one.lam, other.lam), ("theta", one.theta, other.theta)):
+                if abs(a.estimate - b.estimate) > a.spread + b.spread:
+                    found.append(f"{one.name} and {other.name} disagree on {symbol}: {a.estimate:.6g} ± {a.spread:.2g} "
+                                 f"against {b.estimate:.6g} ± {b.spread:.2g}")
+        return found
 
 
 def analyse(series: Sequence[int]) -> GrowthAnalysis:
     """Estimate lam and theta of ``series`` (series[n] = a(n), n = 0, 1, ...; integers, leading zeros
-    allowed) by the ratio method and differential approximants of orders 1 and 2.
+    allowed) by the ratio method and differential approximants of orders 1 and 2, each on the whole
+    series and without its last fifth, whose difference (the drift) enters the error bar.
 
     >>> from math import comb
     >>> result = analyse([comb(2 * n, n) for n in range(30)])  # ~ 4**n / sqrt(pi n)
@@ -113,14 +183,36 @@ def analyse(series: Sequence[int]) -> GrowthAnalysis:
     (4.0, 0.5)
     """
     series = _checked(series)
-    ratio = MethodResult.of("ratio", ratio_estimates(series))
+    cuts = _cuts(series)
+    ratio = MethodResult.of("ratio", [(last, ratio_estimates(series[:last + 1])) for last in cuts], _straight_line)
     if ratio.lam is None:
         raise ValueError("the series' ratios a(n)/a(n-1) give no estimate: give more nonzero terms")
-    reference = ratio.lam.estimate
-    first = MethodResult.of("first_order", differential_approximants(series, 1, reference))
-    second = MethodResult.of("second_order", differential_approximants(series, 2, reference))
+    references = {stage.last: stage.lam for stage in ratio.history}
+
+    def approximants(order: int) -> MethodResult:
+        return MethodResult.of(("first_order", "second_order")[order - 1], [
+            (last, differential_approximants(series[:last + 1], order, references[last]) if references[last] else [])
+            for last in cuts])
+
+    first, second = approximants(1), approximants(2)
     best = next(method for method in (second, first, ratio) if method.lam is not None)
-    return GrowthAnalysis(len(series) - 1, ratio, first, second, best.lam, best.theta)
+    return GrowthAnalysis(len(series) - 1, ratio, first, second, best.lam, best.theta, best.name)
+
+
+def _straight_line(fit: Approximant) -> bool:
+    """A ratio fit of degree 1: it leaves the O(1/n**2) term in its bias, so the parabolas estimate
+    and the distance between the two kinds bounds their error."""
+    return "degree 1" in fit.label
+
+
+def _cuts(series: Sequence[int]) -> list[int]:
+    """The last indices the series is analysed to: without its last fifth (when what is left still
+    has MIN_TERMS nonzero terms), then whole."""
+    last = len(series) - 1
+    shorter = last - max(MIN_DRIFT_TERMS, round(last * DRIFT_FRACTION))
+    if sum(1 for v in series[:shorter + 1] if v) < MIN_TERMS:
+        return [last]
+    return [shorter, last]
 
 
 def _checked(series: Sequence[int]) -> list[int]:
@@ -153,21 +245,68 @@ def ratio_estimates(series: Sequence[int]) -> list[Approximant]:
     """Least-squares fits of r(n) = b0 + b1/n (+ b2/n**2) over the last w ratios, w in RATIO_WINDOWS:
     lam = b0, theta = -b1/b0.  Windows longer than the ratios there are, and parabolas on fewer
     than 12 ratios (too little leverage in 1/n), are skipped."""
-    points = ratios(series)
+    return _window_fits(ratios(series), lambda n, r: r, (1,), lambda b: (b[0], -b[1] / b[0]))
+
+
+def biased_ratio_estimates(series: Sequence[int], theta: float) -> list[Approximant]:
+    """The ratio method with theta assumed: r(n) * n / (n - theta) = lam * (1 + O(1/n**2)), fitted by
+    b0 + b2/n**2 (+ b3/n**3) over the last w ratios; lam = b0, theta as given."""
+    points = [(n, r) for n, r in ratios(series) if n > theta + 1]
+    return _window_fits(points, lambda n, r: r * n / (n - theta), (2,), lambda b: (b[0], theta))
+
+
+def _window_fits(points: list[tuple[int, float]], value: Callable[[int, float], float], first_power: tuple[int],
+                 estimate: Callable[[np.ndarray], tuple[float, float]]) -> list[Approximant]:
+    """Fits of value(n, r) = b0 + sum_j b_j / n**j, j from first_power[0] on, one or two powers."""
+    (power,) = first_power
     estimates = []
     for window in RATIO_WINDOWS:
         if window > len(points):
             continue
         tail = points[-window:]
         x = np.array([1.0 / n for n, _ in tail])
-        y = np.array([r for _, r in tail])
+        y = np.array([value(n, r) for n, r in tail])
         for degree in (1, 2):
             if degree == 2 and window < 12:
                 continue
-            b = np.polynomial.polynomial.polyfit(x, y, degree)
-            estimates.append(Approximant(float(b[0]), float(-b[1] / b[0]),
+            columns = [np.ones_like(x)] + [x ** (power + j) for j in range(degree)]
+            b, *_ = np.linalg.lstsq(np.stack(columns, axis=1), y, rcond=None)
+            b = np.array([b[0], *([0.0] * (power - 1)), *b[1:]])  # b[j]: the coefficient of 1/n**j
+            lam, theta = estimate(b)
+            estimates.append(Approximant(float(lam), float(theta),
                                          f"ratio fit degree {degree} over n = {tail[0][0]}..{tail[-1][0]}"))
     return estimates
+
+
+@dataclass(frozen=True)
+class ExponentCheck:
+    """Whether an assumed theta fits the series: the biased lam it implies against the unbiased one."""
+
+    theta: float
+    biased: Estimate  # lam with theta assumed
+    unbiased: Estimate  # lam from the analysis, theta free
+
+    @property
+    def consistent(self) -> bool:
+        """The two error bars overlap: the data do not exclude theta."""
+        return abs(self.biased.estimate - self.unbiased.estimate) <= self.biased.spread + self.unbiased.spread
+
+
+def check_exponent(series: Sequence[int], theta: float, analysis: GrowthAnalysis) -> ExponentCheck:
+    """Test the hypothesis theta against ``analysis`` (of the same series): a wrong theta biases the
+    ratio method's lam away from the one the approximants find with theta free."""
+    return ExponentCheck(theta, biased_lambda(series, theta), analysis.lam)
+
+
+def biased_lambda(series: Sequence[int], theta: float) -> Estimate:
+    """lam with theta assumed (biased ratio method), its error bar from the fits' scatter and their
+    drift when the last fifth of the terms is added (as for ``analyse``)."""
+    series = _checked(series)
+    stages = [biased_ratio_estimates(series[:last + 1], theta) for last in _cuts(series)]
+    if not stages[-1]:
+        raise ValueError("the series' ratios a(n)/a(n-1) give no estimate: give more nonzero terms")
+    earlier = _median(stages[0], "lam") if len(stages) > 1 else None
+    return Estimate.of([a.lam for a in stages[-1]], earlier)
 
 
 # ------------------------------------------------------------------ differential approximants
