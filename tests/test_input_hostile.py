@@ -15,10 +15,13 @@ import tempfile
 import threading
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.inputs import resolve_inputs
+from batchenum.pipeline.inputs.plan import MAX_DECOMPRESSED_BYTES, MAX_DECOMPRESSED_LINES
 
 MB = 1 << 20
 # Peak resident memory of the CLI refusing an input, or reading a small batch: well below what the
@@ -130,3 +133,114 @@ def test_a_name_that_is_not_utf8_is_named_by_its_bytes(tmp_path):
     os.remove(bad)
     os.makedirs(os.path.join(os.fsencode(batch), b"_hidden\xe9"))  # skipped names are never read: no error
     assert len(resolve_inputs(str(batch))) == 1
+
+
+# ------------------------------------------------------------------ compressed files and blank lines
+
+
+def gzip_of(path: Path, piece: bytes, total: int) -> Path:
+    """A real gzip stream of ``piece`` repeated up to ``total`` bytes, written 16 MiB at a time."""
+    block = piece * max(1, (16 * MB) // len(piece))
+    with gzip.open(path, "wb", compresslevel=6) as handle:
+        for _ in range(max(1, total // len(block))):
+            handle.write(block)
+    return path
+
+
+def test_a_gzip_bomb_of_newlines_stops_at_the_line_limit_with_bounded_memory(tmp_path):
+    bomb = gzip_of(tmp_path / "bomb.jsonl.gz", b"\n", 256 * MB)  # about 260 KB of gzip
+    assert bomb.stat().st_size < 400_000
+    status, stderr, peak = measured("run", "dungeons", "--input", str(bomb), "--out", str(tmp_path / "out"),
+                                    "--serial", "--quiet", timeout=120)
+    assert status == 1, stderr
+    assert f"input file {bomb} decompresses to more than {MAX_DECOMPRESSED_LINES:,} lines" in stderr
+    assert "split it into parts" in stderr and "Traceback" not in stderr
+    assert peak < REFUSAL_PEAK, f"{peak / MB:.0f} MB"
+
+
+def test_a_gzip_of_tiny_records_stops_at_the_line_limit(tmp_path):
+    tiny = gzip_of(tmp_path / "tiny.jsonl.gz", records(1, "t").encode(), 400 * 10**6)  # about 1 MB of gzip
+    status, stderr, peak = measured("run", "dungeons", "--input", str(tiny), "--out", str(tmp_path / "out"),
+                                    "--serial", "--quiet", timeout=120)
+    assert status == 1 and f"decompresses to more than {MAX_DECOMPRESSED_LINES:,} lines" in stderr, stderr
+    assert peak < REFUSAL_PEAK, f"{peak / MB:.0f} MB"
+
+
+def test_a_gzip_of_long_lines_stops_at_the_byte_limit(tmp_path):
+    line = json.dumps({"id": "wide", "grid": ["." * 1000] * 1000}).encode() + b"\n"  # a maximal dungeon
+    wide = gzip_of(tmp_path / "wide.jsonl.gz", line, MAX_DECOMPRESSED_BYTES + 32 * MB)
+    status, stderr, peak = measured("run", "dungeons", "--input", str(wide), "--out", str(tmp_path / "out"),
+                                    "--serial", "--quiet", timeout=120)
+    assert status == 1, stderr
+    assert f"decompresses to more than {MAX_DECOMPRESSED_BYTES:,} bytes ({MAX_DECOMPRESSED_BYTES >> 20} MiB)" in stderr
+    assert peak < REFUSAL_PEAK + MAX_DECOMPRESSED_BYTES, f"{peak / MB:.0f} MB"  # it holds what it read
+
+
+def test_blank_lines_keep_their_numbers_and_cost_no_memory_per_line(tmp_path):
+    """A few records between millions of blank and whitespace-only lines, plain (33 million lines)
+    and gzip (just under the line limit): every record read, under its own line number."""
+    import pandas as pd
+
+    flood = b"\n" * (7 << 20) + b" \r\n" * (1 << 20)
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b"".join(records(1, f"r{k}-").encode() + flood for k in range(4)))
+    packed = tmp_path / "packed.jsonl.gz"
+    packed.write_bytes(gzip.compress(b"\n" * (3 << 20) + records(1, "g").encode() + b"\t\n" * 1000, 6))
+    lines_per_record = 1 + (8 << 20)
+    for batch, expected in ((plain, {f"r{k}-0": 1 + k * lines_per_record for k in range(4)}),
+                            (packed, {"g0": 1 + (3 << 20)})):
+        out = tmp_path / f"out-{batch.name}"
+        status, stderr, peak = measured("run", "dungeons", "--input", str(batch), "--out", str(out), "--serial",
+                                        "--quiet", timeout=300)
+        assert status == 0, stderr
+        answers = pd.read_parquet(out / "dungeons" / "answers")
+        assert dict(zip(answers.id, answers.line)) == expected
+        assert not os.path.exists(out / "dungeons" / "errors") or pd.read_parquet(out / "dungeons" / "errors").empty
+        assert peak < REFUSAL_PEAK, f"{batch.name}: {peak / MB:.0f} MB"
+
+
+# ----------------------------------------------------------------------------- a shard's bytes
+
+
+def maximal_dungeons(count: int) -> list[bytes]:
+    """``count`` JSONL lines of 1,000 x 1,000 dungeons (about 1 MB each, the --max-cells default)."""
+    grid = ["@" + "." * 999] + ["." * 1000] * 999
+    return [json.dumps({"id": f"m{k}", "grid": grid}).encode() + b"\n" for k in range(count)]
+
+
+def test_a_shard_reads_at_most_max_slice_bytes_whatever_its_record_count(tmp_path):
+    from batchenum.pipeline.inputs import read_records
+    from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SliceSize, plan_slices
+
+    lines = maximal_dungeons(300)  # 300 MB: the 25,000-record minimum once made this one shard
+    batch = tmp_path / "maximal.jsonl"
+    batch.write_bytes(b"".join(lines))
+    for size in (SliceSize(25_000, 2), 1_000):
+        specs = plan_slices(str(batch), "grid", size)
+        assert len(specs) == 3 and all(spec["to"] - spec["from"] <= MAX_SLICE_BYTES for spec in specs)
+        assert [spec["first_line"] for spec in specs] == [1, 1 + specs[0]["lines"], 1 + specs[0]["lines"] + specs[1]["lines"]]
+    read = [read_records(spec, "grid", pa.list_(pa.string())) for spec in specs]
+    assert [line for records in read for line in records.positions.tolist()] == list(range(1, 301))
+    assert [i for records in read for i in records.ids.to_pylist()] == [f"m{k}" for k in range(300)]
+
+    table = pa.table({"id": [f"m{k}" for k in range(300)], "grid": [json.loads(line)["grid"] for line in lines]})
+    pq.write_table(table, tmp_path / "maximal.parquet", row_group_size=10, use_dictionary=False)  # footer: its bytes
+    specs = plan_slices(str(tmp_path / "maximal.parquet"), "grid", SliceSize(25_000, 2))
+    assert len(specs) == 3 and [spec["end_row"] - spec["start_row"] for spec in specs] == [133, 133, 34]
+
+
+def test_reading_the_largest_shard_of_maximal_records_is_bounded(tmp_path):
+    from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SliceSize, plan_slices
+
+    batch = tmp_path / "maximal.jsonl"
+    batch.write_bytes(b"".join(maximal_dungeons(200)))
+    spec = max(plan_slices(str(batch), "grid", SliceSize(25_000, 2)), key=lambda spec: spec["to"] - spec["from"])
+    code = ("import json, sys, pyarrow as pa; from batchenum.pipeline.inputs import read_records; "
+            f"print(len(read_records(json.loads(sys.argv[1]), 'grid', pa.list_(pa.string())).ids))")
+    with tempfile.TemporaryFile() as stdout:
+        child = subprocess.Popen([sys.executable, "-c", code, json.dumps(spec)], stdout=stdout)
+        _, status, usage = os.wait4(child.pid, 0)
+        stdout.seek(0)
+        assert os.waitstatus_to_exitcode(status) == 0 and int(stdout.read()) == spec["lines"]
+    # the slice's bytes, its records as Arrow strings and the reader's buffers: a few times the slice
+    assert usage.ru_maxrss * 1024 < REFUSAL_PEAK + 4 * MAX_SLICE_BYTES, f"{usage.ru_maxrss >> 10} MB"
