@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -306,8 +307,31 @@ def estimated_work(max_n: int, prefixes: list[tuple[int, ...]], depth: int) -> l
 
     smaller = max(max_n - ESTIMATE_DROP, 1)
     cut = frontier(smaller, depth)
-    nodes = dict(zip(cut, prefix_nodes(smaller, cut).tolist()))
+    nodes = dict(zip(cut, _interruptible(prefix_nodes, smaller, cut).tolist()))
     return [1 + nodes.get(prefix, 0) for prefix in prefixes]
+
+
+def _interruptible(work, *args):
+    """``work(*args)`` in a thread of its own, waited for a tenth of a second at a time: a compiled
+    kernel call can last minutes (one prefix at a large N), and Python runs a signal's handler
+    (SIGTERM, Ctrl-C) only between bytecodes of the main thread, so the run stops at once rather
+    than when the call returns.  The kernel releases the GIL; an abandoned thread ends with the
+    process (a daemon)."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work(*args)
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="palago-plan", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _string_array(data, offsets) -> pa.Array:
