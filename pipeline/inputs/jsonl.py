@@ -18,7 +18,8 @@ thus depends neither on the reader nor on the records sharing its slice.
 JSONL must be UTF-8 without unpaired surrogate escapes; a byte order mark is skipped at the very
 start of the file only; lines nested deeper than ``MAX_DEPTH`` or with a number longer than
 ``MAX_NUMBER_DIGITS`` digits are rejected, and so are lines longer than ``MAX_LINE_BYTES``, which the
-slice's reader drops unread (``lines.py``).
+slice's reader drops unread (``lines.py``).  A slice made mostly of blank lines is read without
+them (``_Numbered``), each other line under its own number, so blank lines cost no memory per line.
 """
 
 from __future__ import annotations
