@@ -72,10 +72,10 @@ class Result:
 
 
 def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct",
-            checkpoint_interval: float | None = None) -> Job:
+            checkpoint_interval: float | None = None, force: bool = False) -> Job:
     from batchenum.jobs.palago import palago_job
 
-    return palago_job(max_n, catalogue_max_n, shards, method, checkpoint_interval)
+    return palago_job(max_n, catalogue_max_n, shards, method, checkpoint_interval, force)
 
 
 def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int | None = None, *,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -181,10 +182,12 @@ class PalagoJob(PalagoCountsJob):
 
 
 def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
-               method: str = "direct", checkpoint_interval: float | None = None) -> PalagoCountsJob:
+               method: str = "direct", checkpoint_interval: float | None = None,
+               force: bool = False) -> PalagoCountsJob:
     """The job that ``batchenum run palago`` runs: ``PalagoJob``, or ``PalagoTransferJob`` for
     ``method="transfer"`` (counts only), whose heights save their sweep every
-    ``checkpoint_interval`` seconds (default ``CHECKPOINT_INTERVAL``)."""
+    ``checkpoint_interval`` seconds (default ``CHECKPOINT_INTERVAL``).  A direct search projected
+    to take more than a day on this machine is refused unless ``force``."""
     if method not in METHODS:
         raise UsageError(f"--method must be one of {', '.join(METHODS)}, not {method}")
     if checkpoint_interval is not None and method != "transfer":
@@ -192,7 +195,9 @@ def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
     if checkpoint_interval is not None and not checkpoint_interval > 0:
         raise UsageError(f"--checkpoint-interval must be a number of seconds above 0, not {checkpoint_interval!r}")
     if method == "direct":
-        return PalagoJob(max_n, catalogue_max_n, shards)
+        job = PalagoJob(max_n, catalogue_max_n, shards)
+        _check_direct_time(max_n, force)
+        return job
     from batchenum.jobs.palago_transfer import PalagoTransferJob
     from batchenum.solvers.palago.transfer import MAX_N  # plain constant; the kernel is not compiled here
 
@@ -203,6 +208,39 @@ def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
     if checkpoint_interval is not None:
         job.checkpoint_interval = checkpoint_interval
     return job
+
+
+# The direct search's cost, measured (docs/palago.md): n = 28 took 33 minutes on 2 cores, and each
+# tile more costs about 2.8 times as much.  A run projected past a day on this machine is refused.
+DIRECT_MEASURED = (28, 33 * 60 * 2)  # (n, CPU-seconds)
+DIRECT_GROWTH = 2.8
+_DAY = 86_400.0
+
+
+def direct_seconds(max_n: int, cpus: int) -> float:
+    """Projected wall seconds of the direct search to ``max_n`` on ``cpus`` CPUs (``DIRECT_MEASURED``
+    grown by ``DIRECT_GROWTH`` per tile); rough, and an overestimate for small n."""
+    n, cpu_seconds = DIRECT_MEASURED
+    return cpu_seconds * DIRECT_GROWTH ** (max_n - n) / max(1, cpus)
+
+
+def _check_direct_time(max_n: int, force: bool) -> None:
+    """UsageError, at once, for a direct run projected to take more than a day on this machine's
+    CPUs, unless ``force`` (a larger cluster, say)."""
+    cpus = os.cpu_count() or 1
+    seconds = direct_seconds(max_n, cpus)
+    if seconds > _DAY and not force:
+        raise UsageError(f"--max-n {max_n} by the direct search would take about {_duration(seconds)} on this "
+                         f"machine's {cpus} CPUs (n = {DIRECT_MEASURED[0]} takes {DIRECT_MEASURED[1] / 3600:.1f} "
+                         f"CPU-hours, about {DIRECT_GROWTH}x more per tile: docs/palago.md). Use --method transfer "
+                         "(n = 40 in minutes), or give --force to run the direct search anyway (on a larger cluster)")
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", 365 * _DAY), ("days", _DAY), ("hours", 3600.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds / 3600:.1f} hours"
 
 
 def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
@@ -269,8 +307,31 @@ def estimated_work(max_n: int, prefixes: list[tuple[int, ...]], depth: int) -> l
 
     smaller = max(max_n - ESTIMATE_DROP, 1)
     cut = frontier(smaller, depth)
-    nodes = dict(zip(cut, prefix_nodes(smaller, cut).tolist()))
+    nodes = dict(zip(cut, _interruptible(prefix_nodes, smaller, cut).tolist()))
     return [1 + nodes.get(prefix, 0) for prefix in prefixes]
+
+
+def _interruptible(work, *args):
+    """``work(*args)`` in a thread of its own, waited for a tenth of a second at a time: a compiled
+    kernel call can last minutes (one prefix at a large N), and Python runs a signal's handler
+    (SIGTERM, Ctrl-C) only between bytecodes of the main thread, so the run stops at once rather
+    than when the call returns.  The kernel releases the GIL; an abandoned thread ends with the
+    process (a daemon)."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work(*args)
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="palago-plan", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _string_array(data, offsets) -> pa.Array:
@@ -365,6 +426,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-interval", type=_positive_seconds, default=None, metavar="SECONDS",
                         help="--method transfer: save each height's sweep this often, so that a killed run "
                              f"resumes from the last save (default: {CHECKPOINT_INTERVAL:g})")
+    parser.add_argument("--force", action="store_true",
+                        help="run a direct search projected to take more than a day on this machine's CPUs "
+                             "(refused otherwise, pointing to --method transfer)")
 
 
 def _positive_seconds(text: str) -> float:
@@ -378,7 +442,8 @@ def _positive_seconds(text: str) -> float:
 
 
 def _build(args: argparse.Namespace) -> PalagoCountsJob:
-    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method, args.checkpoint_interval)
+    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method, args.checkpoint_interval,
+                      args.force)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:

@@ -235,10 +235,25 @@ def _items(frame) -> list:
 
     items = []
     for key, stabiliser, name, tiles_json in frame[_COLUMNS].itertuples(index=False):
-        tiles = [Tile(*values) for values in json.loads(tiles_json)]
+        tiles = [Tile(*values) for values in _tile_values(key, tiles_json)]
         name = name if isinstance(name, str) and name else encode(tiles)  # catalogues before the sum column
         items.append(GalleryItem(key, int(stabiliser), name, tiles))
     return items
+
+
+def _tile_values(key, tiles_json) -> list[list[int]]:
+    """A catalogue row's ``tiles`` text as [q, r, t, regions] lists of integers; PipelineError naming
+    the creature for anything else (a damaged or crafted catalogue: no page is written from it)."""
+    try:
+        tiles = json.loads(tiles_json)
+    except (TypeError, ValueError):
+        tiles = None
+    if not isinstance(tiles, list) or not tiles or not all(
+            isinstance(tile, list) and len(tile) == 4 and all(type(value) is int for value in tile) for tile in tiles):
+        raise PipelineError(f"the catalogue's creature {str(key)[:80]!r} has tiles that are not lists of four "
+                            f"integers [q, r, t, regions] ({str(tiles_json)[:80]!r}): the catalogue is damaged; "
+                            "rebuild it with `batchenum run palago --max-n M --catalogue-max-n M`")
+    return tiles
 
 
 def gallery_items(n: int, source: str | None = None) -> list:

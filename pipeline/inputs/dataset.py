@@ -11,6 +11,12 @@ depth below the folder or the glob's fixed part), as ``pyarrow.dataset``, Spark 
 ``_SUCCESS`` markers, ``.crc`` checksums, ``_temporary/`` folders.  A file named on its own is never
 skipped.
 
+A local folder is walked here, not by pyarrow (which follows a symlink loop such as ``self -> .``
+for ever): links are followed, but each folder is entered once, by its (device, inode).  A file or
+folder reached a second time (a loop, two links to one folder or one file, a file named by two
+values under different paths) stops the batch with one message naming every such path, so every
+file is read at most once.  A name that is not UTF-8 is named by its bytes.
+
     >>> [f.display_root for f in resolve_inputs(["parts/", "extra.jsonl"])]     # doctest: +SKIP
     ['/data/extra.jsonl', '/data/parts/part-00000.jsonl', '/data/parts/part-00001.jsonl']
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import stat
 from typing import Sequence
 
 import pyarrow.fs as pafs
@@ -67,7 +74,41 @@ def resolve_inputs(inputs: str | Storage | Sequence[str | Storage]) -> list[Stor
                 raise InputError(f"input file {source.display_root} is named twice (by {found[source.display_root][1]} "
                                  f"and by {shown}): it would be read twice; give each file once")
             found[source.display_root] = (source, shown)
+    _refuse_reached_twice(_same_files([found[path][0] for path in sorted(found)]))
     return [found[path][0] for path in sorted(found)]
+
+
+def _same_files(sources: list[Storage]) -> dict[str, str]:
+    """{path: the earlier path of the same file} for local files that one file reaches under two
+    paths (links, hard links): by (device, inode), as ``cp`` and ``rsync`` tell files apart."""
+    first: dict[tuple[int, int], str] = {}
+    again: dict[str, str] = {}
+    for source in sources:
+        if not source.local:
+            continue
+        try:
+            status = os.stat(source.root)
+        except OSError:
+            continue  # a missing or unreadable file gets its own message when it is described
+        again_of = first.setdefault((status.st_dev, status.st_ino), source.display_root)
+        if again_of != source.display_root:
+            again[source.display_root] = again_of
+    return again
+
+
+_MAX_NAMED = 10  # paths named in one message
+
+
+def _refuse_reached_twice(again: dict[str, str]) -> None:
+    """InputError naming every path that reaches a file or folder already in the batch."""
+    if not again:
+        return
+    named = [f"{path} (the same as {first})" for path, first in list(again.items())[:_MAX_NAMED]]
+    more = f", and {len(again) - _MAX_NAMED:,} more" if len(again) > _MAX_NAMED else ""
+    raise InputError(f"the input reaches {len(again):,} file{'s' if len(again) > 1 else ''} or folder"
+                     f"{'s' if len(again) > 1 else ''} a second time, through links (or a link loop such as "
+                     f"self -> .): {'; '.join(named)}{more}. Every file is read once: remove those links, or name "
+                     "each file or folder once")
 
 
 def _files_of(value: str | Storage) -> list[Storage]:
@@ -76,6 +117,7 @@ def _files_of(value: str | Storage) -> list[Storage]:
         return [value]
     if not value or not value.strip():
         raise InputError("an empty input value: give a file, a folder or a glob")
+    _check_name(value, "input")
     if is_glob(value):
         return _glob(value)
     source = _storage(value)
@@ -99,14 +141,17 @@ def _glob(pattern: str) -> list[Storage]:
         raise InputError(f"input {redact(pattern)} matches no file ({base.display_root} is not a folder)")
     parts = wildcard.split("/")
     matched: dict[str, Storage] = {}
-    for info in _listing(base, base.root):
+    infos, again = _listing(base, base.root)
+    _refuse_reached_twice({path: first for path, first in again.items()
+                           if not _skipped(_relative(base, path)) and _may_hold(_relative(base, path).split("/"), parts)})
+    for info in infos:
         relative = _relative(base, info.path)
         if _skipped(relative) or not _matches(relative.split("/"), parts):
             continue
         if info.type == pafs.FileType.File:
             matched[info.path] = _file_storage(base, info.path)
         elif info.type == pafs.FileType.Directory:
-            matched.update({source.root: source for source in _files_below(base, info.path)})
+            matched.update({source.root: source for source in _files_below(base, info.path, (infos, again))})
     if not matched:
         raise InputError(f"input {redact(pattern)} matches no file (names starting with "
                          f"{' or '.join(SKIPPED_PREFIXES)} are skipped)")
@@ -132,18 +177,97 @@ def _matches(parts: list[str], pattern: list[str]) -> bool:
     return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _matches(parts[1:], pattern[1:])
 
 
-def _files_below(base: Storage, folder: str) -> list[Storage]:
-    """Every file below ``folder``, recursively, sorted, skipping hidden and ``_`` names."""
-    return [_file_storage(base, info.path) for info in _listing(base, folder)
-            if info.type == pafs.FileType.File and not _skipped(_relative_to(folder, info.path))]
+def _may_hold(parts: list[str], pattern: list[str]) -> bool:
+    """Whether a folder at path components ``parts`` matches glob components ``pattern``, or could
+    hold a path that does."""
+    if not parts or (pattern and pattern[0] == "**"):
+        return True
+    return bool(pattern) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _may_hold(parts[1:], pattern[1:])
 
 
-def _listing(base: Storage, folder: str) -> list[pafs.FileInfo]:
+def _files_below(base: Storage, folder: str,
+                 listed: tuple[list[pafs.FileInfo], dict[str, str]] | None = None) -> list[Storage]:
+    """Every file below ``folder``, recursively, sorted, skipping hidden and ``_`` names.  ``listed``:
+    a listing (``_listing``) of a folder holding ``folder``, to take instead of listing again.
+    InputError naming the paths below ``folder`` that reach a folder a second time."""
+    infos, again = listed or _listing(base, folder)
+    below = [info for info in infos if _is_below(folder, info.path) and not _skipped(_relative_to(folder, info.path))]
+    _refuse_reached_twice({path: first for path, first in again.items() if _is_below(folder, path)
+                           and not _skipped(_relative_to(folder, path))})
+    return [_file_storage(base, info.path) for info in below if info.type == pafs.FileType.File]
+
+
+def _is_below(folder: str, path: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _listing(base: Storage, folder: str) -> tuple[list[pafs.FileInfo], dict[str, str]]:
+    """(everything below ``folder``, sorted by path; {path of a link to a folder already entered:
+    that folder's first path}).  A local folder is walked here (``_walk``); pyarrow lists the others."""
+    if base.local:
+        return _walk(folder)
     try:
         infos = base.fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
     except Exception as error:
         raise InputError(f"cannot list input folder {base.uri(folder)}: {error}") from None
-    return sorted(infos, key=lambda info: info.path)
+    return sorted(infos, key=lambda info: info.path), {}
+
+
+def _walk(folder: str) -> tuple[list[pafs.FileInfo], dict[str, str]]:
+    """Every file and folder below a local ``folder`` (links followed), each folder entered once:
+    a folder reached again (a loop such as ``self -> .``, or a second link to it) is listed in the
+    second value and not entered, so the walk ends whatever the links.  Names starting with ``.``
+    or ``_`` are not entered (they are skipped anyway); other names must be UTF-8."""
+    try:
+        entered = {_key(os.stat(folder)): folder}
+    except OSError as error:
+        raise InputError(f"cannot list input folder {folder}: {error.strerror or error}") from None
+    infos: list[pafs.FileInfo] = []
+    again: dict[str, str] = {}
+    stack = [folder]
+    while stack:
+        folders = []
+        for entry in _entries(stack.pop()):
+            if entry.name.startswith(SKIPPED_PREFIXES):
+                continue
+            _check_name(entry.path, f"input folder {folder}")
+            try:
+                status = os.stat(entry.path)  # follows links; a dangling one is no file, as for pyarrow
+            except OSError:
+                continue
+            if stat.S_ISREG(status.st_mode):
+                infos.append(pafs.FileInfo(entry.path, pafs.FileType.File))
+            elif stat.S_ISDIR(status.st_mode):
+                first = entered.setdefault(_key(status), entry.path)
+                if first != entry.path:
+                    again[entry.path] = first
+                    continue
+                infos.append(pafs.FileInfo(entry.path, pafs.FileType.Directory))
+                folders.append(entry.path)
+        stack += reversed(folders)  # depth first, in name order
+    return sorted(infos, key=lambda info: info.path), again
+
+
+def _key(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
+
+
+def _entries(folder: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except OSError as error:
+        raise InputError(f"cannot list input folder {folder}: {error.strerror or error}") from None
+
+
+def _check_name(path: str, where: str) -> None:
+    """InputError naming ``path`` by its bytes when it is not UTF-8 (Python holds such bytes as
+    lone surrogates, which no file system call below accepts)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{where}: {os.fsencode(path)!r} is a name that is not UTF-8; rename it to UTF-8 (for "
+                         "example with convmv -f latin1 -t utf8 --notest), or move it out of the batch") from None
 
 
 def _skipped(relative: str) -> bool:

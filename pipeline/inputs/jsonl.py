@@ -18,7 +18,8 @@ thus depends neither on the reader nor on the records sharing its slice.
 JSONL must be UTF-8 without unpaired surrogate escapes; a byte order mark is skipped at the very
 start of the file only; lines nested deeper than ``MAX_DEPTH`` or with a number longer than
 ``MAX_NUMBER_DIGITS`` digits are rejected, and so are lines longer than ``MAX_LINE_BYTES``, which the
-slice's reader drops unread (``lines.py``).
+slice's reader drops unread (``lines.py``).  A slice made mostly of blank lines is read without
+them (``_Numbered``), each other line under its own number, so blank lines cost no memory per line.
 """
 
 from __future__ import annotations
@@ -59,26 +60,76 @@ def read_jsonl(data: bytes, first_line: int, field: str, payload_type: pa.DataTy
     when it reads the slice without doubt, else line by line (see the module's docstring).
     ``oversized`` ({offset in the slice: length}) are lines dropped as longer than
     ``MAX_LINE_BYTES`` (empty lines in ``data``), each rejected with its length."""
-    if oversized:
-        return _read_lines(data, first_line, field, payload_type, check, fingerprint, oversized)
+    numbered = _Numbered.of(data, first_line, oversized or {})
+    if numbered.oversized:
+        return _read_lines(numbered, field, payload_type, check, fingerprint)
     if payload_type.equals(FAST_TYPE):
-        records = _fast_records(data, first_line, field, fingerprint)
+        records = _fast_records(numbered, field, fingerprint)
         if records is not None:
             return records
-    return _read_lines(data, first_line, field, payload_type, check, fingerprint)
+    return _read_lines(numbered, field, payload_type, check, fingerprint)
 
 
-def _fast_records(data: bytes, first_line: int, field: str, fingerprint: str) -> Records | None:
+class _Numbered:
+    """A slice's lines and their numbers in the file: the slice as it is (line k is number
+    ``first_line + k``), or, when many of its lines are blank, only its other lines, numbered by
+    ``numbers`` (int64, one per line), so that blank lines cost the readers no memory per line.
+
+    data:      the lines (``\n``-separated);
+    oversized: {index of a line in ``data``: its length}, lines dropped as too long (empty here).
+    """
+
+    def __init__(self, data: bytes, first_line: int, oversized: dict[int, int], numbers: np.ndarray | None = None):
+        self.data, self.first_line, self.oversized, self.numbers = data, first_line, oversized, numbers
+
+    @classmethod
+    def of(cls, data: bytes, first_line: int, oversized: dict[int, int]) -> "_Numbered":
+        """The slice, without its blank lines when they are at least ``_BLANK_SHARE`` of its lines
+        (and more than ``_BLANK_LEAST``): removing them copies the rest once."""
+        lines = data.count(b"\n") + 1
+        raw = np.frombuffer(data, dtype=np.uint8)
+        keep = np.fromiter(sorted(oversized), dtype=np.int64, count=len(oversized))  # dropped lines stay: rejected
+        kept, kept_bytes = _content_lines(raw, keep)
+        if lines - kept <= max(_BLANK_LEAST, lines // _BLANK_SHARE):
+            return cls(data, first_line, oversized)
+        out, numbers = np.empty(kept_bytes, dtype=np.uint8), np.empty(kept, dtype=np.int64)
+        _copy_content_lines(raw, keep, out, numbers)
+        moved = {int(index): oversized[int(line)] for line, index in zip(keep, np.searchsorted(numbers, keep))}
+        return cls(out.tobytes(), first_line, moved, numbers + first_line)
+
+    @property
+    def first(self) -> int:
+        """The line number of the first line (``first_line`` when there is none)."""
+        return self.number(0) if self.numbers is None or len(self.numbers) else self.first_line
+
+    def number(self, index: int) -> int:
+        """The line number in the file of line ``index`` of ``data``."""
+        return self.first_line + index if self.numbers is None else int(self.numbers[index])
+
+    def numbers_of(self, count: int) -> np.ndarray:
+        """The line numbers of the first ``count`` lines."""
+        if self.numbers is None:
+            return np.arange(self.first_line, self.first_line + count, dtype=np.int64)
+        return self.numbers[:count]
+
+
+# Blank lines are removed from a slice before it is read when they are more than _BLANK_LEAST and at
+# least one in _BLANK_SHARE of its lines: then they cost less than the copy of the rest.
+_BLANK_LEAST = 4096
+_BLANK_SHARE = 16
+
+
+def _fast_records(numbered: _Numbered, field: str, fingerprint: str) -> Records | None:
     """Every record of the slice, accepted, when a fast reader reads all of them without doubt:
     each has an id and a list of strings with no null; None otherwise."""
-    table = _arrow_table(data, first_line, field)
+    table = _arrow_table(numbered.data, numbered.first, field)
     if table is None:
         return None
     ids, payloads = table.column("id").combine_chunks(), table.column(field).combine_chunks()
     if ids.null_count or has_nulls(payloads) or not pa.types.is_string(ids.type):
         return None
-    return Records(ids=ids, positions=np.arange(first_line, first_line + table.num_rows, dtype=np.int64),
-                   payloads=payloads, position_label="line", rejected=Rejected(), fingerprint=fingerprint)
+    return Records(ids=ids, positions=numbered.numbers_of(table.num_rows), payloads=payloads, position_label="line",
+                   rejected=Rejected(), fingerprint=fingerprint)
 
 
 def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
@@ -188,23 +239,79 @@ def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
 
 
 
-def _read_lines(data: bytes, first_line: int, field: str, payload_type: pa.DataType, check: Check | None,
-                fingerprint: str, oversized: dict[int, int] | None = None) -> Records:
+def _read_lines(numbered: _Numbered, field: str, payload_type: pa.DataType, check: Check | None,
+                fingerprint: str) -> Records:
     """The slice line by line with ``json.loads``: every non-blank line becomes one record.  This is
     the reference reading; the fast path is used only where it gives the same records."""
     records = RecordsBuilder(field, payload_type, check, "line")
+    data, oversized = numbered.data, numbered.oversized
     depth, digits, _ = _scan_lines(data)
     for offset, raw in enumerate(data.split(b"\n")):
-        if offset == 0 and first_line == 1 and raw.startswith(_BOM):
+        if offset == 0 and numbered.first == 1 and raw.startswith(_BOM):
             raw = raw[len(_BOM):]  # a byte order mark at the very start of the file is allowed
         if oversized and offset in oversized:
-            line = first_line + offset
+            line = numbered.number(offset)
             records.add(line, None, None, f"line {line}: {oversized[offset]:,} bytes long; lines of more than "
                                           f"{MAX_LINE_BYTES:,} bytes are not read")
         elif raw.strip():
-            line = first_line + offset
+            line = numbered.number(offset)
             records.add(line, *_parse_json_line(raw, line, field, int(depth[offset]), int(digits[offset])))
     return records.records(fingerprint)
+
+
+@njit(cache=True, nogil=True)
+def _content_lines(data, keep):  # pragma: no cover - compiled
+    """(lines, bytes) of data (uint8[n]) that are not blank, newlines included: a line with a byte
+    other than ASCII whitespace (as ``bytes.strip`` removes), or one whose index is in keep
+    (int64, sorted)."""
+    lines = 0
+    size = 0
+    line = 0
+    start = 0
+    content = False
+    k = 0
+    n = len(data)
+    for i in range(n + 1):
+        if i == n or data[i] == 10:
+            while k < len(keep) and keep[k] < line:
+                k += 1
+            if content or (k < len(keep) and keep[k] == line):
+                lines += 1
+                size += i - start + (1 if i < n else 0)
+            line += 1
+            start = i + 1
+            content = False
+        elif not (data[i] == 32 or 9 <= data[i] <= 13):
+            content = True
+    return lines, size
+
+
+@njit(cache=True, nogil=True)
+def _copy_content_lines(data, keep, out, numbers):  # pragma: no cover - compiled
+    """Copy the lines ``_content_lines`` counts into out (uint8, their bytes), each with its
+    newline, and their indices in data into numbers (int64)."""
+    at = 0
+    kept = 0
+    line = 0
+    start = 0
+    content = False
+    k = 0
+    n = len(data)
+    for i in range(n + 1):
+        if i == n or data[i] == 10:
+            while k < len(keep) and keep[k] < line:
+                k += 1
+            if content or (k < len(keep) and keep[k] == line):
+                end = i + 1 if i < n else n
+                out[at:at + end - start] = data[start:end]
+                at += end - start
+                numbers[kept] = line
+                kept += 1
+            line += 1
+            start = i + 1
+            content = False
+        elif not (data[i] == 32 or 9 <= data[i] <= 13):
+            content = True
 
 
 def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int) -> tuple[str | None, Any, str | None]:

@@ -70,12 +70,13 @@ class _Collector:
         self.pending, self.pending_bytes, self.dropped = [], 0, False
         self.line += 1
 
-    def whole_lines(self, piece: memoryview, newlines: np.ndarray) -> None:
-        """Add complete lines: ``piece`` is exactly those lines, ``newlines`` their newlines' offsets."""
-        lengths = np.diff(newlines, prepend=-1) - 1
-        if len(lengths) and lengths.max() > self.limit:
+    def whole_lines(self, piece: memoryview, newlines: np.ndarray, base: int) -> None:
+        """Add complete lines: ``piece`` is exactly those lines, ``newlines - base`` their newlines'
+        offsets in it.  Only a piece longer than the limit can hold a line over it: no array per
+        line is made otherwise (a chunk of blank lines costs no more than its newlines' offsets)."""
+        if len(piece) > self.limit and (np.diff(newlines, prepend=base - 1) - 1).max() > self.limit:
             start = 0
-            for end in newlines:
+            for end in newlines - base:
                 self.extend(piece[start:end + 1])
                 self.end_line(True)
                 start = end + 1
@@ -126,6 +127,6 @@ def _take(collector: _Collector, view: memoryview, newlines: np.ndarray) -> None
     collector.extend(view[:first + 1])
     collector.end_line(True)
     if len(newlines) > 1:
-        collector.whole_lines(view[first + 1:last + 1], newlines[1:] - (first + 1))
+        collector.whole_lines(view[first + 1:last + 1], newlines[1:], first + 1)
     if last + 1 < len(view):
         collector.extend(view[last + 1:])

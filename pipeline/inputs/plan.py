@@ -33,7 +33,7 @@ from batchenum.pipeline.storage import Storage, StorageError
 
 __all__ = ["plan_slices", "SliceSize", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
            "detect_format", "load_slice", "LoadedSlice", "slice_fingerprint", "open_parquet", "check_unchanged",
-           "overlapping_row_groups"]
+           "overlapping_row_groups", "MAX_DECOMPRESSED_BYTES", "MAX_DECOMPRESSED_LINES", "MAX_SLICE_BYTES"]
 
 
 
@@ -59,6 +59,10 @@ _COMPRESSED_MAGIC = (
     (b"\xfd7zXZ\x00", "xz", "unxz"),
     (b"PK\x03\x04", "zip", "unzip"),
 )
+# A compressed JSONL file is one slice, decompressed whole by its worker: at most this many bytes and
+# lines (blank ones included) of it are read, beyond which the file is refused (docs/batch_input.md).
+MAX_DECOMPRESSED_BYTES = 256 << 20
+MAX_DECOMPRESSED_LINES = 4 << 20
 # Compressed JSONL read through pyarrow's codecs, recognised by suffix (and checked by magic bytes).
 _CODEC_SUFFIXES = ((".gz", "gzip"), (".zst", "zstd"), (".zstd", "zstd"))
 _BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
@@ -85,8 +89,10 @@ class LoadedSlice:
 # ---------------------------------------------------------------------------------------- planning
 
 
-# "auto" slicing (SliceSize): SLICES_PER_CPU slices per CPU of the run, none over about MAX_SLICE_BYTES
-# of input (a shard holds its slice's bytes and answers in memory).
+# "auto" slicing (SliceSize): SLICES_PER_CPU slices per CPU of the run.  Whatever the records per
+# slice (auto or given), no slice reads more than MAX_SLICE_BYTES of a plain JSONL file (cut short
+# there, at a block boundary) or about that much of a Parquet file (by its average row): a shard
+# holds its slice's bytes and answers in memory.
 SLICES_PER_CPU = 4
 MAX_SLICE_BYTES = 128 << 20
 
@@ -149,7 +155,8 @@ def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, rec
     if _one_format(files) == "parquet":
         opened = [(file, *_parquet_rows(file.source, field)) for file in files]
         per_slice = _per_slice(records_per_slice, sum(rows for _, rows, _ in opened), sum(size for *_, size in opened))
-        return [{**file.described, **rows} for file, total, _ in opened for rows in _cut_rows(total, per_slice)]
+        return [{**file.described, **rows} for file, total, size in opened
+                for rows in _cut_rows(total, min(per_slice, _rows_within(MAX_SLICE_BYTES, total, size)))]
     block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
     plain = [file for file in files if file.compression is None]
     counts = _count_newlines(plain, context, block, task_blocks, driver_bytes, startup_bytes)
@@ -408,7 +415,8 @@ def _lines(counts: np.ndarray, size: int, ends_with_newline: bool) -> int:
 
 def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per_slice: int,
                block: int) -> list[dict]:
-    """Slice specs of ``lines_per_slice`` lines each, from the newlines counted in each block.
+    """Slice specs of ``lines_per_slice`` lines each (fewer where that many lines would be more
+    than ``MAX_SLICE_BYTES``: ``_slice_ends``), from the newlines counted in each block.
 
     Slice k starts after newline number k * lines_per_slice (1-based; the file's start for k = 0),
     which lies in the block where before[b] < mark <= before[b + 1]; the spec says to read from that
@@ -417,18 +425,41 @@ def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per
     """
     before = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))  # newlines before each block
     lines = _lines(counts, size, ends_with_newline)
-    slices = -(-lines // lines_per_slice)
-    if not slices:
+    if not lines:
         return []
-    marks = np.arange(1, slices, dtype=np.int64) * lines_per_slice  # newlines that end slices 0 .. slices-2
+    marks = np.asarray(_slice_ends(before, lines, lines_per_slice, max(1, MAX_SLICE_BYTES // block)), dtype=np.int64)
     mark_blocks = np.searchsorted(before, marks, side="left") - 1
     starts = [(0, 0)] + [(int(b) * block, int(m - before[b])) for b, m in zip(mark_blocks, marks)]
     ends = [min(size, (int(b) + 1) * block) for b in mark_blocks] + [size]
+    firsts = [0, *marks.tolist()]
     return [
-        {"format": "jsonl", "first_line": 1 + k * lines_per_slice, "from": start, "skip": skip, "to": end,
-         "lines": lines_per_slice if k < slices - 1 else None}
+        {"format": "jsonl", "first_line": 1 + firsts[k], "from": start, "skip": skip, "to": end,
+         "lines": firsts[k + 1] - firsts[k] if k < len(marks) else None}
         for k, ((start, skip), end) in enumerate(zip(starts, ends))
     ]
+
+
+def _slice_ends(before: np.ndarray, lines: int, lines_per_slice: int, max_blocks: int) -> list[int]:
+    """The newlines (counted from 1) that end each slice but the last: every ``lines_per_slice``
+    lines, or sooner where a slice would read more than ``max_blocks`` blocks (``MAX_SLICE_BYTES``),
+    so that a shard's input is bounded by bytes whatever its records' sizes; at least one line each."""
+    blocks = len(before) - 1
+    even = np.arange(1, -(-lines // lines_per_slice), dtype=np.int64) * lines_per_slice
+    even_blocks = np.searchsorted(before, even, side="left") - 1  # the block holding each end
+    spans = np.append(even_blocks, blocks - 1) - np.concatenate(([0], even_blocks)) + 1  # blocks each slice reads
+    if spans.max() <= max_blocks:  # the common case: no slice too large, cut by lines alone
+        return even.tolist()
+    ends: list[int] = []
+    mark = 0
+    while True:
+        start_block = int(np.searchsorted(before, mark, side="left")) - 1 if mark else 0
+        reach = start_block + max_blocks  # the slice may read blocks start_block .. reach - 1
+        within = lines if reach >= blocks else int(before[reach])
+        end = max(mark + 1, min(mark + lines_per_slice, within))
+        if end >= lines:
+            return ends
+        ends.append(end)
+        mark = end
 
 
 def _parquet_rows(source: Storage, field: str) -> tuple[int, int]:
@@ -446,6 +477,12 @@ def _parquet_rows(source: Storage, field: str) -> tuple[int, int]:
             )
     metadata = parquet_file.metadata
     return metadata.num_rows, sum(metadata.row_group(k).total_byte_size for k in range(metadata.num_row_groups))
+
+
+def _rows_within(most_bytes: int, rows: int, size: int) -> int:
+    """Rows of a Parquet file (``rows`` of ``size`` uncompressed bytes in all) that hold about
+    ``most_bytes``: a Parquet slice is capped by bytes on the file's average row."""
+    return max(1, most_bytes * rows // max(1, size))
 
 
 def _cut_rows(total: int, rows_per_slice: int) -> list[dict]:
@@ -494,14 +531,43 @@ def _whole_file_bytes(spec: dict, source: Storage) -> bytes:
 
 
 def _decompressed_chunks(raw: bytes, spec: dict) -> Iterator[bytes]:
-    """A compressed file's content, ``CHUNK`` bytes at a time, through pyarrow's codec."""
+    """A compressed file's content, ``CHUNK`` bytes at a time, through pyarrow's codec; InputError
+    as soon as it passes ``MAX_DECOMPRESSED_BYTES`` or ``MAX_DECOMPRESSED_LINES``."""
+    stream = _decompressing(raw, spec)
+    size = lines = 0
+    while chunk := _next_chunk(stream, spec):
+        size, lines = size + len(chunk), lines + chunk.count(b"\n")
+        if size > MAX_DECOMPRESSED_BYTES or lines > MAX_DECOMPRESSED_LINES:
+            raise InputError(
+                f"input file {spec['path']} decompresses to more than {_decompressed_limit(size, lines)}, the most "
+                "one compressed file may hold (it is one shard, read by one worker): split it into parts, for "
+                "example with zcat FILE | split -l 1000000 -d --additional-suffix=.jsonl - part- and gzip each")
+        yield chunk
+
+
+def _decompressing(raw: bytes, spec: dict):
     try:
-        stream = pa.CompressedInputStream(pa.BufferReader(raw), spec["compression"])
-        while chunk := stream.read(CHUNK):
-            yield chunk
+        return pa.CompressedInputStream(pa.BufferReader(raw), spec["compression"])
+    except Exception as error:
+        raise _not_decompressed(spec, error) from None
+
+
+def _next_chunk(stream, spec: dict) -> bytes:
+    try:
+        return stream.read(CHUNK)
     except Exception as error:  # a truncated or damaged stream: pyarrow raises several types
-        raise InputError(f"cannot decompress input file {spec['path']} ({spec['compression']}): {error}; "
-                         "check the file (for example with gzip -t or zstd -t)") from None
+        raise _not_decompressed(spec, error) from None
+
+
+def _not_decompressed(spec: dict, error: Exception) -> InputError:
+    return InputError(f"cannot decompress input file {spec['path']} ({spec['compression']}): {error}; "
+                      "check the file (for example with gzip -t or zstd -t)")
+
+
+def _decompressed_limit(size: int, lines: int) -> str:
+    if size > MAX_DECOMPRESSED_BYTES:
+        return f"{MAX_DECOMPRESSED_BYTES:,} bytes ({MAX_DECOMPRESSED_BYTES >> 20:,} MiB)"
+    return f"{MAX_DECOMPRESSED_LINES:,} lines (blank ones included)"
 
 
 def _cut_slice(spec: dict, source: Storage) -> Cut:

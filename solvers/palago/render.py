@@ -20,8 +20,8 @@ regions); the rest of each tile is in muted blue and yellow.
 from __future__ import annotations
 
 import math
+from html import escape as _html_escape
 from typing import Iterable, NamedTuple
-from xml.sax.saxutils import escape
 
 from .canonical import REGION_BODY, REGION_TIP, Tile
 
@@ -38,6 +38,13 @@ COLOURS = {
 _SQRT3 = math.sqrt(3)
 _CIRCUMRADIUS = 1 / _SQRT3  # neighbouring centres are 1 apart, so the apothem is 1/2
 _SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'
+
+
+def escape(value) -> str:
+    """``value`` as text safe in element content and in a double-quoted attribute alike (``&``,
+    ``<``, ``>``, both quotes): every value a page embeds from a catalogue goes through it, so a
+    crafted key, sum or tile cannot close its attribute or open an element."""
+    return _html_escape(str(value), quote=True)
 
 
 # ----------------------------------------------------------------------------------- creatures
@@ -138,7 +145,7 @@ def _tile_paths(tile: Tile, scale: float) -> dict[str, str]:
 def _tile_svg(tile: Tile, scale: float) -> str:
     """One tile as ``<g class="tile">``: four filled regions, the creature's outline, the border."""
     return "\n".join([
-        f'<g class="tile" data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}">',
+        f'<g class="tile" {_tile_data(tile)}>',
         *_tile_parts(tile, scale),
         "</g>",
     ])
@@ -175,8 +182,14 @@ def _tile_id(t: int, regions: int) -> str:
 def _tile_use(tile: Tile, scale: float) -> str:
     """One tile as ``<use class="tile">`` of its drawing at hex (0, 0), moved to its hex."""
     x, y = _point(_centre(tile.q, tile.r), scale)
-    return (f'<use class="tile" href="#{_tile_id(tile.t, tile.regions)}" x="{x:.2f}" y="{y:.2f}" '
-            f'data-q="{tile.q}" data-r="{tile.r}" data-t="{tile.t}" data-regions="{tile.regions}"/>')
+    return (f'<use class="tile" href="#{escape(_tile_id(tile.t, tile.regions))}" x="{x:.2f}" y="{y:.2f}" '
+            f'{_tile_data(tile)}/>')
+
+
+def _tile_data(tile: Tile) -> str:
+    """A tile's ``data-`` attributes, each value escaped."""
+    return (f'data-q="{escape(tile.q)}" data-r="{escape(tile.r)}" data-t="{escape(tile.t)}" '
+            f'data-regions="{escape(tile.regions)}"')
 
 
 def tile_defs_svg(radius: float = 24.0) -> str:
@@ -502,6 +515,7 @@ def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_pa
     counts:    stabiliser order -> creatures of size n with it (all of them, whatever the gallery shows);
     selection: what the gallery leaves out, in words (e.g. "stabiliser 2 only"), None if nothing.
     """
+    n, counts = int(n), {int(order): int(count) for order, count in counts.items()}  # numbers, never markup
     shown: dict = {}
     for page in pages:
         for order, count in page.stabilisers.items():
@@ -557,6 +571,7 @@ def gallery_page_html(n: int, items: Iterable[GalleryItem], page: GalleryPage, p
     radius: a hex's circumradius in pixels.
     """
     items = list(items)
+    n, counts = int(n), {int(order): int(count) for order, count in counts.items()}  # numbers, never markup
     title = f"Palago creatures of size {n}: page {page.number} of {pages}"
     parts = _head(title) + [
         _pager(page.number, pages),
@@ -567,8 +582,8 @@ def gallery_page_html(n: int, items: Iterable[GalleryItem], page: GalleryPage, p
         tile_defs_svg(radius),
     ]
     place = page.first
-    for order in sorted({item.stabiliser for item in items}, reverse=True):
-        group = [item for item in items if item.stabiliser == order]
+    for order in sorted({int(item.stabiliser) for item in items}, reverse=True):
+        group = [item for item in items if int(item.stabiliser) == order]
         parts.append(f'<h2 id="stabiliser-{order}">Symmetry group of order {order} '
                      f"({escape(_SYMMETRY.get(order, 'unknown'))}): {len(group):,} here, "
                      f"{counts.get(order, len(group)):,} of size {n} in all</h2>")
