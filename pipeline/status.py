@@ -101,7 +101,28 @@ def _job_status(folder: Storage) -> JobStatus | None:
     _read_shards(status, folder, shard_files)
     status.checkpoints = [c for c in saved_checkpoints(folder) if c["shard"] not in status.committed]
     status.tables = _group_parts([_final_table(folder, path) for path in finals])
+    if status.manifest is not None:
+        status.problems.extend(_tables_not_in_manifest(folder, status.manifest, status.tables))
     return status
+
+
+def _tables_not_in_manifest(folder: Storage, manifest: dict[str, Any], tables: list[dict[str, Any]]) -> list[str]:
+    """Each table in place that is not the one the manifest names: a link (its rows are someone
+    else's, and were never the run's), or rows other than the manifest's."""
+    found = {table["name"]: table for table in tables}
+    problems = []
+    for name, entry in sorted(manifest["tables"].items()):
+        path = folder.join(entry["path"].rstrip("/"))
+        kind = folder.kind(path)
+        if kind == "link":
+            problems.append(f"{path} is a symbolic link, not the table the manifest names: its rows are not the "
+                            "run's. Remove the link and run the same command again to rebuild the table")
+            continue
+        rows = found.get(entry["path"], {}).get("rows")
+        if kind != "missing" and rows is not None and rows != entry.get("rows"):
+            problems.append(f"{entry['path']}: {rows:,} rows where the manifest says {entry.get('rows'):,}: not the "
+                            f"table run {manifest['run_id']} committed. Run the same command again to rebuild it")
+    return problems
 
 
 def _file_sizes(folder: Storage) -> dict[str, int]:
@@ -168,10 +189,11 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         if any(table not in paths for table in tables):
             continue
         try:
-            meta = read_metadata(paths[tables[0]], folder.fs)
+            metas = [read_metadata(paths[table], folder.fs) for table in tables]
         except Exception:  # unreadable footer
             status.damaged.append(shard_id)
             continue
+        meta = metas[0]
         if plan and (meta.get("code") != plan.get("version")
                      or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)):
             status.stale.append(shard_id)
