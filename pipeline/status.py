@@ -193,6 +193,8 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         except Exception:  # unreadable footer
             status.damaged.append(shard_id)
             continue
+        if len({found.get("commit") for found in metas}) > 1:  # a writer stopped between two tables
+            continue
         meta = metas[0]
         if plan and (meta.get("code") != plan.get("version")
                      or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)):

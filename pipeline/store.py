@@ -11,7 +11,9 @@ Layout under ``OUT/<job>/``:
     _staged/<run id>/...                 a run's tables before they are moved into place
 
 A shard is committed when every table it produces has a file whose provenance (job, code version,
-parameters, shard id and spec, row count) matches the run.  The committed files themselves are the record of finished work, not anything
+parameters, shard id and spec, row count) matches the run, and all of them carry the same commit id
+(one per ``write_shard``): the shard's tables count together or not at all, whatever stopped a writer
+between two of them.  The committed files themselves are the record of finished work, not anything
 the driver remembers.  Each file is committed whole onto its deterministic path (storage.py: rename
 on a disk, one upload on an object store), so a killed writer leaves at most a temporary file, which
 is never read as a result.  ``OUT`` is a local folder or any pyarrow.fs URI.
@@ -46,7 +48,7 @@ from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary, link_refused
 
-__all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
+__all__ = ["DamagedFileError", "NOT_TOGETHER", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
            "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "part_plan", "plan_problem", "read_metadata",
            "read_verified", "recorded_metadata", "table_schema"]
@@ -54,6 +56,9 @@ __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
 OTHER_PARAMETERS = "committed with other parameters"
+# How check_shard's answer starts when a shard's tables carry different commits: a writer stopped
+# between two of them (killed, a full or read-only folder); not damage, an unfinished commit.
+NOT_TOGETHER = "its tables were not committed together"
 PLAN_FILE = "_plan.json"
 # The record of the tables in place, written last (docs/design.md, "The tables"); underscored, so
 # that no reader of a folder takes it for data.
@@ -295,10 +300,16 @@ class ShardStore:
 
     def write_shard(self, shard: Shard, outputs: ShardOutput, stats: dict[str, Any] | None = None) -> dict[str, int]:
         """Commit one shard's outputs; returns rows per table.  ``stats`` (where and how long it ran,
-        records read) is recorded beside the provenance, not checked by it."""
+        records read) is recorded beside the provenance, not checked by it.  Every table's file
+        records the same new commit id: until the last of them is in place the shard's files carry two
+        ids and the shard counts as not committed (``check_shard``), so a failure between two tables
+        never leaves a shard that is half old, half new."""
         rows = {}
-        extra = {"stats": json.dumps(stats or {}, sort_keys=True)}
-        for name, columns in outputs.items():
+        # one id in every table's footer: the shard counts only when all of them carry the same one
+        extra = {"stats": json.dumps(stats or {}, sort_keys=True), "commit": uuid.uuid4().hex}
+        for number, (name, columns) in enumerate(outputs.items()):
+            if number:
+                faults.between_shard_tables(shard.id)
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
             keys = self._key_range(spec, table, shard.id) if name in self.job.streamed_tables else {}
@@ -340,6 +351,7 @@ class ShardStore:
         """(problem or None, {table: rows}, the stats recorded with the first table)."""
         rows: dict[str, int] = {}
         stats = None
+        commits: dict[str, str | None] = {}
         for name in tables:
             path = self.shard_path(name, shard.id)
             self.storage.refuse_links(path)
@@ -357,6 +369,10 @@ class ShardStore:
                 stats = _stats(found)
                 if stats is None:
                     return f"{self.storage.relative(path)}: its recorded stats are unreadable", {}, {}
+            commits[name] = found.get("commit")
+        if len(set(commits.values())) > 1 or None in commits.values():
+            shown = ", ".join(f"{name} {commit or 'none'}" for name, commit in commits.items())
+            return f"{NOT_TOGETHER} (commits {shown}): a writer stopped between them", {}, {}
         return None, rows, stats or {}
 
     def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
