@@ -64,11 +64,13 @@ PLAN_FILE = "_plan.json"
 # that no reader of a folder takes it for data.
 MANIFEST_FILE = "_manifest.json"
 MANIFEST_FORMAT = 1
-# A run id (``start_tables``), a table's name and a part's name as a manifest may give them: names
-# read from a file in the folder are only ever used as these, so none can lead outside it.
+# A run id (``start_tables``), a table's or shard's name and a part's name as the store's own files
+# may give them: names read from a file in the folder are used only as these, so none leads outside.
 _RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
-_TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _PART_NAME = re.compile(r"part-\d{5}\.parquet")
+# The lease's own scratch file (lease.py, ``_create_exclusively``), left by a writer killed there.
+_LEASE_SCRATCH = re.compile(re.escape(LEASE_FILE + TMP_MARK) + "[0-9a-f]{32}")
 SHARDS_DIR = "_shards"  # the shard store: committed shard files, outside every table's folder
 STAGED_DIR = "_staged"  # a run's final tables before they are moved into place
 # Not Parquet, though named so: every reader that globs or walks the whole job folder (pandas,
@@ -226,8 +228,9 @@ def plan_problem(plan: Any) -> str | None:
         return f"it holds a JSON {type(plan).__name__}, not an object"
     for key in ("shards", "tables"):
         value = plan.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            return f"its {key} are not a list of names"
+        if not isinstance(value, list) or not all(isinstance(item, str) and _NAME.fullmatch(item)
+                                                  for item in value):
+            return f"its {key} are not a list of plain names"
     for key in ("started_at",):
         value = plan.get(key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
@@ -490,8 +493,7 @@ class ShardStore:
         for name in self.job.streamed_tables:
             self.storage.restore_folder(self.storage.join(name))
         leftovers = [path for folder in self._writing_folders() for path in self._entries(folder)
-                     if is_temporary(posixpath.basename(path.replace(os.sep, "/")))
-                     or self._lease_scratch(folder, path)]
+                     if self._is_leftover(folder, posixpath.basename(path.replace(os.sep, "/")))]
         for path in leftovers:
             if self.storage.kind(path) == "folder":
                 self.storage.delete_dir(path)  # a folder table moved aside, its successor in place
@@ -520,11 +522,9 @@ class ShardStore:
             return [posixpath.basename(path) for path in self.storage.list_dirs(folder)]
         return self.storage.list_files(folder, recursive=False)
 
-    def _lease_scratch(self, folder: str, path: str) -> bool:
-        """Whether ``path`` is the scratch file of a lease whose writer was killed (lease.py)."""
-        name = posixpath.basename(path.replace(os.sep, "/"))
-        return folder == self.storage.root and re.fullmatch(re.escape(LEASE_FILE + TMP_MARK) + "[0-9a-f]{32}", name) \
-            is not None
+    def _is_leftover(self, folder: str, name: str) -> bool:
+        """Whether entry ``name`` of ``folder`` is a temporary the store or the lease names so."""
+        return is_temporary(name) or (folder == self.storage.root and _LEASE_SCRATCH.fullmatch(name) is not None)
 
     def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
         """Concatenate one table's committed shard files, in the given shard order.  Every file must
@@ -854,8 +854,9 @@ def remove_shards(storage: Storage) -> tuple[int, int]:
 
 
 def _remove_local_tree(root: str) -> tuple[int, int]:
-    """Delete a local folder of files and folders, refusing before any removal when any entry is a
-    link or neither a file nor a folder; (files removed, bytes freed, those shared by a hard link aside)."""
+    """Delete a local folder of files and folders; refuses before removing anything when an entry is
+    a link or neither a file nor a folder.  Returns (files removed, bytes freed): a file another name
+    still holds by a hard link frees nothing."""
     if not os.path.lexists(root):
         return 0, 0
     files, folders = [], []
@@ -1084,7 +1085,7 @@ def _table_entry_problem(name: str, table: Any) -> str | None:
     if not (isinstance(table, dict) and isinstance(table.get("path"), str) and isinstance(table.get("parts"), list)
             and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])):
         return "not described by a path and its parts"
-    if not _TABLE_NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
+    if not _NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
         return f"its path {json.dumps(table['path'])[:60]} is not the table's own ({name}/ or {name}.parquet)"
     for part in table["parts"]:
         folder, _, file = part["path"].partition("/")
