@@ -16,7 +16,7 @@ from typing import Any
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, DamagedFileError,
+from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, STAGED_DIR, DamagedFileError,
                                       manifest_problem, plan_problem, read_metadata, read_verified)
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
@@ -103,6 +103,9 @@ def _job_status(folder: Storage) -> JobStatus | None:
     status.tables = _group_parts([_final_table(folder, path) for path in finals])
     if status.manifest is not None:
         status.problems.extend(_tables_not_in_manifest(folder, status.manifest, status.tables))
+    status.problems.extend(f"{folder.join(name)} is a symbolic link, where batchenum keeps its own folder: what is "
+                           "counted there is not the run's. Remove the link and run the same command again"
+                           for name in (SHARDS_DIR, STAGED_DIR) if folder.kind(folder.join(name)) == "link")
     return status
 
 

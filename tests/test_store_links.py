@@ -137,6 +137,8 @@ def test_cleanup_refuses_a_shard_store_that_is_a_link(batch, tmp_path):
     shards = out / "dungeons" / "_shards"
     os.rename(shards, tmp_path / "real-shards")
     shards.symlink_to(victim)
+    shown = cli("status", "--out", str(out)).stdout
+    assert f"{shards} is a symbolic link" in shown, shown
     cleaned = cli("cleanup", "--out", str(out), check=False)
     assert cleaned.returncode == 1, cleaned.stdout + cleaned.stderr
     assert f"{shards} is a symbolic link" in cleaned.stderr and "removed" not in cleaned.stdout, \
