@@ -39,6 +39,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--outages", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--window", type=float, default=1.0,
+                        help="seconds each killed run pauses between a shard's answers and errors (0: none)")
     parser.add_argument("--serial", action="store_true", help="the runs compute in the driver, without Ray")
     args = parser.parse_args()
     port = free_port()
@@ -75,14 +77,18 @@ def _soak(scratch: Path, port: int, args: argparse.Namespace) -> None:
                               "--out", "s3://soak/run")
         shards = -(-(args.records + 2) // args.per_shard)
         figures = soak(command, env, proxy, fs, "soak/run/dungeons/_shards/answers", shards, args.kills,
-                       args.outages, args.seed)
-    same, rows = True, 0
+                       args.outages, args.seed, window=args.window)
+    same, rows, lines = True, 0, []
     for table in ("answers", "errors"):
         expected = pd.read_parquet(scratch / "clean" / "dungeons" / table).drop(columns="file")
         found = pd.read_parquet(f"soak/run/dungeons/{table}", filesystem=fs).drop(columns="file")
         same = same and found.equals(expected)
         rows += len(found)
+        lines += found["line"].tolist()
+    once = sorted(lines) == list(range(1, args.records + 3))
     print(f"records:               {args.records + 2} in, {rows} accounted for (answers + errors)")
+    print(f"each in exactly one table: {once}")
+    print(f"kills between a shard's answers and errors: {figures.window_kills} (pause {args.window:g} s there)")
     print(f"kills survived:        {figures.kills} (whole process group, SIGKILL)")
     print(f"outages survived:      {figures.outages} ({', '.join(('refuse', 'stall', 'cut')[:figures.outages])})")
     print(f"time the store was out: {figures.outage_seconds:.0f} s")

@@ -12,6 +12,10 @@ meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test 
   committed together (store.py: the manifest, then the moves, completed by the next run).
 - ``BATCHENUM_TEST_KILL_BEFORE_COMMIT=1``: the process kills itself once a run's tables and side
   files are staged, before the manifest names them, so tests prove nothing of the run is published.
+- ``BATCHENUM_TEST_KILL_BETWEEN_SHARD_TABLES=sXXXX``: the process writing that shard kills itself
+  after committing its first table and before the next; ``BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES=S``:
+  every shard's writer sleeps S seconds there, so that a soak's random kills land in that window.
+  Tests prove that a shard's tables are committed together (store.py, ``write_shard``).
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
 - ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,
@@ -22,13 +26,17 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
-__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "KILL_BEFORE_COMMIT", "PLAN_SIZES", "LEASE_TIMES",
-           "maybe_kill_worker", "maybe_kill_between_tables", "maybe_kill_before_commit", "plan_sizes", "lease_times"]
+__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "KILL_BEFORE_COMMIT", "KILL_BETWEEN_SHARD_TABLES",
+           "PAUSE_BETWEEN_SHARD_TABLES", "PLAN_SIZES", "LEASE_TIMES", "maybe_kill_worker", "maybe_kill_between_tables",
+           "maybe_kill_before_commit", "between_shard_tables", "plan_sizes", "lease_times"]
 
 KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
 KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"
 KILL_BEFORE_COMMIT = "BATCHENUM_TEST_KILL_BEFORE_COMMIT"
+KILL_BETWEEN_SHARD_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_SHARD_TABLES"
+PAUSE_BETWEEN_SHARD_TABLES = "BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
 LEASE_TIMES = "BATCHENUM_TEST_LEASE"
 
@@ -56,6 +64,16 @@ def maybe_kill_between_tables() -> None:
 def maybe_kill_before_commit() -> None:
     """Kill this process if ``KILL_BEFORE_COMMIT`` is set."""
     _kill_if_set(KILL_BEFORE_COMMIT)
+
+
+def between_shard_tables(shard_id: str) -> None:
+    """Between two tables of shard ``shard_id``: kill this process if ``KILL_BETWEEN_SHARD_TABLES``
+    names the shard; sleep if ``PAUSE_BETWEEN_SHARD_TABLES`` is set."""
+    if os.environ.get(KILL_BETWEEN_SHARD_TABLES) == shard_id:
+        os.kill(os.getpid(), signal.SIGKILL)
+    pause = os.environ.get(PAUSE_BETWEEN_SHARD_TABLES)
+    if pause:
+        time.sleep(float(pause))
 
 
 def _kill_if_set(hook: str) -> None:

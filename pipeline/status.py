@@ -16,7 +16,7 @@ from typing import Any
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, DamagedFileError,
+from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, STAGED_DIR, DamagedFileError,
                                       manifest_problem, plan_problem, read_metadata, read_verified)
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
@@ -101,7 +101,31 @@ def _job_status(folder: Storage) -> JobStatus | None:
     _read_shards(status, folder, shard_files)
     status.checkpoints = [c for c in saved_checkpoints(folder) if c["shard"] not in status.committed]
     status.tables = _group_parts([_final_table(folder, path) for path in finals])
+    if status.manifest is not None:
+        status.problems.extend(_tables_not_in_manifest(folder, status.manifest, status.tables))
+    status.problems.extend(f"{folder.join(name)} is a symbolic link, where batchenum keeps its own folder: what is "
+                           "counted there is not the run's. Remove the link and run the same command again"
+                           for name in (SHARDS_DIR, STAGED_DIR) if folder.kind(folder.join(name)) == "link")
     return status
+
+
+def _tables_not_in_manifest(folder: Storage, manifest: dict[str, Any], tables: list[dict[str, Any]]) -> list[str]:
+    """Each table in place that is not the one the manifest names: a link (its rows are someone
+    else's, and were never the run's), or rows other than the manifest's."""
+    found = {table["name"]: table for table in tables}
+    problems = []
+    for name, entry in sorted(manifest["tables"].items()):
+        path = folder.join(entry["path"].rstrip("/"))
+        kind = folder.kind(path)
+        if kind == "link":
+            problems.append(f"{path} is a symbolic link, not the table the manifest names: its rows are not the "
+                            "run's. Remove the link and run the same command again to rebuild the table")
+            continue
+        rows = found.get(entry["path"], {}).get("rows")
+        if kind != "missing" and rows is not None and rows != entry.get("rows"):
+            problems.append(f"{entry['path']}: {rows:,} rows where the manifest says {entry.get('rows'):,}: not the "
+                            f"table run {manifest['run_id']} committed. Run the same command again to rebuild it")
+    return problems
 
 
 def _file_sizes(folder: Storage) -> dict[str, int]:
@@ -168,10 +192,13 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         if any(table not in paths for table in tables):
             continue
         try:
-            meta = read_metadata(paths[tables[0]], folder.fs)
+            metas = [read_metadata(paths[table], folder.fs) for table in tables]
         except Exception:  # unreadable footer
             status.damaged.append(shard_id)
             continue
+        if len({found.get("commit") for found in metas}) > 1:  # a writer stopped between two tables
+            continue
+        meta = metas[0]
         if plan and (meta.get("code") != plan.get("version")
                      or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)):
             status.stale.append(shard_id)

@@ -34,6 +34,7 @@ import posixpath
 import random
 import re
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -44,8 +45,8 @@ import pyarrow.fs as pafs
 
 from batchenum.pipeline.errors import PipelineError, RunStoppedError
 
-__all__ = ["Storage", "StorageError", "StorageUnavailableError", "NoRoomError", "TMP_MARK", "OLD_MARK", "STORAGE_TIMEOUT",
-           "is_uri", "redact", "scratch_folder", "transient"]
+__all__ = ["Storage", "StorageError", "StorageUnavailableError", "NoRoomError", "LinkRefusedError", "TMP_MARK",
+           "OLD_MARK", "STORAGE_TIMEOUT", "is_temporary", "is_uri", "redact", "scratch_folder", "temporary_name", "transient"]
 
 T = TypeVar("T")
 LOGGER = logging.getLogger("batchenum.storage")
@@ -60,7 +61,8 @@ _TRANSIENT_S3 = re.compile(r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|
                            r"|REQUEST_TIMEOUT|REQUEST_LIMIT_EXCEEDED)|HTTP status (5\d\d|429)|curlCode: \d+")
 # Why a write cannot succeed however often it is tried: the place itself takes nothing more.
 _NO_ROOM = {errno.ENOSPC: "no space is left on its device", errno.EDQUOT: "its disk quota is exceeded",
-            errno.EROFS: "its file system is read-only", errno.EACCES: "permission to write there is denied"}
+            errno.EROFS: "its file system is read-only", errno.EACCES: "permission to write there is denied",
+            errno.EPERM: "the file system does not permit the write (an immutable file or folder?)"}
 _ERRNO_TEXT = re.compile(r"[Ee]rrno (\d+)")
 _TRANSIENT_ERRNO = {errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EHOSTUNREACH,
                     errno.ENETUNREACH, errno.ENETDOWN, errno.EPIPE}
@@ -68,6 +70,11 @@ _TRANSIENT_ERRNO = {errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNREFUSED, errno
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder; never read as a result
 # A folder moved aside by the two-rename fallback of ``replace_folder``; the complete former folder.
 OLD_MARK = TMP_MARK + "old-"
+# The exact names the store gives its temporaries: the target's name, the mark, the writer's pid and
+# eight hex digits (``temporary_name``), "old-" before the pid for a folder moved aside.  Only entries
+# named so are ever removed as leftovers: never a pattern over a whole path (an --out of
+# /data/proj.tmp-2024/ is a user's folder), never someone's ``notes.tmp-1``.
+_TEMPORARY = re.compile(r"(?P<target>.+)" + re.escape(TMP_MARK) + r"(?P<old>old-)?\d+-[0-9a-f]{8}")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # The AWS variables that say where S3 is and who we are; captured on the driver for the workers.
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
@@ -84,6 +91,30 @@ class StorageUnavailableError(StorageError, RunStoppedError):
 
 class NoRoomError(StorageError, RunStoppedError):
     """The output location takes no more: its device is full, its quota used, it is read-only."""
+
+
+class LinkRefusedError(StorageError, RunStoppedError):
+    """A symbolic link where batchenum keeps its own files and folders: nothing is written, moved or
+    deleted through it, and nothing read through it is served."""
+
+
+def temporary_name(path: str) -> str:
+    """The name a file being written to ``path`` has until it is complete (``is_temporary``)."""
+    return f"{path}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def is_temporary(name: str, old: bool | None = None) -> bool:
+    """Whether the entry name ``name`` (not a path) is one ``temporary_name`` (or the fallback of
+    ``replace_folder``) made; ``old``: only a folder moved aside (True), only a file being written
+    (False)."""
+    found = _TEMPORARY.fullmatch(name)
+    return bool(found) and (old is None or bool(found.group("old")) == old)
+
+
+def temporary_target(name: str) -> str | None:
+    """The name of the entry that temporary ``name`` was to become, or None when it is no temporary."""
+    found = _TEMPORARY.fullmatch(name)
+    return found.group("target") if found else None
 
 
 def _no_room(error: BaseException) -> str | None:
@@ -203,6 +234,43 @@ class Storage:
     def relative(self, path: str) -> str:
         return path[len(self.root):].lstrip("/")
 
+    def refuse_links(self, path: str) -> None:
+        """On a local disk: LinkRefusedError naming the first symbolic link on the way from the root
+        (which the user chose, and may be a link) down to ``path``, ``path`` itself included;
+        StorageError when ``path`` is not below the root.  Every write, move and delete here checks
+        first, so that nothing outside the folder is reached through a link planted inside it.
+        Nothing to check on an object store, which has no links."""
+        if not self.local:
+            return
+        relative = os.path.relpath(path, self.root)
+        if relative == ".":
+            return
+        if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
+            raise StorageError(f"{path} is outside {self.display_root}: batchenum writes and deletes only below it "
+                               "(a bug: please report it)")
+        current = self.root
+        for name in relative.split(os.sep):
+            current = os.path.join(current, name)
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                return
+            if stat.S_ISLNK(mode):
+                raise link_refused(current)
+
+    def kind(self, path: str) -> str:
+        """What ``path`` is, links not followed: "file", "folder", "link", "other" or "missing"."""
+        if not self.local:
+            found = self._info(path).type
+            return {pafs.FileType.File: "file", pafs.FileType.Directory: "folder"}.get(found, "missing")
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return "missing"
+        if stat.S_ISLNK(mode):
+            return "link"
+        return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
     # ------------------------------------------------------------------------------------- queries
 
     def exists(self, path: str) -> bool:
@@ -306,6 +374,7 @@ class Storage:
         """Commit a file: ``write(local_path)`` writes it in full to a local temporary path, which
         then becomes ``path`` at once (rename on a disk, one upload on an object store), once
         ``guard`` allows it.  NoRoomError when the place is full or read-only."""
+        self.refuse_links(path)
         try:
             self._write_atomic(path, write)
         except OSError as error:
@@ -368,7 +437,10 @@ class Storage:
     def move(self, source: str, target: str) -> None:
         """Rename ``source`` to ``target`` (on an object store a server-side copy, then a delete):
         a commit like ``write_atomic``, so the lease's fence is checked first and transient
-        failures are retried (moving again is safe while ``source`` exists)."""
+        failures are retried (moving again is safe while ``source`` exists).  Neither name may be
+        reached through a link, nor be one."""
+        self.refuse_links(source)
+        self.refuse_links(target)
         self._check_guard()
 
         def move() -> None:
@@ -383,6 +455,8 @@ class Storage:
         link on a disk (both names then hold one copy), a server-side copy on an object store; a
         plain copy only on a disk that cannot link.  A commit like ``write_atomic``: the lease's
         fence is checked first, transient failures are retried."""
+        self.refuse_links(source)
+        self.refuse_links(target)
         self._check_guard()
         if not self.local:
             self.retrying("copying", source, lambda: self.fs.copy_file(source, target))
@@ -399,12 +473,34 @@ class Storage:
             self.write_atomic(target, lambda local: shutil.copyfile(source, local))
 
     def delete_file(self, path: str) -> None:
+        """Delete file ``path`` if it is there: on a disk only a regular file below the root,
+        reached without a link (LinkRefusedError naming the link otherwise)."""
+        self.refuse_links(path)
+        if self.local:
+            if self.kind(path) not in ("file", "missing"):
+                raise StorageError(f"{path} is not a file, where batchenum keeps one of its files: move it away "
+                                   "and run the same command again")
+            _unlink_if_there(path)
+            return
         try:
             self.retrying("deleting", path, lambda: self.fs.delete_file(path))
         except FileNotFoundError:
             pass
 
     def delete_dir(self, path: str) -> None:
+        """Delete folder ``path`` and everything in it, if it is there: on a disk only a real folder
+        below the root, reached without a link; links inside it are removed, never followed
+        (``shutil.rmtree`` works from open folders there)."""
+        self.refuse_links(path)
+        if self.local:
+            found = self.kind(path)
+            if found == "missing":
+                return
+            if found != "folder":
+                raise StorageError(f"{path} is not a folder, where batchenum keeps one of its folders: move it away "
+                                   "and run the same command again")
+            shutil.rmtree(path)
+            return
         try:
             self.retrying("deleting", path, lambda: self.fs.delete_dir(path))
         except FileNotFoundError:
@@ -416,6 +512,8 @@ class Storage:
         mix: Linux swaps the two names at once (renameat2 RENAME_EXCHANGE); where it cannot, the old
         folder is first renamed aside (``OLD_MARK``), and a crash between the two renames is undone
         by ``restore_folder`` at the next run."""
+        self.refuse_links(staging)
+        self.refuse_links(final)
         self._check_guard()
         parent = os.path.dirname(final)
         try:
@@ -432,13 +530,15 @@ class Storage:
     def restore_folder(self, final: str) -> bool:
         """Put back a folder that the fallback of ``replace_folder`` moved aside, when a crash came
         before the new one took its name; whether one was put back."""
-        if not self.local or os.path.exists(final):
+        if not self.local or self.kind(final) != "missing":
             return False
+        self.refuse_links(final)
         parent, name = os.path.split(final)
-        aside = sorted(entry for entry in os.listdir(parent) if entry.startswith(name + OLD_MARK)) \
-            if os.path.isdir(parent) else []
+        aside = sorted(entry for entry in os.listdir(parent) if is_temporary(entry, old=True)
+                       and temporary_target(entry) == name) if self.kind(parent) == "folder" else []
         if not aside:
             return False
+        self.refuse_links(os.path.join(parent, aside[0]))
         os.rename(os.path.join(parent, aside[0]), final)
         _fsync_dir(parent)
         return True
@@ -601,7 +701,7 @@ def _reopened(storage: Storage, path: str, handle: Any) -> Any:
 def _write_local_atomic(path: str, write: Callable[[str], None], before_rename: Callable[[], None]) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = temporary_name(path)
     try:
         write(tmp)
         with open(tmp, "rb") as handle:
@@ -612,6 +712,25 @@ def _write_local_atomic(path: str, write: Callable[[str], None], before_rename: 
         if os.path.exists(tmp):
             os.remove(tmp)
     _fsync_dir(directory)
+
+
+def link_refused(path: str) -> LinkRefusedError:
+    """The one message for a symbolic link found where batchenum keeps its own files."""
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return LinkRefusedError(
+        f"{path} is a symbolic link{target}, where batchenum keeps its own files and folders: it writes, moves "
+        "and deletes nothing through a link, and reads no result through one. Remove the link (or put a real "
+        "folder or file there), then run the same command again")
+
+
+def _unlink_if_there(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _fsync_dir(directory: str) -> None:
@@ -626,7 +745,7 @@ def _fsync_dir(directory: str) -> None:
 def _replace_by_renames(staging: str, final: str) -> None:
     """The old folder renamed aside, the new one onto its name, the old one deleted: between the
     two renames ``final`` is absent, and ``Storage.restore_folder`` undoes a crash there."""
-    aside = f"{final}{OLD_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    aside = f"{final}{OLD_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"  # is_temporary(old=True)
     os.rename(final, aside)
     os.rename(staging, final)
     shutil.rmtree(aside)

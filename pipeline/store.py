@@ -11,11 +11,15 @@ Layout under ``OUT/<job>/``:
     _staged/<run id>/...                 a run's tables before they are moved into place
 
 A shard is committed when every table it produces has a file whose provenance (job, code version,
-parameters, shard id and spec, row count) matches the run; the committed files themselves are the
-record of finished work, not anything the driver remembers.  Each file is committed whole onto its
-deterministic path (storage.py: rename on a disk, one upload on an object store), so a retried or
-duplicate attempt merely replaces identical content and a killed writer leaves at most a temporary
-file, which is never read as a result.  ``OUT`` is a local folder or any pyarrow.fs URI.
+parameters, shard id and spec, row count) matches the run, and all of them carry the same commit id
+(one per ``write_shard``): the shard's tables count together or not at all, whatever stopped a writer
+between two of them.  The committed files themselves are the record of finished work, not anything
+the driver remembers.  Each file is committed whole onto its deterministic path (storage.py: rename
+on a disk, one upload on an object store), so a killed writer leaves at most a temporary file, which
+is never read as a result.  ``OUT`` is a local folder or any pyarrow.fs URI.
+
+Nothing is written, moved or deleted through a symbolic link in the job folder, and only entries the
+store named are removed as leftovers (docs/faults.md, "What stays inside the job folder").
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import json
 import os
 import posixpath
 import queue
+import re
+import stat
 import threading
 import time
 import uuid
@@ -36,11 +42,13 @@ import pyarrow.parquet as pq
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
+from batchenum.pipeline.checkpoint import CHECKPOINTS
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
-from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError
+from batchenum.pipeline.lease import LEASE_FILE
+from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary, link_refused
 
-__all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
+__all__ = ["DamagedFileError", "NOT_TOGETHER", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
            "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
            "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "part_plan", "plan_problem", "read_metadata",
            "read_verified", "recorded_metadata", "table_schema"]
@@ -48,11 +56,21 @@ __all__ = ["DamagedFileError", "Provenance", "ShardStore", "StoreError", "arrow_
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
 OTHER_PARAMETERS = "committed with other parameters"
+# How check_shard's answer starts when a shard's tables carry different commits: a writer stopped
+# between two of them (killed, a full or read-only folder); not damage, an unfinished commit.
+NOT_TOGETHER = "its tables were not committed together"
 PLAN_FILE = "_plan.json"
 # The record of the tables in place, written last (docs/design.md, "The tables"); underscored, so
 # that no reader of a folder takes it for data.
 MANIFEST_FILE = "_manifest.json"
 MANIFEST_FORMAT = 1
+# A run id (``start_tables``), a table's or shard's name and a part's name as the store's own files
+# may give them: names read from a file in the folder are used only as these, so none leads outside.
+_RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_PART_NAME = re.compile(r"part-\d{5}\.parquet")
+# The lease's own scratch file (lease.py, ``_create_exclusively``), left by a writer killed there.
+_LEASE_SCRATCH = re.compile(re.escape(LEASE_FILE + TMP_MARK) + "[0-9a-f]{32}")
 SHARDS_DIR = "_shards"  # the shard store: committed shard files, outside every table's folder
 STAGED_DIR = "_staged"  # a run's final tables before they are moved into place
 # Not Parquet, though named so: every reader that globs or walks the whole job folder (pandas,
@@ -210,8 +228,9 @@ def plan_problem(plan: Any) -> str | None:
         return f"it holds a JSON {type(plan).__name__}, not an object"
     for key in ("shards", "tables"):
         value = plan.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            return f"its {key} are not a list of names"
+        if not isinstance(value, list) or not all(isinstance(item, str) and _NAME.fullmatch(item)
+                                                  for item in value):
+            return f"its {key} are not a list of plain names"
     for key in ("started_at",):
         value = plan.get(key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
@@ -284,10 +303,16 @@ class ShardStore:
 
     def write_shard(self, shard: Shard, outputs: ShardOutput, stats: dict[str, Any] | None = None) -> dict[str, int]:
         """Commit one shard's outputs; returns rows per table.  ``stats`` (where and how long it ran,
-        records read) is recorded beside the provenance, not checked by it."""
+        records read) is recorded beside the provenance, not checked by it.  Every table's file
+        records the same new commit id: until the last of them is in place the shard's files carry two
+        ids and the shard counts as not committed (``check_shard``), so a failure between two tables
+        never leaves a shard that is half old, half new."""
         rows = {}
-        extra = {"stats": json.dumps(stats or {}, sort_keys=True)}
-        for name, columns in outputs.items():
+        # one id in every table's footer: the shard counts only when all of them carry the same one
+        extra = {"stats": json.dumps(stats or {}, sort_keys=True), "commit": uuid.uuid4().hex}
+        for number, (name, columns) in enumerate(outputs.items()):
+            if number:
+                faults.between_shard_tables(shard.id)
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
             keys = self._key_range(spec, table, shard.id) if name in self.job.streamed_tables else {}
@@ -329,12 +354,15 @@ class ShardStore:
         """(problem or None, {table: rows}, the stats recorded with the first table)."""
         rows: dict[str, int] = {}
         stats = None
+        commits: dict[str, str | None] = {}
         for name in tables:
             path = self.shard_path(name, shard.id)
-            if not self.storage.exists(path):
+            self.storage.refuse_links(path)
+            kind = self.storage.kind(path)
+            if kind == "missing":
                 return "missing", {}, {}
-            if not self.storage.is_file(path):  # not ours to delete: it may hold someone's files
-                raise StoreError(f"{self.storage.uri(path)} is a folder where a shard file belongs (batchenum never "
+            if kind != "file":  # not ours to delete: it may hold someone's files
+                raise StoreError(f"{self.storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
                                  "makes one there): move it away and run the same command again")
             problem, rows[name], found = self._check_file(path, shard, name, full)
             if problem:
@@ -344,6 +372,10 @@ class ShardStore:
                 stats = _stats(found)
                 if stats is None:
                     return f"{self.storage.relative(path)}: its recorded stats are unreadable", {}, {}
+            commits[name] = found.get("commit")
+        if len(set(commits.values())) > 1 or None in commits.values():
+            shown = ", ".join(f"{name} {commit or 'none'}" for name, commit in commits.items())
+            return f"{NOT_TOGETHER} (commits {shown}): a writer stopped between them", {}, {}
         return None, rows, stats or {}
 
     def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
@@ -437,6 +469,7 @@ class ShardStore:
         """A committed shard file read for the finish, every check of ``read_verified`` made; a
         damaged or vanished file is one StoreError naming it, raised before any table is written."""
         try:
+            self.storage.refuse_links(path)
             with self.storage.open_input(path) as handle:
                 return read_verified(handle, _schema(self.job.table_spec(name)), row_groups=row_groups,
                                      where=self.storage.uri(path))
@@ -452,16 +485,46 @@ class ShardStore:
 
     def remove_temporaries(self) -> int:
         """Put back a folder table that a crash left moved aside (``Storage.restore_folder``), then
-        delete the temporary files and folders of killed writers; returns how many files."""
+        delete the temporary files and folders of killed writers; returns how many.  Only entries
+        named as the store names its temporaries (``is_temporary``), in the folders where it writes
+        them (the job folder, ``_shards/<table>/``, ``_checkpoints/``), each checked to be a regular
+        file (a real folder for one moved aside) reached without a link: never a pattern over a whole
+        path, never anything through a link (LinkRefusedError naming it)."""
         for name in self.job.streamed_tables:
             self.storage.restore_folder(self.storage.join(name))
-        leftovers = [path for path in self.storage.list_files() if TMP_MARK in path]
+        leftovers = [path for folder in self._writing_folders() for path in self._entries(folder)
+                     if self._is_leftover(folder, posixpath.basename(path.replace(os.sep, "/")))]
         for path in leftovers:
-            self.storage.delete_file(path)
-        for folder in self.storage.list_dirs(self.storage.root):  # staging folders, now empty
-            if TMP_MARK in posixpath.basename(folder.replace(os.sep, "/")):
-                self.storage.delete_dir(folder)
+            if self.storage.kind(path) == "folder":
+                self.storage.delete_dir(path)  # a folder table moved aside, its successor in place
+            else:
+                self.storage.delete_file(path)
         return len(leftovers)
+
+    def _writing_folders(self) -> list[str]:
+        """The folders where the store writes files under temporary names (``_staged`` is removed
+        whole by ``complete_commit``)."""
+        shards = self.storage.join(SHARDS_DIR)
+        tables = [self.storage.join(SHARDS_DIR, name) for name in self._entries(shards, folders=True)]
+        return [self.storage.root, shards, *tables, self.storage.join(CHECKPOINTS)]
+
+    def _entries(self, folder: str, folders: bool = False) -> list[str]:
+        """The paths directly in ``folder`` (only its subfolders' names with ``folders``), [] when
+        it does not exist; LinkRefusedError when ``folder`` is a link or reached through one."""
+        self.storage.refuse_links(folder)
+        if self.storage.local:
+            if self.storage.kind(folder) != "folder":
+                return []
+            with os.scandir(folder) as found:
+                return sorted(entry.name if folders else entry.path for entry in found
+                              if not folders or entry.is_dir(follow_symlinks=False))
+        if folders:
+            return [posixpath.basename(path) for path in self.storage.list_dirs(folder)]
+        return self.storage.list_files(folder, recursive=False)
+
+    def _is_leftover(self, folder: str, name: str) -> bool:
+        """Whether entry ``name`` of ``folder`` is a temporary the store or the lease names so."""
+        return is_temporary(name) or (folder == self.storage.root and _LEASE_SCRATCH.fullmatch(name) is not None)
 
     def read_shards(self, name: str, shard_ids: list[str]) -> pa.Table:
         """Concatenate one table's committed shard files, in the given shard order.  Every file must
@@ -634,6 +697,7 @@ class ShardStore:
                                for name, parts in self._parts.items()}}
         if self._side_files:
             manifest["files"] = sorted(self._side_files)
+        _refuse_linked_targets(self.storage, manifest)  # before the manifest names this run
         faults.maybe_kill_before_commit()
         _write_guard(self.storage)
         _write_manifest(self.storage, manifest)
@@ -757,32 +821,66 @@ def complete_commit(storage: Storage) -> str | None:
     tables no manifest names; returns the run id whose commit was completed, or None."""
     manifest = read_manifest(storage)
     completed = None
+    storage.refuse_links(storage.join(STAGED_DIR))
     if manifest is not None and manifest.get("state") == "committing":
+        _refuse_linked_targets(storage, manifest)
         _install(storage, manifest)
         completed = manifest["run_id"]
-    for folder in storage.list_dirs(storage.join(STAGED_DIR)):
-        storage.delete_dir(folder)
-    storage.delete_dir(storage.join(STAGED_DIR))
+    storage.delete_dir(storage.join(STAGED_DIR))  # every run's staging: one run at a time holds the folder
     return completed
 
 
 def remove_shards(storage: Storage) -> tuple[int, int]:
     """Delete the shard store of a job folder whose tables are committed (completing an interrupted
     commit first); returns (files removed, bytes freed: on a disk, not those a table's part still
-    holds by a hard link).  The caller holds the folder's lease.  A rerun
-    then finds no committed shard and computes every one again: never a stale table."""
+    holds by a hard link), counted as each file is removed.  The caller holds the folder's lease.
+    A link anywhere in the shard store (LinkRefusedError naming it) removes nothing.  A rerun then
+    finds no committed shard and computes every one again: never a stale table."""
     complete_commit(storage)
     manifest = read_manifest(storage)
     if manifest is None:
         raise StoreError(f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
                          "record of the work done, so they are kept. Run the job to the end first")
-    import pyarrow.fs as pafs
+    shards = storage.join(SHARDS_DIR)
+    storage.refuse_links(shards)
+    if not storage.local:
+        files = storage.list_files(shards)
+        sizes = [storage.stat(path)[0] for path in files]
+        for path in files:
+            storage.delete_file(path)
+        storage.delete_dir(shards)
+        return len(files), sum(sizes)
+    return _remove_local_tree(shards)
 
-    selector = pafs.FileSelector(storage.join(SHARDS_DIR), recursive=True, allow_not_found=True)
-    files = [info for info in storage.fs.get_file_info(selector) if info.type == pafs.FileType.File]
-    freed = sum(info.size or 0 for info in files if not (storage.local and os.stat(info.path).st_nlink > 1))
-    storage.delete_dir(storage.join(SHARDS_DIR))
-    return len(files), freed
+
+def _remove_local_tree(root: str) -> tuple[int, int]:
+    """Delete a local folder of files and folders; refuses before removing anything when an entry is
+    a link or neither a file nor a folder.  Returns (files removed, bytes freed): a file another name
+    still holds by a hard link frees nothing."""
+    if not os.path.lexists(root):
+        return 0, 0
+    files, folders = [], []
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        folders.append(folder)
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                raise link_refused(path)
+            if stat.S_ISREG(mode):
+                files.append(path)
+            elif not stat.S_ISDIR(mode):
+                raise StoreError(f"{path} is neither a file nor a folder, in the shard store: move it away and run "
+                                 "the same command again")
+    removed = freed = 0
+    for path in files:
+        found = os.lstat(path)
+        os.unlink(path)
+        removed += 1
+        freed += found.st_size if found.st_nlink == 1 else 0
+    for folder in reversed(folders):
+        os.rmdir(folder)
+    return removed, freed
 
 
 def read_manifest(storage: Storage) -> dict[str, Any] | None:
@@ -965,18 +1063,46 @@ def manifest_problem(manifest: Any) -> str | None:
         return f"it holds a JSON {type(manifest).__name__}, not an object"
     if manifest.get("state") not in ("committing", "committed") or not isinstance(manifest.get("run_id"), str):
         return "it has no state or run id"
+    if not _RUN_ID.fullmatch(manifest["run_id"]):
+        return f"its run id {json.dumps(manifest['run_id'])[:60]} is not one batchenum makes"
     tables = manifest.get("tables")
     if not isinstance(tables, dict):
         return "its tables are not an object"
     for name, table in tables.items():
-        if not (isinstance(table, dict) and isinstance(table.get("path"), str) and isinstance(table.get("parts"), list)
-                and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])
-                and ".." not in table["path"] and not table["path"].startswith("/")):
-            return f"table {name!r} is not described by a path and its parts"
+        problem = _table_entry_problem(name, table)
+        if problem:
+            return f"table {json.dumps(name)[:60]}: {problem}"
     files = manifest.get("files", [])
     if not (isinstance(files, list) and all(isinstance(name, str) and _plain_name(name) for name in files)):
         return "its side files are not a list of plain file names"
     return None
+
+
+def _table_entry_problem(name: str, table: Any) -> str | None:
+    """Why a manifest's entry for table ``name`` is not one a run of ours wrote: its path must be the
+    table's own (``name/`` or ``name.parquet``) and its parts ``name/part-NNNNN.parquet`` (or the
+    file itself), so that no name read from the manifest leads outside the table."""
+    if not (isinstance(table, dict) and isinstance(table.get("path"), str) and isinstance(table.get("parts"), list)
+            and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])):
+        return "not described by a path and its parts"
+    if not _NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
+        return f"its path {json.dumps(table['path'])[:60]} is not the table's own ({name}/ or {name}.parquet)"
+    for part in table["parts"]:
+        folder, _, file = part["path"].partition("/")
+        own = (folder == name and _PART_NAME.fullmatch(file)) if table["path"].endswith("/") \
+            else part["path"] == table["path"]
+        if not own:
+            return f"its part {json.dumps(part['path'])[:60]} is not in the table"
+    return None
+
+
+def _refuse_linked_targets(storage: Storage, manifest: dict[str, Any]) -> None:
+    """LinkRefusedError naming the first place the commit of ``manifest`` would move into that is a
+    link or reached through one: its staged tables and files, and the tables and files they replace."""
+    names = [table["path"].rstrip("/") for table in manifest["tables"].values()] + list(manifest.get("files", []))
+    for name in names:
+        storage.refuse_links(_staged_path(storage, manifest["run_id"], name))
+        storage.refuse_links(storage.join(name))
 
 
 def _plain_name(name: str) -> bool:

@@ -6,8 +6,11 @@ Each interrupted run is killed after a random number (2-8) of new shard commits,
 resume makes progress, and never more than its share of the shards left (a fast machine commits a
 few more between the count and the kill, and the last kill must still find work); some of them meet
 an outage (refused connections, a stall, cut transfers, in turn) of a few seconds first, which they
-must wait out.  Returns the figures the benchmark prints; the caller compares the tables with a
-clean serial run.
+must wait out.  With ``window`` seconds, every killed run's writer pauses that long between a
+shard's answers and its errors (faults.py), so that most kills land between the two: the figures
+count those (``window_kills``).  ``on_kill(k)`` runs after kill ``k`` (a test changes the input
+there, so that committed shards are rewritten under later kills).  Returns the figures the
+benchmark prints; the caller compares the tables with a clean serial run.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pyarrow.fs as pafs
 
@@ -33,18 +37,33 @@ class SoakFigures:
     outages: int = 0  # storage outages survived
     outage_seconds: float = 0.0  # time the store was out while a run waited for it
     commits_between_kills: list[int] = field(default_factory=list)
+    window_kills: int = 0  # kills that left a shard with its answers written and its errors not
     final_seconds: float = 0.0  # the last, undisturbed run
     final_reused: int = 0
     total_seconds: float = 0.0
 
 
 def shards(fs: pafs.S3FileSystem, prefix: str) -> int:
+    return len(shard_files(fs, prefix))
+
+
+def shard_files(fs: pafs.S3FileSystem, prefix: str) -> dict[str, int]:
+    """{shard file name: modification time in ns} of the committed files under ``prefix``."""
     infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
-    return sum(1 for info in infos if info.type == pafs.FileType.File and info.path.endswith(".parquet"))
+    return {info.base_name: info.mtime_ns or 0 for info in infos
+            if info.type == pafs.FileType.File and info.path.endswith(".parquet")}
+
+
+def _in_window(fs: pafs.S3FileSystem, answers: str) -> bool:
+    """Whether some shard has an answers file newer than its errors file (or none): a kill landed
+    between the two."""
+    written, errors = shard_files(fs, answers), shard_files(fs, answers.rsplit("/", 1)[0] + "/errors")
+    return any(name not in errors or errors[name] < stamp for name, stamp in written.items())
 
 
 def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem, shard_prefix: str,
-         total: int, kills: int = 10, outages: int = 3, seed: int = 1, outage: float = 4.0) -> SoakFigures:
+         total: int, kills: int = 10, outages: int = 3, seed: int = 1, outage: float = 4.0, window: float = 0.0,
+         on_kill: Callable[[int], None] | None = None) -> SoakFigures:
     """Run ``command`` (a batchenum run through ``proxy``) ``kills`` times, each killed with its whole
     process group after 2-8 new commits, ``outages`` of them meeting a storage outage first; then
     once to the end (it must exit 0).  ``shard_prefix``: where one of its shard tables is listed;
@@ -55,7 +74,8 @@ def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem
     started = time.monotonic()
     for k in range(kills):
         before = shards(fs, shard_prefix)
-        driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        paused = {**env, "BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES": str(window)} if window else env
+        driver = subprocess.Popen(command, env=paused, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   start_new_session=True)
         try:
             target = min(chosen.randint(2, 8), max(2, (total - before) // (2 * (kills - k))))
@@ -70,6 +90,9 @@ def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem
             _kill_group(driver)
         figures.kills += 1
         figures.commits_between_kills.append(shards(fs, shard_prefix) - before)
+        figures.window_kills += window > 0 and _in_window(fs, shard_prefix)
+        if on_kill is not None:
+            on_kill(k)
     last = time.monotonic()
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:

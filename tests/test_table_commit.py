@@ -129,10 +129,10 @@ def test_the_two_rename_fallback_is_undone_after_a_crash_between_its_renames(tmp
     run_palago(out, 8)
     before = catalogue_files(out)
     final = out / "palago" / "creatures"
-    staging = out / "palago" / f"creatures{TMP_MARK}new-1-abcd"
+    staging = out / "palago" / f"creatures{TMP_MARK}1-abcdef12"  # names as the store gives them
     staging.mkdir()
     (staging / "n=1").mkdir()
-    os.rename(final, out / "palago" / f"creatures{OLD_MARK}1-abcd")  # the first rename, then a crash
+    os.rename(final, out / "palago" / f"creatures{OLD_MARK}1-abcdef12")  # the first rename, then a crash
 
     job = PalagoJob(12, 8, shards=3)
     store = ShardStore(Storage.at(str(out)), job, Provenance(job.name, code_version(job), job.params()))
