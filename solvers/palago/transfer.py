@@ -401,15 +401,16 @@ def _grown(rows, used):
 
 
 @njit(cache=True, nogil=True)
-def _with_room(pool, used, words):
-    """``pool`` (its first ``used`` words kept) with room for ``words`` more, doubled as needed."""
-    size = max(pool.shape[0], 64)
-    while size - used < words:
+def _with_room(rows, used, more):
+    """``rows`` (its first ``used`` rows kept) with room for ``more`` rows after them, doubled as
+    needed (pages of the slack that nothing writes are never resident)."""
+    size = max(rows.shape[0], 64)
+    while size - used < more:
         size *= 2
-    if size == pool.shape[0]:
-        return pool
-    bigger = np.empty(size, dtype=pool.dtype)
-    bigger[:used] = pool[:used]
+    if size == rows.shape[0]:
+        return rows
+    bigger = np.empty((size,) + rows.shape[1:], dtype=rows.dtype)
+    bigger[:used] = rows[:used]
     return bigger
 
 
@@ -574,8 +575,7 @@ def _add_batch(batch, n_batch, source, table, n1):
     table: (out heads, out pool, out_count, pool words used, slots), returned updated (the arrays
     may be grown, slots rehashed)."""
     out, pool, out_count, used, slots = table
-    while out_count + n_batch > out.shape[0]:
-        out = _grown(out, out_count)
+    out = _with_room(out, out_count, n_batch)
     pool = _with_room(pool, used, 3 * n1 * n_batch)
     size = slots.shape[0]
     while 2 * (out_count + n_batch) > size:
