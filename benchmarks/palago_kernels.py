@@ -1,7 +1,7 @@
 """Time the Palago kernels of this checkout against another one, alternately in fresh processes.
 
     python benchmarks/palago_kernels.py --against /tmp/oldmain
-    python benchmarks/palago_kernels.py --against /work/main --max-n 23 --symmetric-max-n 32 --rounds 7
+    python benchmarks/palago_kernels.py --against ../main-checkout --max-n 23 --symmetric-max-n 32 --rounds 7
 
 Each round runs, for each checkout in turn (the order swaps every round), one fresh process that
 loads (or compiles) the kernels on small sizes first and then times the direct search

@@ -208,11 +208,11 @@ def step_profile(max_n: int, bucket_counts: tuple[int, ...]) -> list[dict]:
         while count > 0:
             j = step % height
             shares = {}
-            data = data[:count]  # buffers sized to the states
+            data = (data[0][:count], data[1])  # buffers sized to the states
             if height > 1:
                 for k in bucket_counts:
                     bucket = np.zeros(count, np.int64)
-                    _bucket_of(data, count, height, j, j + 1, k, bucket)
+                    _bucket_of(data[0], count, height, j, j + 1, k, bucket)
                     shares[k] = float(np.bincount(bucket, minlength=k).max() / count)
             stats = np.zeros(2, np.int64)
             started, rows = time.process_time(), count
@@ -300,7 +300,7 @@ def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
         state = _SweepState(data, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
                             done_f=state.done_f, stats=state.stats)
         if largest is None or state.count > largest.count:
-            largest = _SweepState(data[:count].copy(), count=count, c=c, done_w=done[0], done_p=done[1],
+            largest = _SweepState((data[0][:count].copy(), data[1].copy()), count=count, c=c, done_w=done[0], done_p=done[1],
                                   done_f=done[2], stats=state.stats)
     live = largest.generation_rows()
     tasks = live.rows // PIECE_STATES

@@ -1,7 +1,7 @@
 """Print time, states and growth of the transfer-matrix count, and compare it with another checkout.
 
     python benchmarks/palago_transfer.py --max-n 32 --direct-max-n 20
-    python benchmarks/palago_transfer.py --min-n 32 --max-n 40 --step 2 --against /work/main --rounds 2
+    python benchmarks/palago_transfer.py --min-n 32 --max-n 40 --step 2 --against ../main-checkout --rounds 2
 
 For each n: the transfer sweep's CPU time (all heights, one process), states processed, the peak
 number of live states, the process's peak resident memory, and the growth per tile (time ratio
@@ -13,6 +13,14 @@ process by DIR's code and by this checkout's, alternately, --rounds times; the l
 median CPU seconds of each, their ratio, and both state counts (the machine is shared: CPU time,
 alternation and medians keep the comparison fair).  Figures only: nothing is asserted, except
 that both give the same fixed(n).
+
+With --height H (and --n N), one height's sweep instead, in fresh processes (with --against, by
+both checkouts in turn): CPU seconds, state-steps and CPU microseconds per state-step, the peak
+number of live states, the process's peak resident memory beyond what it held before the sweep
+and that per peak state, and the bytes per state of the largest saved generation (its checkpoint:
+keys, ranges and coefficients, as the sweep holds them), from a second run that saves every column.
+
+    python benchmarks/palago_transfer.py --height 9 --n 50 --against /path/to/main --rounds 2
 """
 
 from __future__ import annotations
@@ -52,6 +60,56 @@ for height in range(1, max_height(n) + 1):
     peak, processed = max(peak, int(stats[0])), processed + int(stats[1])
 print(json.dumps({"cpu": time.process_time() - start, "states": processed, "peak": peak, "fixed": str(total)}))
 """
+
+
+# One height's sweep in a fresh process: timed, or saved every column for the bytes per state.
+_HEIGHT = """
+import json, resource, sys, time
+import numpy as np
+from batchenum.solvers.palago.transfer import count_height
+height, n, saving = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "save"
+count_height(2, 8)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+largest = [0, 0]
+def save(data, progress):
+    states = int(progress.split(", ")[1].split()[0].replace(",", ""))
+    if states > largest[1]:
+        largest[:] = [len(data), states]
+stats = np.zeros(3, dtype=np.int64)
+start = time.process_time()
+counts = count_height(height, n, stats=stats, **({"save": save, "save_every": 0.0} if saving else {}))
+cpu = time.process_time() - start
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss
+print(json.dumps({"cpu": cpu, "states": int(stats[1]), "peak": int(stats[0]), "rss": grown,
+                  "saved": largest, "fixed": str(int(counts[n]))}))
+"""
+
+
+def height_by(checkout: str, height: int, n: int, mode: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": checkout}
+    result = subprocess.run([sys.executable, "-c", _HEIGHT, str(height), str(n), mode], env=env,
+                            capture_output=True, text=True, check=True, cwd="/")
+    return json.loads(result.stdout)
+
+
+def one_height(args) -> None:
+    checkouts = {"before": args.against, "after": HERE} if args.against else {"this": HERE}
+    runs: dict[str, list] = {name: [] for name in checkouts}
+    for _ in range(args.rounds):
+        for name, checkout in checkouts.items():
+            runs[name].append(height_by(checkout, args.height, args.n, "time"))
+    print(f"h{args.height:03d} at n = {args.n}")
+    print(f"{'':>7} {'CPU s':>8} {'state-steps':>13} {'us/step':>8} {'peak states':>12} {'RSS MB':>8} "
+          f"{'RSS B/state':>12} {'saved B/state':>14}")
+    for name, checkout in checkouts.items():
+        saved = height_by(checkout, args.height, args.n, "save")["saved"]
+        cpu = statistics.median(r["cpu"] for r in runs[name])
+        first = runs[name][0]
+        assert all(r["fixed"] == first["fixed"] for r in runs[name] + [r for rs in runs.values() for r in rs])
+        rss = statistics.median(r["rss"] for r in runs[name])
+        print(f"{name:>7} {cpu:>8.2f} {first['states']:>13,} {1e6 * cpu / first['states']:>8.3f} {first['peak']:>12,} "
+              f"{rss / 2**20:>8.0f} {rss / first['peak']:>12.0f} {saved[0] / max(saved[1], 1):>14.0f}", flush=True)
+    print("runs, CPU s: " + "; ".join(f"{name} " + ", ".join(f"{r['cpu']:.2f}" for r in runs[name]) for name in runs))
 
 
 def transfer(n: int):
@@ -97,7 +155,12 @@ def main() -> None:
     parser.add_argument("--direct-max-n", type=int, default=20)
     parser.add_argument("--against", metavar="DIR", help="another checkout to compare with, n by n")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs per n with --against")
+    parser.add_argument("--height", type=int, help="one height's sweep (at --n) instead of every height")
+    parser.add_argument("--n", type=int, default=50, help="max_n of the --height sweep")
     args = parser.parse_args()
+    if args.height:
+        one_height(args)
+        return
     if args.against:
         compare(args)
         return

@@ -256,3 +256,32 @@ def test_a_sweep_resumed_from_any_save_gives_the_same_counts():
         assert count_height(7, 24, resume=data, stats=stats).tolist() == whole.tolist()
     with pytest.raises(ValueError, match="saved sweep"):
         count_height(6, 24, resume=saved[0])
+
+
+def test_a_save_holds_each_state_over_its_own_range_only():
+    # The pooled layout (docs/palago_transfer.md, "Rows as long as their ranges"): a saved
+    # generation's pool is exactly its rows' ranges, three channels a coefficient, no holes, and a
+    # resumed sweep reads it back to the same counts.
+    from batchenum.solvers.palago.transfer import _SweepState
+
+    saved = []
+    whole = count_height(9, 26, save=lambda data, progress: saved.append(data), save_every=0.0)
+    largest = max((_SweepState.from_bytes(data, (9, 26, True, 3)).generation_rows() for data in saved),
+                  key=lambda generation: generation.rows)
+    widths = 3 * (largest.hi - largest.lo + 1)
+    assert largest.pool.size == widths.sum() < 3 * 27 * largest.rows / 2
+    assert largest.heads[:, 5].tolist() == (np.cumsum(widths) - widths).tolist()
+    pw, pp, pf = largest.channels(27)
+    assert (pf[np.arange(largest.rows), largest.lo] > 0).all()  # coefficient lo is nonzero
+    assert count_height(9, 26, resume=saved[-1]).tolist() == whole.tolist()
+
+
+def test_a_save_of_the_dense_layout_is_refused_with_what_to_do(tmp_path):
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, sweep=np.array((7, 24, 1, 3), np.int64), scalars=np.array([1, 3], np.int64),
+             data=np.zeros((1, 8), np.int64), done_w=np.zeros(25, np.uint64), done_p=np.zeros(25, np.int64),
+             done_f=np.zeros(25), stats=np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="delete the checkpoint"):
+        count_height(7, 24, resume=buffer.getvalue())

@@ -194,18 +194,20 @@ MAX_N = 2 * _MAX_HEIGHT + 1  # max_height(MAX_N) == _MAX_HEIGHT
 _P = (1 << 61) - 1
 _INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
 _FLOAT_AGREEMENT = 1e-9
-# A generation is one int64 array, a row per state: the key's three words, then lo and hi (the
-# polynomial's range: coefficient lo is nonzero, nothing outside lo..hi is read), then coefficients
-# lo..hi, the three channels of coefficient k side by side at _HEAD + 3 (k - lo) (+0: uint64 mod
-# 2^64, +1: mod P, +2: float64 bits).  A row has room for as many coefficients as the widest range
-# needed so far (and a few more, at most max_n + 1): ranges are short (2.7 coefficients on average,
-# 18 at most, of 43 at n = 42), so rows are a few cache lines, not n + 1 coefficients wide.
+# A generation is two int64 arrays: ``heads``, a row per state (the key's three words, then lo and
+# hi, the polynomial's range: coefficient lo is nonzero, nothing outside lo..hi is read, then
+# ``at``), and ``pool``, where the state's coefficients lo..hi lie from pool[at] on, the three
+# channels of coefficient k side by side at at + 3 (k - lo) (+0: uint64 mod 2^64, +1: mod P, +2:
+# float64 bits).  A row holds only its own range: ranges are short (2.7 coefficients on average, 18
+# at most, of 43 at n = 42), so a state takes about a tenth of a row as wide as the widest range.
+# A range that widens moves its row to the pool's end (in place when it is already the last), so a
+# pool being written has holes; _compacted closes them before a generation is saved or shipped.
 _LO = _WORDS
 _HI = _WORDS + 1
-_HEAD = _WORDS + 2
-_SPARE_TERMS = 4  # room a widened row keeps for later: widening copies the generation built so far
+_AT = _WORDS + 2
+_HEAD = _WORDS + 3  # columns of a head row
 _BATCH = 256  # options looked up together (each state makes at most 4)
-_NO_SPARE = np.zeros((0, 1), dtype=np.int64)  # _sweep_steps: no spare buffer, make one
+_NO_SPARE = (np.zeros((0, _HEAD), dtype=np.int64), np.zeros(0, dtype=np.int64))  # _sweep_steps: make buffers
 
 # The functions that run once per state or option are compiled without numba's reference counting
 # (the option _nrt=False, as numba's own mergesort and unicode kernels are): they allocate nothing,
@@ -398,89 +400,90 @@ def _grown(rows, used):
     return grown
 
 
-@_no_refcounts
-def _terms(rows):
-    """How many coefficients a row of ``rows`` has room for."""
-    return (rows.shape[1] - _HEAD) // 3
-
-
 @njit(cache=True, nogil=True)
-def _widened(rows, used, terms, n1):
-    """``rows`` with room for ``terms`` coefficients a row (and _SPARE_TERMS more, at most n1), the
-    first ``used`` rows copied."""
-    wider = np.zeros((rows.shape[0], _HEAD + 3 * min(n1, terms + _SPARE_TERMS)), dtype=rows.dtype)
-    for row in range(used):
-        for at in range(_HEAD + 3 * (rows[row, _HI] - rows[row, _LO] + 1)):
-            wider[row, at] = rows[row, at]
-    return wider
+def _with_room(rows, used, more):
+    """``rows`` (its first ``used`` rows kept) with room for ``more`` rows after them, doubled as
+    needed (pages of the slack that nothing writes are never resident)."""
+    size = max(rows.shape[0], 64)
+    while size - used < more:
+        size *= 2
+    if size == rows.shape[0]:
+        return rows
+    bigger = np.empty((size,) + rows.shape[1:], dtype=rows.dtype)
+    bigger[:used] = rows[:used]
+    return bigger
+
+
+@_no_refcounts
+def _words(heads, row):
+    """Pool words that row ``row``'s range takes."""
+    return 3 * (heads[row, _HI] - heads[row, _LO] + 1)
 
 
 @_inlined
-def _cover(rows, row, lo, hi):
-    """Widen ``row``'s range to cover lo..hi (it has room): its coefficients move up when the range
-    starts lower, and what it newly covers is zeroed (0 in all three channels: 0.0 is all zero bits)."""
-    r_lo = rows[row, _LO]
-    r_hi = rows[row, _HI]
-    if lo < r_lo:
-        up = 3 * (r_lo - lo)
-        for at in range(_HEAD + 3 * (r_hi - r_lo) + 2, _HEAD - 1, -1):
-            rows[row, at + up] = rows[row, at]
-        for at in range(_HEAD, _HEAD + up):
-            rows[row, at] = 0
-        rows[row, _LO] = r_lo = lo
-    if hi > r_hi:
-        for at in range(_HEAD + 3 * (r_hi - r_lo + 1), _HEAD + 3 * (hi - r_lo + 1)):
-            rows[row, at] = 0
-        rows[row, _HI] = hi
+def _moved(heads, pool, row, lo, hi, used):
+    """Widen ``row``'s range to cover lo..hi: its words move to the pool's end (or stay where they
+    are when they are the last), coefficients shifted up when the range starts lower, and what it
+    newly covers is zeroed (0 in all three channels: 0.0 is all zero bits).  Returns the words used."""
+    r_lo = heads[row, _LO]
+    at = heads[row, _AT]
+    old = _words(heads, row)
+    to = at if at + old == used else used
+    up = 3 * (r_lo - lo)
+    for i in range(old - 1, -1, -1):  # backwards: the words may overlap their new place
+        pool[to + up + i] = pool[at + i]
+    for i in range(up):
+        pool[to + i] = 0
+    for i in range(up + old, 3 * (hi - lo + 1)):
+        pool[to + i] = 0
+    heads[row, _LO] = lo
+    heads[row, _HI] = hi
+    heads[row, _AT] = to
+    return to + 3 * (hi - lo + 1)
 
 
 @_inlined
-def _add_terms(target, row, source, s, terms, offset, doublings):
-    """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings, to target row
-    ``row`` from its coefficient ``offset`` on; target and source: (int64 rows, their uint64 view,
-    their float64 view)."""
+def _add_terms(target, at, source, s_at, terms, doublings):
+    """Add ``terms`` coefficients of a source pool from word s_at on, times 2^doublings, to a
+    target pool from word ``at`` on; target and source: (int64 pool, its uint64 view, its float64
+    view)."""
     out, out_w, out_f = target
     rows, rows_w, rows_f = source
-    for i in range(terms):
-        at = _HEAD + 3 * i
-        to = at + 3 * offset
-        x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], doublings)
-        out_w[row, to] += x_w
-        out[row, to + 1] = _add_mod_p(out[row, to + 1], x_p)
-        out_f[row, to + 2] += x_f
+    for i in range(0, 3 * terms, 3):
+        x_w, x_p, x_f = _doubled(rows_w[s_at + i], rows[s_at + i + 1], rows_f[s_at + i + 2], doublings)
+        out_w[at + i] += x_w
+        out[at + i + 1] = _add_mod_p(out[at + i + 1], x_p)
+        out_f[at + i + 2] += x_f
 
 
 @_inlined
-def _room_needed(out, row, lo, hi):
-    """Coefficients ``row`` of ``out`` must hold to cover lo..hi besides its range (none yet when
-    lo = hi = -1)."""
-    if out[row, _LO] < 0:
-        return hi - lo + 1
-    return max(out[row, _HI], hi) - min(out[row, _LO], lo) + 1
-
-
-@_inlined
-def _accumulate(out, row, source, s, shift, terms, doublings):
+def _accumulate(target, row, used, source, s, shift, terms, doublings):
     """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings and ``shift``
-    sizes up, to ``row`` of ``out``, which has room for them (_room_needed): a row with no range
-    yet (lo = hi = -1) takes them as they are, any other widens its range to cover them and adds.
-    source: (int64 rows, their uint64 view, their float64 view)."""
-    rows = source[0]
-    d_lo = rows[s, _LO] + shift
+    sizes up, to row ``row`` of ``target``: a row with no range yet (lo = -1) takes them as they
+    are at the pool's end, any other widens its range to cover them (_moved) and adds.  target and
+    source: (heads, pool, the pool's uint64 view, its float64 view); the target pool has room for
+    3 (max_n + 1) more words.  Returns the target pool's words used."""
+    heads, pool = target[0], target[1]
+    s_heads, s_pool = source[0], source[1]
+    d_lo = s_heads[s, _LO] + shift
     d_hi = d_lo + terms - 1
-    if out[row, _LO] < 0:
-        out[row, _LO] = d_lo
-        out[row, _HI] = d_hi
+    s_at = s_heads[s, _AT]
+    if heads[row, _LO] < 0:
+        heads[row, _LO] = d_lo
+        heads[row, _HI] = d_hi
+        heads[row, _AT] = used
         if doublings == 0:
-            for at in range(_HEAD, _HEAD + 3 * terms):
-                out[row, at] = rows[s, at]  # all three channels, bit for bit
-            return
-        for at in range(_HEAD, _HEAD + 3 * terms):
-            out[row, at] = 0
-    else:
-        _cover(out, row, d_lo, d_hi)
-    _add_terms((out, out.view(np.uint64), out.view(np.float64)), row, source, s, terms, d_lo - out[row, _LO],
-               doublings)
+            for i in range(3 * terms):
+                pool[used + i] = s_pool[s_at + i]  # all three channels, bit for bit
+            return used + 3 * terms
+        for i in range(3 * terms):
+            pool[used + i] = 0
+        used += 3 * terms
+    elif d_lo < heads[row, _LO] or d_hi > heads[row, _HI]:
+        used = _moved(heads, pool, row, min(d_lo, heads[row, _LO]), max(d_hi, heads[row, _HI]), used)
+    at = heads[row, _AT] + 3 * (d_lo - heads[row, _LO])
+    _add_terms((pool, target[2], target[3]), at, (s_pool, source[2], source[3]), s_at, terms, doublings)
+    return used
 
 
 @_no_refcounts
@@ -488,8 +491,9 @@ def _new_row(out, row, keys, i):
     """Fill ``row`` of ``out`` with the key keys[i] and no range yet."""
     for w in range(_WORDS):
         out[row, w] = keys[i, w]
-    out[row, _LO] = -1  # hi too, so that a widening copies one term
+    out[row, _LO] = -1
     out[row, _HI] = -1
+    out[row, _AT] = -1
 
 
 @_no_refcounts
@@ -521,9 +525,9 @@ def _rehashed(keys, count, size):
 
 @_no_refcounts
 def _look_up(batch, n_batch, out, out_count, slots):
-    """Find each option's row in ``out`` through ``slots`` (a new key gets a new row, with no
-    range yet), into the batch's row scratch; ``out`` and ``slots`` have room for every option to
-    be new.  Returns the new row count."""
+    """Find each option's row in ``out`` (heads) through ``slots`` (a new key gets a new row, with
+    no range yet), into the batch's row scratch; ``out`` and ``slots`` have room for every option
+    to be new.  Returns the new row count."""
     b_key, b_hash, _, b_row = batch
     mask = slots.shape[0] - 1
     for i in range(n_batch):  # the rows the slots point at, fetched before any is compared
@@ -542,20 +546,22 @@ def _look_up(batch, n_batch, out, out_count, slots):
 
 
 @_no_refcounts
-def _accumulate_batch(batch, n_batch, first, source, out):
-    """Add options first.. of the batch to their rows of ``out``, in order, until one needs a wider
-    row than ``out`` has: returns (that option, the coefficients it needs), or (n_batch, 0)."""
+def _accumulate_batch(batch, n_batch, source, target, used):
+    """Add the batch's options to their rows of ``target``, in order (source and target as
+    _accumulate takes them; the target pool has room for 3 (max_n + 1) words an option).  Their
+    rows' pool words are fetched first, so that their cache misses overlap.  Returns the target
+    pool's words used."""
     _, _, b_option, b_row = batch
-    rows = source[0]
-    for i in range(first, n_batch):
-        row = b_row[i]
+    heads, pool = target[0], target[1]
+    for i in range(n_batch):
+        at = heads[b_row[i], _AT]
+        if at >= 0:
+            _prefetch(pool, at)
+    s_heads = source[0]
+    for i in range(n_batch):
         s, add, t_hi, doublings = b_option[i, 0], b_option[i, 1], b_option[i, 2], b_option[i, 3]
-        s_lo = rows[s, _LO]
-        wanted = _room_needed(out, row, s_lo + add, t_hi + add)
-        if wanted > _terms(out):
-            return i, wanted
-        _accumulate(out, row, source, s, add, t_hi - s_lo + 1, doublings)
-    return n_batch, 0
+        used = _accumulate(target, b_row[i], used, source, s, add, t_hi - s_heads[s, _LO] + 1, doublings)
+    return used
 
 
 @njit(cache=True, nogil=True)
@@ -565,29 +571,26 @@ def _add_batch(batch, n_batch, source, table, n1):
     slots were prefetched as the options were made, and one lookup hardly waits for another, so
     the cache misses on rows overlap instead of coming one after another; the additions then find
     their rows cached.  batch: (keys, full hashes, (source row, add, t_hi, doublings) per option,
-    scratch for rows); source: the generation's rows and their views, as _accumulate takes them;
-    table: (out, out_count, slots), returned updated (out may be grown or widened, slots
-    rehashed)."""
-    out, out_count, slots = table
-    while out_count + n_batch > out.shape[0]:
-        out = _grown(out, out_count)
+    scratch for rows); source: the generation (heads, pool, pool's views), as _accumulate takes it;
+    table: (out heads, out pool, out_count, pool words used, slots), returned updated (the arrays
+    may be grown, slots rehashed)."""
+    out, pool, out_count, used, slots = table
+    out = _with_room(out, out_count, n_batch)
+    pool = _with_room(pool, used, 3 * n1 * n_batch)
     size = slots.shape[0]
     while 2 * (out_count + n_batch) > size:
         size *= 2
     if size > slots.shape[0]:
         slots = _rehashed(out, out_count, size)
     out_count = _look_up(batch, n_batch, out, out_count, slots)
-    first, wanted = _accumulate_batch(batch, n_batch, 0, source, out)
-    while first < n_batch:
-        out = _widened(out, out_count, wanted, n1)
-        first, wanted = _accumulate_batch(batch, n_batch, first, source, out)
-    return out, out_count, slots
+    used = _accumulate_batch(batch, n_batch, source, (out, pool, pool.view(np.uint64), pool.view(np.float64)), used)
+    return out, pool, out_count, used, slots
 
 
 def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=_NO_SPARE):
-    """Sweep ``columns`` more columns (fewer if no state survives) from the generation ``rows`` of
-    ``count`` states before column ``c``, and return (rows, count, c, spare) after them.  The
-    arguments are _sweep_steps's, in columns; no spare: a new buffer."""
+    """Sweep ``columns`` more columns (fewer if no state survives) from the generation ``rows`` =
+    (heads, pool) of ``count`` states before column ``c``, and return (rows, count, c, spare) after
+    them.  The arguments are _sweep_steps's, in columns; no spare: new buffers."""
     height = sweep[0]
     rows, count, step, spare = _sweep_steps(sweep, stats, done, rows, count, c * height, (c + columns) * height,
                                             spare)
@@ -596,13 +599,14 @@ def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=_NO_SPARE)
 
 @_no_refcounts
 def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, slots):
-    """The options of states s, s + 1, ... of the generation ``source`` (rows and their views) at
+    """The options of states s, s + 1, ... of the generation ``source`` (heads, pool, the pool's
+    uint64 and float64 views) at
     step (c, j), into the batch until it has no room for another state's four options or the
     generation ends; creatures they complete are added to ``done``.
     Returns (the next state, the batch's options).  scratch: (f, (seen_at, relabel, stamp),
     span_lo, span_hi, options), the work arrays _sweep_steps makes once (stamp: int64[1])."""
     height, max_n, weighted, bound = sweep
-    rows, rows_w, rows_f = source
+    heads, pool, pool_w, pool_f = source
     done_w, done_p, done_f = done
     f, seen, span_lo, span_hi, options = scratch
     opt_at_j, opt_renamed, opt_add, opt_flags, opt_doublings = options
@@ -612,9 +616,10 @@ def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, sl
     n_batch = 0
     while s < count and n_batch <= _BATCH - 4:
         stats[1] += 1
-        flags = _decode(rows[s], height, f)
-        s_lo = rows[s, _LO]
-        s_hi = rows[s, _HI]
+        flags = _decode(heads[s], height, f)
+        s_lo = heads[s, _LO]
+        s_hi = heads[s, _HI]
+        s_at = heads[s, _AT]
         a = f[j]
         b = f[j + 1] if j + 1 < height else 0
         base = 1 if (j == 0 and a != 0) else 0
@@ -664,8 +669,8 @@ def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, sl
                     if not others and fl == 3 and (c >= height or not weighted):
                         times = doublings + (1 if (weighted and c > height) else 0)  # W > H counts twice
                         for k in range(s_lo, min(s_hi, max_n - add) + 1):
-                            at = _HEAD + 3 * (k - s_lo)
-                            x_w, x_p, x_f = _doubled(rows_w[s, at], rows[s, at + 1], rows_f[s, at + 2], times)
+                            at = s_at + 3 * (k - s_lo)
+                            x_w, x_p, x_f = _doubled(pool_w[at], pool[at + 1], pool_f[at + 2], times)
                             done_w[k + add] += x_w
                             done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
                             done_f[k + add] += x_f
@@ -697,22 +702,25 @@ def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, sl
 @njit(cache=True, nogil=True)
 def _sweep_steps(sweep, stats, done, rows, count, first, end, spare):
     """Sweep steps ``first`` .. ``end`` - 1 (step s decides vertex (s // H, s % H); fewer if no
-    state survives) from the generation ``rows`` (int64[cap, _HEAD + 3 terms], the layout
-    above) of ``count`` states before step ``first``, and return (rows, count, step, spare) after
-    them, step the next one and spare the other buffer, to be passed to the next call (an empty
-    one, np.zeros((0, 1)), makes a new buffer).  sweep: (height, max_n, weighted, bound), as
-    count_height takes them.
+    state survives) from the generation ``rows`` = (heads, pool) (the layout above) of ``count``
+    states before step ``first``, and return (rows, count, step, spare) after them, step the next
+    one and spare the other pair of buffers, to be passed to the next call (empty ones, _NO_SPARE,
+    make new buffers).  sweep: (height, max_n, weighted, bound), as count_height takes them.
     Only coefficients lo..hi of a row are read (coefficient lo is nonzero, hi only bounds the
     range).  An open-addressing table of row indices finds a key's row.
     Adds completed creatures to done = (done_w, done_p, done_f): done_w (uint64[max_n + 1], counts
     mod 2^64), done_p (int64, mod P) and done_f (float64).  stats[0]: largest number of states after
     a step; stats[1]: states processed (sum over steps)."""
     height, max_n, weighted, bound = sweep
-    cap = max(64, rows.shape[0])
-    # the next generation's buffer, reused from step to step (grown, never shrunk) and from call
-    # to call: a new one each column faulted its pages in again (755,720 page faults, 2.3 s of
-    # system time, at H = 11, n = 40)
-    out = spare if spare.shape[0] >= cap else np.zeros((cap, rows.shape[1]), dtype=np.int64)
+    heads, pool = rows
+    # the next generation's buffers, reused from step to step (grown, never shrunk) and from call
+    # to call: new ones each column faulted their pages in again (docs/palago_transfer.md, "One
+    # buffer pair for a whole height")
+    out, out_pool = spare
+    if out.shape[0] < max(64, heads.shape[0]):
+        out = np.zeros((max(64, heads.shape[0]), _HEAD), dtype=np.int64)
+    if out_pool.shape[0] < pool.shape[0]:
+        out_pool = np.zeros(max(64, pool.shape[0]), dtype=np.int64)
     n1 = max_n + 1
     seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64), np.zeros(1, np.int64))
     # a state's options: row j's label, the label renamed, hexes added, flags, and d when 2^d choices
@@ -731,21 +739,41 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end, spare):
             size *= 2
         slots = np.full(size, -1, dtype=np.int64)
         out_count = 0
-        if out.shape[1] < rows.shape[1]:
-            out = np.zeros((out.shape[0], rows.shape[1]), dtype=np.int64)  # nothing in it to keep
-        source = (rows, rows.view(np.uint64), rows.view(np.float64))
+        used = 0
+        source = (heads, pool, pool.view(np.uint64), pool.view(np.float64))
         s = 0
         while s < count:
             s, n_batch = _make_options(sweep, step // height, step % height, source, s, count, scratch, batch, done,
                                        stats, slots)
-            out, out_count, slots = _add_batch(batch, n_batch, source, (out, out_count, slots), n1)
-        # the new generation becomes current; the old one's buffer holds the next
-        rows, out = out, rows
+            out, out_pool, out_count, used, slots = _add_batch(batch, n_batch, source,
+                                                               (out, out_pool, out_count, used, slots), n1)
+        # the new generation becomes current; the old one's buffers hold the next
+        heads, out = out, heads
+        pool, out_pool = out_pool, pool
         count = out_count
         if count > stats[0]:
             stats[0] = count
         step += 1
-    return rows, count, step, out
+    return (heads, pool), count, step, (out, out_pool)
+
+
+@njit(cache=True, nogil=True)
+def _compacted(heads, pool, count):
+    """Rows 0..count-1 of a generation with their pool words packed in row order, without the
+    holes that moved ranges leave: (heads, pool), new arrays of exactly that size."""
+    words = 0
+    for row in range(count):
+        words += _words(heads, row)
+    out = heads[:count].copy()
+    packed = np.empty(words, dtype=np.int64)
+    to = 0
+    for row in range(count):
+        at = heads[row, _AT]
+        for i in range(_words(heads, row)):
+            packed[to + i] = pool[at + i]
+        out[row, _AT] = to
+        to += _words(heads, row)
+    return out, packed
 
 
 def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximations: np.ndarray) -> np.ndarray:
@@ -843,10 +871,11 @@ class _Saver:
 @dataclass
 class _SweepState:
     """A sweep between two columns: the generation of states before column ``c`` (``count`` rows
-    of ``data``, laid out as _sweep_steps reads them; the array may have room for more), the
+    of ``data`` = (heads, pool), laid out as _sweep_steps reads them; the arrays may have room for
+    more, the pool holes), the
     creatures completed so far, and the stats (peak states, states processed) so far."""
 
-    data: np.ndarray
+    data: tuple[np.ndarray, np.ndarray]
     count: int
     c: int
     done_w: np.ndarray
@@ -858,18 +887,21 @@ class _SweepState:
     def start(cls, max_n: int) -> "_SweepState":
         """One state before column 0: the empty frontier, polynomial 1."""
         n1 = max_n + 1
-        return cls(Generation.start(n1).data, 1, 0, np.zeros(n1, np.uint64), np.zeros(n1, np.int64),
+        start = Generation.start(n1)
+        return cls((start.heads, start.pool), 1, 0, np.zeros(n1, np.uint64), np.zeros(n1, np.int64),
                    np.zeros(n1, np.float64), np.zeros(2, np.int64))
 
     def generation_rows(self) -> "Generation":
-        """The live rows (the array has room for more)."""
-        return Generation(self.data[:self.count])
+        """The live rows (the arrays have room for more), their pool packed."""
+        return Generation(*_compacted(*self.data, self.count))
 
     def to_bytes(self, sweep: tuple) -> bytes:
-        """The live rows only, with the sweep's parameters (height, max_n, weights, bound)."""
+        """The live rows only, their pool packed, with the sweep's parameters (height, max_n,
+        weights, bound)."""
+        live = self.generation_rows()
         buffer = io.BytesIO()
         np.savez(buffer, sweep=np.array(sweep, np.int64), scalars=np.array([self.count, self.c], np.int64),
-                 data=self.data[:self.count], done_w=self.done_w, done_p=self.done_p, done_f=self.done_f,
+                 heads=live.heads, pool=live.pool, done_w=self.done_w, done_p=self.done_p, done_f=self.done_f,
                  stats=self.stats)
         return buffer.getvalue()
 
@@ -879,8 +911,11 @@ class _SweepState:
             if tuple(saved["sweep"].tolist()) != sweep:
                 raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
                                  f"not {sweep}")
+            if "pool" not in saved.files:
+                raise ValueError("the saved sweep has rows as wide as the widest range, a layout this version "
+                                 "no longer reads: delete the checkpoint to sweep that height afresh")
             count, c = saved["scalars"].tolist()
-            return cls(saved["data"], count=count, c=c,
+            return cls((saved["heads"], saved["pool"]), count=count, c=c,
                        **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")})
 
 
@@ -918,11 +953,13 @@ PHASE_STATE_STEPS = 10_000
 
 @dataclass(frozen=True)
 class Generation:
-    """Live states, one per row of ``data`` (int64[rows, _HEAD + 3 terms]: the key's three words,
-    the nonzero range lo, hi, and coefficients lo..hi with their three channels side by side, as
-    _sweep_steps reads them).  keys, lo and hi are views; ``channels`` gives the polynomials dense."""
+    """Live states, one per row of ``heads`` (int64[rows, _HEAD]: the key's three words, the
+    nonzero range lo, hi, and where the coefficients lo..hi start in ``pool``, their three
+    channels side by side, as _sweep_steps reads them).  keys, lo and hi are views; ``channels``
+    gives the polynomials dense."""
 
-    data: np.ndarray
+    heads: np.ndarray
+    pool: np.ndarray
 
     @classmethod
     def start(cls, n1: int) -> "Generation":
@@ -935,45 +972,53 @@ class Generation:
         """A generation of these states: keys int64[rows, 3], the polynomials' channels dense (pw
         uint64 mod 2^64, pp int64 mod P, pf float64, each [rows, max_n + 1]) and their ranges lo, hi
         (coefficient lo nonzero; only lo..hi is kept)."""
-        rows = len(keys)
-        terms = int((hi - lo).max()) + 1 if rows else 1
-        data = np.zeros((rows, _HEAD + 3 * terms), np.int64)
-        data[:, :_WORDS], data[:, _LO], data[:, _HI] = keys, lo, hi
+        lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        heads = np.zeros((len(keys), _HEAD), np.int64)
+        heads[:, :_WORDS], heads[:, _LO], heads[:, _HI] = keys, lo, hi
+        words = 3 * (hi - lo + 1)
+        heads[:, _AT] = np.cumsum(words) - words
+        pool = np.zeros(int(words.sum()), np.int64)
         for channel, values in enumerate((pw, pp, pf)):
             values = np.ascontiguousarray(values).view(np.int64)
-            for i in range(terms):
-                inside = lo + i <= hi
-                data[inside, _HEAD + 3 * i + channel] = values[inside, (lo + i)[inside]]
-        return cls(data)
+            for row in range(len(keys)):
+                at = heads[row, _AT] + channel
+                pool[at:at + words[row]:3] = values[row, lo[row]:hi[row] + 1]
+        return cls(heads, pool)
 
     @property
     def rows(self) -> int:
-        return self.data.shape[0]
+        return self.heads.shape[0]
 
     @property
     def keys(self) -> np.ndarray:
-        return self.data[:, :_WORDS]
+        return self.heads[:, :_WORDS]
 
     @property
     def lo(self) -> np.ndarray:
-        return self.data[:, _LO]
+        return self.heads[:, _LO]
 
     @property
     def hi(self) -> np.ndarray:
-        return self.data[:, _HI]
+        return self.heads[:, _HI]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the states take: their heads and their pool."""
+        return self.heads.nbytes + self.pool.nbytes
 
     def channels(self, n1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The polynomials, dense: (uint64 mod 2^64, int64 mod P, float64), each [rows, n1], zero
         outside lo..hi."""
         dense = np.zeros((3, self.rows, n1), np.int64)
-        for i in range(_terms(self.data)):
-            inside = self.lo + i <= self.hi
+        for row, (lo, hi, at) in enumerate(self.heads[:, _LO:_AT + 1].tolist()):
             for channel in range(3):
-                dense[channel, inside, (self.lo + i)[inside]] = self.data[inside, _HEAD + 3 * i + channel]
+                dense[channel, row, lo:hi + 1] = self.pool[at + channel:at + 3 * (hi - lo + 1):3]
         return dense[0].view(np.uint64), dense[1], dense[2].view(np.float64)
 
     def take(self, rows: np.ndarray | slice) -> "Generation":
-        return Generation(self.data[rows])
+        """These rows, their coefficients packed into a pool of their own."""
+        heads = self.heads[rows]
+        return Generation(*_compacted(heads, self.pool, heads.shape[0]))
 
 
 @dataclass(frozen=True)
@@ -1024,40 +1069,44 @@ def _bucket_of(keys, count, height, a, b, parts, out):
 
 
 @_no_refcounts
-def _merge_from(data, first, slots, out, count):
-    """Rows first.. of ``data`` summed into ``out`` (a row for each new key, found through
-    ``slots``) until one needs a wider row than ``out`` has; returns (that row, or the number of
-    rows when all are in, the coefficients it needs, out's row count)."""
+def _merge_from(source, first, slots, target, count, used, n1):
+    """Rows first.. of the generation ``source`` summed into ``target`` (a row for each new key,
+    found through ``slots``) while target's pool has room for a range of n1 coefficients; source
+    and target: (heads, pool, the pool's uint64 and float64 views).  Returns (the next row,
+    target's row count, its pool words used)."""
+    heads = source[0]
+    out, pool = target[0], target[1]
     mask = slots.shape[0] - 1
-    source = (data, data.view(np.uint64), data.view(np.float64))
-    for s in range(first, data.shape[0]):
-        slot, row = _probe(slots, _hash_slot(data[s], mask), out, data, s)
+    for s in range(first, heads.shape[0]):
+        if pool.shape[0] - used < 3 * n1:
+            return s, count, used
+        slot, row = _probe(slots, _hash_slot(heads[s], mask), out, heads, s)
         if row < 0:
-            _new_row(out, count, data, s)  # out has a row for every input row
+            _new_row(out, count, heads, s)  # out has a row for every input row
             row = count
             count += 1
             slots[slot] = row
-        wanted = _room_needed(out, row, data[s, _LO], data[s, _HI])
-        if wanted > _terms(out):
-            return s, wanted, count
-        _accumulate(out, row, source, s, 0, data[s, _HI] - data[s, _LO] + 1, 0)
-    return data.shape[0], 0, count
+        used = _accumulate(target, row, used, source, s, 0, heads[s, _HI] - heads[s, _LO] + 1, 0)
+    return heads.shape[0], count, used
 
 
 @njit(cache=True, nogil=True)
-def _merge_rows(data, n1):
-    """Rows of ``data`` with equal keys summed (uint64 wraps, mod P adds mod P, float64 adds,
-    ranges widen); returns (the merged rows' array, how many rows it holds)."""
+def _merge_rows(heads, pool, n1):
+    """Rows of the generation (heads, pool) with equal keys summed (uint64 wraps, mod P adds mod P,
+    float64 adds, ranges widen); returns (the merged heads, their pool, how many rows)."""
     size = 64
-    while size < 2 * data.shape[0]:
+    while size < 2 * heads.shape[0]:
         size *= 2
     slots = np.full(size, -1, dtype=np.int64)
-    out = np.zeros_like(data)
-    first, wanted, count = _merge_from(data, 0, slots, out, 0)
-    while first < data.shape[0]:
-        out = _widened(out, count, wanted, n1)
-        first, wanted, count = _merge_from(data, first, slots, out, count)
-    return out, count
+    out = np.zeros_like(heads)
+    out_pool = np.zeros(max(64, pool.shape[0]), dtype=np.int64)
+    source = (heads, pool, pool.view(np.uint64), pool.view(np.float64))
+    first, count, used = 0, 0, 0
+    while first < heads.shape[0]:
+        out_pool = _with_room(out_pool, used, 3 * n1 + pool.shape[0] // 4)
+        first, count, used = _merge_from(source, first, slots, (out, out_pool, out_pool.view(np.uint64),
+                                                                out_pool.view(np.float64)), count, used, n1)
+    return out, out_pool, count
 
 
 def merge_generations(pieces: list[Generation], n1: int) -> Generation:
@@ -1066,10 +1115,11 @@ def merge_generations(pieces: list[Generation], n1: int) -> Generation:
     pieces = [piece for piece in pieces if piece.rows]
     if not pieces:
         return _empty_generation()
-    width = max(piece.data.shape[1] for piece in pieces)
-    data = np.concatenate([np.pad(piece.data, ((0, 0), (0, width - piece.data.shape[1]))) for piece in pieces])
-    out, count = _merge_rows(data, n1)
-    return Generation(out[:count])
+    starts = np.cumsum([0] + [piece.pool.shape[0] for piece in pieces[:-1]])
+    heads = np.concatenate([piece.heads for piece in pieces])
+    heads[:, _AT] += np.repeat(starts, [piece.rows for piece in pieces])
+    out, pool, count = _merge_rows(heads, np.concatenate([piece.pool for piece in pieces]), n1)
+    return Generation(*_compacted(out, pool, count))
 
 
 def split_generation(generation: Generation, parts: int, height: int, steps: tuple[int, int]) -> list[Generation]:
@@ -1079,7 +1129,7 @@ def split_generation(generation: Generation, parts: int, height: int, steps: tup
     if parts < 1:
         raise ValueError(f"parts must be at least 1, not {parts}")
     bucket = np.zeros(generation.rows, np.int64)
-    _bucket_of(generation.data, generation.rows, height, steps[0], steps[1], parts, bucket)
+    _bucket_of(generation.heads, generation.rows, height, steps[0], steps[1], parts, bucket)
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
     return [generation.take(order[bounds[b]:bounds[b + 1]]) for b in range(parts)]
@@ -1095,14 +1145,14 @@ def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[
     merged = merge_generations(list(pieces), n1)
     stats = np.zeros(2, np.int64)
     done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
-    data, count, _, _ = _sweep_steps(sweep, stats, done, merged.data, merged.rows, c * height + rows[0],
-                                     c * height + rows[1], _NO_SPARE)
-    out = split_generation(Generation(data[:count]), buckets, height, following)
+    data, count, _, _ = _sweep_steps(sweep, stats, done, (merged.heads, merged.pool), merged.rows,
+                                     c * height + rows[0], c * height + rows[1], _NO_SPARE)
+    out = split_generation(Generation(data[0][:count], data[1]), buckets, height, following)
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
 
 def _empty_generation() -> Generation:
-    return Generation(np.zeros((0, _HEAD + 3), np.int64))
+    return Generation(np.zeros((0, _HEAD), np.int64), np.zeros(0, np.int64))
 
 
 def _tasks_for(states: int, parts: int, piece_states: int) -> int:
@@ -1158,5 +1208,5 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
 def _gathered(state: "_SweepState", tasks, handles: list[list], n1: int, c: int) -> "_SweepState":
     """The split generation (``handles[b]``: bucket b of every piece) merged in this process."""
     live = merge_generations(tasks.get([h for bucket in handles for h in bucket]), n1)
-    return _SweepState(live.data, count=live.rows, c=c, done_w=state.done_w, done_p=state.done_p,
+    return _SweepState((live.heads, live.pool), count=live.rows, c=c, done_w=state.done_w, done_p=state.done_p,
                        done_f=state.done_f, stats=state.stats)
