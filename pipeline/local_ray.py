@@ -15,11 +15,12 @@ Private on a shared machine (docs/cluster.md, "On a shared machine"):
   (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, as on macOS) keeps them on the loopback interface,
   where ``--node-ip-address 127.0.0.1`` alone would be replaced by the machine's address.
 - The driver connects to the GCS port it chose itself; Ray's address file only says that Ray is up.
-- The run holds a lock on its folder while it lives; a folder whose lock no process holds is a
-  killed run's, and the next run removes it.  A live run's folder is never removed, whatever its
-  PID namespace.
 - The watchdog leads a session of its own, so Ctrl-C at a terminal reaches the driver, not Ray.  It
-  kills all of Ray's processes when the driver stops it or dies, however it dies.
+  kills all of Ray's processes, and removes the folder, when the driver stops it or dies, however
+  it dies.
+- The run holds a lock on its folder while it lives; a folder whose lock no process holds was left
+  by a run killed with its watchdog, and the next run removes it.  A live run's folder is never
+  removed, whatever its PID namespace.
 """
 
 from __future__ import annotations
@@ -48,10 +49,10 @@ _PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--me
 _CLIENT_PORT_OPTION = ("--ray-client-server-port",) if importlib.util.find_spec("grpc") else ()
 _WATCHDOG = str(Path(__file__).with_name("ray_watchdog.py"))
 _FOLDER_PREFIX = "batchenum-ray-"
+_STAGING_PREFIX = "batchenum-rayinit-"
 _FOLDER_NAME = re.compile(rf"{_FOLDER_PREFIX}[a-z0-9_]{{8}}")  # tempfile.mkdtemp's names
 _LOCK = "lock"  # held (flock) by the run while it lives
 _RAY_DIR = "ray"  # Ray's --temp-dir, inside the private folder
-_YOUNG = 60.0  # seconds: a folder younger than this may be a run's that is taking its lock
 _STOP_TIMEOUT = 30.0  # seconds the watchdog may take to kill Ray's processes
 _SWEPT: set[str] = set()
 
@@ -90,7 +91,7 @@ class LocalRay:
                    "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats", *ports]
             try:
                 self._process = subprocess.Popen(
-                    [sys.executable, "-I", _WATCHDOG, str(read_end), str(self.nice), "--", *ray],
+                    [sys.executable, "-I", _WATCHDOG, str(read_end), str(self.nice), self._folder, "--", *ray],
                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(read_end,),
                     start_new_session=True, env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
             finally:
@@ -155,16 +156,19 @@ def private_folder(root: str) -> tuple[str, int]:
     if root not in _SWEPT:
         _SWEPT.add(root)
         remove_dead_folders(root)
-    folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX, dir=root)  # mode 0700, a name nobody had
-    lock = os.open(os.path.join(folder, _LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    # made under a name the sweep ignores, and given its own once locked: a sweep never sees it unlocked
+    staging = tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=root)  # mode 0700, a name nobody had
+    lock = os.open(os.path.join(staging, _LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    folder = os.path.join(root, _FOLDER_PREFIX + os.path.basename(staging)[len(_STAGING_PREFIX):])
+    os.rename(staging, folder)
     return folder, lock
 
 
 def remove_dead_folders(root: str) -> list[str]:
     """Remove this user's private Ray folders in ``root`` whose lock no process holds (their run was
     killed); return their paths.  A folder of another user, a link, or one whose lock is held (by a
-    live run in any PID namespace) or was made less than a minute ago is left alone."""
+    live run, in any PID namespace) is left alone."""
     removed = []
     for name in os.listdir(root) if os.path.isdir(root) else ():
         path = os.path.join(root, name)
@@ -178,8 +182,6 @@ def remove_dead_folders(root: str) -> list[str]:
         except OSError:
             continue
         try:
-            if time.time() - os.fstat(lock).st_mtime < _YOUNG:
-                continue
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             continue  # held: its run is alive

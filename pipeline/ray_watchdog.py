@@ -1,12 +1,13 @@
 """The watchdog of a private Ray (pipeline/local_ray.py), run as a script by ``LocalRay``:
 
-    python -I ray_watchdog.py PIPE_FD NICE -- COMMAND...
+    python -I ray_watchdog.py PIPE_FD NICE FOLDER -- COMMAND...
 
 It runs as the leader of a session of its own and as a child subreaper, starts COMMAND (``ray start
 --block``) at CPU priority NICE, and waits.  When the driver's end of the pipe closes (the driver
 stopped Ray, or died of any signal, SIGKILL included) or when Ray exits by itself, it kills every
 process of its session and every process below it (Ray's workers run in process groups of their
-own; orphans are reparented to it), then exits with Ray's status (0 when stopped).
+own; orphans are reparented to it), then exits with Ray's status (0 when stopped).  Stopped, it
+also removes FOLDER, the private Ray's folder, which a killed driver cannot remove.
 
 Standard library only: it runs apart from the package, before Ray is imported anywhere.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +28,7 @@ _KILL_WITHIN = 10.0  # seconds to keep killing processes that Ray forks while it
 
 
 def main(argv: list[str]) -> int:
-    pipe, nice, command = int(argv[1]), int(argv[2]), argv[4:]
+    pipe, nice, folder, command = int(argv[1]), int(argv[2]), argv[3], argv[5:]
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
@@ -43,7 +45,9 @@ def main(argv: list[str]) -> int:
             break  # end of file: the driver closed its end or is gone
         status = _reap(ray)
     kill_everything_below_me()
-    status = _reap(ray) if status is None else status
+    if status is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        status = _reap(ray)
     return 0 if status is None or status < 0 else status
 
 
