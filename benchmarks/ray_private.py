@@ -2,15 +2,16 @@
 what a SIGKILL of the run's process group leaves running.
 
     python benchmarks/ray_private.py interrupt [--max-n 24]
-    python benchmarks/ray_private.py soak [--kills 16] [--max-n 24]
+    python benchmarks/ray_private.py soak [--kills 16] [--max-n 24] [--at raylet|workers]
 
 interrupt: for each mode (head start, --no-head-start, --serial) runs `batchenum run palago` in a
   session of its own, sends SIGINT to its whole process group once Ray computes (as a terminal's
   Ctrl-C does), and prints the exit status, the lines after the signal that are not batchenum's,
   the last line, and the run's processes left 10 s later.
 soak: kills the run's whole process group with SIGKILL at a random moment of the private Ray's
-  start-up (0 to 4 s after its raylet appears, while workers start), and prints how many of the
-  run's processes are alive 2 s and 10 s later, and how long the last one lived.
+  start-up (0 to 4 s after its raylet appears; with --at workers, 0 to 1 s after its first worker
+  process appears, while workers start), and prints how many of the run's processes are alive 2 s
+  and 10 s later, and how long the last one lived.
 
 Every process of a run carries a mark in its environment, so the count finds Ray's processes
 wherever they are (their own process groups or session included).  Run it with the interpreter of
@@ -90,17 +91,18 @@ def interrupt(max_n: int) -> None:
                   f"{noise[:1]}; last line {after[-1] if after else ''!r}; {len(left)} processes left after 10 s")
 
 
-def soak(kills: int, max_n: int) -> None:
+def soak(kills: int, max_n: int, at: str) -> None:
+    sign, window = (b"default_worker.py", 1.0) if at == "workers" else (b"raylet", 4.0)
     alive_2, alive_10, lasted = [], [], []
     for _ in range(kills):
         with tempfile.TemporaryDirectory(prefix="bs", dir="/tmp") as folder:
             mark, log = uuid.uuid4().hex, Path(folder, "stderr.log")
             driver = start(os.path.join(folder, "out"), max_n, ["--workers", "2"], log, mark)
-            raylet = lambda: any(_named(pid, b"raylet") for pid in marked(mark))  # noqa: E731
-            if not wait_for(raylet, driver):
-                print("the run ended before its raylet started")
+            starting = lambda: any(_named(pid, sign) for pid in marked(mark))  # noqa: E731
+            if not wait_for(starting, driver):
+                print(f"the run ended before a process named {sign.decode()} started")
                 continue
-            time.sleep(random.uniform(0, 4))
+            time.sleep(random.uniform(0, window))
             os.killpg(driver.pid, signal.SIGKILL)
             killed = time.monotonic()
             driver.wait()
@@ -134,5 +136,6 @@ if __name__ == "__main__":
     parser.add_argument("what", choices=["interrupt", "soak"])
     parser.add_argument("--kills", type=int, default=16)
     parser.add_argument("--max-n", type=int, default=24)
+    parser.add_argument("--at", choices=["raylet", "workers"], default="raylet")
     args = parser.parse_args()
-    interrupt(args.max_n) if args.what == "interrupt" else soak(args.kills, args.max_n)
+    interrupt(args.max_n) if args.what == "interrupt" else soak(args.kills, args.max_n, args.at)

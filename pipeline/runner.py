@@ -470,13 +470,13 @@ class _SharedPrivateRay:
             except LocalRayError as error:
                 raise ClusterError(f"could not start a local Ray: {error}") from error
             import ray
-            from ray._private import ray_constants
 
-            ray_constants.ENABLE_RAY_CLUSTER = False  # as the private Ray's own processes: loopback only
+            _loopback_only(True)
             try:
                 with _our_signal_handlers():
                     ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
             except Exception as error:
+                _loopback_only(False)
                 raise ClusterError(f"could not connect to the local Ray at {address}: "
                                    f"{type(error).__name__}: {error}") from error
             self.connected = True
@@ -516,12 +516,20 @@ def _our_signal_handlers() -> Iterator[None]:
 def _stop_private(connected: bool, local: LocalRay) -> None:
     if connected:
         import ray
-        from ray._private import ray_constants
 
         ray.shutdown()
-        ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR,
-                                                                  not ray_constants.IS_WINDOWS_OR_OSX)
+        _loopback_only(False)
     local.stop()
+
+
+def _loopback_only(on: bool) -> None:
+    """Ray's single-machine mode in this process while it is connected to its private Ray, as in
+    that Ray's own processes (pipeline/local_ray.py): otherwise Ray replaces 127.0.0.1 in the
+    address by the machine's address, where the private Ray does not listen."""
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = not on and ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR,
+                                                                         not ray_constants.IS_WINDOWS_OR_OSX)
 
 
 def _check_reachable(address: str, timeout: float = 10.0) -> None:
