@@ -84,7 +84,7 @@ class LocalRay:
             self._folder, self._lock = private_folder(_temp_root())
             self._log = open(os.path.join(self._folder, "ray-start.log"), "w+b")
             ports = _free_port_options()
-            self._address = f"127.0.0.1:{ports[1]}"  # --port: the GCS
+            self._address = f"127.0.0.1:{dict(zip(ports[::2], ports[1::2]))['--port']}"  # the GCS
             read_end, self._pipe = os.pipe()
             ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                    "--num-cpus", str(self.cpus), "--temp-dir", os.path.join(self._folder, _RAY_DIR),
