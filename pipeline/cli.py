@@ -272,8 +272,8 @@ def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Seque
     interrupted = _note_interrupts()
     try:
         return args.handler(args)
-    except KeyboardInterrupt:
-        return _interrupted(prog, interrupted.signum)
+    except KeyboardInterrupt as stop:
+        return _interrupted(prog, interrupted.signum, getattr(stop, "committed_shards", None))
     except SystemExit as stop:
         # ray.init replaces our SIGTERM handler with one that calls sys.exit(SIGTERM): stop as for ours
         if stop.code == signal.SIGTERM:
@@ -327,9 +327,15 @@ def _pipe_closed() -> int:
     return 0
 
 
-def _interrupted(prog: str, signum: int = signal.SIGINT) -> int:
-    """Exit status 128 + the signal, as a shell reports a process the signal ended: 130 for Ctrl-C,
-    143 for SIGTERM."""
+def _interrupted(prog: str, signum: int = signal.SIGINT, committed: int | None = None) -> int:
+    """One line, and exit status 128 + the signal, as a shell reports a process the signal ended: 130
+    for Ctrl-C, 143 for SIGTERM.  ``committed``: the shards the job folder holds, when known."""
     how = "stopped (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-    print(f"\n{prog}: {how}; committed shards are kept and a rerun reuses them", file=sys.stderr)
+    if committed is None:
+        kept = "committed shards are kept, a rerun reuses them"
+    elif committed == 1:
+        kept = "1 shard committed is kept, a rerun reuses it"
+    else:
+        kept = f"{committed} shards committed are kept, a rerun reuses them"
+    print(f"\n{prog}: {how}; {kept}", file=sys.stderr)
     return 128 + int(signum)

@@ -19,9 +19,9 @@ from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
-from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, StorageError
-from batchenum.pipeline.store import (OTHER_PARAMETERS, PartTask, Provenance, ShardStore, complete_commit, part_plan,
-                                      write_part)
+from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
+from batchenum.pipeline.store import (OTHER_PARAMETERS, SHARDS_DIR, PartTask, Provenance, ShardStore, complete_commit,
+                                      part_plan, write_part)
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -63,6 +63,14 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     params = job.params()
     json.dumps(params)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(_output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params))
+    try:
+        return _run_leased(job, store, options, progress, started)
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (pipeline/cli.py): say what a rerun reuses
+        stop.committed_shards = _committed_shards(store, _shard_tables(job))
+        raise
+
+
+def _run_leased(job: Job, store: ShardStore, options: RunOptions, progress: Progress, started: float) -> RunResult:
     with Lease(store.storage, say=progress.stage):  # one run per job folder; cleanup is then safe
         _refuse_to_replace_other_results(store, options.overwrite)
         removed = store.remove_temporaries()
@@ -239,6 +247,22 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
     return pending, committed, damaged + other_runs
+
+
+def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:
+    """How many shards have every table committed in ``store`` (None when the store does not answer
+    within a few seconds)."""
+    quick = store.storage.copy(timeout=5.0)
+    try:
+        ids = None
+        for table in tables:
+            folder = quick.join(SHARDS_DIR, table)
+            names = {path[len(folder) + 1:].split("/", 1)[0] for path in quick.list_files(folder)}
+            found = {name[:-len(".parquet")] for name in names if name.endswith(".parquet") and TMP_MARK not in name}
+            ids = found if ids is None else ids & found
+        return len(ids or ())
+    except (StorageError, OSError):
+        return None
 
 
 def _shard_tables(job: Job) -> list[str]:

@@ -2,9 +2,13 @@
 and a fence that every commit into the folder passes.
 
 A second run into the same folder refuses, naming the first (host, pid, start time).  A lease left
-by a dead run is taken over: on the same host when its pid is gone (a live process on this host is
-never taken over, however long it has been stopped), on another host when its heartbeat is older
-than the ``stale_after`` the lease records.
+by a dead run is taken over.  The lease names its process by the kernel's boot id, the inode of its
+PID namespace, its pid and the time that process started, so another container or PID namespace on
+the same host (which may reuse the pid, or call its run pid 1) never mistakes it for one of its own.
+Where all of these match ours, the process can be checked: the lease is taken over at once when it
+is gone, and never while it lives, however long it has been stopped.  Elsewhere (another host, PID
+namespace or boot, or a lease of an older version that names none of these) the holder is treated as
+alive until its heartbeat is older than the ``stale_after`` the lease records.
 
 The periods follow the holder's storage timeout, so that a store unreachable for less than that
 costs only the wait: the holder keeps the folder while its last renewal is less than ``valid_for``
@@ -42,7 +46,7 @@ from batchenum.pipeline.errors import PipelineError, RunStoppedError
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageError
 
 __all__ = ["Lease", "LeaseError", "LeaseLostError", "LeaseFence", "LEASE_FILE", "STALE_AFTER", "dead_reason",
-           "lease_problem", "stale_after"]
+           "lease_problem", "process_identity", "stale_after"]
 
 LEASE_FILE = "_lease.json"
 # Seconds between renewals, and between a holder giving its folder up and others taking it (tests
@@ -109,9 +113,11 @@ class Lease:
         self.say = say
         self.valid_for = folder.timeout + 2 * HEARTBEAT
         self.record = {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started_at": round(time.time(), 3), "stale_after": round(self.valid_for + MARGIN, 3)}
+                       "started_at": round(time.time(), 3), "stale_after": round(self.valid_for + MARGIN, 3),
+                       **process_identity(os.getpid())}
         self.renewed = time.monotonic()  # when the lease was last written
         self.lost: str | None = None  # why this run gave the folder up, once it has
+        self._taking_over: str | None = None  # the dead run whose lease this one takes over
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -148,9 +154,14 @@ class Lease:
             beat = time.time() - current["heartbeat_at"]
             stopped = (f" (no heartbeat for {beat:.0f} s: it may be stopped; `kill -CONT {current['pid']}` resumes it, "
                        "and it then gives the folder up by itself)" if beat > stale_after(current) else "")
-            raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}{stopped}. "
-                             "Wait for it to finish (or stop it), or give another --out.")
-        self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
+            elsewhere = "" if stopped or _checkable(current) else (
+                " (its process cannot be checked from here: another host, container or PID namespace; if it is "
+                f"dead, the folder can be taken over {max(stale_after(current) - beat, 0):.0f} s from now)")
+            raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}{stopped}"
+                             f"{elsewhere}. Wait for it to finish (or stop it), or give another --out.")
+        if current.get("run") != self._taking_over:  # checked again after the claim: said once
+            self._taking_over = current.get("run")
+            self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
 
     # ------------------------------------------------------------------------------ winning it
 
@@ -292,6 +303,10 @@ def lease_problem(lease: object) -> str | None:
             return f"its pid is {value}"
         if key.endswith("_at") and not 0 <= value < 1e11:  # seconds since 1970, before the year 5000
             return f"its {key} is {value}"
+    for key, kind in (("boot_id", str), ("pid_namespace", int), ("pid_started", int)):  # older leases: none
+        value = lease.get(key)
+        if key in lease and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"its {key} is {json.dumps(value)[:40]}"
     value = lease.get("stale_after", STALE_AFTER)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e9:
         return f"its stale_after is {json.dumps(value)[:40]}"
@@ -307,19 +322,39 @@ def stale_after(lease: dict) -> float:
 def dead_reason(lease: dict) -> str | None:
     """Why the run that wrote ``lease`` (one that ``lease_problem`` accepts) is dead, or None while
     it may be alive."""
-    age = time.time() - float(lease.get("heartbeat_at", 0))
-    if lease.get("host") == socket.gethostname() and isinstance(lease.get("pid"), int):
-        try:
-            os.kill(lease["pid"], 0)
-        except ProcessLookupError:
+    if _checkable(lease):
+        if process_identity(lease["pid"]).get("pid_started") != lease.get("pid_started"):
             return "its process is gone"
-        except (PermissionError, OverflowError):
-            pass
-        else:  # alive here (perhaps stopped): never taken over; it gives the folder up by itself
-            return None
+        return None  # alive here (perhaps stopped): never taken over; it gives the folder up by itself
+    age = time.time() - float(lease.get("heartbeat_at", 0))
     if age > stale_after(lease):
-        return f"no heartbeat for {age:.0f} s"
+        return (f"no heartbeat for {age:.0f} s, and its process cannot be checked from here (another host, "
+                "container or PID namespace)")
     return None
+
+
+def process_identity(pid: int) -> dict:
+    """What names process ``pid`` of this PID namespace beyond doubt: the kernel's boot id, the inode
+    of this PID namespace and the time the process started (clock ticks after boot).  Empty where
+    /proc cannot tell (not Linux); without ``pid_started`` when no such process lives."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            identity: dict = {"boot_id": handle.read().strip(), "pid_namespace": os.stat("/proc/self/ns/pid").st_ino}
+    except OSError:
+        return {}
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            identity["pid_started"] = int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        pass
+    return identity
+
+
+def _checkable(lease: dict) -> bool:
+    """Whether the process ``lease`` names can be looked at from here: same boot, same PID namespace."""
+    here = process_identity(os.getpid())
+    return (bool(here) and "pid_started" in lease and lease.get("boot_id") == here["boot_id"]
+            and lease.get("pid_namespace") == here["pid_namespace"])
 
 
 def _describe(lease: dict) -> str:

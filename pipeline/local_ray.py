@@ -1,32 +1,44 @@
 """A private Ray on this machine, started without blocking the driver: the only way this project
 starts a Ray of its own, whatever the mode.
 
-``ray start --head --block`` runs as a child process with its own temporary folder and free
-loopback ports.  For the head start it runs at the lowest CPU priority (nice 19, which its workers
-inherit), so that while it starts the driver's own threads keep the CPUs; the driver connects once
-the address file appears, and only if work is left, so a run that finishes first never waits for
-Ray at all.
+``ray start --head --block`` runs below a watchdog (pipeline/ray_watchdog.py) with free loopback
+ports.  For the head start it runs at the lowest CPU priority (nice 19, which its workers inherit),
+so that while it starts the driver's own threads keep the CPUs; the driver connects once Ray is up,
+and only if work is left, so a run that finishes first never waits for Ray at all.
 
-The child dies with the driver (PR_SET_PDEATHSIG), and Ray's processes die with the child (``--block``
-makes Ray share their fate with it), so a killed driver leaves nothing running.
+Private on a shared machine (docs/cluster.md, "On a shared machine"):
+
+- Its folder is a new folder of this user, mode 0700 (``batchenum-ray-XXXXXXXX`` in the temporary
+  folder); Ray's own temporary folder, which Ray makes mode 0777, is inside it, so no other user
+  reaches Ray's sockets, logs or address file.
+- Every Ray server listens on 127.0.0.1 only: Ray's single-machine mode
+  (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, as on macOS) keeps them on the loopback interface,
+  where ``--node-ip-address 127.0.0.1`` alone would be replaced by the machine's address.
+- The driver connects to the GCS port it chose itself; Ray's address file only says that Ray is up.
+- The watchdog leads a session of its own, so Ctrl-C at a terminal reaches the driver, not Ray.  It
+  kills all of Ray's processes, and removes the folder, when the driver stops it or dies, however
+  it dies.
+- The run holds a lock on its folder while it lives; a folder whose lock no process holds was left
+  by a run killed with its watchdog, and the next run removes it.  A live run's folder is never
+  removed, whatever its PID namespace.
 """
 
 from __future__ import annotations
 
-import ctypes
+import fcntl
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterable
-
-from batchenum.pipeline.storage import scratch_folder
 
 __all__ = ["LocalRay", "LocalRayError", "process_tree"]
 
@@ -35,6 +47,14 @@ _PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--me
 # Ray starts its client server (on 10001, which a second run would find taken) where grpc is
 # installed, and refuses the option where it is not.
 _CLIENT_PORT_OPTION = ("--ray-client-server-port",) if importlib.util.find_spec("grpc") else ()
+_WATCHDOG = str(Path(__file__).with_name("ray_watchdog.py"))
+_FOLDER_PREFIX = "batchenum-ray-"
+_STAGING_PREFIX = "batchenum-rayinit-"
+_FOLDER_NAME = re.compile(rf"{_FOLDER_PREFIX}[a-z0-9_]{{8}}")  # tempfile.mkdtemp's names
+_LOCK = "lock"  # held (flock) by the run while it lives
+_RAY_DIR = "ray"  # Ray's --temp-dir, inside the private folder
+_STOP_TIMEOUT = 30.0  # seconds the watchdog may take to kill Ray's processes
+_SWEPT: set[str] = set()
 
 
 class LocalRayError(RuntimeError):
@@ -44,43 +64,52 @@ class LocalRayError(RuntimeError):
 class LocalRay:
     """One private Ray head with ``cpus`` CPUs at CPU priority ``nice``: ``start()`` returns at once,
     ``address()`` says whether it is up, ``wait()`` waits until it is, ``stop()`` kills it and
-    removes its folder."""
+    removes its folder.  Any thread may call them."""
 
     def __init__(self, cpus: int, nice: int = 0):
         self.cpus = cpus
         self.nice = nice
         self._folder: str | None = None
-        self._process: subprocess.Popen | None = None
+        self._lock: int | None = None  # the folder's lock, held while the run lives
+        self._pipe: int | None = None  # the driver's end of the watchdog's pipe: closing it stops Ray
+        self._address = ""
+        self._process: subprocess.Popen | None = None  # the watchdog
         self._log = None
         self._failure: str | None = None
 
     def start(self) -> None:
-        """Spawn ``ray start``.  Call it from the main thread: the child's death signal follows the
-        thread that spawned it.  A failure here (no temporary folder, say) is raised by
-        ``address()``, like one of ``ray start`` itself."""
+        """Spawn the watchdog and ``ray start``.  A failure here (no temporary folder, say) is raised
+        by ``address()``, like one of ``ray start`` itself."""
         try:
-            self._folder = scratch_folder("ray", _temp_root())  # removes those killed runs left
+            self._folder, self._lock = private_folder(_temp_root())
             self._log = open(os.path.join(self._folder, "ray-start.log"), "w+b")
-            command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-                       "--num-cpus", str(self.cpus), "--temp-dir", self._folder, "--node-ip-address", "127.0.0.1",
-                       "--include-dashboard=false", "--disable-usage-stats", *_free_port_options()]
-            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                             stderr=subprocess.STDOUT, preexec_fn=lambda: _in_child(self.nice))
-        except OSError as error:
-            self._failure = f"{type(error).__name__}: {error}"
+            ports = _free_port_options()
+            self._address = f"127.0.0.1:{dict(zip(ports[::2], ports[1::2]))['--port']}"  # the GCS
+            read_end, self._pipe = os.pipe()
+            ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+                   "--num-cpus", str(self.cpus), "--temp-dir", os.path.join(self._folder, _RAY_DIR),
+                   "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats", *ports]
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-I", _WATCHDOG, str(read_end), str(self.nice), self._folder, "--", *ray],
+                    stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(read_end,),
+                    start_new_session=True, env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+            finally:
+                os.close(read_end)
+        except (OSError, LocalRayError) as error:
+            self._failure = str(error) if isinstance(error, LocalRayError) else f"{type(error).__name__}: {error}"
 
     def address(self) -> str | None:
         """The head's address once it is up, None while it starts; raises LocalRayError if
         ``ray start`` has exited."""
         if self._failure is not None or self._process is None:
             raise LocalRayError(self._failure or "the local Ray was not started")
-        try:
-            address = Path(self._folder, "ray_current_cluster").read_text().strip()
-        except FileNotFoundError:
-            address = ""
+        up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
         if self._process.poll() is not None:
             raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._output_tail()}")
-        return address or None
+        if up:
+            os.chmod(os.path.join(self._folder, _RAY_DIR), 0o700)  # Ray made it 0777
+        return self._address if up else None
 
     def wait(self, timeout: float) -> str:
         """The head's address, once it is up; LocalRayError if it exits or takes over ``timeout`` s."""
@@ -93,13 +122,15 @@ class LocalRay:
 
     def stop(self) -> None:
         """Kill ``ray start`` and every process below it, and remove the folder (logs included)."""
+        if self._pipe is not None:
+            os.close(self._pipe)  # the watchdog kills Ray's processes, then exits
+            self._pipe = None
         if self._process is not None:
-            for pid in process_tree([self._process.pid]):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self._process.wait()
+            try:
+                self._process.wait(timeout=_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                _kill(process_tree([self._process.pid]))
+                self._process.wait()
             self._process = None
         if self._log is not None:
             self._log.close()
@@ -107,12 +138,72 @@ class LocalRay:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def _output_tail(self, lines: int = 3) -> str:
         self._log.flush()
         self._log.seek(0)
         text = self._log.read().decode(errors="replace").strip().splitlines()
         return "\n".join(text[-lines:]) or "(no output)"
+
+
+def private_folder(root: str) -> tuple[str, int]:
+    """A new folder of this user, mode 0700, in ``root``, and the descriptor of its lock, held.  The
+    first call for a root removes the folders killed runs left there (``remove_dead_folders``)."""
+    _check_root(root)
+    if root not in _SWEPT:
+        _SWEPT.add(root)
+        remove_dead_folders(root)
+    # made under a name the sweep ignores, and given its own once locked: a sweep never sees it unlocked
+    staging = tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=root)  # mode 0700, a name nobody had
+    lock = os.open(os.path.join(staging, _LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    folder = os.path.join(root, _FOLDER_PREFIX + os.path.basename(staging)[len(_STAGING_PREFIX):])
+    os.rename(staging, folder)
+    return folder, lock
+
+
+def remove_dead_folders(root: str) -> list[str]:
+    """Remove this user's private Ray folders in ``root`` whose lock no process holds (their run was
+    killed); return their paths.  A folder of another user, a link, or one whose lock is held (by a
+    live run, in any PID namespace) is left alone."""
+    removed = []
+    for name in os.listdir(root) if os.path.isdir(root) else ():
+        path = os.path.join(root, name)
+        if not _FOLDER_NAME.fullmatch(name):
+            continue
+        try:
+            found = os.lstat(path)
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+                continue
+            lock = os.open(os.path.join(path, _LOCK), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # held: its run is alive
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        finally:
+            os.close(lock)
+    return removed
+
+
+def _check_root(root: str) -> None:
+    """Refuse a temporary folder where any user may rename or replace our folder (writable by all,
+    without the sticky bit that /tmp has)."""
+    try:
+        mode = os.stat(root).st_mode
+    except OSError:
+        return  # mkdtemp then says what is wrong with it
+    if stat.S_ISDIR(mode) and mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise LocalRayError(f"the temporary folder {root} is writable by every user and has no sticky bit, so "
+                            "another user could replace the private Ray's folder there: set RAY_TMPDIR to a folder "
+                            "of your own (or `chmod +t` it)")
 
 
 def _temp_root() -> str:
@@ -142,15 +233,12 @@ def _free_port_options() -> list[str]:
     return [item for option, port in zip(options, ports) for item in (option, str(port))]
 
 
-def _in_child(nice: int) -> None:
-    """In the child, before exec: SIGKILL when the parent dies (Linux; elsewhere skipped), and the
-    CPU priority asked for."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if nice:
-        os.nice(nice)
+def _kill(pids: Iterable[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def process_tree(roots: Iterable[int]) -> set[int]:

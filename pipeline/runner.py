@@ -150,7 +150,7 @@ class Executor:
     def _head_start(self, queue: ShardQueue, here: _Here) -> None:
         """The driver's threads take shards from the end while the private Ray starts; Ray takes
         from the front once it is up, and once its workers deliver the threads take no more."""
-        self.ray.start_local(in_background=True)  # from this (the main) thread: Ray dies with it
+        self.ray.start_local(in_background=True)
         ray_delivers = threading.Event()
         threads = here.start(queue, min(self.ray.local_cpus, len(queue)), stop=ray_delivers)
 
@@ -278,21 +278,22 @@ class RaySession:
     bounded window, the plan's task map, the probe of shared folders, and shutdown.
 
     address: a cluster's address; None or "local" (and no ``RAY_ADDRESS``): a private local Ray of
-             ``workers`` CPUs (default: all cores), started by ``LocalRay``.  A Ray this process
-             already initialised (tests do) is used as it is.
+             ``workers`` CPUs (default: all cores), started by ``LocalRay``.  The runs of several
+             threads share one private Ray (``_SharedPrivateRay``).  A Ray this process already
+             initialised otherwise (tests do) is used as it is.
     """
 
     def __init__(self, address: str | None, workers: int | None, retries: int = TASK_MAX_RETRIES,
                  window: int | None = None):
         self.address = address or os.environ.get("RAY_ADDRESS") or "local"
-        self.private = self.address == "local" and not _ray_initialised()
+        self.private = self.address == "local" and (not _ray_initialised() or _PRIVATE_RAY.connected)
         self.workers = workers
         self.local_cpus = workers or os.cpu_count() or 1
         self.retries = retries
         self.window = window
         self.where: str | None = None  # what it is connected to, once it is
         self.tasks_mapped = 0  # tasks the plan's task map ran
-        self._local: LocalRay | None = None
+        self._local: LocalRay | None = None  # this session's share of the process's private Ray
         self._stopping: threading.Thread | None = None
 
     @property
@@ -300,13 +301,12 @@ class RaySession:
         return self.where is not None
 
     def start_local(self, in_background: bool = False) -> None:
-        """Start the private Ray's processes without waiting for them.  In the background (the head
-        start) they run at the lowest CPU priority, so that they take only what the driver's
-        threads leave."""
+        """Start the private Ray's processes without waiting for them (or share the one another thread
+        of this process started).  In the background (the head start) they run at the lowest CPU
+        priority, so that they take only what the driver's threads leave."""
         if self._local is None:
-            _private_token()  # before Ray starts or is imported: it reads the mode and token once
-            self._local = LocalRay(self.local_cpus, nice=19 if in_background else 0)
-            self._local.start()
+            self._local = _PRIVATE_RAY.acquire(self.local_cpus, nice=19 if in_background else 0)
+            self.local_cpus = self._local.cpus
 
     def local_address(self) -> str | None:
         """The private Ray's address once it is up, None while it starts; LocalRayError if it
@@ -321,18 +321,7 @@ class RaySession:
 
     def _connect_private(self) -> str:
         self.start_local()
-        try:
-            address = self._local.wait(LOCAL_RAY_TIMEOUT)
-        except LocalRayError as error:
-            raise ClusterError(f"could not start a local Ray: {error}") from error
-        import ray
-
-        try:
-            with _our_signal_handlers():
-                ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
-        except Exception as error:
-            raise ClusterError(f"could not connect to the local Ray at {address}: "
-                               f"{type(error).__name__}: {error}") from error
+        _PRIVATE_RAY.connect()
         return f"a local Ray with {self.local_cpus} CPUs"
 
     def _connect_cluster(self) -> str:
@@ -430,16 +419,13 @@ class RaySession:
         return on_every_node(fn, *args, timeout=3600)
 
     def release(self) -> None:
-        """Stop the private Ray, if this session started one: in the background, since Ray's own
-        shutdown takes a second or two, which the driver spends writing its tables.  ``close``
-        waits for it."""
+        """Give up this session's share of the private Ray; the last user stops it in the background,
+        since Ray's own shutdown takes a second or two, which the driver spends writing its tables.
+        ``close`` waits for it."""
         if self._local is None:
             return
-        connected, local = self.connected, self._local
         self._local, self.where = None, None
-        self._stopping = threading.Thread(target=_stop_private, args=(connected, local),
-                                          name="batchenum-ray-shutdown", daemon=True)
-        self._stopping.start()
+        self._stopping = _PRIVATE_RAY.release()
 
     def close(self) -> None:
         """Stop the private Ray, if any, and wait until it is gone."""
@@ -447,6 +433,69 @@ class RaySession:
         if self._stopping is not None:
             self._stopping.join()
             self._stopping = None
+
+
+class _SharedPrivateRay:
+    """The private Ray of this process.  Ray allows one connection per process, so the runs of
+    several threads (``batchenum.run`` from a thread pool) share one: the first starts it, the first
+    that needs it connects, and the last to leave stops it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._local: LocalRay | None = None
+        self._users = 0
+        self.connected = False
+        self._stopping: threading.Thread | None = None
+
+    def acquire(self, cpus: int, nice: int) -> LocalRay:
+        """The private Ray, started (with ``cpus`` CPUs at priority ``nice``) if none runs."""
+        with self._lock:
+            if self._stopping is not None:  # the last user's Ray is still stopping: a new one after it
+                self._stopping.join()
+                self._stopping = None
+            if self._local is None:
+                _private_token()  # before Ray starts or is imported: it reads the mode and token once
+                self._local = LocalRay(cpus, nice)
+                self._local.start()
+            self._users += 1
+            return self._local
+
+    def connect(self) -> None:
+        """Connect this process to the private Ray (once), waiting until it is up."""
+        with self._lock:
+            if self.connected:
+                return
+            try:
+                address = self._local.wait(LOCAL_RAY_TIMEOUT)
+            except LocalRayError as error:
+                raise ClusterError(f"could not start a local Ray: {error}") from error
+            import ray
+
+            _loopback_only(True)
+            try:
+                with _our_signal_handlers():
+                    ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
+            except Exception as error:
+                _loopback_only(False)
+                raise ClusterError(f"could not connect to the local Ray at {address}: "
+                                   f"{type(error).__name__}: {error}") from error
+            self.connected = True
+
+    def release(self) -> threading.Thread | None:
+        """One user fewer; the last one's thread that stops the Ray (started here), else None."""
+        with self._lock:
+            self._users -= 1
+            if self._users > 0:
+                return None
+            local, connected = self._local, self.connected
+            self._local, self.connected = None, False
+            self._stopping = threading.Thread(target=_stop_private, args=(connected, local),
+                                              name="batchenum-ray-shutdown", daemon=True)
+            self._stopping.start()
+            return self._stopping
+
+
+_PRIVATE_RAY = _SharedPrivateRay()
 
 
 @contextlib.contextmanager
@@ -469,7 +518,18 @@ def _stop_private(connected: bool, local: LocalRay) -> None:
         import ray
 
         ray.shutdown()
+        _loopback_only(False)
     local.stop()
+
+
+def _loopback_only(on: bool) -> None:
+    """Ray's single-machine mode in this process while it is connected to its private Ray, as in
+    that Ray's own processes (pipeline/local_ray.py): otherwise Ray replaces 127.0.0.1 in the
+    address by the machine's address, where the private Ray does not listen."""
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = not on and ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR,
+                                                                         not ray_constants.IS_WINDOWS_OR_OSX)
 
 
 def _check_reachable(address: str, timeout: float = 10.0) -> None:

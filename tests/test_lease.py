@@ -14,6 +14,7 @@ import time
 import pytest
 
 from batchenum.pipeline.lease import Lease, LeaseError
+from batchenum.pipeline.local_ray import process_tree
 from batchenum.pipeline.storage import Storage
 from fault_proxy import FaultProxy
 from test_faults import assert_matches_published, cli, cli_command, committed, palago_args, reused, wait_for_commits
@@ -100,6 +101,12 @@ def start_at_once(leases: list[Lease]) -> list[tuple[str, object]]:
     return outcomes
 
 
+def signal_run(unshared: subprocess.Popen, signum: int) -> None:
+    """Signal the run that ``unshare --fork`` started (not unshare itself)."""
+    for pid in process_tree([unshared.pid]) - {unshared.pid}:
+        os.kill(pid, signum)
+
+
 def lease_host(out) -> str | None:
     try:
         return json.loads((out / "palago" / "_lease.json").read_text())["host"]
@@ -109,16 +116,17 @@ def lease_host(out) -> str | None:
 
 @pytest.mark.slow
 def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_owners_folder(tmp_path):
-    """The first run runs on "another host" (its own UTS namespace), so that its lease can be taken over
-    once stale; resumed, its commits are refused by the fence and it never renews over the new lease."""
+    """The first run runs on "another host" (its own UTS and PID namespaces: its process cannot be
+    checked from here), so that its lease can be taken over once stale; resumed, its commits are
+    refused by the fence and it never renews over the new lease."""
     args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
-    first = subprocess.Popen(["unshare", "-u", "sh", "-c", 'hostname elsewhere && exec "$@"', "sh", *cli_command(*args)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    first = subprocess.Popen(["unshare", "-u", "-p", "-f", "--mount-proc", "sh", "-c", 'hostname elsewhere && exec "$@"',
+                              "sh", *cli_command(*args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, **LEASE_HOOK})
     second = None
     try:
         wait_for_commits(tmp_path, 2, first)
-        first.send_signal(signal.SIGSTOP)
+        signal_run(first, signal.SIGSTOP)
         time.sleep(4)  # past the 3 s after which another host may take the folder
         # the stale time is the one the first run's lease records; the second keeps the default
         # lease times, so that its own 0.5 s heartbeat cannot be starved past 2 s on a loaded machine
@@ -128,7 +136,7 @@ def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_
             assert second.poll() is None, second.communicate()[1]
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        first.send_signal(signal.SIGCONT)
+        signal_run(first, signal.SIGCONT)
         _, first_err = first.communicate(timeout=300)
         _, second_err = second.communicate(timeout=600)
     finally:

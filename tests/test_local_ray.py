@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -14,6 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder, process_tree
+from test_faults import assert_matches_published
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "local_toy.py"
 
@@ -79,12 +86,11 @@ def test_a_killed_driver_leaves_no_ray_process(tmp_path, ray_tmpdir):
         driver.send_signal(signal.SIGKILL)
         driver.wait()
     deadline = time.monotonic() + 30
-    while processes_naming(ray_tmpdir) and time.monotonic() < deadline:
+    while (processes_naming(ray_tmpdir) or os.listdir(ray_tmpdir)) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = processes_naming(ray_tmpdir)
     assert left == [], [_command_line(pid) for pid in left]
-    for folder in os.listdir(ray_tmpdir):  # the killed driver could not remove Ray's folder itself
-        subprocess.run(["rm", "-rf", os.path.join(ray_tmpdir, folder)], check=True)
+    assert os.listdir(ray_tmpdir) == []  # the watchdog removed the folder the killed driver could not
 
 
 def _command_line(pid: int) -> str:
@@ -102,3 +108,124 @@ def test_a_local_ray_that_cannot_start_leaves_the_work_to_the_driver(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "the local Ray did not start, so every shard is computed here: NotADirectoryError" in done.stderr
     assert '"values": ' + json.dumps(list(range(35))) in done.stdout
+
+
+# ------------------------------------------------------------------------- on a shared machine
+
+OTHER_USER = "batchenum-other"
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
+                                reason="needs root to act as a second user (useradd, runuser)")
+
+
+@pytest.fixture(scope="module")
+def other_user() -> str:
+    """A second, unprivileged Unix user on this machine."""
+    if subprocess.run(["id", OTHER_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", OTHER_USER], check=True)
+    return OTHER_USER
+
+
+def as_user(user: str, script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=60)
+
+
+def listening_addresses(pids: set[int]) -> list[str]:
+    """The local addresses on which the processes ``pids`` listen (TCP)."""
+    lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    found = []
+    for line in lines:
+        owners = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            found.append(line.split()[3])
+    return found
+
+
+@needs_root
+def test_another_user_can_neither_enter_the_private_ray_nor_reach_it_off_loopback(other_user):
+    local = LocalRay(1)
+    local.start()
+    try:
+        address = local.wait(180)
+        folder = local._folder
+        found = os.lstat(folder)
+        assert stat.S_IMODE(found.st_mode) == 0o700 and found.st_uid == os.geteuid()
+        assert stat.S_IMODE(os.lstat(os.path.join(folder, "ray")).st_mode) == 0o700  # Ray made it 0777
+        # what the issue's attacker did: plant an address where the driver would read it
+        attack = as_user(other_user, f"ls {folder}/ray; echo 192.0.2.66:6379 > {folder}/ray/ray_current_cluster; "
+                                     f"touch {folder}/planted; ls {folder}/ray/session_latest/sockets")
+        assert attack.returncode != 0
+        assert attack.stderr.count("Permission denied") == 4, attack.stderr
+        assert not os.path.exists(os.path.join(folder, "planted"))
+        assert address.startswith("127.0.0.1:")
+        listening = listening_addresses(process_tree([local._process.pid]))
+        assert len(listening) >= 4, listening  # the GCS, the raylet, the agents
+        assert all(re.fullmatch(r"(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]):\d+", where) for where in listening), listening
+    finally:
+        local.stop()
+    assert not os.path.exists(folder)
+
+
+@needs_root
+def test_a_temporary_folder_anyone_may_replace_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, no sticky bit
+    with pytest.raises(LocalRayError, match=f"the temporary folder {shared} is writable by every user and has no "
+                                            "sticky bit.*set RAY_TMPDIR to a folder of your own"):
+        private_folder(str(shared))
+
+
+HOLD = """
+import sys, time
+from batchenum.pipeline.local_ray import private_folder
+folder, lock = private_folder(sys.argv[1])
+print(folder, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a PID namespace")
+def test_a_live_runs_folder_survives_a_sweep_from_another_pid_namespace_and_a_dead_ones_does_not(tmp_path,
+                                                                                                 other_user):
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(0o1777)  # as /tmp
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        live = holder.stdout.readline().strip()
+        dead = [sys.executable, "-c", HOLD, str(root)]
+        killed = subprocess.Popen(dead, stdout=subprocess.PIPE, text=True)
+        dead_folder = killed.stdout.readline().strip()
+        killed.kill()
+        killed.wait()
+        link = root / "batchenum-ray-aaaaaaaa"
+        link.symlink_to(live)  # named like a folder of ours: a link is never followed
+        foreign = root / "batchenum-ray-bbbbbbbb"  # another user's, with no lock anyone holds
+        (foreign / "ray").mkdir(parents=True)
+        (foreign / "lock").touch()
+        user = pwd.getpwnam(other_user)
+        for path in (foreign, foreign / "ray", foreign / "lock"):
+            os.chown(path, user.pw_uid, user.pw_gid)
+        sweep = ("import sys; from batchenum.pipeline.local_ray import remove_dead_folders; "
+                 "print(remove_dead_folders(sys.argv[1]))")
+        swept = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", sweep, str(root)],
+                               capture_output=True, text=True, timeout=60, check=True)
+        assert swept.stdout.strip() == repr([dead_folder])
+        assert os.path.isdir(live) and not os.path.exists(dead_folder)
+        assert link.is_symlink() and (foreign / "ray").is_dir()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_runs_in_two_threads_share_one_private_ray_and_the_last_stops_it(tmp_path):
+    scenario = SCENARIO.with_name("threads.py")
+    done = subprocess.run([sys.executable, str(scenario), str(tmp_path), "22", "0"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+    assert report["runs"]["a"]["ok"] and report["runs"]["b"]["ok"], report
+    assert report["ray_initialised"] is False  # stopped by the last run to finish
+    for name in ("a", "b"):
+        assert_matches_published(tmp_path / name, 22)

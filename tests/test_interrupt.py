@@ -1,0 +1,120 @@
+"""Ctrl-C and SIGTERM as a terminal sends them: to the whole foreground process group, in every mode
+(the head start, --no-head-start, --serial, --address).  One batchenum line, exit 130 (143), no
+line of Ray's after the signal, no process of the run left, and the rerun reuses what was committed.
+
+Every process the run starts (its private Ray's included) inherits a mark in its environment, so
+the scan after the signal finds them wherever they run: in the run's group, in Ray's own session,
+or reparented."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import clusters
+from test_faults import cli, cli_command, committed, palago_args, reused
+
+MARK = "BATCHENUM_TEST_RUN_MARK"
+# The progress lines (a timestamp, then "batchenum"), and the final line; nothing else may follow
+# the signal (Ray's C++ errors, "(raylet)" lines, a traceback).
+OURS = re.compile(r"^(\S+ batchenum .*|batchenum: .*|)$")
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The live processes whose environment carries ``mark``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if f"{MARK}={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def interrupt_at_a_terminal(tmp_path: Path, mode: tuple[str, ...], signum: int, ready: str,
+                            env: dict | None = None) -> tuple[int, str, list[int], str]:
+    """Run palago in a session of its own (as a shell runs a foreground job), wait until ``ready`` is
+    in its output and two more shards are committed, then send ``signum`` to its whole process
+    group.  Returns the exit status, the output after the signal, the marked processes left 10 s
+    later, and the whole output."""
+    mark = uuid.uuid4().hex
+    log = tmp_path / "stderr.log"
+    out = tmp_path / "run"
+    with open(log, "w") as stderr:
+        driver = subprocess.Popen(cli_command(*palago_args(out, 24, 64, *mode)), stdout=subprocess.DEVNULL,
+                                  stderr=stderr, start_new_session=True,
+                                  env={**os.environ, **(env or {}), MARK: mark})
+    try:
+        deadline = time.monotonic() + 300
+        while ready not in log.read_text():
+            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        seen = committed(out)
+        while committed(out) < seen + 2:
+            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        said = len(log.read_text())
+        os.killpg(driver.pid, signum)  # the terminal's Ctrl-C: every process of the foreground group
+        driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while marked_processes(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    text = log.read_text()
+    return driver.returncode, text[said:], marked_processes(mark), text
+
+
+def assert_one_line_and_reused(tmp_path: Path, status: int, after: str, left: list[int], expected: int,
+                               how: str = "interrupted") -> None:
+    assert status == expected, after
+    assert left == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left]
+    lines = after.strip().splitlines()
+    assert all(OURS.match(line) for line in lines), after
+    kept = committed(tmp_path / "run")
+    assert lines[-1] == f"batchenum: {how}; {kept} shards committed are kept, a rerun reuses them"
+    assert not (tmp_path / "run" / "palago" / "creature_counts.parquet").exists()
+    rerun = cli(*palago_args(tmp_path / "run", 24, 64, "--workers", "2"))
+    assert reused(rerun) >= kept >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, ready", [
+    (("--workers", "2"), "computing on a local Ray with 2 CPUs"),
+    (("--workers", "2", "--no-head-start"), "computing on a local Ray with 2 CPUs"),
+    (("--serial",), "computing in this process (--serial)"),
+], ids=["head-start", "no-head-start", "serial"])
+def test_ctrl_c_to_the_process_group_is_one_line_and_exit_130(tmp_path, mode, ready):
+    status, after, left, _ = interrupt_at_a_terminal(tmp_path, mode, signal.SIGINT, ready)
+    assert_one_line_and_reused(tmp_path, status, after, left, 130)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_process_group_is_one_line_and_exit_143(tmp_path):
+    status, after, left, _ = interrupt_at_a_terminal(tmp_path, ("--workers", "2"), signal.SIGTERM,
+                                                     "computing on a local Ray with 2 CPUs")
+    assert_one_line_and_reused(tmp_path, status, after, left, 143, "stopped (SIGTERM)")
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_address_leaves_the_cluster_up_and_nothing_of_the_run(tmp_path):
+    temp_dir = f"/tmp/rc{uuid.uuid4().hex[:6]}"  # short: Ray's socket paths live below it
+    env = clusters.token_env()
+    try:
+        address = clusters.start_head(temp_dir, env, "--num-cpus", "2")
+        status, after, left, _ = interrupt_at_a_terminal(
+            tmp_path, ("--address", address), signal.SIGINT, f"computing on the Ray cluster at {address}", env)
+        assert_one_line_and_reused(tmp_path, status, after, left, 130)
+    finally:
+        clusters.stop(temp_dir)
