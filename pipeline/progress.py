@@ -22,6 +22,7 @@ from typing import Any, TextIO
 __all__ = ["Progress", "LOGGER"]
 
 LOGGER = logging.getLogger("batchenum")
+FIRST_LINE = 1.0  # seconds of silence at the start before a line says the run started
 TICK = 1.0  # seconds between two redraws of the bar, or two looks at whether a log line is due
 FIRST_SHARD_HINT = 10.0  # seconds without a finished shard before the line says why that may be
 _WAITING = "no shard done yet: Ray starting, or kernels compiling in the workers"
@@ -86,8 +87,8 @@ class Progress:
         self._compiling: float | None = None  # when the outermost compile in progress started
         self._compiled = 0.0  # seconds of compiling not reported yet
         self._ticker: threading.Event | None = None
-        self.stage("started")
-        _CompileWatch.follow(self)  # imports numba: after the first line
+        self._said_started = _say_started_unless_said(self)
+        _CompileWatch.follow(self)
 
     # ----------------------------------------------------------------------------- the job's calls
 
@@ -185,6 +186,7 @@ class Progress:
     def _line(self, text: str) -> None:
         if self.quiet:
             return
+        self._said_started.cancel()
         self._last_line = time.monotonic()
         if self.logged and LOGGER.hasHandlers():
             LOGGER.info(text)
@@ -228,6 +230,23 @@ class Progress:
             self._line(f"{self.label}: kernels compiled in {_duration(self._compiled)} "
                        f"[{_duration(time.monotonic() - self.started)}]")
             self._compiled = 0.0
+
+
+def _say_started_unless_said(progress: Progress) -> threading.Timer:
+    """A first line ``FIRST_LINE`` seconds after the start when nothing was said by then (imports,
+    planning); an error before that stays the only line on standard error."""
+    target = weakref.ref(progress)
+
+    def say() -> None:
+        alive = target()
+        if alive is not None:
+            alive.stage("started")
+
+    timer = threading.Timer(FIRST_LINE, say)
+    timer.daemon = True
+    if not progress.quiet:
+        timer.start()
+    return timer
 
 
 def _write_above(bar: Any) -> tuple[Any, Any] | None:
