@@ -73,7 +73,12 @@ def _show(args: argparse.Namespace) -> int:
     print(f"key:        {key_of(canonical)}")
     print(f"size:       {len(tiles)}")
     print(f"stabiliser: {stabiliser}")
-    print(f"sum:        {name}")
+    given = args.creature.strip()
+    if "," in given or given == name:
+        print(f"sum:        {name}")
+    else:  # another sum of the same creature (another start, or the creature turned or mirrored)
+        print(f"sum:        {name} (the canonical form of the sum given, {given}: the same creature up to "
+              "rotation and reflection)")
     if args.svg:
         _write_text(args.svg, creature_svg(tiles, title=name) + "\n")
         print(f"picture:    {args.svg}")
@@ -310,8 +315,8 @@ def _gallery(args: argparse.Namespace) -> int:
     if args.source is None and args.n > SEARCH_MAX_N and not args.force:
         raise UsageError(f"--n {args.n}: searching creatures of size {args.n} here would take long (a minute at "
                          f"n = 18, about three times more per tile); write a catalogue first with "
-                         f"`batchenum run palago --max-n {args.n} --catalogue-max-n {args.n}` and pass its folder with "
-                         "--from, or give --force")
+                         f"`batchenum run palago --max-n {args.n} --catalogue-max-n {args.n} --out runs/catalogue` "
+                         "then add `--from runs/catalogue`; or give --force")
     stabilisers = sorted(set(args.stabiliser)) if args.stabiliser else None
     say = Progress("palago gallery", stream=sys.stderr).stage
     say(f"finding the creatures of size {args.n} " + (f"in {args.source}" if args.source else "by searching"))

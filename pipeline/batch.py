@@ -151,9 +151,9 @@ def add_batch_arguments(parser: argparse.ArgumentParser, field: str, least_per_s
                              "glob in quotes ('parts/*.jsonl', '**' spans folders), on a disk or a URI "
                              "(s3://bucket/parts/); several PATHs, or --input again, add files")
     parser.add_argument("--records-per-shard", type=positive_int, default=None, metavar="N",
-                        help=f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} shards per "
-                             f"CPU of the run, at least {least_per_shard:,} records and at most about "
-                             f"{MAX_SLICE_BYTES >> 20} MB of input each; shards of {TAKEOVER_ROWS:,} rows or more "
+                        help=f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to "
+                             f"{2 * SLICES_PER_CPU} shards per CPU of the run, at least {least_per_shard:,} records "
+                             f"and at most about {MAX_SLICE_BYTES >> 20} MB of input each; shards of {TAKEOVER_ROWS:,} rows or more "
                              "become the table's files as they are)")
 
 

@@ -212,18 +212,19 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from batchenum.pipeline.status import job_statuses, render, to_json
+    from batchenum.pipeline.status import render, survey, to_json
 
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):
         raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
-    statuses = job_statuses(args.out)
+    found = survey(args.out)
     if args.json:
-        print(json.dumps(to_json(statuses), indent=2))
-    elif statuses:
-        print(render(statuses))
+        print(json.dumps(to_json(found.jobs, others=found.others), indent=2))
+    elif found.jobs:
+        print(render(found.jobs, others=found.others))
     else:
-        print(f"no job folder under {out.display_root}: nothing has run there yet")
+        print(f"no job folder under {out.display_root}: nothing has run there yet"
+              + (f" (its folders {', '.join(found.others)} were not written by batchenum)" if found.others else ""))
     return 0
 
 

@@ -1,22 +1,31 @@
-"""Progress for long runs: a redrawn status line on a terminal, ``logging`` records otherwise.
+"""Progress for long runs: a tqdm bar at a terminal and in a notebook, ``logging`` records elsewhere.
 
-Off a terminal, progress goes to the ``batchenum`` logger (INFO) once logging is configured, so an
-application's own logging configuration decides where it goes and how it looks; the ``batchenum``
-command configures timestamped lines on standard error when nothing else has, and without any
-configuration the lines go to standard error as they are.  The terminal line is written by hand:
-it is one line redrawn with ``\r``, which a dependency (tqdm, rich) would not make shorter.
-"""
+At a terminal (standard error is a tty) and in a Jupyter kernel the shards are a tqdm bar (a widget
+when ipywidgets is installed, else text the notebook redraws) with shards and records done, rates
+and an estimate of the time left; stage lines and whatever Ray forwards from its workers are written
+above the bar (the bar cleared, the line written, the bar drawn again), never across it.  Elsewhere
+(a log file, a pipe, an orchestrator) progress goes to the ``batchenum`` logger (INFO) when logging
+is configured, else as plain lines on standard error, with a shard line at most every ``log_every``
+seconds.  A line says when numba starts compiling kernels in this process and how long it took (a
+worker's compiles are not seen from here: the bar keeps counting the seconds meanwhile)."""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
-from typing import TextIO
+import warnings
+import weakref
+from typing import Any, TextIO
 
 __all__ = ["Progress", "LOGGER"]
 
 LOGGER = logging.getLogger("batchenum")
+FIRST_LINE = 1.0  # seconds of silence at the start before a line says the run started
+TICK = 1.0  # seconds between two redraws of the bar, or two looks at whether a log line is due
+FIRST_SHARD_HINT = 10.0  # seconds without a finished shard before the line says why that may be
+_WAITING = "no shard done yet: Ray starting, or kernels compiling in the workers"
 
 
 def _duration(seconds: float) -> str:
@@ -29,83 +38,312 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (where standard error is no tty, yet redraws)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def _bar_class(notebook: bool) -> type:
+    if notebook:
+        with warnings.catch_warnings():  # without ipywidgets tqdm says so and draws text: fine in a notebook
+            warnings.simplefilter("ignore")
+            from tqdm.autonotebook import tqdm
+        return tqdm
+    from tqdm import tqdm
+    return tqdm
+
+
 class Progress:
-    """Reports a job's stages and its shards as they finish.
+    """Reports a job's stages, the kernels numba compiles, and its shards as they finish.
 
-    On a terminal the shard count, elapsed time, rate and an estimate of the time left are redrawn
-    in place (at most a few times a second); otherwise each stage is one line, and shard progress
-    is reported at most every ``log_every`` seconds so that logs stay short.
-
-    stream: where the lines go; by default standard error when it is a terminal, else the
-            ``batchenum`` logger when logging is configured (plain lines on standard error when it
-            is not, so that nothing is lost).
+    stream: where the lines go; by default standard error.  A terminal or a notebook gets a bar;
+            otherwise, when no stream is given, the ``batchenum`` logger once logging is configured
+            (plain lines on standard error when it is not, so that nothing is lost).
+    quiet:  nothing at all.
+    log_every: off a terminal, seconds between two shard lines (stage lines always go out).
     """
 
-    def __init__(self, label: str, stream: TextIO | None = None, quiet: bool = False, log_every: float = 30.0):
+    def __init__(self, label: str, stream: TextIO | None = None, quiet: bool = False, log_every: float = 5.0):
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
-        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.notebook = stream is None and _in_notebook()
+        self.interactive = self.notebook or bool(getattr(self.stream, "isatty", lambda: False)())
         self.logged = stream is None and not self.interactive
         self.log_every = log_every
         self.started = time.monotonic()
+        self._lock = threading.RLock()
+        self._bar: Any = None
+        self._redirected: tuple[Any, Any] | None = None
+        self._clock: Any = None  # a bar with no total, counting the seconds of a compile
+        self._running = False  # between start_shards and finish_shards
         self._total = 0
         self._done = 0
-        self._computed = 0
+        self._reused = 0
         self._records = 0
-        self._compute_started = self.started
-        self._last_draw = 0.0
+        self._shards_started = self.started
+        self._last_line = 0.0
+        self._compiling: float | None = None  # when the outermost compile in progress started
+        self._compiled = 0.0  # seconds of compiling not reported yet
+        self._ticker: threading.Event | None = None
+        self._said_started = _say_started_unless_said(self)
+        _CompileWatch.follow(self)
+
+    # ----------------------------------------------------------------------------- the job's calls
 
     def stage(self, message: str) -> None:
         """One line for a stage of the run."""
-        self._clear_line()
-        self._write(f"{self.label}: {message} [{_duration(time.monotonic() - self.started)}]\n")
+        with self._lock:
+            self._report_compiled()
+            self._line(f"{self.label}: {message} [{_duration(time.monotonic() - self.started)}]")
 
     def start_shards(self, total: int, reused: int) -> None:
-        self._total = total
-        self._done = reused
-        self._computed = 0
-        self._compute_started = time.monotonic()
-        self._draw(force=True)
+        with self._lock:
+            self._report_compiled()
+            if self._clock is not None:  # the shard bar takes over
+                self._clock.close()
+                self._clock = None
+            self._running = True
+            self._total, self._done, self._reused, self._records = total, reused, reused, 0
+            self._shards_started = self._last_line = time.monotonic()
+            if self.interactive and not self.quiet:
+                self._bar = _bar_class(self.notebook)(
+                    total=total, initial=reused, desc=self.label, unit="shard", file=self.stream,
+                    dynamic_ncols=True, mininterval=0.2, smoothing=0.1,
+                    bar_format="{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+                self._redirected = _write_above(self._bar)
+            else:
+                self._line(self._shard_line())
+            if self._ticker is None and not self.quiet:
+                self._ticker = _start_ticker(self)
 
     def shard_done(self, records: int | None = None) -> None:
         """One more shard done; ``records``: how many input records it read, when it reads any."""
-        self._done += 1
-        self._computed += 1
-        self._records += records or 0
-        self._draw(force=self._done == self._total)
+        with self._lock:
+            self._done += 1
+            self._records += records or 0
+            if self._bar is not None:
+                self._bar.set_postfix_str(self._records_text(), refresh=False)
+                self._bar.update(1)
+            elif self._done == self._total or self._due():
+                self._line(self._shard_line())
 
     def finish_shards(self) -> None:
-        self._clear_line()
+        with self._lock:
+            self._running = False
+            if self._ticker is not None:
+                self._ticker.set()
+                self._ticker = None
+            if self._bar is not None:
+                _restore(self._redirected)
+                self._bar.close()
+                self._bar = None
+            self._report_compiled()
 
-    def _draw(self, force: bool = False) -> None:
-        now = time.monotonic()
-        interval = 0.2 if self.interactive else self.log_every
-        if not force and now - self._last_draw < interval:
-            return
-        self._last_draw = now
-        elapsed = now - self._compute_started
+    # ----------------------------------------------------------------------------- what is written
+
+    def _tick(self) -> None:
+        """Every ``TICK`` seconds while shards run: the bar's clock moves, and off a terminal a line
+        comes at least every ``log_every`` seconds even while no shard finishes."""
+        with self._lock:
+            self._report_compiled()
+            if self._clock is not None:
+                self._clock.refresh()
+            elif self._compiling is not None and not self.interactive and self._due():
+                self._line(f"{self.label}: still compiling kernels, {_duration(time.monotonic() - self._compiling)} "
+                           f"so far [{_duration(time.monotonic() - self.started)}]")
+            if self._bar is not None:
+                if self._done == self._reused and time.monotonic() - self._shards_started > FIRST_SHARD_HINT:
+                    self._bar.set_postfix_str(self._records_text() or _WAITING, refresh=False)
+                self._bar.refresh()
+            elif self._running and not self.interactive and self._due():
+                self._line(self._shard_line())
+
+    def _due(self) -> bool:
+        """Off a terminal: whether ``log_every`` seconds passed since the last line."""
+        return time.monotonic() - self._last_line >= self.log_every
+
+    def _shard_line(self) -> str:
+        elapsed = time.monotonic() - self._shards_started
+        computed = self._done - self._reused
         line = f"{self.label}: {self._done}/{self._total} shards, {_duration(elapsed)} elapsed"
         remaining = self._total - self._done
-        if self._computed and remaining:
-            line += f", ~{_duration(elapsed / self._computed * remaining)} left"
+        if computed and remaining:
+            line += f", ~{_duration(elapsed / computed * remaining)} left"
         if self._records and elapsed > 0:
-            line += f", {self._records / elapsed:,.0f} records/s"
-        if self.interactive:
-            self._write("\r\033[K" + line)
-        elif not force or self._done == self._total:
-            self._write(line + "\n")
+            line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
+        elif not computed and remaining and elapsed > FIRST_SHARD_HINT:
+            line += f" ({_WAITING})"
+        return line
 
-    def _clear_line(self) -> None:
-        if self.interactive:
-            self._write("\r\033[K")
+    def _records_text(self) -> str:
+        elapsed = time.monotonic() - self._shards_started
+        if not self._records or elapsed <= 0:
+            return ""
+        return f"{self._records:,} records, {self._records / elapsed:,.0f} records/s"
 
-    def _write(self, text: str) -> None:
+    def _line(self, text: str) -> None:
         if self.quiet:
             return
+        self._said_started.cancel()
+        self._last_line = time.monotonic()
         if self.logged and LOGGER.hasHandlers():
-            if text.strip():
-                LOGGER.info(text.strip())
+            LOGGER.info(text)
+        elif self.interactive:  # above the bars being drawn
+            _bar_class(self.notebook).write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    # ------------------------------------------------------------------------------- compiling
+
+    def compile_started(self) -> None:
+        with self._lock:
+            if self._compiling is not None:
+                return
+            if not self._compiled:
+                self._line(f"{self.label}: compiling kernels (numba; once per machine, then cached) "
+                           f"[{_duration(time.monotonic() - self.started)}]")
+            self._compiling = time.monotonic()
+            if self.interactive and not self.quiet and self._bar is None and self._clock is None:
+                self._clock = _bar_class(self.notebook)(desc=f"{self.label}: compiling", file=self.stream,
+                                                        bar_format="{desc} {elapsed}", leave=False)
+            if self._ticker is None and not self.quiet:
+                self._ticker = _start_ticker(self)
+
+    def compile_ended(self) -> None:
+        with self._lock:
+            if self._compiling is None:
+                return
+            self._compiled += time.monotonic() - self._compiling
+            self._compiling = None
+            if self._clock is not None:
+                self._clock.close()
+                self._clock = None
+            if not self._running and self._ticker is not None:  # no shards running: nothing to tick for
+                self._ticker.set()
+                self._ticker = None
+
+    def _report_compiled(self) -> None:
+        if self._compiled and self._compiling is None:
+            self._line(f"{self.label}: kernels compiled in {_duration(self._compiled)} "
+                       f"[{_duration(time.monotonic() - self.started)}]")
+            self._compiled = 0.0
+
+
+def _say_started_unless_said(progress: Progress) -> threading.Timer:
+    """A first line ``FIRST_LINE`` seconds after the start when nothing was said by then (imports,
+    planning); an error before that stays the only line on standard error."""
+    target = weakref.ref(progress)
+
+    def say() -> None:
+        alive = target()
+        if alive is not None:
+            alive.stage("started")
+
+    timer = threading.Timer(FIRST_LINE, say)
+    timer.daemon = True
+    if not progress.quiet:
+        timer.start()
+    return timer
+
+
+def _write_above(bar: Any) -> tuple[Any, Any] | None:
+    """While the bar is drawn, what is printed to ``sys.stdout`` or ``sys.stderr`` (Ray forwards its
+    workers' output so) goes above it, line by line; returns the streams to put back."""
+    if isinstance(sys.stdout, _AboveBar) or isinstance(sys.stderr, _AboveBar):
+        return None  # another bar of ours redirects already
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _AboveBar(sys.stdout, bar), _AboveBar(sys.stderr, bar)
+    return saved
+
+
+class _AboveBar:
+    """A text stream whose complete lines are written with the bar cleared first and redrawn after
+    (tqdm's ``external_write_mode``); every other attribute is the wrapped stream's."""
+
+    def __init__(self, wrapped: TextIO, bar: Any):
+        self._wrapped = wrapped
+        self._bar = bar
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines, newline, self._pending = (self._pending + text).rpartition("\n")
+        if newline:
+            with type(self._bar).external_write_mode(file=self._bar.fp):
+                self._wrapped.write(lines + "\n")
+                self._wrapped.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self._wrapped.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+
+def _restore(saved: tuple[Any, Any] | None) -> None:
+    if saved is None:
+        return
+    for above in (sys.stdout, sys.stderr):
+        if isinstance(above, _AboveBar) and above._pending:  # a last line without its newline
+            above._wrapped.write(above._pending)
+    sys.stdout, sys.stderr = saved
+
+
+def _start_ticker(progress: Progress) -> threading.Event:
+    """A daemon thread calling ``progress._tick`` until the returned event is set (it holds the
+    progress only weakly: a progress dropped without ``finish_shards`` ends it too)."""
+    stop = threading.Event()
+    target = weakref.ref(progress)
+
+    def tick() -> None:
+        while not stop.wait(TICK):
+            alive = target()
+            if alive is None:
+                return
+            alive._tick()
+            del alive
+
+    threading.Thread(target=tick, name="batchenum-progress", daemon=True).start()
+    return stop
+
+
+class _CompileWatch:
+    """One numba listener per process, telling the latest ``Progress`` when this process compiles
+    (``numba:compile`` fires on a cache miss only; nested compiles count once)."""
+
+    _current: weakref.ReferenceType | None = None
+    _depth = 0
+    _installed = False
+
+    @classmethod
+    def follow(cls, progress: Progress) -> None:
+        cls._current = weakref.ref(progress)
+        if cls._installed:
             return
-        self.stream.write(text)
-        self.stream.flush()
+        try:
+            from numba.core import event
+        except ImportError:  # no numba: nothing compiles
+            return
+
+        class Listener(event.Listener):
+            def on_start(self, _event) -> None:
+                cls._depth += 1
+                if cls._depth == 1:
+                    cls._tell("compile_started")
+
+            def on_end(self, _event) -> None:
+                cls._depth -= 1
+                if cls._depth == 0:
+                    cls._tell("compile_ended")
+
+        event.register("numba:compile", Listener())
+        cls._installed = True
+
+    @classmethod
+    def _tell(cls, what: str) -> None:
+        progress = cls._current() if cls._current else None
+        if progress is not None:
+            getattr(progress, what)()

@@ -23,7 +23,7 @@ from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHAR
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).
 VERIFY_BYTES = 64 << 20
 
-__all__ = ["JobStatus", "job_statuses", "render", "to_json"]
+__all__ = ["JobStatus", "Survey", "job_statuses", "render", "survey", "to_json"]
 
 
 @dataclass
@@ -55,20 +55,68 @@ class JobStatus:
         return len(self.plan["shards"]) if self.plan else None
 
 
-def job_statuses(location: str) -> list[JobStatus]:
-    """The status of every job folder under ``location`` that holds a plan, shards or tables."""
+@dataclass
+class Survey:
+    """What ``batchenum status`` found under a location."""
+
+    jobs: list[JobStatus]  # the job folders, the location itself or one or two levels below it
+    others: list[str] = field(default_factory=list)  # folders below it that no batchenum run wrote
+
+
+def survey(location: str) -> Survey:
+    """The job folders at ``location``: the location itself when a run wrote it, else the folders
+    directly below it that a run wrote, and below each other folder the job folders one level deeper
+    (``extended/palago`` under ``results``).  A folder is a job folder by batchenum's own marker
+    files (``job_markers``), never by holding Parquet files."""
     out = Storage.at(location)
-    found = []
-    for folder in out.list_dirs(out.root):
-        if _basename(folder).startswith("_"):  # not a job folder: _inputs/ holds batches given as data
+    if _is_job_folder(out):
+        return Survey(_present([_job_status(out, _basename(out.root))]))
+    found = Survey([])
+    for name in _subfolders(out):
+        folder = out.child(name)
+        if _is_job_folder(folder):
+            found.jobs += _present([_job_status(folder, name)])
             continue
-        status = _job_status(out.child(_basename(folder)))
-        if status is not None:
-            found.append(status)
+        nested = [inner for inner in _subfolders(folder) if _is_job_folder(folder.child(inner))]
+        found.jobs += _present([_job_status(folder.child(inner), f"{name}/{inner}") for inner in nested])
+        if not nested:
+            found.others.append(name)
     return found
 
 
-def _job_status(folder: Storage) -> JobStatus | None:
+def job_statuses(location: str) -> list[JobStatus]:
+    """The status of every job folder ``survey`` finds at ``location``."""
+    return survey(location).jobs
+
+
+def _subfolders(out: Storage) -> list[str]:
+    """The names of the folders directly below ``out`` but ours (``_inputs/`` holds batches given as
+    data, ``_shards/`` and the like belong to a job folder)."""
+    names = [_basename(path) for path in out.list_dirs(out.root)]
+    return [name for name in names if not name.startswith(("_", "."))]
+
+
+def _present(statuses: list[JobStatus | None]) -> list[JobStatus]:
+    return [status for status in statuses if status is not None]
+
+
+def _is_job_folder(folder: Storage) -> bool:
+    """Whether a batchenum run wrote ``folder``: it holds a plan, lease, manifest, guard file or
+    shard store, or a top-level Parquet file whose footer names a batchenum job (a committed table
+    copied without its side files, as in a fresh clone's ``results/palago``)."""
+    if any(folder.exists(folder.join(name)) for name in (PLAN_FILE, MANIFEST_FILE, LEASE_FILE, GUARD_FILE, SHARDS_DIR)):
+        return True
+    for path in folder.list_files(recursive=False):
+        if path.endswith(".parquet") and TMP_MARK not in path:
+            try:
+                if "job" in read_metadata(path, folder.fs):
+                    return True
+            except Exception:  # not a Parquet file of ours, or damaged: no evidence either way
+                continue
+    return False
+
+
+def _job_status(folder: Storage, name: str) -> JobStatus | None:
     sizes = _file_sizes(folder)
     files = sorted(sizes)
     plan, plan_error = _read_json(folder, PLAN_FILE)
@@ -79,7 +127,7 @@ def _job_status(folder: Storage) -> JobStatus | None:
               and _top(folder, path) != GUARD_FILE]
     if plan is None and not shard_files and not finals:
         return None
-    status = JobStatus(_basename(folder.root), folder.display_root, plan)
+    status = JobStatus(name, folder.display_root, plan)
     status.shard_files, status.shard_bytes = len(shard_files), sum(sizes[path] for path in shard_files)
     status.shared_bytes = _linked_bytes(folder, shard_files, sizes)
     if plan_error:
@@ -261,10 +309,35 @@ def _basename(path: str) -> str:
 # ------------------------------------------------------------------------------------ rendering
 
 
-def render(statuses: list[JobStatus], now: float | None = None) -> str:
-    """Plain text, a few lines per job."""
+def render(statuses: list[JobStatus], now: float | None = None, others: list[str] = ()) -> str:
+    """Plain text, a few lines per job, then the folders that are not job folders (``others``)."""
     now = time.time() if now is None else now
-    return "\n\n".join(_render_one(status, now) for status in statuses)
+    blocks = [_render_one(status, now) for status in statuses]
+    if others:
+        blocks.append(f"not job folders (no batchenum run wrote them): {', '.join(others)}")
+    return "\n\n".join(blocks)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _wall_seconds(status: JobStatus) -> float | None:
+    """Seconds from the start of the last run to its last commit (None: no commit of that run)."""
+    started = (status.plan or {}).get("started_at")
+    if not status.commit_times or not _number(started):
+        return None
+    return max(status.commit_times) - float(started)
+
+
+def _last_run_work(status: JobStatus) -> str:
+    """The shards the last run computed, the wall time they took and their compute time: the sum over
+    shards that ran side by side, so larger than the wall time on several CPUs."""
+    wall = _wall_seconds(status)
+    said = f"the last run computed {_plural(len(status.seconds), 'shard')}"
+    if wall is not None:
+        said += f" in {wall:.1f} s of wall time"
+    return said + f" ({sum(status.seconds):.1f} s of compute summed over its shards)"
 
 
 def _render_one(status: JobStatus, now: float) -> str:
@@ -286,17 +359,19 @@ def _render_one(status: JobStatus, now: float) -> str:
         lines.append(f"  stopped:     the run of host {status.lease.get('host')}, pid {status.lease.get('pid')} is dead "
                      f"({status.dead}); the next run takes the folder over and reuses what is committed")
     total = status.planned
-    shard_line = f"{len(status.committed)}" + (f"/{total}" if total is not None else "") + " shards committed"
+    shard_line = (f"{len(status.committed)}" + (f"/{total}" if total is not None else "")
+                  + f" shard{'' if (total if total is not None else len(status.committed)) == 1 else 's'} committed")
     if status.stale or status.damaged:
         shard_line += f", {len(status.stale)} stale (other code or parameters), {len(status.damaged)} damaged"
     if status.unplanned:
         shard_line += f"; {len(status.unplanned)} not in the plan, ignored ({', '.join(status.unplanned[:3])}" \
                       + (", ..." if len(status.unplanned) > 3 else "") + ")"
+    if total is None and not status.shard_files:
+        shard_line = "none here (no run recorded a plan in this folder: its tables alone were kept)"
     lines.append(f"  shards:      {shard_line}")
     if status.last_commit:
         lines.append(f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
-                     + (f"; the last run computed {len(status.seconds)} shards in {sum(status.seconds):.1f} s"
-                        if status.seconds else "; the last run reused every shard it has"))
+                     + (f"; {_last_run_work(status)}" if status.seconds else "; the last run reused every shard it has"))
     if status.commit_times and _alive(status):
         left = _time_left(status)
         if left is not None:
@@ -307,14 +382,14 @@ def _render_one(status: JobStatus, now: float) -> str:
                      f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"))
     for table in status.tables:
         rows = (f"damaged ({table['damaged']}); run the command that wrote it again to rebuild it"
-                if table.get("damaged") else "unreadable") if table["rows"] is None else f"{table['rows']:,} rows"
+                if table.get("damaged") else "unreadable") if table["rows"] is None else _plural(table["rows"], "row")
         extra = f", version {table.get('version')}, parameters {table.get('params')}" if table["rows"] is not None else ""
-        parts = f" in {table['parts']} parts" if table.get('parts') else ""
-        lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}".replace(" in 1 parts", " in 1 part"))
+        parts = f" in {_plural(table['parts'], 'part')}" if table.get('parts') else ""
+        lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}")
     if status.shard_files:
         shared = (f" ({_bytes(status.shared_bytes)} of them also the tables' parts, by hard links: removing the "
                   f"shards frees {_bytes(status.shard_bytes - status.shared_bytes)})" if status.shared_bytes else "")
-        lines.append(f"  shard store: {_bytes(status.shard_bytes)} in {status.shard_files} files ({SHARDS_DIR}/){shared}; "
+        lines.append(f"  shard store: {_bytes(status.shard_bytes)} in {_plural(status.shard_files, 'file')} ({SHARDS_DIR}/){shared}; "
                      + ("`batchenum cleanup` removes them once the tables are committed"
                         if _committed(status) else "kept: the next run reuses them"))
     return "\n".join(lines)
@@ -360,10 +435,11 @@ def _bytes(size: int) -> str:
     return f"{size:,.1f} TB"
 
 
-def to_json(statuses: list[JobStatus], now: float | None = None) -> dict[str, Any]:
-    """``status --json``: one object per job folder, in the stable shape docs/cli.md describes."""
+def to_json(statuses: list[JobStatus], now: float | None = None, others: list[str] = ()) -> dict[str, Any]:
+    """``status --json``: one object per job folder, in the stable shape docs/cli.md describes, and
+    the folders no batchenum run wrote."""
     now = time.time() if now is None else now
-    return {"jobs": [_job_json(status, now) for status in statuses]}
+    return {"jobs": [_job_json(status, now) for status in statuses], "other_folders": list(others)}
 
 
 def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
@@ -377,7 +453,9 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
     return {
         "name": status.name,
         "location": status.where,
-        "last_run": {"started_at": plan.get("started_at"), "host": plan.get("host"), "pid": plan.get("pid")}
+        "last_run": {"started_at": plan.get("started_at"), "host": plan.get("host"), "pid": plan.get("pid"),
+                     "computed_shards": len(status.seconds), "wall_seconds": _rounded(_wall_seconds(status)),
+                     "shard_seconds": round(sum(status.seconds), 3)}
         if status.plan else None,
         "running": running,
         "shards": {"planned": status.planned, "committed": len(status.committed), "stale": len(status.stale),
@@ -394,6 +472,10 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
                     "version": table.get("version"), "params": _params(table.get("params")),
                     "damaged": table.get("damaged")} for table in status.tables],
     }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 def _manifest_json(manifest: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -160,3 +160,14 @@ def test_input_given_twice_reads_both_files(tmp_path):
     assert done.returncode == 0 and "read 2, answered 2, rejected 0" in done.stdout, done.stderr
     answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers")
     assert answers[["id", "gold"]].values.tolist() == [["a.jsonl", 1], ["b.jsonl", 2]]  # sorted by file
+
+
+def test_show_says_when_it_prints_the_canonical_form_of_the_sum_given():
+    given = cli("palago", "show", "4b+5c")
+    assert given.returncode == 0, given.stderr
+    line = next(line for line in given.stdout.splitlines() if line.startswith("sum:"))
+    canonical = line.split()[1]
+    assert line == (f"sum:        {canonical} (the canonical form of the sum given, 4b+5c: the same creature up to "
+                    "rotation and reflection)")
+    for as_canonical in (canonical, "1,0,1,1 0,1,0,1 1,1,2,1"):  # the canonical sum, or a key: nothing to say
+        assert f"sum:        {canonical}\n" in cli("palago", "show", as_canonical).stdout

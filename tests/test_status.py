@@ -3,10 +3,16 @@ interrupted one, on a missing or empty folder, and with stale shards."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import signal
 import subprocess
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO
 from test_faults import cli, cli_command, committed, palago_args, wait_for_commits
 
 
@@ -49,3 +55,44 @@ def test_status_says_what_it_does_not_find(tmp_path):
     assert missing.returncode == 1 and "no such folder" in missing.stderr and missing.stdout == ""
     (tmp_path / "empty").mkdir()
     assert status(tmp_path / "empty").stdout == f"no job folder under {tmp_path / 'empty'}: nothing has run there yet\n"
+
+
+def test_status_lists_only_folders_a_run_wrote_and_the_job_folders_one_level_below(tmp_path):
+    """A parent folder of job folders (``int/nonary``, ``cat/palago``) shows those job folders by
+    their paths; a folder of another kind is named as such, never called damaged."""
+    cli(*palago_args(tmp_path / "cat", 9, 4, "--serial"))
+    (tmp_path / "int" / "nonary").mkdir(parents=True)
+    (tmp_path / "notes").mkdir()
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "notes" / "other.parquet")  # Parquet, but not ours
+    (tmp_path / "int" / "nonary" / "_plan.json").write_text('{"shards": ["a"], "tables": ["answers"]}')
+    shown = status(tmp_path).stdout
+    assert re.findall(r"^(\S+)  \(", shown, re.M) == ["cat/palago", "int/nonary"]
+    assert "damaged" not in shown and "0/1 shard committed" in shown
+    assert shown.rstrip().endswith("not job folders (no batchenum run wrote them): notes")
+    found = json.loads(cli("status", "--out", str(tmp_path), "--json").stdout)
+    assert [job["name"] for job in found["jobs"]] == ["cat/palago", "int/nonary"]
+    assert found["other_folders"] == ["notes"]
+    assert status(tmp_path / "cat" / "palago").stdout.startswith("palago  (")  # a job folder itself
+
+
+def test_status_of_a_fresh_clones_results_shows_the_committed_tables_only(tmp_path):
+    """``results/`` as git holds it: the tables without plan, manifest or shards, in
+    ``results/palago`` and one level deeper in ``results/extended/palago`` and ``results/transfer/palago``."""
+    shutil.copytree(REPO / "results", tmp_path / "results",
+                    ignore=shutil.ignore_patterns("_*", "NOT_A_TABLE.parquet", "creatures", "gallery_*"))
+    shown = status(tmp_path / "results").stdout
+    assert re.findall(r"^(\S+)  \(", shown, re.M) == ["extended/palago", "palago", "transfer/palago"]
+    assert "table:       creature_counts.parquet: 24 rows" in shown and "not job folders" not in shown
+
+
+def test_status_tells_wall_time_from_the_compute_summed_over_shards(tmp_path):
+    cli(*palago_args(tmp_path, 1, 1, "--serial"))
+    shown = status(tmp_path).stdout
+    wall, summed = re.search(r"the last run computed 1 shard in ([\d.]+) s of wall time "
+                             r"\(([\d.]+) s of compute summed over its shards\)", shown).groups()
+    assert float(summed) <= float(wall)  # one shard, run after the plan was written
+    assert "1 row," in shown and "1 rows" not in shown and "1/1 shard committed" in shown
+    [job] = json.loads(cli("status", "--out", str(tmp_path), "--json").stdout)["jobs"]
+    assert job["last_run"]["computed_shards"] == 1
+    assert job["last_run"]["wall_seconds"] == pytest.approx(float(wall), abs=0.06)
+    assert job["last_run"]["shard_seconds"] == pytest.approx(float(summed), abs=0.06)

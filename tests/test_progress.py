@@ -1,0 +1,163 @@
+"""What a person watching a run sees: a first line at once, a line when numba compiles and how long
+it took, shard lines no more often than ``log_every`` off a terminal, a bar at a terminal that
+output forwarded from Ray's workers never breaks, and a bar in a real Jupyter kernel."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import struct
+import subprocess
+import sys
+import termios
+import textwrap
+import time
+
+import pytest
+from conftest import REPO
+from toy_job import ToyJob
+
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
+
+
+class TimedLines:
+    """A stream (not a terminal) that keeps each line with the moment it was written."""
+
+    def __init__(self):
+        self.lines: list[tuple[float, str]] = []
+        self.started = time.monotonic()
+
+    def write(self, text: str) -> None:
+        self.lines += [(time.monotonic() - self.started, line) for line in text.splitlines() if line]
+
+    def flush(self) -> None:
+        pass
+
+
+def test_off_a_terminal_a_first_line_at_once_then_shard_lines_at_most_every_log_every(tmp_path):
+    stream = TimedLines()
+    run_job(ToyJob(shards=12, seconds=0.25), RunOptions(out_dir=str(tmp_path), serial=True),
+            Progress("toy", stream=stream, log_every=1.0))
+    shard_lines = [(moment, line) for moment, line in stream.lines if re.match(r"toy: \d+/12 shards", line)]
+    assert shard_lines[0][1].startswith("toy: 0/12 shards") and shard_lines[-1][1].startswith("toy: 12/12 shards")
+    between = [b[0] - a[0] for a, b in zip(shard_lines[1:-1], shard_lines[2:-1])]
+    assert all(gap >= 0.9 for gap in between), shard_lines  # a line a second at most, not one per shard
+
+
+def test_a_first_line_comes_after_a_second_of_silence_and_never_after_an_early_line():
+    """So an error in the first second stays the only line on standard error (the CLI's contract)."""
+    silent, early = TimedLines(), TimedLines()
+    slow = Progress("slow", stream=silent)  # noqa: F841  (held: a progress dropped says nothing)
+    quick = Progress("quick", stream=early)
+    quick.stage("planned")
+    deadline = time.monotonic() + 30
+    while not silent.lines and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [(moment, line)] = silent.lines
+    assert line.startswith("slow: started [") and moment >= 1.0
+    time.sleep(0.5)
+    assert [line for _, line in early.lines] == [early.lines[0][1]] and early.lines[0][1].startswith("quick: planned [")
+
+
+def test_a_compile_in_this_process_is_said_with_its_duration():
+    import numba
+
+    stream = TimedLines()
+    progress = Progress("job", stream=stream)
+
+    @numba.njit(cache=False)
+    def kernel(n):  # a new function: numba compiles it on the first call
+        total = 0
+        for k in range(n):
+            total += k * k
+        return total
+
+    progress.stage("first stage")  # before the compile: no "started" line then
+    assert kernel(10) == 285
+    progress.stage("next stage")
+    said = [line for _, line in stream.lines]
+    assert said[1].startswith("job: compiling kernels (numba")
+    assert re.match(r"job: kernels compiled in \d+\.\ds \[", said[2]) and said[3].startswith("job: next stage")
+    kernel(11)  # compiled already: nothing more is said
+    progress.stage("done")
+    assert len(stream.lines) == 5 and stream.lines[-1][1].startswith("job: done [")
+
+
+TERMINAL_RUN = """
+import sys, time
+from ray import cloudpickle
+sys.path.insert(0, {tests!r})
+import toy_job
+cloudpickle.register_pickle_by_value(toy_job)  # Ray's workers cannot import the tests
+
+class Chatty(toy_job.ToyJob):
+    def run_shard(self, shard):
+        print("hello from", shard.id, flush=True)  # forwarded by Ray to this terminal
+        return super().run_shard(shard)
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
+run_job(Chatty(shards=6, seconds=1.0), RunOptions(out_dir={out!r}, workers=1, head_start=False), Progress("toy"))
+"""
+
+
+@pytest.mark.slow
+def test_at_a_terminal_output_forwarded_from_workers_stays_above_the_bar(tmp_path):
+    """A real pty and a real local Ray: every worker line Ray forwards is a line of its own, and the
+    bar ends complete."""
+    script = tmp_path / "run.py"
+    script.write_text(TERMINAL_RUN.format(tests=str(REPO / "tests"), out=str(tmp_path / "out")))
+    primary, secondary = os.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal's size
+    os.set_inheritable(secondary, True)
+    driver = subprocess.Popen([sys.executable, str(script)], stdin=secondary, stdout=secondary, stderr=secondary,
+                              close_fds=True)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the pty closed: the driver and every process holding it ended
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert driver.wait(timeout=60) == 0
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))  # Ray's colours
+    screen = [line.split("\r")[-1] if line.split("\r")[-1].strip() else line  # what stays visible of each line
+              for line in text.replace("\r\n", "\n").split("\n")]
+    hellos = [line for line in screen if "hello from" in line]
+    assert len(hellos) == 6, screen
+    assert all(re.fullmatch(r"\(.*pid=\d+.*\) hello from s00\d", line.strip()) for line in hellos), hellos
+    assert any(re.match(r"toy: 6/6 shards \|", line) for line in screen), screen
+
+
+def test_in_a_jupyter_kernel_a_bar_and_the_stage_lines():
+    """A real IPython kernel (nbclient): standard error is no terminal there, yet it gets the bar."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    code = textwrap.dedent("""
+        from batchenum.pipeline.progress import Progress
+        progress = Progress("toy")
+        print(progress.notebook, progress.interactive)
+        progress.start_shards(3, 0)
+        for _ in range(3):
+            progress.shard_done(10)
+        progress.finish_shards()
+        progress.stage("wrote it")
+        """)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    stdout = "".join(out.get("text", "") for out in outputs if out.get("name") == "stdout")
+    stderr = "".join(out.get("text", "") for out in outputs if out.get("name") == "stderr")
+    widgets = [out for out in outputs if out.get("output_type") == "display_data"]
+    assert stdout == "True True\n"
+    assert "toy: wrote it [" in stderr
+    assert "toy: 3/3 shards |" in stderr or widgets, outputs  # text bar, or a widget with ipywidgets
+    assert "30 records" in stderr or widgets
