@@ -139,7 +139,7 @@ class _StreamedToy(ToyJob):
     shard_tables = ("rows",)
     streamed_tables = ("rows",)
 
-    def run_shard(self, shard):
+    def run_shard(self, shard, context=None):
         return ShardResult({"rows": {"value": list(range(shard.spec["start"], shard.spec["stop"]))}})
 
     def finalize(self, tables, out):
@@ -176,7 +176,7 @@ class _PartitionedStreamedToy(ToyJob):
     def params(self) -> dict:
         return {"repeat": self.repeat}
 
-    def run_shard(self, shard):
+    def run_shard(self, shard, context=None):
         k = int(shard.id[1:])
         keys = [f"k{value:03d}" for value in range(k, 60, 3)][::-1] + ([self.repeat] if self.repeat and k == 2 else [])
         return ShardResult({"rows": {"group": [int(key[1:]) % 2 for key in keys], "key": keys}})
