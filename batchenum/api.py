@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from batchenum.jobs import REGISTRY
 from batchenum.pipeline.errors import UsageError
@@ -79,8 +80,8 @@ def job_names() -> list[str]:
 
 
 def run(job: str | type[Job] | Job, *, out: str = "results", workers: int | None = None, address: str | None = None,
-        serial: bool = False, overwrite: bool = False, retries: int = TASK_MAX_RETRIES, quiet: bool = True,
-        storage_timeout: float = STORAGE_TIMEOUT, **params: Any) -> Result:
+        serial: bool = False, head_start: bool = True, overwrite: bool = False, retries: int = TASK_MAX_RETRIES,
+        quiet: bool = True, storage_timeout: float = STORAGE_TIMEOUT, **params: Any) -> Result:
     """Run ``job`` and return its ``Result``.
 
     job:      a name from ``job_names()``, ``"MODULE:CLASS"`` or ``"path/to/file.py:CLASS"``, a job
@@ -95,8 +96,8 @@ def run(job: str | type[Job] | Job, *, out: str = "results", workers: int | None
               DataFrame or Arrow table with the columns ``id`` and the payload (``grid``,
               ``doors``), which is first written to ``OUT/_inputs/`` as Parquet, named by its
               content (so a rerun reuses its shards).
-    out, workers, address, serial, overwrite, retries, storage_timeout: as the CLI's options of the
-              same names.  ``overwrite=True`` replaces the job's tables that a run with other input or
+    out, workers, address, serial, head_start, overwrite, retries, storage_timeout: as the CLI's
+              options of the same names (``head_start=False`` is ``--no-head-start``).  ``overwrite=True`` replaces the job's tables that a run with other input or
               parameters left in ``out`` (a new DataFrame into the same ``out``, say).
     quiet:    no progress (progress goes to the ``batchenum`` logger otherwise).
 
@@ -110,14 +111,33 @@ def run(job: str | type[Job] | Job, *, out: str = "results", workers: int | None
     ...
     batchenum.pipeline.errors.UsageError: no job 'sudoku': the jobs are dungeons, nonary, palago (or give MODULE:CLASS or path/to/file.py:CLASS)
     """
+    if serial and (workers or address):
+        raise UsageError("serial=True runs without Ray: drop workers/address, or drop serial")
     instance = _job(job, params, out)
-    options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, overwrite=overwrite,
-                         retries=retries, storage_timeout=storage_timeout)
-    done = run_job(instance, options, Progress(instance.name, quiet=quiet))
+    options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, head_start=head_start,
+                         overwrite=overwrite, retries=retries, storage_timeout=storage_timeout)
+    with _environment_kept():
+        done = run_job(instance, options, Progress(instance.name, quiet=quiet))
     tables = {name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
               for name, table in done.tables.items()}
     return Result(instance.name, done.location, tables, done.shards, done.reused, list(done.recomputed),
                   done.seconds, done.totals, instance.summary(done.tables, done.totals))
+
+
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """A run sets what a private Ray needs (RAY_AUTH_MODE, a fresh RAY_AUTH_TOKEN...) in this
+    process's environment, for the processes it starts; a notebook's environment is put back as it
+    was afterwards."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(before):
+            del os.environ[name]
+        for name, value in before.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
 
 
 def _job(job: str | type[Job] | Job, params: dict[str, Any], out: str) -> Job:

@@ -18,6 +18,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import inspect
+import linecache
 import os
 import sys
 import types
@@ -93,19 +94,30 @@ def _source(module: types.ModuleType, job_class: type) -> bytes:
     if path and os.path.isfile(path):
         with open(path, "rb") as handle:
             return handle.read()
-    try:
-        parts = [inspect.getsource(job_class)] if job_class.__module__ == module.__name__ else []
-    except (OSError, TypeError):
-        raise ValueError(f"the source of {job_class.__qualname__} cannot be found, so the code version cannot "
-                         "cover it: define the job in a file, a module or a notebook cell") from None
+    parts = []
+    if job_class.__module__ == module.__name__:
+        parts.append(_definition_source(job_class))
+        if not parts[0]:
+            raise ValueError(f"the source of {job_class.__qualname__} cannot be found, so the code version cannot "
+                             "cover it: define the job in a file, a module or a notebook cell")
     for name, value in sorted(vars(module).items()):
         if (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module.__name__ \
                 and value is not job_class:
-            try:
-                parts.append(inspect.getsource(value))
-            except (OSError, TypeError):  # made by exec, say: it has no source to hash
-                parts.append(name)
+            parts.append(_definition_source(value) or name)  # made by exec, say: no source but its name
     return "\n".join(parts).encode()
+
+
+def _definition_source(value: type | types.FunctionType) -> str:
+    """The source of a class or function, or "" when there is none.  A class of a notebook has no
+    file that ``inspect`` can find, but its methods know their cell, whose text IPython keeps in
+    ``linecache``: the whole cell is the source then."""
+    try:
+        return inspect.getsource(value)
+    except (OSError, TypeError):
+        pass
+    cells = sorted({member.__code__.co_filename for member in vars(value).values() if inspect.isfunction(member)}
+                   if inspect.isclass(value) else ())
+    return "".join("".join(linecache.getlines(cell)) for cell in cells)
 
 
 @functools.lru_cache(maxsize=None)
