@@ -147,8 +147,9 @@ class _StreamedToy(ToyJob):
 
 
 def test_a_streamed_table_names_a_repeated_key_instead_of_dropping_rows(tmp_path):
-    with pytest.raises(StoreError, match=r"'rows': value = 5 in shard s001 repeats or comes out of order"):
+    with pytest.raises(StoreError, match=r"'rows': value = 5 in shard s001 repeats or comes out of order") as raised:
         run(tmp_path, _StreamedToy())
+    assert "have run_shard sort its rows" in str(raised.value) and "bug" not in str(raised.value)  # the job's mistake
     assert not (tmp_path / "streamed_toy" / "rows.parquet").exists()
 
 
