@@ -35,8 +35,18 @@ if _os.path.isfile(_os.path.join(_checkout, "pyproject.toml")) and \
         _os.path.isfile(_os.path.join(_checkout, "pipeline", "__init__.py")):
     __path__.append(_checkout)  # after our own folder: an installed copy's subpackages come first
 
-from batchenum.api import Result, Table, job_names, run  # noqa: E402
-
 __all__ = ["run", "Result", "Table", "job_names", "__version__"]
+
+
+def __getattr__(name: str):
+    """``run``, ``Result``, ``Table`` and ``job_names`` from batchenum.api on first use: a Ray worker
+    that unpickles a job imports batchenum for its package, and needs neither the executor nor
+    the CLI."""
+    if name in ("run", "Result", "Table", "job_names"):
+        from batchenum import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'batchenum' has no attribute {name!r}")
+
 
 from batchenum.jobs import __version__  # noqa: E402  (one version source: the installed package's metadata)

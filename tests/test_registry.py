@@ -188,3 +188,11 @@ def test_a_malformed_dataframe_column_is_one_error_naming_it(tmp_path):
     frame = pd.DataFrame({"id": ["a", "b", "c"], "grid": [["@$"], ["@"], "@$"]})
     with pytest.raises(UsageError, match="input column 'grid' mixes kinds of values: row 2 holds '@\\$'"):
         batchenum.run("dungeons", input=frame, out=str(tmp_path), serial=True)
+
+
+def test_the_job_contract_sits_below_the_cli_and_the_executor():
+    probe = ("import sys, batchenum.pipeline.job, batchenum.pipeline.batch, batchenum.pipeline.skeletons, "
+             "batchenum.jobs.palago_transfer; print(sorted(m for m in ('argparse', 'batchenum.pipeline.cli', "
+             "'batchenum.pipeline.execute', 'batchenum.jobs.palago') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
