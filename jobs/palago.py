@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from batchenum.jobs.palago_counts import (BFILE_COLUMNS, CHECKPOINT_INTERVAL, COUNT_NAMES, CREATURE_COUNTS, CREATURES,
+from batchenum.jobs.palago_counts import (BFILE_COLUMNS, CHECKPOINT_INTERVAL, CREATURE_COUNTS, CREATURES,
                                           INT64_MAX_N, STABILISER_ORDERS, WIDE_CREATURE_COUNTS, PalagoCountsJob,
                                           check_identities, stored_counts, summary_head, summed_counts)
 from batchenum.jobs.palago_transfer import PalagoTransferJob
