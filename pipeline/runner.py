@@ -341,7 +341,7 @@ class RaySession:
         import ray
 
         if ray.is_initialized():
-            return "an already initialised Ray"
+            return self._already_initialised()
         if self.workers:
             raise UsageError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
         _check_reachable(self.address)
@@ -351,6 +351,20 @@ class RaySession:
         except Exception as error:
             raise ClusterError(_explain_connect_failure(self.address, error)) from error
         return f"the Ray cluster at {self.address}"
+
+    def _already_initialised(self) -> str:
+        """A Ray this process initialised itself (``ray.init`` in a notebook) is used only when the
+        run asks for no other: no ``workers``, and no address but that Ray's own."""
+        import ray
+
+        connected = ray.get_runtime_context().gcs_address
+        if self.workers:
+            raise UsageError(f"this process is already connected to the Ray at {connected} (ray.init), whose size "
+                             "is its own: drop workers, or call ray.shutdown() first")
+        if self.address not in ("local", "auto") and self.address != connected:
+            raise UsageError(f"this process is already connected to the Ray at {connected} (ray.init), not to "
+                             f"{self.address}: call ray.shutdown() first, or drop address")
+        return f"the Ray this process had already initialised (at {connected})"
 
     def cpus(self) -> int:
         """The CPUs of the connected Ray now."""

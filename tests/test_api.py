@@ -70,3 +70,18 @@ def test_a_numpy_integer_is_taken_as_the_integer_it_holds(tmp_path):
 
     result = batchenum.run("palago", max_n=np.int64(6), catalogue_max_n=np.int32(3), out=str(tmp_path), serial=True)
     assert result.tables["creature_counts"].rows == 6
+
+
+def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_path, ray_session, caplog, capsys):
+    import ray
+
+    connected = ray.get_runtime_context().gcs_address
+    with pytest.raises(UsageError, match=f"already connected to the Ray at {connected} .*drop workers"):
+        batchenum.run("palago", max_n=6, out=str(tmp_path), workers=2, head_start=False)
+    with pytest.raises(UsageError, match=f"already connected to the Ray at {connected} .*not to 127.0.0.9:1"):
+        batchenum.run("palago", max_n=6, out=str(tmp_path), address="127.0.0.9:1", head_start=False)
+    with caplog.at_level("INFO", logger="batchenum"):
+        result = batchenum.run("palago", max_n=6, out=str(tmp_path), quiet=False, head_start=False)
+    assert result.tables["creature_counts"].rows == 6
+    said = caplog.text + capsys.readouterr().err
+    assert f"computing on the Ray this process had already initialised (at {connected})" in said
