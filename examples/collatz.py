@@ -38,6 +38,6 @@ if __name__ == "__main__":
     import batchenum
 
     numbers = pd.DataFrame({"id": ["a", "b", "c", "d"], "n": [1, 6, 27, -5]})
-    result = batchenum.run(Collatz, input=numbers, out="results/from-python")
+    result = batchenum.run(Collatz, input=numbers, out="results-python")
     print(result.summary)
     print(result.tables["answers"].to_pandas()[["id", "steps", "peak"]].to_string(index=False))

@@ -41,4 +41,4 @@ if __name__ == "__main__":
 
     import batchenum
 
-    print(batchenum.run(Queens, n=int(sys.argv[1]) if len(sys.argv) > 1 else 8, out="results/from-python").summary)
+    print(batchenum.run(Queens, n=int(sys.argv[1]) if len(sys.argv) > 1 else 8, out="results-python").summary)
