@@ -74,10 +74,21 @@ def user_modules(job_class: type) -> list[types.ModuleType]:
             continue
         found[module.__name__] = module
         for value in list(vars(module).values()):
-            used = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+            used = _module_of(value)
             if used is not None and used.__name__ not in found:
                 pending.append(used)
     return [found[name] for name in sorted(found)]
+
+
+def _module_of(value: object) -> types.ModuleType | None:
+    """The module a global of a user's module is, or comes from (a class, a function), if loaded."""
+    if isinstance(value, types.ModuleType):
+        return value
+    try:
+        name = getattr(value, "__module__", None)
+    except Exception:  # a proxy that refuses attribute access
+        return None
+    return sys.modules.get(name) if isinstance(name, str) else None
 
 
 def _source_digest(job_class: type, modules: list[types.ModuleType]) -> str:
