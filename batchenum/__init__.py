@@ -24,8 +24,19 @@ The CLI (``batchenum run ...``) and this function run the same code; docs/api.md
 
 from __future__ import annotations
 
-from batchenum.api import Result, Table, job_names, run
 
 __all__ = ["run", "Result", "Table", "job_names", "__version__"]
+
+
+def __getattr__(name: str):
+    """``run``, ``Result``, ``Table`` and ``job_names`` from batchenum.api on first use: a Ray worker
+    that unpickles a job imports batchenum for its package, and needs neither the executor nor
+    the CLI."""
+    if name in ("run", "Result", "Table", "job_names"):
+        from batchenum import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'batchenum' has no attribute {name!r}")
+
 
 from batchenum.jobs import __version__  # noqa: E402  (one version source: the installed package's metadata)

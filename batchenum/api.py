@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import inspect
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Iterator
 
+from batchenum.jobs import REGISTRY
 from batchenum.pipeline.errors import UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.params import INPUTS
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage
@@ -71,104 +73,92 @@ class Result:
     summary: str = ""
 
 
-def _palago(max_n: int = 24, catalogue_max_n: int = 0, shards: int | None = None, method: str = "direct",
-            checkpoint_interval: float | None = None, force: bool = False) -> Job:
-    from batchenum.jobs.palago import palago_job
-
-    return palago_job(max_n, catalogue_max_n, shards, method, checkpoint_interval, force)
-
-
-def _dungeons(input: Any, records_per_shard: int | None = None, max_cells: int | None = None, *,
-              out: str) -> Job:
-    from batchenum.jobs.dungeons import MAX_CELLS, DungeonJob
-
-    return DungeonJob(_input_location(input, "grid", out), records_per_shard,
-                      max_cells or MAX_CELLS)
-
-
-def _nonary(input: Any, records_per_shard: int | None = None, max_doors: int | None = None,
-            record_timeout: float | None = None, *, out: str) -> Job:
-    from batchenum.jobs.nonary import MAX_DOORS, RECORD_TIMEOUT, NonaryJob
-
-    return NonaryJob(_input_location(input, "doors", out), records_per_shard,
-                     max_doors or MAX_DOORS, record_timeout or RECORD_TIMEOUT)
-
-
-# job name -> (builder from keyword parameters, whether it reads a batch and so needs ``out``)
-_JOBS: dict[str, tuple[Callable[..., Job], bool]] = {"palago": (_palago, False), "dungeons": (_dungeons, True),
-                                                     "nonary": (_nonary, True)}
-
-
 def job_names() -> list[str]:
-    """The jobs ``run`` knows: ``['palago', 'dungeons', 'nonary']``."""
-    return list(_JOBS)
+    """The jobs ``run`` knows by name: this package's and installed packages' (entry-point group
+    ``batchenum.jobs``): ``['dungeons', 'nonary', 'palago']`` and any added."""
+    return REGISTRY.names()
 
 
-def run(job: str | Job, *, out: str = "results", workers: int | None = None, address: str | None = None,
-        serial: bool = False, overwrite: bool = False, retries: int = TASK_MAX_RETRIES, quiet: bool = True,
-        storage_timeout: float = STORAGE_TIMEOUT, **params: Any) -> Result:
-    """Run ``job`` (a name from ``job_names()``, or a ``pipeline.job.Job``) and return its ``Result``.
+def run(job: str | type[Job] | Job, *, out: str = "results", workers: int | None = None, address: str | None = None,
+        serial: bool = False, head_start: bool = True, overwrite: bool = False, retries: int = TASK_MAX_RETRIES,
+        quiet: bool = True, storage_timeout: float = STORAGE_TIMEOUT, **params: Any) -> Result:
+    """Run ``job`` and return its ``Result``.
 
-    params:   the job's own parameters, as the CLI's options with underscores: palago ``max_n``,
+    job:      a name from ``job_names()``, ``"MODULE:CLASS"`` or ``"path/to/file.py:CLASS"``, a job
+              class (defined anywhere: a script, a notebook cell, a module), or a job object.
+    params:   the job's own parameters, as declared on its class (the CLI's options with
+              underscores), checked by the declaration as the CLI checks them: palago ``max_n``,
               ``catalogue_max_n``, ``shards``, ``method``, ``checkpoint_interval``; dungeons ``input``,
               ``records_per_shard``, ``max_cells``; nonary ``input``, ``records_per_shard``, ``max_doors``,
               ``record_timeout``.
-              ``input`` is a file, a folder or a glob (local or a URI such as ``s3://b/parts/``),
+              A record batch's ``input`` is a file, a folder or a glob (local or a URI such as ``s3://b/parts/``),
               a list of them (their files make one batch, in sorted path order), or a pandas
               DataFrame or Arrow table with the columns ``id`` and the payload (``grid``,
               ``doors``), which is first written to ``OUT/_inputs/`` as Parquet, named by its
               content (so a rerun reuses its shards).
-    out, workers, address, serial, overwrite, retries, storage_timeout: as the CLI's options of the
-              same names.
+    out, workers, address, serial, head_start, overwrite, retries, storage_timeout: as the CLI's
+              options of the same names (``head_start=False`` is ``--no-head-start``).  ``overwrite=True`` replaces the job's tables that a run with other input or
+              parameters left in ``out`` (a new DataFrame into the same ``out``, say).
     quiet:    no progress (progress goes to the ``batchenum`` logger otherwise).
 
     >>> import batchenum
     >>> batchenum.run("palago", max_n=99)
     Traceback (most recent call last):
     ...
-    batchenum.pipeline.errors.UsageError: --max-n must be between 1 and 40, not 99
+    batchenum.pipeline.params.ParamError: max_n must be between 1 and 40, not 99
     >>> batchenum.run("sudoku")
     Traceback (most recent call last):
     ...
-    batchenum.pipeline.errors.UsageError: no job 'sudoku': the jobs are palago, dungeons, nonary
+    batchenum.pipeline.errors.UsageError: no job 'sudoku': the jobs are dungeons, nonary, palago (or give MODULE:CLASS or path/to/file.py:CLASS)
     """
+    if serial and (workers or address):
+        raise UsageError("serial=True runs without Ray: drop workers/address, or drop serial")
     instance = _job(job, params, out)
-    options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, overwrite=overwrite,
-                         retries=retries, storage_timeout=storage_timeout)
-    done = run_job(instance, options, Progress(instance.name, quiet=quiet))
+    options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, head_start=head_start,
+                         overwrite=overwrite, retries=retries, storage_timeout=storage_timeout)
+    with _environment_kept():
+        done = run_job(instance, options, Progress(instance.name, quiet=quiet))
     tables = {name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
               for name, table in done.tables.items()}
     return Result(instance.name, done.location, tables, done.shards, done.reused, list(done.recomputed),
                   done.seconds, done.totals, instance.summary(done.tables, done.totals))
 
 
-def _job(job: str | Job, params: dict[str, Any], out: str) -> Job:
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """A run sets what a private Ray needs (RAY_AUTH_MODE, a fresh RAY_AUTH_TOKEN...) in this
+    process's environment, for the processes it starts; a notebook's environment is put back as it
+    was afterwards."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(before):
+            del os.environ[name]
+        for name, value in before.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+
+
+def _job(job: str | type[Job] | Job, params: dict[str, Any], out: str) -> Job:
+    """The job object: as given, or made by its class from ``params`` (a DataFrame or Arrow table
+    given as a record batch's input first written to ``OUT/_inputs/``)."""
     if isinstance(job, Job):
         if params:
             raise UsageError(f"parameters {sorted(params)} go to the job's constructor, not to run()")
         return job
-    if job not in _JOBS:
-        raise UsageError(f"no job {job!r}: the jobs are {', '.join(_JOBS)}")
-    build, reads_batch = _JOBS[job]
-    arguments = {**params, "out": out} if reads_batch else params
-    try:
-        inspect.signature(build).bind(**arguments)
-    except TypeError as error:  # a parameter the job does not take, or one it needs
-        raise UsageError(f"{job}: {error}") from None
-    return build(**arguments)
+    job_class = job if isinstance(job, type) else REGISTRY.job_class(job)
+    if not issubclass(job_class, Job):
+        raise UsageError(f"{job_class.__qualname__} is not a job class (a subclass of batchenum.pipeline.job.Job)")
+    for name, param in job_class.declared_params().items():
+        if param.type is INPUTS and name in params and not isinstance(params[name], (str, os.PathLike, list, tuple)):
+            params = {**params, name: _input_location(params[name], getattr(job_class, "field", ""), out)}
+    return job_class.create(**params)
 
 
-def _input_location(data: Any, field: str, out: str) -> str | list[str]:
-    """A path or URI as it is, a list or tuple of them as a list; a pandas DataFrame or Arrow table
-    written once, as Parquet, to ``OUT/_inputs/<sha256 of its bytes>.parquet`` (beside the job
+def _input_location(data: Any, field: str, out: str) -> str:
+    """A pandas DataFrame or Arrow table written once, as Parquet, to ``OUT/_inputs/<sha256 of its bytes>.parquet`` (beside the job
     folders, so that every node of a cluster that sees ``out`` sees it too)."""
-    if isinstance(data, (str, os.PathLike)):
-        return os.fspath(data)
-    if isinstance(data, (list, tuple)):
-        if not all(isinstance(value, (str, os.PathLike)) for value in data):
-            raise UsageError("input must be a path, a URI, a pandas DataFrame or an Arrow table, or a list of "
-                             "paths and URIs (files, folders, globs), not a list holding other things")
-        return [os.fspath(value) for value in data]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -176,7 +166,10 @@ def _input_location(data: Any, field: str, out: str) -> str | list[str]:
         if not hasattr(data, "columns"):
             raise UsageError(f"input must be a path, a URI, a list of them, a pandas DataFrame or an Arrow table, not "
                              f"{type(data).__name__}")
-        data = pa.Table.from_pandas(data, preserve_index=False)
+        try:
+            data = pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise UsageError(_malformed_column(data, error)) from None
     missing = {"id", field} - set(data.column_names)
     if missing:
         raise UsageError(f"input has no column {', '.join(sorted(missing))}: it needs 'id' and '{field}'")
@@ -188,6 +181,19 @@ def _input_location(data: Any, field: str, out: str) -> str | list[str]:
     if not storage.is_file(path):
         storage.write_atomic(path, lambda local: _write_bytes(local, content))
     return storage.uri(path)
+
+
+def _malformed_column(frame: Any, error: Exception) -> str:
+    """Which column of a DataFrame Arrow could not convert, and its first row whose kind of value
+    differs from the first row's (a string among lists, say)."""
+    for name in frame.columns:
+        values = list(frame[name])
+        kinds = [type(value) for value in values]
+        for row, kind in enumerate(kinds):
+            if kind is not kinds[0]:
+                return (f"input column {name!r} mixes kinds of values: row {row} holds {values[row]!r} "
+                        f"({kind.__name__}) where row 0 holds a {kinds[0].__name__}; give every row the same kind")
+    return f"input cannot be converted to an Arrow table: {error}"
 
 
 def _write_bytes(path: str, content: bytes) -> None:

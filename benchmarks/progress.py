@@ -71,13 +71,8 @@ def run_in_jupyter(max_n: int, out: str, env: dict, no_head_start: bool) -> list
     import nbformat
     from nbclient import NotebookClient
 
-    code = f"import batchenum\nbatchenum.run('palago', max_n={max_n}, out={out!r}, quiet=False)"
-    if no_head_start:  # the API has no such parameter: the pipeline's own call
-        code = ("from batchenum.jobs.palago import palago_job\n"
-                "from batchenum.pipeline.execute import RunOptions, run_job\n"
-                "from batchenum.pipeline.progress import Progress\n"
-                f"run_job(palago_job({max_n}, 0, None, 'direct', None), RunOptions(out_dir={out!r}, head_start=False), "
-                "Progress('palago'))")
+    code = (f"import batchenum\nbatchenum.run('palago', max_n={max_n}, out={out!r}, quiet=False, "
+            f"head_start={not no_head_start})")
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     seen: list[tuple[float, str]] = []
     client = NotebookClient(notebook, timeout=1800, kernel_name="python3")

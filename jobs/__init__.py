@@ -9,3 +9,9 @@ try:  # the one version source is pyproject.toml's, as installed
     __version__ = metadata.version("batchenum")
 except metadata.PackageNotFoundError:  # run from a checkout that was never installed
     __version__ = "unknown"
+
+from batchenum.pipeline.registry import JobRegistry  # noqa: E402
+
+# Every job of this package (a module's ``JOB``) and of installed packages (the entry-point group
+# ``batchenum.jobs``), and the modules' ``COMMANDS``: read by the CLI, batchenum.run and warm.
+REGISTRY = JobRegistry(__name__)

@@ -1,4 +1,4 @@
-"""The ``batchenum`` command: every job and command of this package, handed to pipeline.cli."""
+"""The ``batchenum`` command: the registry's jobs and commands (jobs/__init__.py), handed to pipeline.cli."""
 
 from __future__ import annotations
 
@@ -8,15 +8,12 @@ import sys
 import threading
 from typing import NoReturn
 
-from batchenum.jobs import __version__, dungeons, growth, nonary, palago, palago_growth, palago_views, warm
+from batchenum.jobs import REGISTRY, __version__
 from batchenum.pipeline import cli
-
-JOBS = [palago.COMMAND, dungeons.COMMAND, nonary.COMMAND]
-COMMANDS = [*palago.COMMANDS, *palago_views.COMMANDS, *palago_growth.COMMANDS, *growth.COMMANDS, *dungeons.COMMANDS, *nonary.COMMANDS, *warm.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main(sys.argv[1:] if argv is None else argv, JOBS, COMMANDS, version=__version__)
+    return cli.main(sys.argv[1:] if argv is None else argv, REGISTRY, version=__version__)
 
 
 def console() -> NoReturn:

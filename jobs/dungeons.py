@@ -12,30 +12,23 @@ read = answered + rejected.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
-from batchenum.pipeline import batch
 from batchenum.pipeline.arrow import from_numpy, string_list_buffers
-from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob, add_batch_arguments
-from batchenum.pipeline.cli import Command, JobCommand, positive_int, probability
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
+from batchenum.pipeline.cli import Command, add_generate_arguments as add_batch_generate_arguments, positive_int, \
+    probability, write_generated
 from batchenum.pipeline.inputs import read_records
-from batchenum.pipeline.job import Column, Shard, ShardResult, TableSpec
+from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
 from batchenum.solvers.dungeon.parse import grid_rows
 
-__all__ = [
-    "DungeonJob",
-    "add_run_arguments",
-    "build_job",
-    "add_generate_arguments",
-    "run_generate",
-    "COMMAND",
-    "COMMANDS",
-]
+__all__ = ["DungeonJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
 
 RECORDS_PER_SHARD = 25_000  # enough work (~0.5 s) per task to amortise Ray's per-task cost
 MAX_CELLS = 1_000_000
@@ -43,9 +36,9 @@ _GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight
 
 
 class DungeonJob(RecordBatchJob):
-    """Reachable gold for every dungeon of an input file.
+    """Count the gold a rogue can reach in every dungeon of a JSONL or Parquet batch.
 
-    inputs:            a file, a folder, a glob or a list of them: JSONL (one object per line with
+    input:             a file, a folder, a glob or a list of them: JSONL (one object per line with
                        ``id`` and ``grid``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
                        ``grid``).
     records_per_shard: input lines (or rows) per shard; None: chosen from the batch and the run's
@@ -77,17 +70,13 @@ class DungeonJob(RecordBatchJob):
         ERRORS_TABLE,
     )
 
-    def __init__(self, inputs: str | list[str], records_per_shard: int | None = None,
-                 max_cells: int = MAX_CELLS):
-        super().__init__(inputs, records_per_shard)
-        if max_cells < 1:
-            raise ValueError(f"max_cells must be at least 1, not {max_cells}")
-        self.max_cells = max_cells
+    max_cells = Param(int, default=MAX_CELLS, low=1, metavar="N",
+                      help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})")
 
     def limits(self) -> dict[str, Any]:
         return {"max_cells": self.max_cells}
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 
         Grids arrive as one Arrow list<string> array, whichever reader read the slice (a grid
@@ -131,6 +120,16 @@ class DungeonJob(RecordBatchJob):
                     f"(raise it with --max-cells)")
         return str(error)
 
+    @classmethod
+    def warm(cls, scratch: str) -> None:
+        from batchenum.pipeline.store import write_batch
+
+        path = os.path.join(scratch, "dungeons.jsonl")
+        write_batch(path, "grid", [f"d{k}" for k in range(8)], generate(8, 6, 6, 0), None)
+        job = cls(path)
+        for shard in job.plan(PlanContext()):
+            job.run_shard(shard)
+
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -145,21 +144,9 @@ def _size(text: str) -> int | tuple[int, int]:
     return values
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``batchenum run dungeons`` (the pipeline adds --out, --workers, --address, --serial)."""
-    add_batch_arguments(parser, "grid", RECORDS_PER_SHARD)
-    parser.add_argument("--max-cells", type=positive_int, default=MAX_CELLS, metavar="N",
-                        help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})")
-
-
-def build_job(args: argparse.Namespace) -> DungeonJob:
-    """The job for parsed ``run dungeons`` arguments."""
-    return DungeonJob(args.input, records_per_shard=args.records_per_shard, max_cells=args.max_cells)
-
-
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``batchenum generate dungeons``."""
-    batch.add_generate_arguments(parser, "dungeons")
+    add_batch_generate_arguments(parser, "dungeons")
     parser.add_argument("--height", type=_size, default=32, help="rows, or a range like 1-60 (default 32)")
     parser.add_argument("--width", type=_size, default=32, help="columns, or a range like 1-60 (default 32)")
     parser.add_argument("--wall", type=probability, default=0.25, help="wall density (default 0.25)")
@@ -171,10 +158,9 @@ def run_generate(args: argparse.Namespace) -> int:
     """Write the generated dungeons to ``args.out`` (atomically); returns the exit status."""
     grids = generate(args.count, args.height, args.width, args.seed,
                      wall=args.wall, gold=args.gold, monster=args.monster)
-    return batch.write_generated(args.out, "grid", "d", grids, _GRID_TYPE, "dungeons")
+    return write_generated(args.out, "grid", "d", grids, _GRID_TYPE, "dungeons")
 
 
-COMMAND = JobCommand("dungeons", "count the gold a rogue can reach in every dungeon of a JSONL or Parquet batch",
-                     add_run_arguments, build_job)
+JOB = DungeonJob
 COMMANDS = [Command(("generate", "dungeons"), "write a batch of seeded random dungeons (JSONL or Parquet)",
                     add_generate_arguments, run_generate)]

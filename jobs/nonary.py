@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -21,23 +22,15 @@ import numpy as np
 import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
-from batchenum.pipeline import batch
-from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob, add_batch_arguments
-from batchenum.pipeline.cli import Command, JobCommand, positive_int, probability
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
+from batchenum.pipeline.cli import Command, add_generate_arguments as add_batch_generate_arguments, positive_int, \
+    probability, write_generated
 from batchenum.pipeline.inputs import Records, read_records
-from batchenum.pipeline.job import Column, Shard, ShardResult, TableSpec
+from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.nonary import SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from batchenum.solvers.nonary.canonical import canonical_form
 
-__all__ = [
-    "NonaryJob",
-    "add_run_arguments",
-    "build_job",
-    "add_generate_arguments",
-    "run_generate",
-    "COMMAND",
-    "COMMANDS",
-]
+__all__ = ["NonaryJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
 
 RECORDS_PER_SHARD = 2_000  # a hard graph can take a good fraction of a second
 MAX_DOORS = 200
@@ -46,9 +39,9 @@ _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 
 
 class NonaryJob(RecordBatchJob):
-    """The most players who can escape, and one plan, for every door graph of an input file.
+    """Find how many players can escape, with a plan, for every door graph of a batch.
 
-    inputs:            a file, a folder, a glob or a list of them: JSONL (one object per line with
+    input:             a file, a folder, a glob or a list of them: JSONL (one object per line with
                        ``id`` and ``doors``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
                        ``doors``).
     records_per_shard: input lines (or rows) per shard; None: chosen from the batch and the run's
@@ -81,42 +74,45 @@ class NonaryJob(RecordBatchJob):
         ERRORS_TABLE,
     )
 
-    def __init__(self, inputs: str | list[str], records_per_shard: int | None = None,
-                 max_doors: int = MAX_DOORS, record_timeout: float = RECORD_TIMEOUT):
-        super().__init__(inputs, records_per_shard)
-        if max_doors < 1:
-            raise ValueError(f"max_doors must be at least 1, not {max_doors}")
-        if not record_timeout > 0:
-            raise ValueError(f"record_timeout must be a positive number of seconds, not {record_timeout}")
-        self.max_doors = max_doors
-        self.record_timeout = record_timeout
+    max_doors = Param(int, default=MAX_DOORS, low=1, metavar="N", help="reject door lists longer than this")
+    record_timeout = Param(float, default=RECORD_TIMEOUT, above=0, recorded=False, metavar="SECONDS", help=(
+        "time allowed per distinct graph, preparation (its canonical form) and search together, before its "
+        f"records become error rows (default {RECORD_TIMEOUT:g}; 'inf' for no limit)"))
 
     def limits(self) -> dict[str, Any]:
         """--max-doors changes answers; --record-timeout does not (a record that times out is
         retried by the next run, with whatever budget it is given), so it is not a parameter."""
         return {"max_doors": self.max_doors}
 
-    def run_shard(self, shard: Shard) -> ShardResult:
-        """Read, check and solve one slice; every record gets exactly one row."""
+    def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
+        """Read, check and solve one slice; every record gets exactly one row.  On a rerun that
+        asks to retry records (``context.retry``: the lines of timed-out ones), only those are
+        searched again and every other row is kept as committed (``context.previous``)."""
         records = self._read(shard)
-        answers, errors, timed_out = self._rows(records, range(len(records)))
-        return self._outputs(answers, errors, records.read, timed_out, records.fingerprint)
-
-    def retry_shard(self, shard: Shard, previous: dict, retry: list) -> ShardResult:
-        """The committed shard with its timed-out records (``retry``: their lines) searched again;
-        every other row is kept as committed."""
-        records = self._read(shard)
-        again = set(retry)
+        if context is None or not context.retry:
+            answers, errors, timed_out = self._rows(records, range(len(records)))
+            return self._outputs(answers, errors, records.read, timed_out, records.fingerprint)
+        again = set(context.retry)
         retried = [i for i, p in enumerate(records.positions.tolist()) if p in again]
         answers, errors, timed_out = self._rows(records, retried, read_errors=False)
         for table, rows in (("answers", answers), ("errors", errors)):
-            kept = previous[table].to_pydict()
+            kept = context.previous[table].to_pydict()
             for name, values in kept.items():
                 rows[name] = [v for v, line in zip(values, kept["line"]) if line not in again] + rows[name]
             order = sorted(range(len(rows["line"])), key=rows["line"].__getitem__)
             for name in rows:
                 rows[name] = [rows[name][k] for k in order]
         return self._outputs(answers, errors, records.read, timed_out, records.fingerprint)
+
+    @classmethod
+    def warm(cls, scratch: str) -> None:
+        from batchenum.pipeline.store import write_batch
+
+        path = os.path.join(scratch, "nonary.jsonl")
+        write_batch(path, "doors", [f"g{k}" for k in range(8)], generate(8, 4, 8, 0), None)
+        job = cls(path)
+        for shard in job.plan(PlanContext()):
+            job.run_shard(shard)
 
     def _read(self, shard: Shard) -> Records:
         """The slice's records, each door list checked by ``_checked_doors``."""
@@ -226,37 +222,9 @@ class _TimedOut(str):
 # --------------------------------------------------------------------------------------------- CLI
 
 
-def _seconds(text: str) -> float:
-    """argparse type: a positive number of seconds, or ``inf`` for no limit."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
-    return value
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``batchenum run nonary`` (the pipeline adds --out, --workers, --address, --serial)."""
-    add_batch_arguments(parser, "doors", RECORDS_PER_SHARD)
-    parser.add_argument("--max-doors", type=positive_int, default=MAX_DOORS, metavar="N",
-                        help=f"reject door lists longer than this (default {MAX_DOORS})")
-    parser.add_argument("--record-timeout", type=_seconds, default=RECORD_TIMEOUT, metavar="SECONDS",
-                        help=f"time allowed per distinct graph, preparation (its canonical form) and search "
-                             f"together, before its records become error rows (default {RECORD_TIMEOUT:g}; "
-                             f"'inf' for no limit)")
-
-
-def build_job(args: argparse.Namespace) -> NonaryJob:
-    """The job for parsed ``run nonary`` arguments."""
-    return NonaryJob(args.input, records_per_shard=args.records_per_shard, max_doors=args.max_doors,
-                     record_timeout=args.record_timeout)
-
-
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``batchenum generate nonary``."""
-    batch.add_generate_arguments(parser, "door graphs")
+    add_batch_generate_arguments(parser, "door graphs")
     parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
     parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
     parser.add_argument("--cycles", type=probability, default=0.2,
@@ -270,10 +238,9 @@ def run_generate(args: argparse.Namespace) -> int:
     """Write the generated door graphs to ``args.out`` (atomically); returns the exit status."""
     graphs = generate(args.count, rooms=args.rooms, doors=args.doors, seed=args.seed,
                       cycles=args.cycles, parallel=args.parallel, nines=args.nines)
-    return batch.write_generated(args.out, "doors", "g", graphs, _DOORS_TYPE, "door graphs")
+    return write_generated(args.out, "doors", "g", graphs, _DOORS_TYPE, "door graphs")
 
 
-COMMAND = JobCommand("nonary", "find how many players can escape, with a plan, for every door graph of a batch",
-                     add_run_arguments, build_job)
+JOB = NonaryJob
 COMMANDS = [Command(("generate", "nonary"), "write a batch of seeded random door graphs (JSONL or Parquet)",
                     add_generate_arguments, run_generate)]

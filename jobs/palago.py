@@ -11,23 +11,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from batchenum.jobs import CODE_PACKAGES
-from batchenum.pipeline.cli import Command, JobCommand, positive_int
+from batchenum.jobs.palago_counts import (BFILE_COLUMNS, CHECKPOINT_INTERVAL, CREATURE_COUNTS, CREATURES,
+                                          INT64_MAX_N, STABILISER_ORDERS, WIDE_CREATURE_COUNTS, PalagoCountsJob,
+                                          check_identities, stored_counts, summary_head, summed_counts)
+from batchenum.jobs.palago_transfer import PalagoTransferJob
+from batchenum.pipeline.cli import Command
 from batchenum.pipeline.errors import PipelineError, UsageError
-from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.job import PlanContext, Shard, ShardContext, ShardResult
+from batchenum.pipeline.params import resolve_params
 from batchenum.pipeline.storage import Storage
 
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
 
-__all__ = ["PalagoCountsJob", "PalagoJob", "palago_job", "bfile", "exact_column", "BFILE_COLUMNS", "COMMAND",
-           "COMMANDS", "INT64_MAX_N", "stored_counts", "summed_counts"]
+__all__ = ["PalagoJob", "JOB", "bfile", "exact_column", "BFILE_COLUMNS", "COMMANDS", "CHECKPOINT_INTERVAL",
+           "CREATURES", "INT64_MAX_N", "WIDE_CREATURE_COUNTS", "stored_counts", "summed_counts"]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
@@ -35,76 +38,23 @@ SPLIT_DEPTHS = ((10, 3_820), (12, 28_984), (14, 219_877))
 # Work is estimated in the tree of max_n - ESTIMATE_DROP: at n = 24 its node counts correlate
 # 0.92 (log scale) with the real ones and cost 0.1 s against 14 s.
 ESTIMATE_DROP = 6
-STABILISER_ORDERS = (1, 2, 3, 6)
-METHODS = ("direct", "transfer")
-BFILE_COLUMNS = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS))
-# Seconds of work between saves of a transfer-matrix height's sweep (--checkpoint-interval)
-CHECKPOINT_INTERVAL = 300.0
-
-# Count columns are int64 up to --max-n INT64_MAX_N (every table written before the transfer
-# matrix had exact wide arithmetic: byte-identical since), exact decimal strings beyond, where
-# fixed(n) passes 2^63 (near n = 49): ``pd.read_parquet(path).fixed.map(int)`` gives Python ints.
-INT64_MAX_N = 44
-COUNT_NAMES = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS), "stabiliser_sum", "nodes")
-
-
-def _count_columns(count_type: str) -> tuple[Column, ...]:
-    return (Column("n", "int64"), *(Column(name, count_type) for name in COUNT_NAMES))
-
-
-_COUNT_COLUMNS = _count_columns("int64")
-PARTIAL_COUNTS = TableSpec("partial_counts", _COUNT_COLUMNS, sort=("n",))
-CREATURE_COUNTS = TableSpec("creature_counts", _COUNT_COLUMNS, key=("n",), sort=("n",))
-WIDE_PARTIAL_COUNTS = TableSpec("partial_counts", _count_columns("string"), sort=("n",))
-WIDE_CREATURE_COUNTS = TableSpec("creature_counts", _count_columns("string"), key=("n",), sort=("n",))
-CREATURES = TableSpec(
-    "creatures",
-    (Column("n", "int64"), Column("key", "string", distinct=True), Column("stabiliser", "int64"),
-     Column("tiles", "string", distinct=True), Column("sum", "string", distinct=True)),
-    key=("key",),
-    sort=("n", "key"),
-    partition="n",
-)
-
-
-class PalagoCountsJob(Job):
-    """What both ways of counting creatures share: the tables, the parameters recorded with them,
-    the Burnside checks and the published Markdown table and plot.  ``PalagoJob`` counts by the
-    anchored search (and can catalogue); ``PalagoTransferJob`` (jobs/palago_transfer.py) by the
-    transfer-matrix method."""
-
-    name = "palago"
-    version = "2"
-    tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
-    code_packages = CODE_PACKAGES
-    method = ""
-
-    def __init__(self, max_n: int, catalogue_max_n: int = 0):
-        self.max_n = max_n
-        self.catalogue_max_n = catalogue_max_n
-
-    def params(self) -> dict:
-        params = {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
-        return {**params, "method": self.method} if self.method != "direct" else params
-
-    def side_files(self, tables: dict, out) -> dict[str, str]:
-        """The count table's Markdown rendering and growth plot, committed with it."""
-        counts = tables["creature_counts"]
-        return {"creature_counts.md": _markdown(counts, out, self.method), "creature_counts.svg": _plot(counts)}
 
 
 class PalagoJob(PalagoCountsJob):
-    """Creature counts up to ``max_n`` by the anchored search, cut into ``shards`` shards of search-
-    tree prefixes, and the catalogue of every free creature up to ``catalogue_max_n``."""
+    """Count Palago creatures of every size up to N.
 
-    method = "direct"
+    By the anchored search: creature counts up to ``max_n``, cut into ``shards`` shards of search-
+    tree prefixes (None: by the CPUs the run will have), and the catalogue of every free creature up
+    to ``catalogue_max_n``.  ``batchenum run palago --method transfer`` runs ``PalagoTransferJob``
+    instead (``create``).
+    """
 
-    def __init__(self, max_n: int, catalogue_max_n: int = 0, shards: int | None = None):
-        from batchenum.solvers.palago.search import MAX_N  # plain constant; the kernel is not compiled here
-
-        _check_sizes(max_n, catalogue_max_n, MAX_N)
-        super().__init__(max_n, catalogue_max_n)
-        self.shards = shards  # None: cut by the CPUs the run will have (plan)
+    def __init__(self, *args: Any, **params: Any):
+        super().__init__(*args, **params)
+        if self.method != "direct":
+            raise UsageError("PalagoJob is the direct search: for method='transfer' call PalagoJob.create(...) "
+                             "or use jobs.palago_transfer.PalagoTransferJob")
+        catalogue_max_n = self.catalogue_max_n
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
         # the catalogue is written one n at a time, never all in the driver's memory
         self.streamed_tables = ("creatures",) if catalogue_max_n else ()
@@ -126,7 +76,25 @@ class PalagoJob(PalagoCountsJob):
             for index, prefixes in enumerate(packed_prefixes(self.max_n, depth, count))
         ]
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    @classmethod
+    def create(cls, **params: Any) -> PalagoCountsJob:
+        """The job ``batchenum run palago`` runs: this one, or ``PalagoTransferJob`` for
+        ``method="transfer"`` (counts only; its heights save their sweep every
+        ``checkpoint_interval`` seconds, default ``CHECKPOINT_INTERVAL``)."""
+        values = resolve_params(cls, (), params, cls.check_params)
+        if values["method"] == "transfer":
+            return PalagoTransferJob(values["max_n"], checkpoint_interval=values["checkpoint_interval"])
+        return cls(**values)
+
+    @classmethod
+    def warm(cls, scratch: str) -> None:
+        """The search's kernels (with the catalogue), and the transfer method's."""
+        job = cls(10, catalogue_max_n=10, shards=1)
+        for shard in job.plan(PlanContext()):
+            job.run_shard(shard)
+        PalagoTransferJob.warm(scratch)
+
+    def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         from batchenum.solvers.palago import SearchCounts, count_creatures, frontier
         from batchenum.solvers.palago.catalogue import catalogue_text
 
@@ -169,115 +137,16 @@ class PalagoJob(PalagoCountsJob):
 
     def finalize(self, tables: dict, out) -> dict:
         counts = summed_counts(tables["partial_counts"])
-        _check_identities(counts)
+        check_identities(counts)
         _check_symmetric(counts)
         return {"creature_counts": counts}
 
     def summary(self, tables: dict, totals: dict) -> str:
         counts = tables["creature_counts"]
-        line = _summary_head(counts) + f"{int(counts.nodes.sum()):,} search nodes"
+        line = summary_head(counts) + f"{int(counts.nodes.sum()):,} search nodes"
         if "creatures" in tables:
             line += f"; catalogue of {len(tables['creatures'])} creatures up to n = {self.catalogue_max_n}"
         return line
-
-
-def palago_job(max_n: int, catalogue_max_n: int = 0, shards: int | None = None,
-               method: str = "direct", checkpoint_interval: float | None = None,
-               force: bool = False) -> PalagoCountsJob:
-    """The job that ``batchenum run palago`` runs: ``PalagoJob``, or ``PalagoTransferJob`` for
-    ``method="transfer"`` (counts only), whose heights save their sweep every
-    ``checkpoint_interval`` seconds (default ``CHECKPOINT_INTERVAL``).  A direct search projected
-    to take more than a day on this machine is refused unless ``force``."""
-    if method not in METHODS:
-        raise UsageError(f"--method must be one of {', '.join(METHODS)}, not {method}")
-    if checkpoint_interval is not None and method != "transfer":
-        raise UsageError("--checkpoint-interval applies to --method transfer (the direct search's shards are short)")
-    if checkpoint_interval is not None and not checkpoint_interval > 0:
-        raise UsageError(f"--checkpoint-interval must be a number of seconds above 0, not {checkpoint_interval!r}")
-    if method == "direct":
-        job = PalagoJob(max_n, catalogue_max_n, shards)
-        _check_direct_time(max_n, force)
-        return job
-    from batchenum.jobs.palago_transfer import PalagoTransferJob
-    from batchenum.solvers.palago.transfer import MAX_N  # plain constant; the kernel is not compiled here
-
-    _check_sizes(max_n, catalogue_max_n, MAX_N)
-    if catalogue_max_n or shards:
-        raise UsageError("--method transfer counts only: no --catalogue-max-n, no --shards (one shard per height)")
-    job = PalagoTransferJob(max_n)
-    if checkpoint_interval is not None:
-        job.checkpoint_interval = checkpoint_interval
-    return job
-
-
-# The direct search's cost, measured (docs/palago.md): n = 28 took 33 minutes on 2 cores, and each
-# tile more costs about 2.8 times as much.  A run projected past a day on this machine is refused.
-DIRECT_MEASURED = (28, 33 * 60 * 2)  # (n, CPU-seconds)
-DIRECT_GROWTH = 2.8
-_DAY = 86_400.0
-
-
-def direct_seconds(max_n: int, cpus: int) -> float:
-    """Projected wall seconds of the direct search to ``max_n`` on ``cpus`` CPUs (``DIRECT_MEASURED``
-    grown by ``DIRECT_GROWTH`` per tile); rough, and an overestimate for small n."""
-    n, cpu_seconds = DIRECT_MEASURED
-    return cpu_seconds * DIRECT_GROWTH ** (max_n - n) / max(1, cpus)
-
-
-def _check_direct_time(max_n: int, force: bool) -> None:
-    """UsageError, at once, for a direct run projected to take more than a day on this machine's
-    CPUs, unless ``force`` (a larger cluster, say)."""
-    cpus = os.cpu_count() or 1
-    seconds = direct_seconds(max_n, cpus)
-    if seconds > _DAY and not force:
-        raise UsageError(f"--max-n {max_n} by the direct search would take about {_duration(seconds)} on this "
-                         f"machine's {cpus} CPUs (n = {DIRECT_MEASURED[0]} takes {DIRECT_MEASURED[1] / 3600:.1f} "
-                         f"CPU-hours, about {DIRECT_GROWTH}x more per tile: docs/palago.md). Use --method transfer "
-                         "(n = 40 in minutes), or give --force to run the direct search anyway (on a larger cluster)")
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("years", 365 * _DAY), ("days", _DAY), ("hours", 3600.0)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:,.0f} {unit}"
-    return f"{seconds / 3600:.1f} hours"
-
-
-def _check_sizes(max_n: int, catalogue_max_n: int, limit: int) -> None:
-    if not 1 <= max_n <= limit:
-        raise UsageError(f"--max-n must be between 1 and {limit}, not {max_n}")
-    if not 0 <= catalogue_max_n <= max_n:
-        raise UsageError(f"--catalogue-max-n must be between 0 and --max-n ({max_n}), not {catalogue_max_n}")
-
-
-def summed_counts(partial: pd.DataFrame, exact: bool = False) -> pd.DataFrame:
-    """The shards' partial counts summed per n, in the table's column order: int64 columns, or with
-    ``exact`` columns of Python ints (from int64 or decimal-string partial counts)."""
-    if not exact:
-        counts = partial.groupby("n", as_index=False, sort=True).sum()
-        return counts[[c.name for c in _COUNT_COLUMNS]].astype("int64")
-    as_ints = partial.astype({name: object for name in COUNT_NAMES})
-    for name in COUNT_NAMES:
-        as_ints[name] = [int(x) for x in partial[name]]
-    counts = as_ints.groupby("n", as_index=False, sort=True).agg({name: lambda s: sum(s, 0) for name in COUNT_NAMES})
-    return counts[[c.name for c in _COUNT_COLUMNS]]
-
-
-def stored_counts(counts: pd.DataFrame, wide: bool) -> pd.DataFrame:
-    """A table of Python-int counts in the column types it is stored with: int64, or decimal
-    strings when ``wide``."""
-    if not wide:
-        return counts.astype({name: "int64" for name in COUNT_NAMES})
-    counts = counts.copy()
-    for name in COUNT_NAMES:
-        counts[name] = [str(int(x)) for x in counts[name]]
-    return counts
-
-
-def _summary_head(counts: pd.DataFrame) -> str:
-    last = counts.iloc[-1]
-    return (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
-            f"fixed({int(last.n)}) = {int(last.fixed)}, ")
 
 
 def packed_prefixes(max_n: int, depth: int, count: int) -> list[list[int]]:
@@ -341,16 +210,6 @@ def _string_array(data, offsets) -> pa.Array:
     return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype("int32")), pa.py_buffer(data))
 
 
-def _check_identities(counts: pd.DataFrame) -> None:
-    """Burnside and orbit-stabiliser, row by row: a failure means a bug, never bad luck."""
-    by_stab = counts[[f"free_stabiliser_{s}" for s in STABILISER_ORDERS]]
-    orbit_sum = sum(counts[f"free_stabiliser_{s}"] * (6 // s) for s in STABILISER_ORDERS)
-    bad = counts[(counts.stabiliser_sum != 6 * counts.free) | (orbit_sum != counts.fixed)
-                 | (by_stab.sum(axis=1) != counts.free)]
-    if len(bad):
-        raise PipelineError(f"internal error: Burnside identities fail for n = {bad.n.tolist()}")
-
-
 def _check_symmetric(counts: pd.DataFrame) -> None:
     """Every row's stabiliser columns against an independent count of symmetric creatures (an
     orbit-closed search, solvers/palago/symmetric.py; under a second at n = 28, 4 s at n = 36,
@@ -371,79 +230,7 @@ def _check_symmetric(counts: pd.DataFrame) -> None:
             raise PipelineError(f"internal error: {name} disagrees with the count of symmetric creatures")
 
 
-def _markdown(counts: pd.DataFrame, out, method: str = "direct") -> str:
-    header = ["n", "free", "fixed", "stab 1", "stab 2", "stab 3", "stab 6", "search nodes"]
-    lines = [
-        "# Palago creatures",
-        "",
-        "Free: up to translation, rotation and reflection; fixed: up to translation. `stab s` counts",
-        "the free creatures whose symmetry group has order s. Regenerate with",
-        f"`batchenum run palago --max-n {int(counts.n.max())}{_out_option(out)}"
-        + (" --method transfer` (transfer-matrix method: no search nodes)." if method == "transfer" else "`."),
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---:" for _ in header) + "|",
-    ]
-    for row in counts.itertuples(index=False):
-        cells = [row.n, row.free, row.fixed, *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS), row.nodes]
-        lines.append("| " + " | ".join(f"{int(c):,}" if i else str(int(c)) for i, c in enumerate(cells)) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _out_option(out) -> str:
-    """The --out option that writes into ``out`` (the DIR/palago folder), empty for the default."""
-    where = out.display_root.rstrip("/")
-    parent = where.rsplit("/", 1)[0] if not out.local else os.path.dirname(where)
-    if not out.local:
-        return f" --out {parent}"
-    relative = os.path.relpath(parent)
-    if relative == "results":
-        return ""
-    return f" --out {parent if relative.startswith('..') else relative}"
-
-
-def _plot(counts: pd.DataFrame) -> str:
-    """The growth plot (free and fixed by n, log scale) that goes next to the Markdown table."""
-    from batchenum.solvers.palago.render import growth_plot_svg
-
-    return growth_plot_svg(counts[["n", "free", "fixed"]].itertuples(index=False)) + "\n"
-
-
 # ---------------------------------------------------------------------------------------- CLI
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-n", type=positive_int, default=24, metavar="N",
-                        help="count creatures of every size 1..N (default: 24)")
-    parser.add_argument("--catalogue-max-n", type=int, default=0, metavar="M",
-                        help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)")
-    parser.add_argument("--shards", type=positive_int, default=None, metavar="K",
-                        help="number of shards (default: for N >= 18, 4 per CPU of the run and at least 32; "
-                             "else 4)")
-    parser.add_argument("--method", choices=METHODS, default="direct",
-                        help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
-                             "bounding-box height (docs/palago_transfer.md) (default: direct)")
-    parser.add_argument("--checkpoint-interval", type=_positive_seconds, default=None, metavar="SECONDS",
-                        help="--method transfer: save each height's sweep this often, so that a killed run "
-                             f"resumes from the last save (default: {CHECKPOINT_INTERVAL:g})")
-    parser.add_argument("--force", action="store_true",
-                        help="run a direct search projected to take more than a day on this machine's CPUs "
-                             "(refused otherwise, pointing to --method transfer)")
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"give a number of seconds above 0, not {text!r}")
-    return seconds
-
-
-def _build(args: argparse.Namespace) -> PalagoCountsJob:
-    return palago_job(args.max_n, args.catalogue_max_n, args.shards, args.method, args.checkpoint_interval,
-                      args.force)
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
@@ -556,5 +343,5 @@ def exact_column(table: pa.Table, column: str) -> list[int]:
     return exact
 
 
-COMMAND = JobCommand("palago", "count Palago creatures of every size up to N", _add_run_arguments, _build)
+JOB = PalagoJob
 COMMANDS = [Command(("table",), "print the Palago creature count table", _add_table_arguments, _print_table)]

@@ -13,16 +13,15 @@ There is no search tree, so the nodes column is 0.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from batchenum.jobs.palago import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, WIDE_CREATURE_COUNTS, WIDE_PARTIAL_COUNTS, PalagoCountsJob,
-                                   _check_identities, _summary_head, stored_counts, summed_counts)
-from batchenum.pipeline.checkpoint import Checkpoint
+from batchenum.jobs.palago_counts import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, WIDE_CREATURE_COUNTS,
+                                          WIDE_PARTIAL_COUNTS, PalagoCountsJob, check_identities, stored_counts,
+                                          summary_head, summed_counts)
 from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
-from batchenum.pipeline.tasks import ShardTasks
+from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 
 if TYPE_CHECKING:
@@ -44,17 +43,17 @@ class PalagoTransferJob(PalagoCountsJob):
     """Creature counts up to ``max_n`` by the transfer-matrix method: one shard per bounding-box
     height, counts only (no catalogue, no search nodes)."""
 
-    method = "transfer"
+    method = Param(str, default="transfer", choices=("transfer",), recorded=False, help="the transfer-matrix method")
     shard_tables = ("partial_counts", "symmetric_counts")
-    checkpoint_interval = CHECKPOINT_INTERVAL  # a height's sweep is saved this often (pipeline/checkpoint.py)
-    nested_tasks = True  # a height's large columns run as tasks of their own (pipeline/tasks.py)
     piece_states: int | None = None  # fewest states per such task; None: the solver's PIECE_STATES
     symmetric_piece_seconds = SYMMETRIC_PIECE_SECONDS  # CPU a piece of a rotation group's search gets
 
-    def __init__(self, max_n: int, wide: bool = False):
-        super().__init__(max_n)
-        # exact decimal strings past INT64_MAX_N (jobs/palago.py), int64 columns as before up to it
-        self.wide = wide or max_n > INT64_MAX_N
+    def __init__(self, *args: Any, wide: bool = False, **params: Any):
+        super().__init__(*args, **params)
+        # a height's sweep is saved this often (ShardContext.checkpoint)
+        self.checkpoint_interval = self.checkpoint_interval or CHECKPOINT_INTERVAL
+        # exact decimal strings past INT64_MAX_N (jobs/palago_counts.py), int64 columns as before up to it
+        self.wide = wide or self.max_n > INT64_MAX_N
         self.tables = (*((WIDE_PARTIAL_COUNTS, WIDE_CREATURE_COUNTS, CREATURES) if self.wide else self.tables),
                        SYMMETRIC_COUNTS)
 
@@ -79,13 +78,12 @@ class PalagoTransferJob(PalagoCountsJob):
                     for piece in pieces if piece.kind != "reflection"]
         return heights + mirror + searched
 
-    def run_shard(self, shard: Shard, checkpoint: Checkpoint | None = None,
-                  tasks: ShardTasks | None = None) -> ShardResult:
-        """One height's sweep (with a checkpoint, resumed from its last save and saved as it goes;
-        its large columns split over ``tasks``), or one piece of the symmetric counts."""
+    def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
+        """One height's sweep (resumed from its checkpoint's last save and saved as it goes; its
+        large columns split over the context's tasks), or one piece of the symmetric counts."""
         if "symmetric" in shard.spec:
             return self._symmetric_shard(shard.spec)
-        return self._height_shard(shard, checkpoint, tasks)
+        return self._height_shard(shard, context)
 
     def _symmetric_shard(self, spec: dict) -> ShardResult:
         from batchenum.solvers.palago.mirror import reflection_counts
@@ -100,17 +98,17 @@ class PalagoTransferJob(PalagoCountsJob):
         zeros = [0] * max_n
         symmetric = {"n": list(range(1, max_n + 1)),
                      **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS}}
-        return ShardResult({"partial_counts": _no_rows(self.table_spec("partial_counts")), "symmetric_counts": symmetric})
+        return ShardResult({"symmetric_counts": symmetric})
 
-    def _height_shard(self, shard: Shard, checkpoint: Checkpoint | None, tasks: ShardTasks | None) -> ShardResult:
+    def _height_shard(self, shard: Shard, context: ShardContext | None) -> ShardResult:
         from batchenum.solvers.palago.transfer import count_height
 
         max_n = shard.spec["max_n"]
         options: dict = {}
-        if tasks is not None:  # in this process tasks.cpus is 1: nothing is split
-            options = {"tasks": tasks, "parts": tasks.cpus, "piece_states": self.piece_states}
-        if checkpoint is not None:
-            options.update(resume=checkpoint.load(), save=checkpoint.save, save_every=checkpoint.interval)
+        if context is not None:  # called by hand: no checkpoint, nothing split
+            tasks, checkpoint = context.tasks, context.checkpoint  # in this process tasks.cpus is 1: nothing is split
+            options = {"tasks": tasks, "parts": tasks.cpus, "piece_states": self.piece_states,
+                       "resume": checkpoint.load(), "save": checkpoint.save, "save_every": self.checkpoint_interval}
         fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
@@ -118,16 +116,30 @@ class PalagoTransferJob(PalagoCountsJob):
         partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed,
                    **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros,
                    "nodes": zeros}
-        return ShardResult({"partial_counts": partial, "symmetric_counts": _no_rows(SYMMETRIC_COUNTS)})
+        return ShardResult({"partial_counts": partial})
+
+    @classmethod
+    def warm(cls, scratch: str) -> None:
+        """The sweep's kernels, the symmetric searches', and those of a height split across tasks
+        (merge, buckets), which run_shard uses only on Ray."""
+        from batchenum.pipeline.tasks import InProcessTasks
+        from batchenum.solvers.palago.symmetric import symmetric_counts
+        from batchenum.solvers.palago.transfer import count_height
+
+        job = cls(8)
+        for shard in job.plan(PlanContext()):
+            job.run_shard(shard)
+        symmetric_counts(8)
+        count_height(4, 12, tasks=InProcessTasks(), parts=2, piece_states=2)
 
     def finalize(self, tables: dict, out) -> dict:
         # free and stabilisers from fixed + symmetric, in Python ints
         counts = complete(summed_counts(tables["partial_counts"], exact=True), tables["symmetric_counts"])
-        _check_identities(counts)
+        check_identities(counts)
         return {"creature_counts": stored_counts(counts, self.wide)}
 
     def summary(self, tables: dict, totals: dict) -> str:
-        return _summary_head(tables["creature_counts"]) + "transfer-matrix method"
+        return summary_head(tables["creature_counts"]) + "transfer-matrix method"
 
 
 def rotation_group_seconds(max_n: int) -> float:
@@ -141,10 +153,6 @@ def rotation_parts(max_n: int, piece_seconds: float = SYMMETRIC_PIECE_SECONDS) -
     n = 60 one whole group would take about 48 min, the heights' longest chain of tasks about 21
     min) and a killed run loses little."""
     return max(1, math.ceil(rotation_group_seconds(max_n) / piece_seconds))
-
-
-def _no_rows(spec: TableSpec) -> dict[str, list]:
-    return {column.name: [] for column in spec.columns}
 
 
 def complete(counts: pd.DataFrame, symmetric: pd.DataFrame) -> pd.DataFrame:

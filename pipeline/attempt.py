@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from batchenum.pipeline.checkpoint import CHECKPOINTS, Checkpoint
-from batchenum.pipeline.codeversion import code_version
+from batchenum.pipeline.codeversion import installed_part
+from batchenum.pipeline.contract import completed_tables
 from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.job import Job, Shard, ShardResult
+from batchenum.pipeline.job import Job, Shard, ShardContext, ShardResult
 from batchenum.pipeline.store import ShardStore
-from batchenum.pipeline.tasks import InProcessTasks, ShardTasks
+from batchenum.pipeline.tasks import ShardTasks
 
 __all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]
 
@@ -45,12 +47,13 @@ class Attempt:
 
 
 def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False,
-                tasks: ShardTasks | None = None) -> Attempt:
+                tasks: Callable[[], ShardTasks] | None = None) -> Attempt:
     """Run one shard and commit its tables (with its stats, node, compute time and input checksum).
 
     verify: the shard is committed with matching provenance; reuse it when the fingerprint of its
             input is still the one recorded, else compute it again.
-    tasks:  where a job with ``nested_tasks`` runs its pieces (default: at once, in this process).
+    tasks:  makes where the shard runs its own tasks (``ShardContext.tasks``), if it asks for them;
+            default: at once, in this process.
     """
     _refuse_other_code(job, store, node)
     fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
@@ -62,19 +65,18 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
             if not retry:
                 return Attempt(node, reused=True)
     started = time.monotonic()
-    checkpoint = None
-    if retry:  # the committed shard is right but for these records (timeouts, say): redo only them
-        result = job.retry_shard(shard, store.read_shard_tables(shard), retry)
-    else:
-        options: dict = {"tasks": tasks or InProcessTasks()} if job.nested_tasks else {}
-        if job.checkpoint_interval:
-            checkpoint = Checkpoint(store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0),
-                                    job.checkpoint_interval)
-            options["checkpoint"] = checkpoint
-        result = job.run_shard(shard, **options)
-    store.write_shard(shard, result.tables, _recorded_stats(job, shard, result, fingerprint, node, started))
-    if checkpoint is not None:
-        checkpoint.clear()  # the committed shard supersedes it
+    context = ShardContext(
+        make_checkpoint=lambda: Checkpoint(store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0)),
+        make_tasks=tasks,
+        # the committed shard is right but for these records (timeouts, say): redo only them
+        retry=retry, previous=store.read_shard_tables(shard) if retry else {})
+    result = job.run_shard(shard, context)
+    if not isinstance(result, ShardResult):
+        raise PipelineError(f"shard {shard.id}: run_shard returned {type(result).__name__}, not a ShardResult: "
+                            "return ShardResult({table: {column: values}})")
+    store.write_shard(shard, completed_tables(job, shard, result.tables), _recorded_stats(job, shard, result, fingerprint, node, started))
+    if context.used_checkpoint is not None:
+        context.used_checkpoint.clear()  # the committed shard supersedes it
     return Attempt(node, verified=verify and not retry, retried=len(retry), records=result.stats.get("records"))
 
 
@@ -93,10 +95,12 @@ def _recorded_stats(job: Job, shard: Shard, result: ShardResult, fingerprint: st
 
 
 def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
-    """A worker whose installed code differs from the driver's must not commit under its name."""
-    here = code_version(job)
-    if here != store.provenance.version:
+    """A worker whose installed code differs from the driver's must not commit under its name.
+    Only the installed part is compared: code that is not installed (a script, a notebook cell)
+    came with the job, pickled by value, and was hashed on the driver."""
+    here, drivers = installed_part(job), installed_part(store.provenance.version)
+    if here != drivers:
         raise CodeMismatchError(
             f"node {node} runs other code than the driver (code version {here}, the driver's "
-            f"{store.provenance.version}): install the same batchenum (and numba, numpy, pyarrow) on every "
+            f"{drivers}): install the same batchenum (and numba, numpy, pyarrow) on every "
             "node, or let the code travel with the job (ray job submit --working-dir .)")

@@ -8,21 +8,20 @@ which limits apply, how the answers table looks and how a shard is run.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 from typing import Any
 
-from batchenum.pipeline.cli import positive_int
 from batchenum.pipeline.inputs import accounting_summary, plan_slices, resolve_inputs, slice_fingerprint
 from batchenum.pipeline.inputs.dataset import input_values
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize
-from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.storage import Storage, is_uri, redact
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
-from batchenum.pipeline.store import TAKEOVER_ROWS, write_batch
+from batchenum.pipeline.params import INPUTS, Param
+from batchenum.pipeline.store import TAKEOVER_ROWS
 
-__all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN", "add_batch_arguments", "add_generate_arguments", "write_generated"]
+__all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
 
 # A record's identity, the key and order of both tables: its file (files are planned in sorted path
 # order, so the key rises from shard to shard) and its line (JSONL) or row (Parquet) in that file.
@@ -46,7 +45,7 @@ ERRORS_TABLE = TableSpec(
 class RecordBatchJob(Job):
     """Base of jobs that answer every record of a batch of input files.
 
-    inputs:            a file, a folder, a glob, or a list of them (``pipeline.inputs.dataset``),
+    input:             a file, a folder, a glob, or a list of them (``pipeline.inputs.dataset``),
                        local paths or URIs (``s3://bucket/parts/``): JSONL (one object per line with
                        ``id`` and the payload field; plain, ``.gz`` or ``.zst``) or Parquet, one
                        format for all.  Resolved to files (``files``) on first use, in the driver
@@ -60,13 +59,22 @@ class RecordBatchJob(Job):
 
     least_per_shard = 1  # the fewest records an automatic shard holds (enough work for a task)
 
-    def __init__(self, inputs: str | list[str], records_per_shard: int | None = None):
-        if records_per_shard is not None and records_per_shard < 1:
-            raise ValueError(f"records_per_shard must be at least 1, not {records_per_shard}")
-        self.input_values = input_values(inputs)
+    input = Param(INPUTS, metavar="PATH", help=(
+        'the batch: JSONL files (one {{"id", "{job.field}"}} object per line; plain, .jsonl.gz or .jsonl.zst) '
+        "or Parquet files (columns id, {job.field}); each PATH a file, a folder, or a glob in quotes "
+        "('parts/*.jsonl', '**' spans folders), on a disk or a URI (s3://bucket/parts/); several PATHs, or "
+        "--input again, add files"))
+    records_per_shard = Param(int, default=None, low=1, metavar="N", help=(
+        f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to {2 * SLICES_PER_CPU} shards "
+        "per CPU of the run, "
+        f"at least {{job.least_per_shard:,}} records and at most about {MAX_SLICE_BYTES >> 20} MB of input each; "
+        f"shards of {TAKEOVER_ROWS:,} rows or more become the table's files as they are)"))
+
+    def __init__(self, *args: Any, **params: Any):
+        super().__init__(*args, **params)
+        self.input_values = input_values(self.input)
         shown = sorted(value.display_root if isinstance(value, Storage) else _shown(value) for value in self.input_values)
         self.input_param = shown[0] if len(shown) == 1 else shown  # as params record it
-        self.records_per_shard = records_per_shard
 
     @functools.cached_property
     def files(self) -> tuple[Storage, ...]:
@@ -142,52 +150,6 @@ class RecordBatchJob(Job):
         return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
 
 
-def add_batch_arguments(parser: argparse.ArgumentParser, field: str, least_per_shard: int) -> None:
-    """``--input PATH [PATH ...]`` (repeatable) and ``--records-per-shard N`` for a record batch
-    job's ``run`` command (default: automatic, at least ``least_per_shard``)."""
-    parser.add_argument("--input", required=True, metavar="PATH", nargs="+", action="extend",
-                        help=f'the batch: JSONL files (one {{"id", "{field}"}} object per line; plain, .jsonl.gz or '
-                             f'.jsonl.zst) or Parquet files (columns id, {field}); each PATH a file, a folder, or a '
-                             "glob in quotes ('parts/*.jsonl', '**' spans folders), on a disk or a URI "
-                             "(s3://bucket/parts/); several PATHs, or --input again, add files")
-    parser.add_argument("--records-per-shard", type=positive_int, default=None, metavar="N",
-                        help=f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to "
-                             f"{2 * SLICES_PER_CPU} shards per CPU of the run, at least {least_per_shard:,} records "
-                             f"and at most about {MAX_SLICE_BYTES >> 20} MB of input each; shards of {TAKEOVER_ROWS:,} rows or more "
-                             "become the table's files as they are)")
-
-
 def _shown(value: str) -> str:
     """An input value as params record it: a local path made absolute, a URI without credentials."""
     return redact(value).rstrip("/") if is_uri(value) else os.path.abspath(os.path.expanduser(value))
-
-
-def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:
-    """``--count``, ``--seed`` and ``--out`` for a ``generate`` command writing a batch of ``noun``."""
-    parser.add_argument("--count", type=positive_int, required=True, help=f"how many {noun}")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", required=True, metavar="FILE",
-                        help="output file: Parquet if it ends in .parquet, else JSONL")
-
-
-def _check_generate_target(path: str) -> None:
-    """``generate --out`` names a file whose folder exists: it never replaces a folder, and never
-    creates folders it was not asked for."""
-    if is_uri(path):
-        return
-    if os.path.isdir(path):
-        raise UsageError(f"--out {path} is a folder: give a file name (for example {os.path.join(path, 'batch.jsonl')})")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"--out {path}: the folder {parent} does not exist; create it first, or give another path")
-
-
-def write_generated(path: str, field: str, id_prefix: str, values: list[Any], value_type: Any, noun: str) -> int:
-    """Write generated records with ids ``<prefix>1``, ``<prefix>2``... (zero-padded) atomically,
-    say so, and return the exit status."""
-    _check_generate_target(path)
-    digits = len(str(len(values)))
-    ids = [f"{id_prefix}{k:0{digits}d}" for k in range(1, len(values) + 1)]
-    write_batch(path, field, ids, values, value_type)
-    print(f"wrote {len(values)} {noun} to {path}")
-    return 0

@@ -1,8 +1,8 @@
 """A long shard's resumable state between attempts: ``OUT/<job>/_checkpoints/<shard id>.ckpt``.
 
-A job whose shards run for a long time (``Job.checkpoint_interval`` set, and a ``run_shard`` that
-takes a ``checkpoint`` keyword) saves its state now and then through ``Checkpoint.save``; the next
-attempt at the shard, after a killed worker or driver, continues from ``Checkpoint.load``.  The
+A job whose shards run for a long time saves a shard's state now and then through its context's
+checkpoint (``ShardContext.checkpoint.save``, as often as the job chooses); the next attempt at the
+shard, after a killed worker or driver, continues from ``Checkpoint.load``.  The
 file is committed whole, like a shard file (storage.py: rename on a disk, one upload on an object
 store), and its first line records the shard's provenance (job, code version, parameters, shard id
 and spec) and when and how far it was saved: a checkpoint of other code or parameters is never
@@ -26,13 +26,12 @@ LOGGER = logging.getLogger("batchenum.checkpoint")
 
 
 class Checkpoint:
-    """The checkpoint file of one shard.  ``interval``: seconds of work between saves."""
+    """The checkpoint file of one shard."""
 
-    def __init__(self, storage: Storage, shard: Shard, provenance: dict[str, str], interval: float):
+    def __init__(self, storage: Storage, shard: Shard, provenance: dict[str, str]):
         self.storage = storage
         self.path = storage.join(CHECKPOINTS, f"{shard.id}.ckpt")
         self.provenance = provenance
-        self.interval = interval
 
     def load(self) -> bytes | None:
         """The saved state, or None when there is none, or it was saved by other code or parameters."""

@@ -1,7 +1,9 @@
-"""Argument parsing and dispatch for whatever jobs and commands it is given.
+"""Argument parsing and dispatch for whatever jobs and commands a registry holds.
 
-``batchenum run JOB [job options] [--out DIR] [--workers K] [--address A] [--serial]`` runs a job;
-other commands (``generate dungeons``, ``table``, ...) are supplied by the jobs package.
+``batchenum run JOB [job options] [--out DIR] [--workers K] [--address A] [--serial]`` runs a job:
+a registered name (pipeline/registry.py), ``MODULE:CLASS`` or ``path/to/file.py:CLASS``.  A job's
+options come from its declared parameters (pipeline/params.py): ``max_n`` is ``--max-n``.  Other
+commands (``generate dungeons``, ``table``, ...) are supplied by the jobs package.
 Exit status: 0 when the job ran (whatever records it rejected), 1 on an error that stopped it,
 2 on bad usage, 130 when interrupted.  ``--json`` makes ``run`` and ``status`` print one JSON
 document on standard output (docs/cli.md, "JSON output"); progress stays on standard error.
@@ -17,26 +19,20 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, spelled
 from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.registry import JobRegistry, is_job_path
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, is_uri
+from batchenum.pipeline.store import write_batch
 
-__all__ = ["JobCommand", "Command", "main", "positive_int", "non_negative_int", "positive_seconds", "probability"]
-
-
-@dataclass(frozen=True)
-class JobCommand:
-    """A job runnable as ``batchenum run NAME``."""
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    build: Callable[[argparse.Namespace], Job]
+__all__ = ["Command", "main", "parse_job", "build_parser", "add_param_options", "positive_int", "non_negative_int", "positive_seconds", "probability",
+           "add_generate_arguments", "write_generated"]
 
 
 @dataclass(frozen=True)
@@ -128,18 +124,53 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                        help="print the summary as one JSON object on standard output (docs/cli.md)")
 
 
-def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: str,
-                 version: str = "unknown") -> argparse.ArgumentParser:
+def add_param_options(parser: argparse.ArgumentParser, job_class: type[Job]) -> None:
+    """One option per declared parameter: ``--max-n N``, its help with its default.  Values are
+    checked by the job (``Job.create``), so the command line and Python get the same messages."""
+    for name, param in job_class.declared_params().items():
+        options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": _param_help(param, job_class),
+                                   "metavar": param.metavar or name.upper().replace("_", "-")}
+        if param.required:
+            options["required"] = True
+        if param.type is INPUTS:
+            options.update(nargs="+", action="extend")
+        elif param.type is bool:
+            options = {k: v for k, v in options.items() if k != "metavar"}
+            options["action"] = argparse.BooleanOptionalAction
+        elif param.choices:
+            options["metavar"] = "{" + ",".join(map(str, param.choices)) + "}"
+        parser.add_argument(spelled(name, cli=True), **options)
+
+
+def _param_help(param: Param, job_class: type[Job]) -> str:
+    text = param.help_for(job_class)
+    if param.default is REQUIRED or param.default is None or "(default" in text:
+        return text
+    shown = f"{param.default:g}" if isinstance(param.default, float) else param.default
+    return f"{text} (default: {shown})"
+
+
+def job_help(job_class: type[Job]) -> str:
+    """The job's one-line description: the first line of its docstring."""
+    return (job_class.__doc__ or job_class.name).strip().splitlines()[0].rstrip(".")
+
+
+def build_parser(registry: JobRegistry, prog: str, version: str = "unknown",
+                 extra_jobs: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The whole command line: ``run`` with a sub-command per registered job (and per
+    ``MODULE:CLASS`` in ``extra_jobs``), status, cleanup, and the registry's other commands."""
     parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    run = top.add_parser("run", help="run a job", description="Run a job and write its tables.")
+    run = top.add_parser("run", help="run a job", description="Run a job and write its tables: a job's name, or "
+                         "MODULE:CLASS, or path/to/file.py:CLASS for a job class of your own (docs/jobs.md).")
     run_jobs = run.add_subparsers(dest="job", metavar="JOB", required=True)
-    for job in jobs:
-        sub = run_jobs.add_parser(job.name, help=job.help, description=job.help)
-        job.add_arguments(sub)
+    for name in [*registry.names(), *extra_jobs]:
+        job_class = registry.job_class(name)
+        sub = run_jobs.add_parser(name, help=job_help(job_class), description=job_help(job_class))
+        add_param_options(sub, job_class)
         _add_run_options(sub)
-        sub.set_defaults(handler=lambda args, job=job: _run(job, args, prog))
+        sub.set_defaults(handler=lambda args, job_class=job_class: _run(job_class, args, prog))
     status = top.add_parser("status", help="what each job folder under DIR holds (works during a run)",
                             description="For every job found under DIR: shards committed out of planned, "
                                         "stale or damaged ones, parameters, code version, the last commit and "
@@ -156,7 +187,7 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
     cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
     cleanup.set_defaults(handler=_cleanup)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
-    for command in commands:
+    for command in registry.commands():
         actions = groups[()]
         for depth in range(1, len(command.path)):
             key = command.path[:depth]
@@ -170,11 +201,11 @@ def build_parser(jobs: Sequence[JobCommand], commands: Sequence[Command], prog: 
     return parser
 
 
-def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
+def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
     if args.serial and (args.workers or args.address):
         raise UsageError("--serial runs without Ray: drop --workers/--address, or drop --serial")
     _refuse_relative_out_under_job_submit(args.out)
-    job = job_command.build(args)
+    job = _job_from_args(job_class, args)
     options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
                          head_start=args.head_start, overwrite=args.overwrite, retries=args.retries,
                          storage_timeout=args.storage_timeout)
@@ -189,6 +220,23 @@ def _run(job_command: JobCommand, args: argparse.Namespace, prog: str) -> int:
              if result.recomputed else "")
           + f") in {result.seconds:.1f}s; tables in {result.location}")
     return 0
+
+
+def _job_from_args(job_class: type[Job], args: argparse.Namespace) -> Job:
+    """The job for parsed options, its parameter errors in the command line's words."""
+    params = {name: getattr(args, name) for name in job_class.declared_params() if hasattr(args, name)}
+    try:
+        return job_class.create(**params)
+    except ParamError as error:
+        raise error.spoken(cli=True) from None
+
+
+def parse_job(registry: JobRegistry, argv: Sequence[str], prog: str = "batchenum") -> Job:
+    """The job ``prog run JOB [options]`` would run (``argv`` after ``run``), without running it:
+    argparse's own errors exit 2 as on the command line, parameter errors raise ParamError."""
+    extra = [argv[0]] if argv and is_job_path(argv[0]) else []
+    args = build_parser(registry, prog, extra_jobs=extra).parse_args(["run", *argv])
+    return _job_from_args(registry.job_class(args.job), args)
 
 
 def _run_json(job: Job, result, summary: str) -> dict:
@@ -265,9 +313,15 @@ def _refuse_relative_out_under_job_submit(out: str) -> None:
                             "(s3://bucket/prefix) or an absolute path that every node sees")
 
 
-def main(argv: Sequence[str] | None, jobs: Sequence[JobCommand], commands: Sequence[Command],
-         prog: str = "batchenum", version: str = "unknown") -> int:
-    parser = build_parser(jobs, commands, prog, version)
+def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchenum", version: str = "unknown") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `run MODULE:CLASS ...`: that job gets its options too
+    extra = [argv[1]] if len(argv) > 1 and argv[0] == "run" and is_job_path(argv[1]) else []
+    try:
+        parser = build_parser(registry, prog, version, extra)
+    except UsageError as error:  # a job that cannot be loaded, or a MODULE:CLASS that names none
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     _log_progress_lines(prog)
     interrupted = _note_interrupts()
@@ -340,3 +394,37 @@ def _interrupted(prog: str, signum: int = signal.SIGINT, committed: int | None =
         kept = f"{committed} shards committed are kept, a rerun reuses them"
     print(f"\n{prog}: {how}; {kept}", file=sys.stderr)
     return 128 + int(signum)
+
+
+# ------------------------------------------------------------------- generate commands of batch jobs
+
+
+def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:
+    """``--count``, ``--seed`` and ``--out`` for a ``generate`` command writing a batch of ``noun``."""
+    parser.add_argument("--count", type=positive_int, required=True, help=f"how many {noun}")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--out", required=True, metavar="FILE",
+                        help="output file: Parquet if it ends in .parquet, else JSONL")
+
+
+def _check_generate_target(path: str) -> None:
+    """``generate --out`` names a file whose folder exists: it never replaces a folder, and never
+    creates folders it was not asked for."""
+    if is_uri(path):
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"--out {path} is a folder: give a file name (for example {os.path.join(path, 'batch.jsonl')})")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--out {path}: the folder {parent} does not exist; create it first, or give another path")
+
+
+def write_generated(path: str, field: str, id_prefix: str, values: list[Any], value_type: Any, noun: str) -> int:
+    """Write generated records with ids ``<prefix>1``, ``<prefix>2``... (zero-padded) atomically,
+    say so, and return the exit status."""
+    _check_generate_target(path)
+    digits = len(str(len(values)))
+    ids = [f"{id_prefix}{k:0{digits}d}" for k in range(1, len(values) + 1)]
+    write_batch(path, field, ids, values, value_type)
+    print(f"wrote {len(values)} {noun} to {path}")
+    return 0

@@ -1,7 +1,15 @@
-"""The code version recorded with every shard: the job's declared version plus a hash of every
-source file of the packages that compute it and of the versions of the libraries its results
-depend on.  Computed wherever a shard runs, so a node with other code installed cannot commit
-shards under the driver's name."""
+"""The code version recorded with every shard: the job's declared version, a hash of every source
+file of the installed packages that compute it and of the versions of the libraries its results
+depend on, and, for a job whose code is not installed (a script, a notebook cell, a module on the
+driver's sys.path), a hash of that code's source.
+
+    <version>+<installed: 16 hex digits>[+<not installed: 16 hex digits>]
+
+The installed part is computed again wherever a shard runs, so a node with other code installed
+cannot commit shards under the driver's name.  Code that is not installed travels with the job,
+pickled by value (``user_modules`` names the modules to ship), so it is hashed once, on the
+driver: workers never need its files.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +17,118 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import inspect
+import linecache
 import os
+import sys
+import types
 
-__all__ = ["code_version", "LIBRARIES"]
+__all__ = ["code_version", "installed_part", "user_modules", "LIBRARIES"]
 
 LIBRARIES = ("numba", "numpy", "pyarrow")  # their versions are part of the code version
 
 
 def code_version(job) -> str:
-    """``<declared version>+<16 hex digits>`` for a job object."""
-    packages = job.code_packages or (_package_of(type(job).__module__), "batchenum.pipeline")
+    """``<declared version>+<16 hex digits>[+<16 hex digits>]`` for a job object (on the driver)."""
+    modules = user_modules(type(job))
+    installed = installed_part(job)
+    return f"{installed}+{_source_digest(type(job), modules)}" if modules else installed
+
+
+def installed_part(job) -> str:
+    """``<declared version>+<16 hex digits>`` of a job object, or of a recorded code version."""
+    if isinstance(job, str):
+        return "+".join(job.split("+")[:2])
+    packages = job.code_packages or _default_packages(type(job).__module__)
     return f"{job.version}+{_digest(tuple(sorted(set(packages))))}"
 
 
-def _package_of(module: str) -> str:
-    """The package a job's module belongs to: its top level, or ``batchenum.<folder>`` for ours."""
+def _default_packages(module: str) -> tuple[str, ...]:
+    """The job module's package when it is installed (``batchenum.<folder>`` for ours), and pipeline."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "batchenum" and len(parts) > 2 else parts[0]
+    if _is_installed(parts[0]):
+        return (".".join(parts[:2]) if parts[0] == "batchenum" and len(parts) > 2 else parts[0], "batchenum.pipeline")
+    return ("batchenum.pipeline",)
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_top_levels() -> frozenset[str]:
+    return frozenset(importlib.metadata.packages_distributions()) | frozenset(sys.stdlib_module_names) | {"batchenum"}
+
+
+def _is_installed(top_level: str) -> bool:
+    """Whether a top-level module comes with an installed distribution (or the standard library,
+    or batchenum itself, which a checkout may provide): then every node must have it installed."""
+    return top_level in _installed_top_levels() or top_level in sys.builtin_module_names
+
+
+def user_modules(job_class: type) -> list[types.ModuleType]:
+    """The job's module and the modules it uses, transitively, that are not installed, in a fixed
+    order: their source is part of the code version, and they are pickled by value to workers."""
+    found: dict[str, types.ModuleType] = {}
+    pending = [sys.modules.get(job_class.__module__)]
+    while pending:
+        module = pending.pop()
+        if module is None or module.__name__ in found or _is_installed(module.__name__.split(".")[0]) \
+                and module.__name__ != "__main__":
+            continue
+        found[module.__name__] = module
+        for value in list(vars(module).values()):
+            used = _module_of(value)
+            if used is not None and used.__name__ not in found:
+                pending.append(used)
+    return [found[name] for name in sorted(found)]
+
+
+def _module_of(value: object) -> types.ModuleType | None:
+    """The module a global of a user's module is, or comes from (a class, a function), if loaded."""
+    if isinstance(value, types.ModuleType):
+        return value
+    try:
+        name = getattr(value, "__module__", None)
+    except Exception:  # a proxy that refuses attribute access
+        return None
+    return sys.modules.get(name) if isinstance(name, str) else None
+
+
+def _source_digest(job_class: type, modules: list[types.ModuleType]) -> str:
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(module.__name__.encode() + b"\0" + _source(module, job_class) + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _source(module: types.ModuleType, job_class: type) -> bytes:
+    """A module's source: its file, or (a notebook's ``__main__``, which has none) the source of
+    every class and function defined in it, as IPython keeps each cell's."""
+    path = getattr(module, "__file__", None)
+    if path and os.path.isfile(path):
+        with open(path, "rb") as handle:
+            return handle.read()
+    parts = []
+    if job_class.__module__ == module.__name__:
+        parts.append(_definition_source(job_class))
+        if not parts[0]:
+            raise ValueError(f"the source of {job_class.__qualname__} cannot be found, so the code version cannot "
+                             "cover it: define the job in a file, a module or a notebook cell")
+    for name, value in sorted(vars(module).items()):
+        if (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module.__name__ \
+                and value is not job_class:
+            parts.append(_definition_source(value) or name)  # made by exec, say: no source but its name
+    return "\n".join(parts).encode()
+
+
+def _definition_source(value: type | types.FunctionType) -> str:
+    """The source of a class or function, or "" when there is none.  A class of a notebook has no
+    file that ``inspect`` can find, but its methods know their cell, whose text IPython keeps in
+    ``linecache``: the whole cell is the source then."""
+    try:
+        return inspect.getsource(value)
+    except (OSError, TypeError):
+        pass
+    cells = sorted({member.__code__.co_filename for member in vars(value).values() if inspect.isfunction(member)}
+                   if inspect.isclass(value) else ())
+    return "".join("".join(linecache.getlines(cell)) for cell in cells)
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
 import threading
@@ -14,6 +13,7 @@ from typing import Any
 
 from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt
 from batchenum.pipeline.codeversion import code_version
+from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
@@ -60,8 +60,7 @@ class RunResult:
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
     progress = progress or Progress(job.name)
     started = time.monotonic()
-    params = job.params()
-    json.dumps(params)  # provenance must be JSON: fail early, not in a worker
+    params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(_output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params))
     try:
         return _run_leased(job, store, options, progress, started)
@@ -163,6 +162,7 @@ def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -
     if executor.on_cluster:
         _check_cluster_sees_files(job, store, executor, progress)
     shards = job.plan(context)
+    check_plan(job, shards)
     if executor.ray.tasks_mapped:
         progress.stage(f"planned with {executor.ray.tasks_mapped} tasks on {executor.ray.where}")
     return shards

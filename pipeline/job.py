@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "ShardResult", "PlanContext", "TaskMap",
-           "COLUMN_TYPES", "StreamedTable"]
+from batchenum.pipeline.params import Param, declared_params, resolve_params
+
+__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "ShardResult", "PlanContext", "ShardContext",
+           "TaskMap", "COLUMN_TYPES", "StreamedTable", "Param"]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
@@ -43,16 +45,60 @@ class PlanContext:
 
 
 @dataclass
+class ShardContext:
+    """What a running shard may use besides its spec: ``run_shard(shard, context)``.
+
+    checkpoint: the shard's ``pipeline.checkpoint.Checkpoint``: ``load()`` the state a killed
+                attempt saved (None when there is none), ``save(data, progress)`` now and then.
+                Made on first use; a shard that used it has it removed once committed.
+    tasks:      a ``pipeline.tasks.ShardTasks`` to run pieces of the shard as tasks of their own
+                (nested Ray tasks on Ray; at once, here, without), made on first use.
+    retry:      records a rerun asks to compute again (those a committed attempt listed in
+                ``ShardResult.retry``), with ``previous``, the committed shard's tables (pyarrow):
+                the shard recomputes only those and keeps the other rows.  Empty otherwise.
+    """
+
+    make_checkpoint: Callable[[], Any] | None = field(default=None, repr=False)
+    make_tasks: Callable[[], Any] | None = field(default=None, repr=False)
+    retry: list = field(default_factory=list)
+    previous: dict[str, Any] = field(default_factory=dict)
+    _made: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def checkpoint(self) -> Any:
+        if "checkpoint" not in self._made:
+            if self.make_checkpoint is None:
+                raise RuntimeError("this shard runs without a checkpoint store (called by hand): give the "
+                                   "ShardContext a make_checkpoint")
+            self._made["checkpoint"] = self.make_checkpoint()
+        return self._made["checkpoint"]
+
+    @property
+    def used_checkpoint(self) -> Any:
+        """The checkpoint if the shard asked for it, else None."""
+        return self._made.get("checkpoint")
+
+    @property
+    def tasks(self) -> Any:
+        if "tasks" not in self._made:
+            from batchenum.pipeline.tasks import InProcessTasks
+
+            self._made["tasks"] = self.make_tasks() if self.make_tasks else InProcessTasks()
+        return self._made["tasks"]
+
+
+@dataclass
 class ShardResult:
     """What ``Job.run_shard`` returns: the shard's tables, and what the pipeline records beside them.
 
-    tables:            ``{table: {column: values}}`` for every table the shard writes.
+    tables:            ``{table: {column: values}}`` for the tables the shard writes (any of
+                       ``Job.shard_tables``; the store writes the others empty).
     stats:             counts the worker measured (``{"records": 25000}``), recorded with the shard's
                        files and summed over all shards for ``Job.check_totals``.
     input_fingerprint: the checksum of the input bytes the shard read (``Job.input_fingerprint``'s
                        value), or None: the pipeline then computes it when the job reads input.
     retry:             records whose outcome depended on the run (a timeout): a rerun recomputes
-                       only them, through ``Job.retry_shard``.
+                       only them (``ShardContext.retry``).
     """
 
     tables: ShardOutput
@@ -130,45 +176,72 @@ class StreamedTable:
 
 
 class Job:
-    """Base class for a job.  Subclasses set ``name``, ``version`` and ``tables`` and implement
-    ``params``, ``plan`` and ``run_shard``; ``finalize`` and ``summary`` are optional.
+    """Base class for a job.  Subclasses set ``name``, ``version`` and ``tables``, declare their
+    parameters as ``Param`` fields and implement ``plan`` and ``run_shard``; the rest is optional.
 
-    A job object is pickled to Ray workers, so keep it small: parameters, not data.
+    ``Job(*args, **params)`` takes the declared parameters (positionally in declaration order, or
+    by name), checks them (``Param`` bounds and choices, then ``check_params``) and sets each as an
+    attribute.  A job object is pickled to Ray workers, so keep it small: parameters, not data.
     """
 
     name: str = ""
     version: str = "0"  # bump when a change alters results, so committed shards are not reused
     tables: tuple[TableSpec, ...] = ()
-    # Packages whose every source file is hashed, with the numba, numpy and pyarrow versions, into
-    # the code version recorded with every shard (pipeline/codeversion.py): a change to any of them
-    # invalidates committed shards.  Default: the job module's top-level package and pipeline.
+    # Installed packages whose every source file is hashed, with the numba, numpy and pyarrow
+    # versions, into the code version recorded with every shard (pipeline/codeversion.py).
+    # Default: the job module's top-level package if installed, and pipeline.  Code that is not
+    # installed (a script, a notebook cell, a module on sys.path) is hashed from its source anyway.
     code_packages: tuple[str, ...] = ()
     # Tables written straight from the shard files, one shard at a time in plan order, so the driver
     # never holds all their rows: each shard's rows come in ``sort`` order, shards follow one
     # another in that order, and ``key`` (int64 or string columns) rises strictly, which the writer checks.
     # ``finalize`` does not see them; ``check_totals`` and ``summary`` get a ``StreamedTable``.
     streamed_tables: tuple[str, ...] = ()
-    # Tables every shard writes (and the merge reads); default: all declared tables.  Tables that
-    # only finalize produces are declared too, so that they are written with their types.
+    # Tables shards write (and the merge reads); default: all declared tables.  Tables that only
+    # finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
-    # Seconds of work between saves of a running shard's state (pipeline/checkpoint.py), or None.
-    # A job that sets it has a ``run_shard(shard, checkpoint=...)``: the successor of a killed
-    # attempt continues from the last save.  Not a parameter: it never changes the results.
-    checkpoint_interval: float | None = None
-    # True: ``run_shard`` takes a ``tasks`` keyword (pipeline/tasks.py), to run pieces of a shard as
-    # tasks of their own while it runs (nested Ray tasks on Ray, at once in this process without).
-    nested_tasks: bool = False
+
+    def __init__(self, *args: Any, **params: Any):
+        for name, value in resolve_params(type(self), args, params, type(self).check_params).items():
+            setattr(self, name, value)
+
+    @classmethod
+    def create(cls, **params: Any) -> Job:
+        """The job ``batchenum run NAME`` runs for these parameters: ``cls(**params)``, or another
+        job class of the same name that the parameters choose (palago's ``method``)."""
+        return cls(**params)
+
+    @classmethod
+    def check_params(cls, values: dict[str, Any]) -> None:
+        """Rules between parameters, after each was checked on its own: raise
+        ``pipeline.params.ParamError`` naming parameters as ``{name}``."""
+
+    @classmethod
+    def declared_params(cls) -> dict[str, Param]:
+        return declared_params(cls)
+
+    @classmethod
+    def warm(cls, scratch: str) -> None:
+        """Compile (or load from numba's cache) the kernels a shard calls, on a few tiny inputs;
+        ``scratch``: a folder for input files.  ``batchenum warm`` calls this on every node."""
+
+    @classmethod
+    def commands(cls) -> list:
+        """Other commands the job brings (``pipeline.cli.Command``: ``generate dungeons``...)."""
+        return []
 
     def params(self) -> dict[str, Any]:
-        """JSON-serialisable parameters that determine the results (recorded as provenance)."""
-        raise NotImplementedError
+        """JSON-serialisable parameters that determine the results (recorded as provenance):
+        default, every declared parameter with ``recorded=True``."""
+        return {name: getattr(self, name) for name, param in declared_params(type(self)).items() if param.recorded}
 
     def plan(self, context: PlanContext) -> list[Shard]:
         """The shards, in a deterministic order."""
         raise NotImplementedError
 
-    def run_shard(self, shard: Shard) -> ShardResult:
-        """Compute one shard.  Runs in a Ray worker, or in the driver's own threads."""
+    def run_shard(self, shard: Shard, context: ShardContext) -> ShardResult:
+        """Compute one shard.  Runs in a Ray worker, or in the driver's own threads; ``context``
+        carries what else it may use (checkpoint, nested tasks, records to retry)."""
         raise NotImplementedError
 
     def shard_label(self, shard: Shard) -> str:
@@ -205,13 +278,6 @@ class Job:
         that returns the checksum of what it read (``ShardResult.input_fingerprint``) saves the
         pipeline from calling this after it."""
         return None
-
-    def retry_shard(self, shard: Shard, previous: dict[str, Any], retry: list) -> ShardResult:
-        """A committed shard's outputs with only some records computed again.  A shard asks for
-        this through ``ShardResult.retry`` (records whose outcome depended on the run, such as a
-        timeout); a rerun then calls this with its committed tables (pyarrow) instead of
-        ``run_shard``."""
-        return self.run_shard(shard)
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
         """Check the merged tables against the stats every shard recorded, summed (``totals``);

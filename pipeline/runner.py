@@ -19,6 +19,7 @@ finish first never connects.  A shard's files are the same wherever it ran.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import re
@@ -35,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.attempt import Attempt, CodeMismatchError, run_attempt
+from batchenum.pipeline.codeversion import user_modules
 from batchenum.pipeline.errors import PipelineError, RunStoppedError, UsageError
 from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
@@ -328,7 +330,7 @@ class RaySession:
         import ray
 
         if ray.is_initialized():
-            return "an already initialised Ray"
+            return self._already_initialised()
         if self.workers:
             raise UsageError("--workers applies to the local Ray only; a cluster's size is its own (drop --workers)")
         _check_reachable(self.address)
@@ -338,6 +340,20 @@ class RaySession:
         except Exception as error:
             raise ClusterError(_explain_connect_failure(self.address, error)) from error
         return f"the Ray cluster at {self.address}"
+
+    def _already_initialised(self) -> str:
+        """A Ray this process initialised itself (``ray.init`` in a notebook) is used only when the
+        run asks for no other: no ``workers``, and no address but that Ray's own."""
+        import ray
+
+        connected = ray.get_runtime_context().gcs_address
+        if self.workers:
+            raise UsageError(f"this process is already connected to the Ray at {connected} (ray.init), whose size "
+                             "is its own: drop workers, or call ray.shutdown() first")
+        if self.address not in ("local", "auto") and self.address != connected:
+            raise UsageError(f"this process is already connected to the Ray at {connected} (ray.init), not to "
+                             f"{self.address}: call ray.shutdown() first, or drop address")
+        return f"the Ray this process had already initialised (at {connected})"
 
     def cpus(self) -> int:
         """The CPUs of the connected Ray now."""
@@ -353,6 +369,7 @@ class RaySession:
         from ray.exceptions import RayError
 
         task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(_attempt_in_worker)
+        _ship_by_value(job)
         job_ref, store_ref = ray.put(job), ray.put(store)
 
         def submit(shard: Shard):
@@ -547,10 +564,20 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
                            "between") from error
 
 
+def _ship_by_value(job: Job) -> None:
+    """The job's code that is not installed (a module on the driver's sys.path, a file named on the
+    command line) travels pickled by value, as ``__main__``'s always does: workers need no copy."""
+    from ray import cloudpickle
+
+    for module in user_modules(type(job)):
+        if module.__name__ != "__main__":
+            cloudpickle.register_pickle_by_value(module)
+
+
 def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool,
                        retries: int = TASK_MAX_RETRIES) -> Attempt:
     faults.maybe_kill_worker(shard.id, store.storage.root)
-    tasks = _NestedTasks(f"{job.name} {job.shard_label(shard)}", retries) if job.nested_tasks else None
+    tasks = functools.partial(_NestedTasks, f"{job.name} {job.shard_label(shard)}", retries)  # made if asked for
     return run_attempt(job, shard, store, _worker_node(), verify, tasks)
 
 

@@ -1198,7 +1198,7 @@ def _check_sorted_unique(keys: pa.ChunkedArray, last: Any, spec: TableSpec, part
 def _repeated(spec: TableSpec, partition_value: Any, key: Any) -> StoreError:
     return StoreError(f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
                       f"{key!r} appears more than once; no row is dropped silently, so no table was "
-                      "written (a bug: please report it)")
+                      f"written{_STREAMED_ORDER}")
 
 
 def _key_columns(spec: TableSpec) -> tuple[str, ...]:
@@ -1226,7 +1226,14 @@ def _check_rising(columns: list[pa.ChunkedArray], last: tuple | None, table: str
         return tuple(column[-1].as_py() for column in columns)
     shown = bad[0] if len(bad) == 1 else bad
     raise StoreError(f"table {table!r}: {'/'.join(key)} = {shown!r} in shard {shard_id} repeats or comes out of order; "
-                     "its rows would be lost or misplaced, so no table was written (a bug: please report it)")
+                     f"its rows would be lost or misplaced, so no table was written{_STREAMED_ORDER}")
+
+
+# What a job that streams a table must do (pipeline/job.py, Job.streamed_tables)
+_STREAMED_ORDER = (": a streamed table's rows must come from each shard in its sort order, shards following one "
+                   "another in plan order, its key rising strictly throughout; have run_shard sort its rows and plan "
+                   "the shards in key order, or leave the table out of streamed_tables (it is then merged and "
+                   "deduplicated)")
 
 
 def _comparable(column: pa.ChunkedArray) -> np.ndarray:

@@ -1,7 +1,7 @@
-"""Tasks a shard starts from inside its own run (``Job.nested_tasks``): a job whose shard is too
+"""Tasks a shard starts from inside its own run (``ShardContext.tasks``): a job whose shard is too
 large for one task cuts it further while it runs, and the pieces run where the shard does.
 
-A shard's ``run_shard(shard, tasks=...)`` gets an object with:
+A shard's ``context.tasks`` is an object with:
 
 - ``cpus``: the CPUs the pieces may spread over (the cluster's; 1 in this process);
 - ``submit(fn, *args, returns=1, name="")``: start ``fn(*args)`` (a module-level function) and

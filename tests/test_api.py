@@ -46,11 +46,42 @@ def test_every_job_gives_one_result_type_with_readable_tables(tmp_path):
 
 
 def test_bad_calls_say_what_to_change(tmp_path):
-    with pytest.raises(UsageError, match="no job 'sudoku': the jobs are palago, dungeons, nonary"):
+    with pytest.raises(UsageError, match="no job 'sudoku': the jobs are dungeons, nonary, palago"):
         batchenum.run("sudoku")
     with pytest.raises(UsageError, match="input has no column grid: it needs 'id' and 'grid'"):
         batchenum.run("dungeons", input=pd.DataFrame({"id": ["a"], "map": [["@"]]}), out=str(tmp_path))
     with pytest.raises(UsageError, match="input must be a path, a URI, a pandas DataFrame or an Arrow table"):
         batchenum.run("dungeons", input=[["@"]], out=str(tmp_path))
-    with pytest.raises(UsageError, match="palago: .*unexpected keyword argument 'input'"):
+    with pytest.raises(UsageError, match="palago has no parameter 'input': its parameters are max_n, catalogue_max_n"):
         batchenum.run("palago", input="x.jsonl")
+    with pytest.raises(UsageError, match="^max_cells must be at least 1, not 0$"):  # as the CLI refuses --max-cells 0
+        batchenum.run("dungeons", input=str(CASES / "dungeon_seed.jsonl"), max_cells=0, out=str(tmp_path))
+    with pytest.raises(UsageError, match="^record_timeout must be above 0, not 0$"):
+        batchenum.run("nonary", input="x.jsonl", record_timeout=0, out=str(tmp_path))
+    with pytest.raises(UsageError, match="^max_n must be a whole number, not 8.5$"):
+        batchenum.run("palago", max_n=8.5, out=str(tmp_path))
+    mixed = pd.DataFrame({"id": ["a", "b"], "grid": [["@$"], "@$"]})
+    with pytest.raises(UsageError, match="input column 'grid' mixes kinds of values: row 1 holds '@\\$' \\(str\\)"):
+        batchenum.run("dungeons", input=mixed, out=str(tmp_path))
+
+
+def test_a_numpy_integer_is_taken_as_the_integer_it_holds(tmp_path):
+    import numpy as np
+
+    result = batchenum.run("palago", max_n=np.int64(6), catalogue_max_n=np.int32(3), out=str(tmp_path), serial=True)
+    assert result.tables["creature_counts"].rows == 6
+
+
+def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_path, ray_session, caplog, capsys):
+    import ray
+
+    connected = ray.get_runtime_context().gcs_address
+    with pytest.raises(UsageError, match=f"already connected to the Ray at {connected} .*drop workers"):
+        batchenum.run("palago", max_n=6, out=str(tmp_path), workers=2, head_start=False)
+    with pytest.raises(UsageError, match=f"already connected to the Ray at {connected} .*not to 127.0.0.9:1"):
+        batchenum.run("palago", max_n=6, out=str(tmp_path), address="127.0.0.9:1", head_start=False)
+    with caplog.at_level("INFO", logger="batchenum"):
+        result = batchenum.run("palago", max_n=6, out=str(tmp_path), quiet=False, head_start=False)
+    assert result.tables["creature_counts"].rows == 6
+    said = caplog.text + capsys.readouterr().err
+    assert f"computing on the Ray this process had already initialised (at {connected})" in said

@@ -9,15 +9,10 @@ import sys
 import pandas as pd
 import pytest
 
-from batchenum.jobs import cli
 from batchenum.solvers.dungeon import generate, oracle_gold
 
 from test_dungeon_job import MIXED
 
-pytestmark = pytest.mark.skipif(
-    "dungeons" not in [job.name for job in cli.JOBS],
-    reason="jobs/cli.py does not register jobs.dungeons.COMMAND yet",
-)
 
 
 def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:

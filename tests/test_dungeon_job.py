@@ -10,7 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import batchenum.jobs.dungeons
-from batchenum.jobs.dungeons import DungeonJob, add_generate_arguments, add_run_arguments, build_job, run_generate
+from batchenum.jobs import REGISTRY
+from batchenum.jobs.dungeons import DungeonJob, add_generate_arguments, run_generate
+from batchenum.pipeline.cli import parse_job
+from batchenum.pipeline.errors import UsageError
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.job import PlanContext, Shard
 from batchenum.solvers.dungeon import generate, oracle_gold
@@ -136,13 +139,11 @@ def test_missing_input_is_an_input_error(tmp_path):
 
 
 def test_run_arguments():
-    parser = argparse.ArgumentParser()
-    add_run_arguments(parser)
-    job = build_job(parser.parse_args(["--input", "x.jsonl", "--max-cells", "5000", "--records-per-shard", "7"]))
+    job = parse_job(REGISTRY, ["dungeons", "--input", "x.jsonl", "--max-cells", "5000", "--records-per-shard", "7"])
     assert (job.max_cells, job.records_per_shard) == (5000, 7)
-    assert build_job(parser.parse_args(["--input", "x.jsonl"])).max_cells == 1_000_000
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--input", "x.jsonl", "--max-cells", "0"])
+    assert parse_job(REGISTRY, ["dungeons", "--input", "x.jsonl"]).max_cells == 1_000_000
+    with pytest.raises(UsageError, match="--max-cells must be at least 1, not 0"):
+        parse_job(REGISTRY, ["dungeons", "--input", "x.jsonl", "--max-cells", "0"])
 
 
 @pytest.mark.parametrize("name", ["gen.jsonl", "gen.parquet"])

@@ -81,7 +81,7 @@ class HandOverJob(ToyJob):
         self.by_driver = 0
         self.lock = threading.Lock()
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    def run_shard(self, shard: Shard, context=None) -> ShardResult:
         if threading.current_thread().name.startswith("batchenum-compute"):
             with self.lock:
                 self.by_driver += 1
@@ -177,7 +177,7 @@ class _NamedTasks(ToyJob):
     def shard_label(self, shard: Shard) -> str:
         return f"{shard.id} values {shard.spec['start']}-{shard.spec['stop'] - 1}"
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    def run_shard(self, shard: Shard, context=None) -> ShardResult:
         import ray
 
         result = super().run_shard(shard)

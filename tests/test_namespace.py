@@ -29,7 +29,8 @@ def test_pyproject_installs_every_package_folder_under_batchenum():
     assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"] == {
         "include": ["batchenum*"]}
     on_disk = {".".join([FOLDERS[init.relative_to(REPO).parts[0]], *init.relative_to(REPO).parts[1:-1]])
-               for folder in FOLDERS for init in (REPO / folder).rglob("__init__.py")}
+               for folder in FOLDERS for init in (REPO / folder).rglob("__init__.py")
+               if "__pycache__" not in init.parts}
     assert set(find_packages(str(REPO), include=["batchenum*"])) == on_disk
 
 

@@ -148,16 +148,15 @@ def test_generate_command_writes_jsonl_and_parquet(tmp_path):
 
 
 def test_run_arguments_and_build_job(tmp_path):
-    import argparse
+    from batchenum.jobs import REGISTRY
+    from batchenum.pipeline.cli import parse_job
+    from batchenum.pipeline.errors import UsageError
 
-    parser = argparse.ArgumentParser()
-    nonary.add_run_arguments(parser)
-    args = parser.parse_args(["--input", "x.jsonl", "--max-doors", "9", "--record-timeout", "2.5"])
-    job = nonary.build_job(args)
+    job = parse_job(REGISTRY, ["nonary", "--input", "x.jsonl", "--max-doors", "9", "--record-timeout", "2.5"])
     assert (job.max_doors, job.record_timeout, job.records_per_shard) == (9, 2.5, None)  # None: sized by the plan
     assert job.least_per_shard == nonary.RECORDS_PER_SHARD and job.params()["records_per_shard"] == "auto"
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--input", "x.jsonl", "--record-timeout", "0"])
+    with pytest.raises(UsageError, match="--record-timeout must be above 0, not 0"):
+        parse_job(REGISTRY, ["nonary", "--input", "x.jsonl", "--record-timeout", "0"])
 
 
 def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):

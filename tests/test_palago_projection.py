@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from batchenum.jobs.palago import DIRECT_GROWTH, DIRECT_MEASURED, direct_seconds, palago_job
+from batchenum.jobs.palago import PalagoJob
+from batchenum.jobs.palago_counts import DIRECT_GROWTH, DIRECT_MEASURED, direct_seconds
 from batchenum.pipeline.errors import UsageError
 
 DAY = 86_400
@@ -30,12 +31,12 @@ def test_the_projection_grows_from_the_measured_run():
 def test_a_run_past_a_day_is_refused_unless_forced():
     refused = first_refused_n()
     assert 29 <= refused <= 40  # any machine of 1 to 2,000 CPUs refuses n = 40
-    with pytest.raises(UsageError, match=f"--max-n {refused} by the direct search would take about") as caught:
-        palago_job(refused)
-    assert "Use --method transfer" in str(caught.value) and "--force" in str(caught.value)
-    assert palago_job(refused, force=True).max_n == refused
-    assert palago_job(refused - 1).max_n == refused - 1
-    assert palago_job(40, method="transfer").max_n == 40  # the transfer method is never refused for time
+    with pytest.raises(UsageError, match=f"max_n {refused} by the direct search would take about") as caught:
+        PalagoJob.create(max_n=refused)
+    assert "Use method transfer" in str(caught.value) and "give force" in str(caught.value)
+    assert PalagoJob.create(max_n=refused, force=True).max_n == refused
+    assert PalagoJob.create(max_n=refused - 1).max_n == refused - 1
+    assert PalagoJob.create(max_n=40, method="transfer").max_n == 40  # the transfer method is never refused
 
 
 def test_the_cli_refuses_max_n_40_at_once_and_writes_nothing(tmp_path):

@@ -139,12 +139,12 @@ def test_kernel_counts_are_python_ints():
 
 
 def test_max_n_cap_follows_the_state_key():
-    from batchenum.jobs.palago import palago_job
+    from batchenum.jobs.palago import PalagoJob
     from batchenum.pipeline.errors import UsageError
 
-    assert max_height(TRANSFER_MAX_N) == 30 and palago_job(TRANSFER_MAX_N, method="transfer").wide
-    with pytest.raises(UsageError, match=f"--max-n must be between 1 and {TRANSFER_MAX_N}"):
-        palago_job(TRANSFER_MAX_N + 1, method="transfer")
+    assert max_height(TRANSFER_MAX_N) == 30 and PalagoJob.create(max_n=TRANSFER_MAX_N, method="transfer").wide
+    with pytest.raises(UsageError, match=f"max_n must be between 1 and {TRANSFER_MAX_N}"):
+        PalagoJob.create(max_n=TRANSFER_MAX_N + 1, method="transfer")
     with pytest.raises(ValueError, match="height must be between 1 and 30"):
         count_height(31, 70)
 
@@ -168,12 +168,12 @@ def test_wide_table_holds_the_same_counts_as_decimal_strings(tmp_path):
 
 def test_the_api_takes_the_checkpoint_interval_as_the_cli_does(tmp_path):
     import batchenum
-    from batchenum.jobs.palago import CHECKPOINT_INTERVAL, palago_job
+    from batchenum.jobs.palago import CHECKPOINT_INTERVAL, PalagoJob
     from batchenum.pipeline.errors import UsageError
 
-    assert palago_job(30, method="transfer", checkpoint_interval=15).checkpoint_interval == 15
-    assert palago_job(30, method="transfer").checkpoint_interval == CHECKPOINT_INTERVAL
-    with pytest.raises(UsageError, match="--checkpoint-interval applies to --method transfer"):
+    assert PalagoJob.create(max_n=30, method="transfer", checkpoint_interval=15).checkpoint_interval == 15
+    assert PalagoJob.create(max_n=30, method="transfer").checkpoint_interval == CHECKPOINT_INTERVAL
+    with pytest.raises(UsageError, match="checkpoint_interval applies to method transfer"):
         batchenum.run("palago", max_n=8, checkpoint_interval=15, out=str(tmp_path))
     with pytest.raises(UsageError, match="above 0, not 0"):
         batchenum.run("palago", max_n=8, method="transfer", checkpoint_interval=0, out=str(tmp_path))
@@ -240,9 +240,9 @@ def test_a_checkpoint_of_other_parameters_is_not_resumed(tmp_path):
 
     storage = Storage.at(str(tmp_path))
     shard = Shard("h005", {"height": 5})
-    Checkpoint(storage, shard, {"params": "a"}, 1.0).save(b"state", "column 3")
-    assert Checkpoint(storage, shard, {"params": "a"}, 1.0).load() == b"state"
-    assert Checkpoint(storage, shard, {"params": "b"}, 1.0).load() is None
+    Checkpoint(storage, shard, {"params": "a"}).save(b"state", "column 3")
+    assert Checkpoint(storage, shard, {"params": "a"}).load() == b"state"
+    assert Checkpoint(storage, shard, {"params": "b"}).load() is None
 
 
 def test_a_sweep_resumed_from_any_save_gives_the_same_counts():

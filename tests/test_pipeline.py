@@ -139,7 +139,7 @@ class _StreamedToy(ToyJob):
     shard_tables = ("rows",)
     streamed_tables = ("rows",)
 
-    def run_shard(self, shard):
+    def run_shard(self, shard, context=None):
         return ShardResult({"rows": {"value": list(range(shard.spec["start"], shard.spec["stop"]))}})
 
     def finalize(self, tables, out):
@@ -147,8 +147,9 @@ class _StreamedToy(ToyJob):
 
 
 def test_a_streamed_table_names_a_repeated_key_instead_of_dropping_rows(tmp_path):
-    with pytest.raises(StoreError, match=r"'rows': value = 5 in shard s001 repeats or comes out of order"):
+    with pytest.raises(StoreError, match=r"'rows': value = 5 in shard s001 repeats or comes out of order") as raised:
         run(tmp_path, _StreamedToy())
+    assert "have run_shard sort its rows" in str(raised.value) and "bug" not in str(raised.value)  # the job's mistake
     assert not (tmp_path / "streamed_toy" / "rows.parquet").exists()
 
 
@@ -176,7 +177,7 @@ class _PartitionedStreamedToy(ToyJob):
     def params(self) -> dict:
         return {"repeat": self.repeat}
 
-    def run_shard(self, shard):
+    def run_shard(self, shard, context=None):
         k = int(shard.id[1:])
         keys = [f"k{value:03d}" for value in range(k, 60, 3)][::-1] + ([self.repeat] if self.repeat and k == 2 else [])
         return ShardResult({"rows": {"group": [int(key[1:]) % 2 for key in keys], "key": keys}})

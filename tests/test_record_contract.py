@@ -27,7 +27,7 @@ import pytest
 from test_dungeon_job import run_all  # every shard, no Ray; checks the workers' record counts
 
 from batchenum.jobs.dungeons import DungeonJob
-from batchenum.jobs.nonary import NonaryJob, add_run_arguments
+from batchenum.jobs.nonary import NonaryJob
 from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.inputs import plan_slices, read_records
@@ -373,14 +373,14 @@ def test_record_timeout_covers_the_preparation_of_a_long_chain(tmp_path):
 
 
 def test_record_timeout_inf_means_no_limit():
-    import argparse
+    from batchenum.jobs import REGISTRY
+    from batchenum.pipeline.cli import parse_job
+    from batchenum.pipeline.errors import UsageError
 
-    parser = argparse.ArgumentParser()
-    add_run_arguments(parser)
-    assert parser.parse_args(["--input", "x.jsonl", "--record-timeout", "inf"]).record_timeout == math.inf
+    assert parse_job(REGISTRY, ["nonary", "--input", "x.jsonl", "--record-timeout", "inf"]).record_timeout == math.inf
     for bad in ("0", "-1", "nan", "soon"):
-        with pytest.raises(SystemExit):
-            parser.parse_args(["--input", "x.jsonl", "--record-timeout", bad])
+        with pytest.raises(UsageError, match="--record-timeout must be"):
+            parse_job(REGISTRY, ["nonary", "--input", "x.jsonl", "--record-timeout", bad])
 
 
 def test_record_timeout_inf_answers(tmp_path):

@@ -22,7 +22,6 @@ class ToyJob(Job):
     must deduplicate."""
 
     name = "toy"
-    code_packages = ("batchenum.pipeline",)  # this module is pickled by value to Ray workers, not installed
     version = "1"
     tables = (ITEMS, TOTALS)
     shard_tables = ("items",)
@@ -39,7 +38,7 @@ class ToyJob(Job):
     def plan(self, context: PlanContext) -> list[Shard]:
         return [Shard(f"s{k:03d}", {"start": k * self.width, "stop": (k + 2) * self.width}) for k in range(self.shards)]
 
-    def run_shard(self, shard: Shard) -> ShardResult:
+    def run_shard(self, shard: Shard, context=None) -> ShardResult:
         if shard.id == self.fail_on:
             raise ValueError(f"bad input in {shard.id}")
         time.sleep(self.seconds)

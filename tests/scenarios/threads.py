@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from batchenum.jobs.palago import palago_job
+from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
 
@@ -29,7 +29,7 @@ def main(out: str, max_n: str, head_start: str) -> None:
         started = time.monotonic()
         try:
             options = RunOptions(out_dir=os.path.join(out, name), workers=2, head_start=head_start == "1")
-            result = run_job(palago_job(int(max_n), 0, 32, "direct", None), options, Progress("palago", quiet=True))
+            result = run_job(PalagoJob.create(max_n=int(max_n), shards=32), options, Progress("palago", quiet=True))
             outcome = {"ok": True, "shards": result.shards}
         except Exception as error:  # the test reports it
             outcome = {"ok": False, "error": f"{type(error).__name__}: {error}"}

@@ -1,0 +1,233 @@
+"""A job's parameters, declared once: ``Param`` fields on the job class.
+
+Each declaration (type, default, bounds or choices, help) is the single source of the CLI option
+(``--max-n``), its ``--help`` line, the keyword of ``batchenum.run`` and the job's constructor, the
+validation and its messages, and (for parameters that change results) the provenance a job records:
+
+    class Queens(Job):
+        n = Param(int, default=8, low=1, high=16, help="board size")
+
+Messages name a parameter as the caller wrote it: ``max_n must be between 1 and 40, not 99`` from
+Python, ``--max-n must be between 1 and 40, not 99`` from the command line.  Nothing here imports
+argparse: pipeline/cli.py turns declarations into options.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from batchenum.pipeline.errors import UsageError
+
+__all__ = ["Param", "ParamError", "REQUIRED", "INPUTS", "declared_params", "resolve_params", "spelled"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()  # a parameter without a default must be given
+INPUTS = "inputs"  # the type of a record batch's input: files, folders, globs, URIs (a list of them)
+
+
+class ParamError(UsageError, ValueError):
+    """A parameter value the job refuses (a ValueError too, as Python callers expect).  ``template`` names parameters as ``{name}``, so that the
+    message can speak Python (``max_n``) or the command line (``--max-n``)."""
+
+    def __init__(self, template: str, cli: bool = False):
+        self.template = template
+        super().__init__(_render(template, cli))
+
+    def spoken(self, cli: bool) -> ParamError:
+        return ParamError(self.template, cli)
+
+
+def spelled(name: str, cli: bool) -> str:
+    """``max_n`` as Python names it, ``--max-n`` as the command line does."""
+    return "--" + name.replace("_", "-") if cli else name
+
+
+def _render(template: str, cli: bool) -> str:
+    out, rest = [], template
+    while "{" in rest:
+        head, _, tail = rest.partition("{")
+        name, _, rest = tail.partition("}")
+        out += [head, spelled(name, cli)]
+    return "".join(out) + rest
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a job.
+
+    type:     int, float, str, bool, or ``INPUTS`` (one or more paths, globs or URIs).
+    default:  its value when not given; ``REQUIRED`` when it must be given; None for "automatic"
+              (the job decides; ``help`` says how).
+    low/high: inclusive bounds for numbers; ``high`` may name another parameter ("max_n").
+    above:    an exclusive lower bound (a number of seconds above 0).
+    choices:  the values a string may take.
+    help:     one line for ``--help`` and docs; ``{job.attr}`` is filled from the job class.
+    recorded: the parameter changes results, so its value is part of the provenance (``params()``)
+              and a change recomputes every shard.  False for parameters that only change how
+              the work is done (shard counts, time budgets, checkpoint intervals).
+    metavar:  how ``--help`` shows its value.
+    """
+
+    type: Any
+    default: Any = REQUIRED
+    low: float | None = None
+    high: float | str | None = None
+    above: float | None = None
+    choices: tuple = ()
+    help: str = ""
+    recorded: bool = True
+    metavar: str | None = None
+    name: str = field(default="", compare=False)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        object.__setattr__(self, "name", name)
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def help_for(self, job_class: type) -> str:
+        return self.help.format(job=job_class)
+
+    def coerce(self, value: Any) -> Any:
+        """``value`` as this parameter's type (command-line text parsed, numpy scalars made plain);
+        raises ParamError naming the parameter."""
+        if value is None and self.default is None:
+            return None
+        if self.type is INPUTS:
+            return _inputs(self.name, value)
+        if self.type is bool:
+            return _boolean(self.name, value)
+        if self.type is int:
+            return _whole(self.name, value)
+        if self.type is float:
+            return _number(self.name, value)
+        if self.type is str:
+            if not isinstance(value, str):
+                raise ParamError(f"{{{self.name}}} must be a string, not {value!r}")
+            return value
+        return self.type(value)
+
+    def check(self, value: Any, values: Mapping[str, Any]) -> None:
+        """Raise ParamError when ``value`` is out of bounds or not one of the choices."""
+        if value is None:
+            return
+        name = self.name
+        if self.choices and value not in self.choices:
+            raise ParamError(f"{{{name}}} must be one of {', '.join(map(str, self.choices))}, not {value}")
+        high = values[self.high] if isinstance(self.high, str) else self.high
+        shown_high = f"{{{self.high}}} ({high})" if isinstance(self.high, str) else _shown(high)
+        if self.low is not None and high is not None and not self.low <= value <= high:
+            raise ParamError(f"{{{name}}} must be between {_shown(self.low)} and {shown_high}, not {_shown(value)}")
+        if self.low is not None and high is None and value < self.low:
+            raise ParamError(f"{{{name}}} must be at least {_shown(self.low)}, not {_shown(value)}")
+        if self.above is not None and not value > self.above:
+            raise ParamError(f"{{{name}}} must be above {_shown(self.above)}, not {_shown(value)}")
+
+
+def _shown(number: Any) -> str:
+    return f"{number:g}" if isinstance(number, float) else str(number)
+
+
+def _whole(name: str, value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise ParamError(f"{{{name}}} must be a whole number, not {value!r}") from None
+    if isinstance(value, bool):
+        raise ParamError(f"{{{name}}} must be a whole number, not {value!r}")
+    try:
+        return operator.index(value)  # int and numpy integers, not floats
+    except TypeError:
+        raise ParamError(f"{{{name}}} must be a whole number, not {value!r}") from None
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ParamError(f"{{{name}}} must be a number, not {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise ParamError(f"{{{name}}} must be a number, not {value!r}")
+    return float(value)
+
+
+def _boolean(name: str, value: Any) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+        return value.lower() in ("true", "yes", "1")
+    if isinstance(value, (bool, numbers.Integral)) and value in (0, 1):
+        return bool(value)
+    raise ParamError(f"{{{name}}} must be true or false, not {value!r}")
+
+
+def _inputs(name: str, value: Any) -> Any:
+    """A path or URI, or a list of them (a ``pipeline.storage.Storage`` of a file is kept as it is)."""
+    def one(v: Any) -> Any:
+        return os.fspath(v) if isinstance(v, (str, os.PathLike)) else v
+
+    def is_one(v: Any) -> bool:
+        return isinstance(v, (str, os.PathLike)) or hasattr(v, "display_root")
+
+    if is_one(value):
+        return one(value)
+    if isinstance(value, (list, tuple)) and value and all(map(is_one, value)):
+        return [one(v) for v in value]
+    raise ParamError(f"{{{name}}} must be a path, a URI, a pandas DataFrame or an Arrow table, or a list of "
+                     f"paths and URIs (files, folders, globs), not {type(value).__name__}"
+                     + (" holding other things" if isinstance(value, (list, tuple)) else ""))
+
+
+def declared_params(job_class: type) -> dict[str, Param]:
+    """The job class's parameters by name, in declaration order (a base class's first; a subclass
+    may declare one again to change it)."""
+    found: dict[str, Param] = {}
+    for klass in reversed(job_class.__mro__):
+        for name, value in vars(klass).items():
+            if isinstance(value, Param):
+                found.pop(name, None)
+                found[name] = value
+    return found
+
+
+def resolve_params(job_class: type, args: tuple, values: Mapping[str, Any],
+                   check: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Every declared parameter's value: positional ``args`` in declaration order, then keywords,
+    then defaults; coerced and checked, then ``check(values)`` for rules between parameters.
+    Raises ParamError (spoken in Python's words) for the first bad one."""
+    params = declared_params(job_class)
+    job = getattr(job_class, "name", "") or job_class.__name__
+    if len(args) > len(params):
+        raise ParamError(f"{job} takes {len(params)} parameters ({', '.join(params) or 'none'}), "
+                         f"not {len(args)}")
+    given = dict(zip(params, args))
+    for name, value in values.items():
+        if name not in params:
+            raise ParamError(f"{job} has no parameter {name!r}: its parameters are {', '.join(params) or 'none'}")
+        if name in given:
+            raise ParamError(f"{job}: {{{name}}} given twice")
+        given[name] = value
+    resolved = {}
+    for name, param in params.items():
+        if name not in given:
+            if param.required:
+                raise ParamError(f"{job} needs {{{name}}}" + (f" ({param.help_for(job_class)})" if param.help else ""))
+            resolved[name] = param.default
+            continue
+        resolved[name] = param.coerce(given[name])
+    for name, param in params.items():
+        param.check(resolved[name], resolved)
+    if check is not None:
+        check(resolved)
+    return resolved

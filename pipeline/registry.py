@@ -1,0 +1,146 @@
+"""Which jobs and commands exist: one registry, read by the CLI, ``batchenum.run``, ``warm`` and
+the docs tests.
+
+Three sources, no hand-kept list:
+
+- the modules of a package (``batchenum.jobs``): a module that declares ``JOB = SomeJob`` adds
+  that job under ``SomeJob.name``; one that declares ``COMMANDS = [...]`` adds commands;
+- installed packages, through the entry-point group ``batchenum.jobs``
+  (``[project.entry-points."batchenum.jobs"] queens = "mypkg.queens:Queens"`` in pyproject.toml):
+  once installed, ``batchenum run queens`` works as for a built-in job;
+- a job named by where it is: ``MODULE:CLASS`` (a module on sys.path) or ``path/to/file.py:CLASS``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import pkgutil
+import sys
+from typing import Any
+
+from batchenum.pipeline.errors import UsageError
+from batchenum.pipeline.job import Job
+
+__all__ = ["JobRegistry", "ENTRY_POINT_GROUP", "RUN_OPTIONS", "is_job_path", "load_job_class"]
+
+ENTRY_POINT_GROUP = "batchenum.jobs"
+# what ``run`` itself takes, in the CLI and in batchenum.run: no job parameter may have these names
+RUN_OPTIONS = ("out", "workers", "address", "serial", "head_start", "overwrite", "retries", "storage_timeout",
+               "quiet", "json")
+
+
+class JobRegistry:
+    """The jobs of ``package`` (its modules' ``JOB``) and of the entry-point group, and the commands
+    of the package's modules (their ``COMMANDS``), found on first use."""
+
+    def __init__(self, package: str, group: str = ENTRY_POINT_GROUP):
+        self.package = package
+        self.group = group
+
+    @functools.cached_property
+    def _modules(self) -> list[Any]:
+        package = importlib.import_module(self.package)
+        names = sorted(info.name for info in pkgutil.iter_modules(package.__path__)
+                       if not info.name.startswith("_") and info.name not in ("cli", "registry"))
+        return [importlib.import_module(f"{self.package}.{name}") for name in names]
+
+    @functools.cached_property
+    def jobs(self) -> dict[str, type[Job]]:
+        """Every job by name: the package's, in module order, then the installed packages'."""
+        found: dict[str, type[Job]] = {}
+        for module in self._modules:
+            job = getattr(module, "JOB", None)
+            if job is not None:
+                found[_checked(job, module.__name__).name] = job
+        for entry in sorted(importlib.metadata.entry_points(group=self.group), key=lambda e: e.name):
+            if entry.name in found:
+                continue  # a built-in name is never shadowed by an installed package
+            try:
+                job = entry.load()
+            except Exception as error:
+                raise UsageError(f"the job {entry.name!r} registered by an installed package ({entry.value}) "
+                                 f"cannot be loaded: {type(error).__name__}: {error}") from error
+            found[entry.name] = _checked(job, entry.value)
+        return found
+
+    def names(self) -> list[str]:
+        return list(self.jobs)
+
+    def commands(self) -> list[Any]:
+        """The package's modules' ``COMMANDS`` and every job's ``commands()``, in module order."""
+        found = [command for module in self._modules for command in getattr(module, "COMMANDS", ())]
+        return found + [command for job in self.jobs.values() for command in job.commands()]
+
+    def job_class(self, name: str) -> type[Job]:
+        """A registered job by name, or one named by ``MODULE:CLASS`` or ``FILE.py:CLASS``."""
+        if is_job_path(name):
+            return load_job_class(name)
+        if name not in self.jobs:
+            raise UsageError(f"no job {name!r}: the jobs are {', '.join(self.jobs)} (or give MODULE:CLASS or "
+                             "path/to/file.py:CLASS)")
+        return self.jobs[name]
+
+
+def is_job_path(text: str) -> bool:
+    """``MODULE:CLASS`` or ``FILE.py:CLASS`` (a name has no colon)."""
+    return ":" in text and not text.startswith(":") and not text.endswith(":")
+
+
+def load_job_class(text: str) -> type[Job]:
+    """The job class ``MODULE:CLASS`` or ``path/to/file.py:CLASS`` names.  A file is imported as a
+    module named after it, with its folder put first on sys.path (as ``python file.py`` does), so
+    that its own imports work and it can be shipped to Ray workers."""
+    where, _, attribute = text.rpartition(":")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        module = _import_file(where)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as error:
+            raise UsageError(f"{text}: cannot import the module {where!r} ({error}): give a module on the "
+                             "Python path (PYTHONPATH) or a file path ending in .py") from None
+    job = getattr(module, attribute, None)
+    if job is None:
+        raise UsageError(f"{text}: {where} has no {attribute!r}")
+    return _checked(job, text)
+
+
+def _import_file(path: str) -> Any:
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path} (give path/to/file.py:CLASS)")
+    name = os.path.splitext(os.path.basename(path))[0]
+    loaded = sys.modules.get(name)
+    if loaded is not None and os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+        return loaded
+    if not name.isidentifier():
+        raise UsageError(f"{path}: the file name must be a Python module name (letters, digits, underscores)")
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _checked(job: Any, where: str) -> type[Job]:
+    """A job class with a name, and no parameter named as one of run's own options."""
+    if not (isinstance(job, type) and issubclass(job, Job)):
+        raise UsageError(f"{where} is not a job class (a subclass of batchenum.pipeline.job.Job): {job!r}")
+    if not job.name:
+        raise UsageError(f"{where}: the job class {job.__qualname__} has no name: set name = '...' on it")
+    clashes = sorted(set(job.declared_params()) & set(RUN_OPTIONS))
+    if clashes:
+        raise UsageError(f"{where}: the job's parameter {clashes[0]!r} has the name of one of run's own options "
+                         f"({', '.join(RUN_OPTIONS)}): rename it")
+    return job
