@@ -359,6 +359,9 @@ def _note_interrupts() -> threading.Event:
         def handler(signum, frame):
             interrupted.signum = signum
             interrupted.set()
+            # Tasks cancelled in flight on a cluster can still end in an error (a commit refused once
+            # the lease is given back); this process is ending, so Ray must not print them as unhandled.
+            os.environ["RAY_IGNORE_UNHANDLED_ERRORS"] = "1"
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGINT, handler)
