@@ -65,7 +65,9 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     try:
         return _run_leased(job, store, options, progress, started)
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (pipeline/cli.py): say what a rerun reuses
-        stop.committed_shards = _committed_shards(store, _shard_tables(job))
+        # the same exception goes on up (it may be a real Ctrl-C), so it carries the count as an extra
+        # attribute, which pipeline/cli.py reads with getattr
+        stop.committed_shards = _committed_shards(store, _shard_tables(job))  # type: ignore[attr-defined]
         raise
 
 
@@ -197,7 +199,9 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
     recorded, in plan order.
     Otherwise PipelineError names each missing shard and the node it ran on."""
     tables = _shard_tables(job)
-    missing, totals, rows, fingerprints = [], {}, dict.fromkeys(tables, 0), []
+    missing: list[str] = []
+    totals: dict[str, int] = {}
+    rows, fingerprints = dict.fromkeys(tables, 0), []
     by_shard: dict[str, dict[str, int]] = {name: {} for name in tables}
     for shard in shards:
         problem, shard_rows, stats = store.committed_footers(shard, tables)  # the merge checks the pages
@@ -276,7 +280,8 @@ def _compute(job: Job, store: ShardStore, pending: list[Shard], total: int, reus
     returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
     those whose input had changed."""
     nodes: dict[str, str] = {}
-    verified, changed = [0], []
+    verified = [0]
+    changed: list[str] = []
     if not pending:
         return nodes, 0, changed
     lock = threading.Lock()

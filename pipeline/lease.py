@@ -299,6 +299,8 @@ def lease_problem(lease: object) -> str | None:
         value = lease.get(key)
         if not isinstance(value, kinds) or isinstance(value, bool):
             return f"its {key} is {json.dumps(value)[:40]}" if key in lease else f"it has no {key}"
+        if isinstance(value, str):  # run and host: any text will do
+            continue
         if key == "pid" and not 0 < value < 1 << 31:
             return f"its pid is {value}"
         if key.endswith("_at") and not 0 <= value < 1e11:  # seconds since 1970, before the year 5000

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import IO, Iterable
 
 __all__ = ["LocalRay", "LocalRayError", "process_tree"]
 
@@ -74,7 +74,7 @@ class LocalRay:
         self._pipe: int | None = None  # the driver's end of the watchdog's pipe: closing it stops Ray
         self._address = ""
         self._process: subprocess.Popen | None = None  # the watchdog
-        self._log = None
+        self._log: IO[bytes] | None = None  # ray start's output, read back for error messages
         self._failure: str | None = None
 
     def start(self) -> None:
@@ -102,7 +102,7 @@ class LocalRay:
     def address(self) -> str | None:
         """The head's address once it is up, None while it starts; raises LocalRayError if
         ``ray start`` has exited."""
-        if self._failure is not None or self._process is None:
+        if self._failure is not None or self._process is None or self._folder is None:
             raise LocalRayError(self._failure or "the local Ray was not started")
         up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
         if self._process.poll() is not None:
@@ -143,6 +143,8 @@ class LocalRay:
             self._lock = None
 
     def _output_tail(self, lines: int = 3) -> str:
+        if self._log is None:  # stopped, or the log could not be opened
+            return "(no output)"
         self._log.flush()
         self._log.seek(0)
         text = self._log.read().decode(errors="replace").strip().splitlines()

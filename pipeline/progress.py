@@ -17,7 +17,10 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # tqdm itself is imported when the first bar is drawn
+    from tqdm import tqdm
 
 __all__ = ["Progress", "LOGGER"]
 
@@ -44,7 +47,7 @@ def _in_notebook() -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
-def _bar_class(notebook: bool) -> type:
+def _bar_class(notebook: bool) -> type[tqdm]:
     if notebook:
         with warnings.catch_warnings():  # without ipywidgets tqdm says so and draws text: fine in a notebook
             warnings.simplefilter("ignore")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import os
 import re
 import secrets
@@ -336,7 +337,7 @@ class RaySession:
         _check_reachable(self.address)
         try:
             with _our_signal_handlers():
-                ray.init(address=self.address, logging_level="WARNING")
+                ray.init(address=self.address, logging_level=logging.WARNING)
         except Exception as error:
             raise ClusterError(_explain_connect_failure(self.address, error)) from error
         return f"the Ray cluster at {self.address}"
@@ -382,8 +383,9 @@ class RaySession:
                 try:
                     attempt = ray.get(ref)
                 except RayError as error:
-                    if isinstance(getattr(error, "cause", None), RunStoppedError):
-                        raise error.cause from None
+                    cause = getattr(error, "cause", None)  # a task's own exception (RayTaskError)
+                    if isinstance(cause, RunStoppedError):
+                        raise cause from None
                     raise ShardFailedError(_failure_message(shard, error, self.retries)) from error
                 on_done(shard, attempt)
         except BaseException:
@@ -457,7 +459,7 @@ class _SharedPrivateRay:
     several threads (``batchenum.run`` from a thread pool) share one: the first starts it, the first
     that needs it connects, and the last to leave stops it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._local: LocalRay | None = None
         self._users = 0
@@ -482,6 +484,8 @@ class _SharedPrivateRay:
         with self._lock:
             if self.connected:
                 return
+            if self._local is None:
+                raise ClusterError("internal error: the local Ray was connected to before it was started (acquire)")
             try:
                 address = self._local.wait(LOCAL_RAY_TIMEOUT)
             except LocalRayError as error:
@@ -491,7 +495,7 @@ class _SharedPrivateRay:
             _loopback_only(True)
             try:
                 with _our_signal_handlers():
-                    ray.init(address=address, logging_level="WARNING", configure_logging=True, log_to_driver=True)
+                    ray.init(address=address, logging_level=logging.WARNING, configure_logging=True, log_to_driver=True)
             except Exception as error:
                 _loopback_only(False)
                 raise ClusterError(f"could not connect to the local Ray at {address}: "

@@ -11,7 +11,7 @@ import os
 import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
@@ -234,7 +234,7 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         planned = set(plan["shards"])
         status.unplanned = sorted(shard_id for shard_id in by_shard if shard_id not in planned)
         by_shard = {shard_id: paths for shard_id, paths in by_shard.items() if shard_id in planned}
-    started = plan.get("started_at", 0.0)
+    started = _as_number(plan.get("started_at", 0.0))
     for shard_id in sorted(by_shard):
         paths = by_shard[shard_id]
         if any(table not in paths for table in tables):
@@ -253,13 +253,13 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
             continue
         status.committed.append(shard_id)
         stats = _stats(meta)
-        committed_at, seconds = stats.get("committed_at"), stats.get("seconds", 0.0)
-        if not _number(committed_at):
+        committed_at, seconds = _as_number(stats.get("committed_at")), _as_number(stats.get("seconds", 0.0))
+        if committed_at is None:
             continue
-        status.last_commit = max(status.last_commit or 0.0, float(committed_at))
-        if _number(started) and committed_at >= started and _number(seconds):
-            status.seconds.append(float(seconds))
-            status.commit_times.append(float(committed_at))
+        status.last_commit = max(status.last_commit or 0.0, committed_at)
+        if started is not None and committed_at >= started and seconds is not None:
+            status.seconds.append(seconds)
+            status.commit_times.append(committed_at)
 
 
 def _stats(meta: dict[str, str]) -> dict[str, Any]:
@@ -270,8 +270,11 @@ def _stats(meta: dict[str, str]) -> dict[str, Any]:
     return stats if isinstance(stats, dict) else {}
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+def _as_number(value: object) -> float | None:
+    """``value`` (parsed JSON) as a float when it is a number, None when it is anything else (a bool, NaN)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
 
 
 def _final_table(folder: Storage, path: str) -> dict[str, Any]:
@@ -309,7 +312,7 @@ def _basename(path: str) -> str:
 # ------------------------------------------------------------------------------------ rendering
 
 
-def render(statuses: list[JobStatus], now: float | None = None, others: list[str] = ()) -> str:
+def render(statuses: list[JobStatus], now: float | None = None, others: Sequence[str] = ()) -> str:
     """Plain text, a few lines per job, then the folders that are not job folders (``others``)."""
     now = time.time() if now is None else now
     blocks = [_render_one(status, now) for status in statuses]
@@ -324,10 +327,10 @@ def _plural(count: int, noun: str) -> str:
 
 def _wall_seconds(status: JobStatus) -> float | None:
     """Seconds from the start of the last run to its last commit (None: no commit of that run)."""
-    started = (status.plan or {}).get("started_at")
-    if not status.commit_times or not _number(started):
+    started = _as_number((status.plan or {}).get("started_at"))
+    if not status.commit_times or started is None:
         return None
-    return max(status.commit_times) - float(started)
+    return max(status.commit_times) - started
 
 
 def _last_run_work(status: JobStatus) -> str:
@@ -410,7 +413,7 @@ def _linked_bytes(folder: Storage, paths: list[str], sizes: dict[str, int]) -> i
 
 
 def _committed(status: JobStatus) -> bool:
-    return bool(status.manifest) and status.manifest.get("state") == "committed"
+    return status.manifest is not None and status.manifest.get("state") == "committed"
 
 
 def _manifest_lines(status: JobStatus) -> list[str]:
@@ -427,7 +430,7 @@ def _manifest_lines(status: JobStatus) -> list[str]:
             "`batchenum cleanup`) completes the replacement first"]
 
 
-def _bytes(size: int) -> str:
+def _bytes(size: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1000 or unit == "GB":
             return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
@@ -435,7 +438,7 @@ def _bytes(size: int) -> str:
     return f"{size:,.1f} TB"
 
 
-def to_json(statuses: list[JobStatus], now: float | None = None, others: list[str] = ()) -> dict[str, Any]:
+def to_json(statuses: list[JobStatus], now: float | None = None, others: Sequence[str] = ()) -> dict[str, Any]:
     """``status --json``: one object per job folder, in the stable shape docs/cli.md describes, and
     the folders no batchenum run wrote."""
     now = time.time() if now is None else now
@@ -506,10 +509,8 @@ def _time_left(status: JobStatus) -> float | None:
     if status.planned is None or not status.plan:
         return None
     remaining = status.planned - len(status.committed)
-    started = status.plan.get("started_at")
+    started = _as_number(status.plan.get("started_at"))
     if remaining <= 0 or not started or not status.commit_times:
-        return None
-    if not _number(started):
         return None
     elapsed = max(status.commit_times) - started
     rate = len(status.commit_times) / elapsed if elapsed > 0 else None

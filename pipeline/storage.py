@@ -92,6 +92,8 @@ class StorageUnavailableError(StorageError, RunStoppedError):
 class NoRoomError(StorageError, RunStoppedError):
     """The output location takes no more: its device is full, its quota used, it is read-only."""
 
+    reason: str = ""  # why, in a few words ("no space is left on its device"); set by Storage.no_room
+
 
 class LinkRefusedError(StorageError, RunStoppedError):
     """A symbolic link where batchenum keeps its own files and folders: nothing is written, moved or
@@ -108,7 +110,7 @@ def is_temporary(name: str, old: bool | None = None) -> bool:
     ``replace_folder``) made; ``old``: only a folder moved aside (True), only a file being written
     (False)."""
     found = _TEMPORARY.fullmatch(name)
-    return bool(found) and (old is None or bool(found.group("old")) == old)
+    return found is not None and (old is None or bool(found.group("old")) == old)
 
 
 def temporary_target(name: str) -> str | None:
@@ -125,7 +127,9 @@ def _no_room(error: BaseException) -> str | None:
     code = error.errno
     if code is None:
         found = _ERRNO_TEXT.search(str(error))
-        code = int(found.group(1)) if found else None
+        if found is None:
+            return None
+        code = int(found.group(1))
     return _NO_ROOM.get(code)
 
 
@@ -343,7 +347,7 @@ class Storage:
                 time.sleep(min(delay, self.timeout - waited))
                 rounds += 1
                 continue
-            if rounds > 1:
+            if rounds > 1 and failed_at is not None:
                 LOGGER.warning(f"storage is back: {operation} {self.uri(path)} succeeded after "
                                f"{time.monotonic() - failed_at:.0f} s")
             return result
@@ -370,10 +374,10 @@ class Storage:
 
         return self.retrying("reading", path, read)
 
-    def write_atomic(self, path: str, write: Callable[[str], None]) -> None:
-        """Commit a file: ``write(local_path)`` writes it in full to a local temporary path, which
-        then becomes ``path`` at once (rename on a disk, one upload on an object store), once
-        ``guard`` allows it.  NoRoomError when the place is full or read-only."""
+    def write_atomic(self, path: str, write: Callable[[str], object]) -> None:
+        """Commit a file: ``write(local_path)`` writes it in full to a local temporary path (what it
+        returns is ignored), which then becomes ``path`` at once (rename on a disk, one upload on an
+        object store), once ``guard`` allows it.  NoRoomError when the place is full or read-only."""
         self.refuse_links(path)
         try:
             self._write_atomic(path, write)
@@ -394,7 +398,7 @@ class Storage:
         full.reason = reason
         return full
 
-    def _write_atomic(self, path: str, write: Callable[[str], None]) -> None:
+    def _write_atomic(self, path: str, write: Callable[[str], object]) -> None:
         if self.local:
             _write_local_atomic(path, write, self._check_guard)
             return
@@ -698,7 +702,7 @@ def _reopened(storage: Storage, path: str, handle: Any) -> Any:
     return fresh
 
 
-def _write_local_atomic(path: str, write: Callable[[str], None], before_rename: Callable[[], None]) -> None:
+def _write_local_atomic(path: str, write: Callable[[str], object], before_rename: Callable[[], None]) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     tmp = temporary_name(path)

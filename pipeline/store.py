@@ -594,7 +594,7 @@ class ShardStore:
         {value: for each shard, its row groups holding that value} (``write_values`` writes one)."""
         spec = self.job.table_spec(name)
         paths = [self.shard_path(name, shard_id) for shard_id in shard_ids]
-        found, rows = _row_groups_by_value(paths, spec.partition, self.storage)
+        found, rows = _row_groups_by_value(paths, _partition_column(spec), self.storage)
         groups: list[dict[Any, list[list[int]]]] = [{}]
         size = 0
         for value in sorted(found):
@@ -1007,9 +1007,17 @@ def _row_groups_by_value(paths: list[str], column: str, storage: Storage) -> tup
     return found, rows
 
 
+def _partition_column(spec: TableSpec) -> str:
+    """The partition column of grouped table ``spec``; StoreError if the table is not grouped."""
+    if spec.partition is None:
+        raise StoreError(f"internal error: table {spec.name} has no partition column, so it cannot be read by value")
+    return spec.partition
+
+
 def _partition_order(spec: TableSpec) -> list[str]:
     """The partition column, then the sort columns within a partition."""
-    return [spec.partition, *(column for column in spec.sort if column != spec.partition)]
+    partition = _partition_column(spec)
+    return [partition, *(column for column in spec.sort if column != partition)]
 
 
 # Rows gathered and written at a time, one row group each: the sorted partition is never held twice.
@@ -1032,7 +1040,7 @@ def _merged_batches(body: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa.
     indices = pc.sort_indices(body, [(column, "ascending") for column in order]).to_numpy() if order else None
     last = None
     for start in range(0, body.num_rows, _BATCH_ROWS):
-        if order:
+        if indices is not None:
             batch = _gather(body, indices[start:start + _BATCH_ROWS])
         else:
             batch = body.slice(start, _BATCH_ROWS)
@@ -1111,7 +1119,7 @@ def _plain_name(name: str) -> bool:
         and TMP_MARK not in name and not name.startswith("_")
 
 
-def _prefetched(items: Iterator, depth: int = 2) -> Iterator:
+def _prefetched(items: Iterable, depth: int = 2) -> Iterator:
     """``items`` computed in a background thread, at most ``depth`` ahead of the consumer.  Arrow
     releases the GIL, so reading and merging the next batches overlaps compressing and writing this
     one (docs/design.md, "The finish reads ahead").  An exception in ``items``

@@ -127,18 +127,24 @@ class MethodResult:
         """From (last index, approximants) per cut of the series, the shorter first.  ``crude`` marks
         the approximants of a cruder variant: the estimate is the others' median, and its distance
         to the crude ones' joins the error bar."""
-        crude = crude or (lambda approximant: False)
-        stages = [(last, [a for a in found if not crude(a)] or list(found), [a for a in found if crude(a)])
-                  for last, found in stages]
-        history = tuple(Stage(last, len(found), _median(found, "lam"), _median(found, "theta"))
-                        for last, found, _ in stages)
-        _, final, rough = stages[-1]
+        is_crude = crude or (lambda approximant: False)
+        split = [(last, [a for a in found if not is_crude(a)] or list(found), [a for a in found if is_crude(a)])
+                 for last, found in stages]
+        history = tuple(Stage(last, len(kept), _median(kept, "lam"), _median(kept, "theta"))
+                        for last, kept, _ in split)
+        _, final, rough = split[-1]
         if not final:
             return cls(name, (), None, None, history)
         earlier = history[-2] if len(history) > 1 else None
-        return cls(name, tuple(final),
-                   *(Estimate.of([getattr(a, field) for a in final], getattr(earlier, field) if earlier else None,
-                                 _median(rough, field)) for field in ("lam", "theta")), history)
+        lam, theta = (Estimate.of([getattr(a, field) for a in final], getattr(earlier, field) if earlier else None,
+                                  _median(rough, field)) for field in ("lam", "theta"))
+        return cls(name, tuple(final), lam, theta, history)
+
+    def estimates(self) -> tuple[Estimate, Estimate]:
+        """(lam, theta); ValueError naming the method when it has no usable approximant."""
+        if self.lam is None or self.theta is None:
+            raise ValueError(f"the {self.name} method has no usable approximant, so no estimate")
+        return self.lam, self.theta
 
 
 def _median(approximants: Sequence[Approximant], field: str) -> float | None:
@@ -165,7 +171,7 @@ class GrowthAnalysis:
         methods = [m for m in (self.ratio, self.first_order, self.second_order) if m.lam is not None]
         found = []
         for one, other in itertools.combinations(methods, 2):
-            for symbol, a, b in (("lambda", one.lam, other.lam), ("theta", one.theta, other.theta)):
+            for symbol, a, b in zip(("lambda", "theta"), one.estimates(), other.estimates()):
                 if abs(a.estimate - b.estimate) > a.spread + b.spread:
                     found.append(f"{one.name} and {other.name} disagree on {symbol}: {a.estimate:.6g} ± {a.spread:.2g} "
                                  f"against {b.estimate:.6g} ± {b.spread:.2g}")
@@ -190,13 +196,15 @@ def analyse(series: Sequence[int]) -> GrowthAnalysis:
     references = {stage.last: stage.lam for stage in ratio.history}
 
     def approximants(order: int) -> MethodResult:
-        return MethodResult.of(("first_order", "second_order")[order - 1], [
-            (last, differential_approximants(series[:last + 1], order, references[last]) if references[last] else [])
-            for last in cuts])
+        def at(last: int) -> list[Approximant]:  # none where the ratio method gave no reference
+            reference = references[last]
+            return differential_approximants(series[:last + 1], order, reference) if reference else []
+
+        return MethodResult.of(("first_order", "second_order")[order - 1], [(last, at(last)) for last in cuts])
 
     first, second = approximants(1), approximants(2)
     best = next(method for method in (second, first, ratio) if method.lam is not None)
-    return GrowthAnalysis(len(series) - 1, ratio, first, second, best.lam, best.theta, best.name)
+    return GrowthAnalysis(len(series) - 1, ratio, first, second, *best.estimates(), best.name)
 
 
 def _straight_line(fit: Approximant) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.inputs.jsonl import read_jsonl
 from batchenum.pipeline.inputs.parquet import read_parquet
@@ -58,8 +59,10 @@ def read_records(spec: dict, field: str, payload_type: pa.DataType, *, check: Ch
     loaded = load_slice(spec, source)
     if spec["format"] == "parquet":
         records = read_parquet(spec, source, field, payload_type, check, loaded.fingerprint)
-    else:
+    elif loaded.data is not None:
         records = read_jsonl(loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint,
                              loaded.oversized)
+    else:  # load_slice reads a JSONL slice's bytes
+        raise PipelineError(f"internal error: the JSONL slice of {spec['path']} was loaded without its bytes")
     records.file = spec["path"]
     return records

@@ -28,7 +28,7 @@ from batchenum.pipeline import faults
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.inputs.lines import CHUNK, Cut, cut_lines
-from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.job import PlanContext, TaskMap
 from batchenum.pipeline.storage import Storage, StorageError
 
 __all__ = ["plan_slices", "SliceSize", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
@@ -214,7 +214,7 @@ def _planned_file(source: Storage) -> _PlannedFile:
 
 def _one_format(files: list[_PlannedFile]) -> str | None:
     """The batch's one format; InputError naming a file of each when JSONL and Parquet are mixed."""
-    first = {}
+    first: dict[str, str] = {}  # a file of each format
     for file in files:
         first.setdefault(file.format, file.source.display_root)
     if len(first) > 1:
@@ -229,10 +229,11 @@ def _count_newlines(files: list[_PlannedFile], context: PlanContext | None, bloc
     context's task map (tasks of at most ``task_blocks`` blocks of one file) for a large batch."""
     ranges = [BlockRange(file.source, file.described, 0, -(-file.described["size"] // block), block) for file in files]
     total = sum(file.described["size"] for file in files)
-    if _driver_counts(context, total, driver_bytes, startup_bytes):
+    task_map = _counting_map(context, total, driver_bytes, startup_bytes)
+    if task_map is None:
         return {blocks.source.root: count_block_newlines(blocks) for blocks in ranges}
     parts = [part for blocks in ranges for part in blocks.split(task_blocks)]
-    counted = context.task_map(count_block_newlines, parts) if parts else []
+    counted = task_map(count_block_newlines, parts) if parts else []
     by_file: dict[str, list[np.ndarray]] = {blocks.source.root: [np.zeros(0, dtype=np.int64)] for blocks in ranges}
     for part, counts in zip(parts, counted):
         by_file[part.source.root].append(counts)
@@ -248,13 +249,13 @@ def _whole_file(file: _PlannedFile) -> list[dict]:
              "skip": 0, "to": file.described["size"], "lines": None}]
 
 
-def _driver_counts(context: PlanContext | None, size: int, driver_bytes: int, startup_bytes: int) -> bool:
-    """Whether the driver counts an input's newlines itself rather than by the context's task map:
-    always without one; for an input of at most ``driver_bytes``; and, while the map must first
-    start Ray (``context.map_ready`` is False), for one of at most ``startup_bytes``."""
+def _counting_map(context: PlanContext | None, size: int, driver_bytes: int, startup_bytes: int) -> TaskMap | None:
+    """The context's task map when it is to count an input's newlines, or None when the driver counts
+    them itself: always without a map; for an input of at most ``driver_bytes``; and, while the map
+    must first start Ray (``context.map_ready`` is False), for one of at most ``startup_bytes``."""
     if context is None or context.task_map is None:
-        return True
-    return size <= (driver_bytes if context.map_ready else startup_bytes)
+        return None
+    return None if size <= (driver_bytes if context.map_ready else startup_bytes) else context.task_map
 
 
 def input_storage(path: str | Storage) -> Storage:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from batchenum.pipeline.arrow import from_numpy
+from batchenum.pipeline.errors import PipelineError
 
 __all__ = ["Records", "Rejected", "Check", "plain_reason", "accounting_summary", "constant_strings"]
 
@@ -120,7 +121,7 @@ class RecordsBuilder:
         self.ids: list[str] = []
         self.positions: list[int] = []
         self.payloads: list[Any] = []
-        self.rejected = ([], [], [])  # positions, names, reasons
+        self.rejected: tuple[list[int], list[str], list[str]] = ([], [], [])  # positions, names, reasons
 
     def add(self, position: int, id_: str | None, value: Any, error: str | None) -> None:
         """One record: its id (None: it has none), its raw payload and, if it is unreadable, the
@@ -130,14 +131,16 @@ class RecordsBuilder:
                 value = self.check(value) if self.check is not None else _exactly(value, self.payload_type, self.field)
             except ValueError as exc:
                 error = f"{self.position_label} {position}: {exc}"
-        if error is None:
-            self.ids.append(id_)
-            self.positions.append(position)
-            self.payloads.append(value)
-        else:
+        if error is not None:
             self.rejected[0].append(position)
             self.rejected[1].append(id_ if id_ is not None else f"{self.position_label} {position}")
             self.rejected[2].append(plain_reason(error))
+        elif id_ is None:
+            raise PipelineError(f"internal error: {self.position_label} {position} has no id and no reason to reject it")
+        else:
+            self.ids.append(id_)
+            self.positions.append(position)
+            self.payloads.append(value)
 
     def records(self, fingerprint: str) -> Records:
         positions, names, reasons = self.rejected

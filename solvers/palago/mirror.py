@@ -99,7 +99,7 @@ def _reference_bound(g: list, c: int, j: int, flags: int) -> int:
     if not flags & _JOINED:
         # the nearest vertex that joins X+ to its mirror image: (c, c-1), (c, c) or (c', >= c'-1)
         need += max(0, (c - 1 if j < c - 1 else c) - highest)
-    spans = {}
+    spans: dict[int, tuple[int, int]] = {}  # component label -> its lowest and highest row
     for k, x in enumerate(g):
         if x:
             spans[x] = (spans.get(x, (k, k))[0], k)

@@ -458,7 +458,7 @@ def gallery_pages(stabilisers: Iterable[int], per_page: int) -> list[GalleryPage
     if per_page < 1:
         raise ValueError(f"per_page must be at least 1, not {per_page}")
     orders = [int(s) for s in stabilisers]
-    pages = []
+    pages: list[GalleryPage] = []
     for start in range(0, max(len(orders), 1), per_page):
         chunk = orders[start:start + per_page]
         counts = {order: chunk.count(order) for order in sorted(set(chunk), reverse=True)}
@@ -520,7 +520,7 @@ def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_pa
     for page in pages:
         for order, count in page.stabilisers.items():
             shown[order] = shown.get(order, 0) + count
-    first_page = {}
+    first_page: dict[int, int] = {}  # stabiliser order -> the number of the first page showing it
     for page in pages:
         for order in page.stabilisers:
             first_page.setdefault(order, page.number)
@@ -538,8 +538,8 @@ def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_pa
         "<th>creatures</th><th>in this gallery</th><th>first page</th></tr></thead><tbody>",
     ]
     for order in sorted(set(counts) | set(shown), reverse=True):
-        page = first_page.get(order)
-        where = (f'<a href="{gallery_page_name(page)}#stabiliser-{order}">page {page}</a>' if page else "&#8212;")
+        first = first_page.get(order)
+        where = (f'<a href="{gallery_page_name(first)}#stabiliser-{order}">page {first}</a>' if first else "&#8212;")
         parts.append(f'<tr id="stabiliser-{order}"><td>order {order}</td><td>{escape(_SYMMETRY.get(order, "unknown"))}'
                      f'</td><td class="number">{counts.get(order, 0):,}</td><td class="number">{shown.get(order, 0):,}'
                      f"</td><td>{where}</td></tr>")

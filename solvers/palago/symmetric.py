@@ -59,8 +59,9 @@ _SWAP = (0, 1, 1, 0, 0, 0)                 # reflection in the line i = j (throu
 _ROT_VERTEX = (0, 1, -1, -1, 0, 0)         # 120 degrees about vertex (0, 0)
 _ROT_UP = (-1, -1, 1, 0, 1, 0)             # 120 degrees about the centre of up-triangle (0, 0)
 _ROT_DOWN = (0, 1, -1, -1, 0, 2)           # 120 degrees about the centre of down-triangle (1, 0), (0, 1), (1, 1)
+_Affine = tuple[int, int, int, int, int, int]
 
-GROUPS = {
+GROUPS: dict[str, list[tuple[_Affine, ...]]] = {  # each group by its generators
     "reflection": [(_SWAP,)],
     "rotation": [(_ROT_VERTEX,), (_ROT_UP,), (_ROT_DOWN,)],
     "full": [(_ROT_VERTEX, _SWAP), (_ROT_UP, _SWAP), (_ROT_DOWN, _SWAP)],

@@ -214,11 +214,11 @@ _NO_SPARE = (np.zeros((0, _HEAD), dtype=np.int64), np.zeros(0, dtype=np.int64)) 
 # and every array they took, viewed or swapped in a loop would cost an atomic increment and
 # decrement; that took a third of the sweep's time (perf, H = 10 at n = 36).  So the callers that
 # allocate (_add_batch, _sweep_steps) make room before such a loop instead of growing arrays in it.
-_no_refcounts = njit(cache=True, nogil=True, _nrt=False)
+_no_refcounts = njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: private, no stub
 # The helpers of those loops are also inlined where they are called (numba's inline='always'): a call
 # passed their tuples of arrays word by word, and H = 11 at n = 38 took 2.5-2.9 s inlined against
 # 3.3-3.9 s called (four runs each, in turn).
-_inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')
+_inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')  # type: ignore[call-overload]  # as above
 
 
 @_inlined
@@ -861,6 +861,8 @@ class _Saver:
             self.now(state)
 
     def now(self, state: "_SweepState") -> None:
+        if self.save is None:  # a sweep that saves nothing
+            return
         saving = time.monotonic()
         self.save(state.to_bytes(self.sweep),
                   f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed")
