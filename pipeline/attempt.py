@@ -57,7 +57,7 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
     """
     _refuse_other_code(job, store, node)
     fingerprint = job.input_fingerprint(shard) if verify else None  # reading the input just for this check
-    retry = []
+    retry: list = []
     if verify:
         recorded = store.recorded_stats(shard)
         if recorded.get(INPUT_FINGERPRINT) == fingerprint:

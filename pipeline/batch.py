@@ -131,7 +131,8 @@ class RecordBatchJob(Job):
         slices = plan_slices(list(self.files), self.field, size, context)
         width = max(4, len(str(len(self.files) - 1)))
         place = {source.display_root: k for k, source in enumerate(self.files)}
-        shards, counts = [], {}
+        shards: list[Shard] = []
+        counts: dict[str, int] = {}
         for spec in slices:
             k = counts[spec["path"]] = counts.get(spec["path"], -1) + 1
             prefix = "" if len(self.files) == 1 else f"f{place[spec['path']]:0{width}d}-"

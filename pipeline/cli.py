@@ -349,12 +349,17 @@ def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchen
         return 1
 
 
-def _note_interrupts() -> threading.Event:
+class _Interrupt(threading.Event):
+    """Set by the first Ctrl-C or SIGTERM; ``signum`` says which."""
+
+    signum: int = signal.SIGINT
+
+
+def _note_interrupts() -> _Interrupt:
     """An event set by Ctrl-C (SIGINT) or SIGTERM (``kill``, a scheduler stopping the job), each of
     which raises KeyboardInterrupt as Ctrl-C always did: the run stops the same way, committed shards
     kept.  ``interrupted.signum`` says which, for the exit status (130 or 143)."""
-    interrupted = threading.Event()
-    interrupted.signum = signal.SIGINT
+    interrupted = _Interrupt()
     if threading.current_thread() is threading.main_thread():
         def handler(signum, frame):
             interrupted.signum = signum

@@ -149,6 +149,7 @@ def _source_files(package: str) -> list[tuple[str, str]]:
     if spec is None or not (spec.submodule_search_locations or spec.origin):
         raise ValueError(f"code package {package!r} not found")
     if not spec.submodule_search_locations:  # a plain module
+        assert spec.origin is not None  # checked above: a module without locations has an origin
         return [(os.path.basename(spec.origin), spec.origin)]
     files = []
     for root in spec.submodule_search_locations:

@@ -92,6 +92,11 @@ class Param:
     def __set_name__(self, owner: type, name: str) -> None:
         object.__setattr__(self, "name", name)
 
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        """The declaration itself; typed as the value it declares, which a job's constructor sets on
+        the job (an instance's own attribute, which this non-data descriptor never shadows)."""
+        return self
+
     @property
     def required(self) -> bool:
         return self.default is REQUIRED

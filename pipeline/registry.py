@@ -123,6 +123,8 @@ def _import_file(path: str) -> Any:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{path}: not a Python file that can be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

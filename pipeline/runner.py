@@ -374,8 +374,8 @@ class RaySession:
         job_ref, store_ref = ray.put(job), ray.put(store)
 
         def submit(shard: Shard):
-            return task.options(name=f"{job.name} {job.shard_label(shard)}").remote(job_ref, shard, store_ref,
-                                                                                  shard.id in verify, self.retries)
+            return task.options(name=f"{job.name} {job.shard_label(shard)}").remote(  # type: ignore[call-arg]
+                job_ref, shard, store_ref, shard.id in verify, self.retries)  # (Ray's stubs type 4 arguments at most)
 
         stream = _TaskStream(submit, shards, _WindowSize(self.window, say, self.cpus))
         try:

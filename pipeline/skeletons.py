@@ -152,7 +152,7 @@ class TreeJob(Job):
         nodes and catalogued leaves above it."""
         frontier, leaves, nodes, found = [self.root()], 0, 0, []
         for _ in range(depth):
-            below = []
+            below: list[Any] = []
             for node in frontier:
                 nodes += 1
                 if self.is_leaf(node):
@@ -193,7 +193,7 @@ class TreeJob(Job):
                     stack.extend(self.children(node))
         tables: dict[str, Any] = {"partial": {"shard": [shard.id], "leaves": [leaves], "nodes": [nodes]}}
         if "leaves" in self.shard_tables:
-            keyed = {}
+            keyed: dict[Any, Any] = {}
             for leaf in found:
                 keyed.setdefault(self.key(leaf), repr(leaf))
             tables["leaves"] = {"key": list(keyed), "leaf": list(keyed.values())}
