@@ -24,7 +24,6 @@ The CLI (``batchenum run ...``) and this function run the same code; docs/api.md
 
 from __future__ import annotations
 
-
 __all__ = ["run", "Result", "Table", "job_names", "__version__"]
 
 

@@ -6,8 +6,9 @@ import contextlib
 import hashlib
 import io
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from batchenum.jobs import REGISTRY
 from batchenum.pipeline.errors import UsageError
@@ -41,8 +42,9 @@ class Table:
         import pyarrow.dataset as ds
 
         storage = Storage.at(self.path)
-        scan = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
-            page_checksum_verification=True))
+        scan = ds.ParquetFileFormat(
+            default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+        )
         return ds.dataset(storage.root, filesystem=storage.fs, format=scan).to_table()
 
     def to_pandas(self):
@@ -79,9 +81,20 @@ def job_names() -> list[str]:
     return REGISTRY.names()
 
 
-def run(job: str | type[Job] | Job, *, out: str = "results", workers: int | None = None, address: str | None = None,
-        serial: bool = False, head_start: bool = True, overwrite: bool = False, retries: int = TASK_MAX_RETRIES,
-        quiet: bool = True, storage_timeout: float = STORAGE_TIMEOUT, **params: Any) -> Result:
+def run(
+    job: str | type[Job] | Job,
+    *,
+    out: str = "results",
+    workers: int | None = None,
+    address: str | None = None,
+    serial: bool = False,
+    head_start: bool = True,
+    overwrite: bool = False,
+    retries: int = TASK_MAX_RETRIES,
+    quiet: bool = True,
+    storage_timeout: float = STORAGE_TIMEOUT,
+    **params: Any,
+) -> Result:
     """Run ``job`` and return its ``Result``.
 
     job:      a name from ``job_names()``, ``"MODULE:CLASS"`` or ``"path/to/file.py:CLASS"``, a job
@@ -114,14 +127,33 @@ def run(job: str | type[Job] | Job, *, out: str = "results", workers: int | None
     if serial and (workers or address):
         raise UsageError("serial=True runs without Ray: drop workers/address, or drop serial")
     instance = _job(job, params, out)
-    options = RunOptions(out_dir=out, workers=workers, address=address, serial=serial, head_start=head_start,
-                         overwrite=overwrite, retries=retries, storage_timeout=storage_timeout)
+    options = RunOptions(
+        out_dir=out,
+        workers=workers,
+        address=address,
+        serial=serial,
+        head_start=head_start,
+        overwrite=overwrite,
+        retries=retries,
+        storage_timeout=storage_timeout,
+    )
     with _environment_kept():
         done = run_job(instance, options, Progress(instance.name, quiet=quiet))
-    tables = {name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
-              for name, table in done.tables.items()}
-    return Result(instance.name, done.location, tables, done.shards, done.reused, list(done.recomputed),
-                  done.seconds, done.totals, instance.summary(done.tables, done.totals))
+    tables = {
+        name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
+        for name, table in done.tables.items()
+    }
+    return Result(
+        instance.name,
+        done.location,
+        tables,
+        done.shards,
+        done.reused,
+        list(done.recomputed),
+        done.seconds,
+        done.totals,
+        instance.summary(done.tables, done.totals),
+    )
 
 
 @contextlib.contextmanager
@@ -164,8 +196,10 @@ def _input_location(data: Any, field: str, out: str) -> str:
 
     if not isinstance(data, pa.Table):
         if not hasattr(data, "columns"):
-            raise UsageError(f"input must be a path, a URI, a list of them, a pandas DataFrame or an Arrow table, not "
-                             f"{type(data).__name__}")
+            raise UsageError(
+                f"input must be a path, a URI, a list of them, a pandas DataFrame or an Arrow table, not "
+                f"{type(data).__name__}"
+            )
         try:
             data = pa.Table.from_pandas(data, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
@@ -191,8 +225,10 @@ def _malformed_column(frame: Any, error: Exception) -> str:
         kinds = [type(value) for value in values]
         for row, kind in enumerate(kinds):
             if kind is not kinds[0]:
-                return (f"input column {name!r} mixes kinds of values: row {row} holds {values[row]!r} "
-                        f"({kind.__name__}) where row 0 holds a {kinds[0].__name__}; give every row the same kind")
+                return (
+                    f"input column {name!r} mixes kinds of values: row {row} holds {values[row]!r} "
+                    f"({kind.__name__}) where row 0 holds a {kinds[0].__name__}; give every row the same kind"
+                )
     return f"input cannot be converted to an Arrow table: {error}"
 
 

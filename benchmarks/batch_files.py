@@ -24,8 +24,27 @@ from pathlib import Path
 def layouts(folder: Path, count: int, parts: int) -> dict[str, Path]:
     """{name: --input value} for the three layouts of one generated batch."""
     one = folder / "one.jsonl"
-    subprocess.run([sys.executable, "-m", "batchenum", "generate", "dungeons", "--count", str(count), "--height", "16",
-                    "--width", "16", "--seed", "1", "--out", str(one)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "generate",
+            "dungeons",
+            "--count",
+            str(count),
+            "--height",
+            "16",
+            "--width",
+            "16",
+            "--seed",
+            "1",
+            "--out",
+            str(one),
+        ],
+        check=True,
+        capture_output=True,
+    )
     lines = one.read_bytes().splitlines(keepends=True)
     (folder / "plain").mkdir()
     (folder / "gzip").mkdir()
@@ -39,8 +58,24 @@ def layouts(folder: Path, count: int, parts: int) -> dict[str, Path]:
 def timed(value: Path, out: Path) -> float:
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "batchenum", "run", "dungeons", "--input", str(value), "--workers", "2",
-                    "--quiet", "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "dungeons",
+            "--input",
+            str(value),
+            "--workers",
+            "2",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - started
 
 

@@ -20,9 +20,9 @@ import shutil
 import tempfile
 import time
 
+from batchenum.pipeline.inputs import plan_slices
 from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.runner import RaySession
-from batchenum.pipeline.inputs import plan_slices
 
 LINE = b'{"id":"r1","grid":["."]}\n'
 PER_SLICE = 25_000
@@ -41,8 +41,9 @@ def timed_plan(path: str, task_map, repeat: int) -> tuple[list[dict], float, flo
     best_cpu = best_wall = float("inf")
     for _ in range(repeat):
         cpu, wall = time.process_time(), time.perf_counter()
-        plan = plan_slices(path, "grid", PER_SLICE, PlanContext(task_map=task_map),
-                           driver_bytes=0 if task_map else None)
+        plan = plan_slices(
+            path, "grid", PER_SLICE, PlanContext(task_map=task_map), driver_bytes=0 if task_map else None
+        )
         best_cpu, best_wall = min(best_cpu, time.process_time() - cpu), min(best_wall, time.perf_counter() - wall)
     return plan, best_cpu, best_wall
 
@@ -61,8 +62,10 @@ def main() -> None:
         tasks.append(len(items))
         return ray.map(fn, items)
 
-    print(f"{'lines':>12} {'MB':>8} {'slices':>7} | {'driver count: CPU s':>20} {'wall s':>7} | "
-          f"{'task count: driver CPU s':>24} {'wall s':>7} {'tasks':>6}")
+    print(
+        f"{'lines':>12} {'MB':>8} {'slices':>7} | {'driver count: CPU s':>20} {'wall s':>7} | "
+        f"{'task count: driver CPU s':>24} {'wall s':>7} {'tasks':>6}"
+    )
     folder = tempfile.mkdtemp(prefix="batch-plan-", dir="/tmp")
     try:
         for count in (int(n) for n in args.lines.split(",")):
@@ -72,8 +75,11 @@ def main() -> None:
             tasks.clear()
             by_tasks, task_cpu, task_wall = timed_plan(path, counting_map, args.repeat)
             assert by_tasks == by_driver, "the two plans differ"
-            print(f"{count:>12,} {os.path.getsize(path) / 1e6:>8,.0f} {len(by_tasks):>7,} | {driver_cpu:>20.3f} "
-                  f"{driver_wall:>7.2f} | {task_cpu:>24.3f} {task_wall:>7.2f} {tasks[-1]:>6}", flush=True)
+            print(
+                f"{count:>12,} {os.path.getsize(path) / 1e6:>8,.0f} {len(by_tasks):>7,} | {driver_cpu:>20.3f} "
+                f"{driver_wall:>7.2f} | {task_cpu:>24.3f} {task_wall:>7.2f} {tasks[-1]:>6}",
+                flush=True,
+            )
             os.remove(path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

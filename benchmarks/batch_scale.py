@@ -36,15 +36,39 @@ GRID = 16
 
 
 def generate(count: int, path: str) -> None:
-    subprocess.run([sys.executable, "-m", "batchenum", "generate", "dungeons", "--count", str(count), "--height",
-                    str(GRID), "--width", str(GRID), "--seed", "1", "--out", path], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "generate",
+            "dungeons",
+            "--count",
+            str(count),
+            "--height",
+            str(GRID),
+            "--width",
+            str(GRID),
+            "--seed",
+            "1",
+            "--out",
+            path,
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def run_cli(args: list[str], env: dict | None = None) -> tuple[float, int, str]:
     """(wall seconds, driver peak RSS in bytes, stdout) of one CLI run."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "batchenum", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env={**os.environ, **(env or {})})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchenum", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     peak = 0
     while process.poll() is None:
         peak = max(peak, _vm_hwm(process.pid))
@@ -72,11 +96,25 @@ def memory(counts: list[int], folder: str) -> None:
     for count in counts:
         path = os.path.join(folder, f"d{count}.jsonl")
         generate(count, path)
-        seconds, peak, _ = run_cli(["run", "dungeons", "--input", path, "--workers", "2", "--no-head-start",
-                                    "--quiet", "--out", os.path.join(folder, f"out{count}")])
+        seconds, peak, _ = run_cli(
+            [
+                "run",
+                "dungeons",
+                "--input",
+                path,
+                "--workers",
+                "2",
+                "--no-head-start",
+                "--quiet",
+                "--out",
+                os.path.join(folder, f"out{count}"),
+            ]
+        )
         peaks[count] = peak
-        print(f"  {count:>10,} records  {seconds:7.1f} s  {count / seconds:>10,.0f}/s  driver peak {peak / 2**20:7.0f} MB",
-              flush=True)
+        print(
+            f"  {count:>10,} records  {seconds:7.1f} s  {count / seconds:>10,.0f}/s  driver peak {peak / 2**20:7.0f} MB",
+            flush=True,
+        )
         os.remove(path)
     smallest, largest = min(peaks), max(peaks)
     print(f"  peak at {largest:,} / peak at {smallest:,}: {peaks[largest] / peaks[smallest]:.2f}")
@@ -97,14 +135,19 @@ def finish(counts: list[int], folder: str, rounds: int) -> None:
             runs = figures[(count, mode)]
             best = min(runs, key=lambda figure: figure["seconds"])
             times = ", ".join(f"{r['seconds']:.2f}" for r in runs)
-            print(f"  {count:>10,} records  {mode:<8}  {times} s"
-                  f"  read {best['read'] / 1e6:8.1f} MB  peak RSS {best['peak'] / 2**20:6.0f} MB", flush=True)
+            print(
+                f"  {count:>10,} records  {mode:<8}  {times} s"
+                f"  read {best['read'] / 1e6:8.1f} MB  peak RSS {best['peak'] / 2**20:6.0f} MB",
+                flush=True,
+            )
         os.remove(path)
     smallest, largest = min(counts), max(counts)
     for mode in _FINISHES:
         low, high = (min(figures[(c, mode)], key=lambda f: f["seconds"]) for c in (smallest, largest))
-        print(f"  {mode}: {largest:,} against {smallest:,}: time {high['seconds'] / low['seconds']:.2f}x, "
-              f"read {high['read'] / max(1, low['read']):.2f}x, peak RSS {high['peak'] / low['peak']:.2f}x")
+        print(
+            f"  {mode}: {largest:,} against {smallest:,}: time {high['seconds'] / low['seconds']:.2f}x, "
+            f"read {high['read'] / max(1, low['read']):.2f}x, peak RSS {high['peak'] / low['peak']:.2f}x"
+        )
 
 
 _FINISHES = ("takeover", "rewrite")
@@ -114,8 +157,9 @@ def _finish_once(path: str, out: str, mode: str, tries: int = 3) -> dict:
     """The figures of one finish in a fresh driver; a private Ray that fails to start on a loaded
     machine ("timed out during startup") is tried again."""
     for _ in range(tries):
-        done = subprocess.run([sys.executable, __file__, "--finish-only", path, out, mode], capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            [sys.executable, __file__, "--finish-only", path, out, mode], capture_output=True, text=True
+        )
         if done.returncode == 0:
             return json.loads(done.stdout.strip().splitlines()[-1])
     raise SystemExit(f"the finish failed {tries} times:\n{done.stderr}")
@@ -125,11 +169,11 @@ def finish_only(path: str, out: str, mode: str) -> None:
     """One finish of the committed run in ``out`` (a child process of ``finish``); prints one JSON line."""
     from batchenum.jobs.dungeons import DungeonJob
     from batchenum.pipeline import execute
+    from batchenum.pipeline import store as store_module
     from batchenum.pipeline.codeversion import code_version
     from batchenum.pipeline.progress import Progress
     from batchenum.pipeline.runner import Executor
     from batchenum.pipeline.storage import Storage
-    from batchenum.pipeline import store as store_module
     from batchenum.pipeline.store import Provenance, ShardStore
 
     job = DungeonJob(path)
@@ -164,28 +208,55 @@ def _rchar() -> int:
 
 def s3_against_disk(count: int, folder: str) -> None:
     port = _free_port()
-    server = subprocess.Popen([shutil.which("moto_server") or "moto_server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [shutil.which("moto_server") or "moto_server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         endpoint = f"http://127.0.0.1:{port}"
         wait_for_endpoint(endpoint)
-        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-               "AWS_REGION": "us-east-1"}
+        env = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_REGION": "us-east-1",
+        }
         import pyarrow.fs as pafs
 
-        s3 = pafs.S3FileSystem(endpoint_override=endpoint, access_key="bench", secret_key="bench", region="us-east-1",
-                               allow_bucket_creation=True)
+        s3 = pafs.S3FileSystem(
+            endpoint_override=endpoint,
+            access_key="bench",
+            secret_key="bench",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
         s3.create_dir("bench")
         path = os.path.join(folder, "d.jsonl")
         generate(count, path)
         pafs.copy_files(path, "bench/in/d.jsonl", destination_filesystem=s3)
         print(f"{count:,} {GRID}x{GRID} dungeons, --workers 2, input and output on each kind of storage")
-        local, _, _ = run_cli(["run", "dungeons", "--input", path, "--workers", "2", "--quiet",
-                               "--out", os.path.join(folder, "out")])
-        remote, _, out = run_cli(["run", "dungeons", "--input", "s3://bench/in/d.jsonl", "--workers", "2", "--quiet",
-                                  "--out", "s3://bench/out"], env)
+        local, _, _ = run_cli(
+            ["run", "dungeons", "--input", path, "--workers", "2", "--quiet", "--out", os.path.join(folder, "out")]
+        )
+        remote, _, out = run_cli(
+            [
+                "run",
+                "dungeons",
+                "--input",
+                "s3://bench/in/d.jsonl",
+                "--workers",
+                "2",
+                "--quiet",
+                "--out",
+                "s3://bench/out",
+            ],
+            env,
+        )
         print(f"  local disk  {local:7.1f} s  {count / local:>10,.0f} dungeons/s")
-        print(f"  s3 (moto)   {remote:7.1f} s  {count / remote:>10,.0f} dungeons/s   ({remote / local:.2f}x the disk time)")
+        print(
+            f"  s3 (moto)   {remote:7.1f} s  {count / remote:>10,.0f} dungeons/s   ({remote / local:.2f}x the disk time)"
+        )
         print("   ", out.strip().splitlines()[0])
     finally:
         server.kill()

@@ -43,28 +43,64 @@ def main() -> None:
     args = parser.parse_args()
     temp_dir = f"/tmp/bp{os.getpid()}"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    head = subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(args.cpus),
-                           "--temp-dir", temp_dir, "--port", "0", "--include-dashboard", "false",
-                           "--disable-usage-stats"], capture_output=True, text=True, env=env)
+    head = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--head",
+            "--num-cpus",
+            str(args.cpus),
+            "--temp-dir",
+            temp_dir,
+            "--port",
+            "0",
+            "--include-dashboard",
+            "false",
+            "--disable-usage-stats",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if head.returncode:
         raise SystemExit(head.stderr)
     address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-parallel-") as out:
-            run = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(args.max_n), "--out", out,
-                                  "--address", address, "--quiet"], capture_output=True, text=True, env=env)
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "batchenum",
+                    "run",
+                    "palago",
+                    "--max-n",
+                    str(args.max_n),
+                    "--out",
+                    out,
+                    "--address",
+                    address,
+                    "--quiet",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if run.returncode:
                 raise SystemExit(run.stderr)
             intervals = []
             for path in glob.glob(os.path.join(out, "palago", "_shards", "partial_counts", "*.parquet")):
                 stats = json.loads(pq.read_schema(path).metadata[b"batchenum.stats"])
                 intervals.append((stats["committed_at"] - stats["seconds"], stats["committed_at"]))
-            print(f"cluster CPUs {args.cpus}: {len(intervals)} shards planned, at most {most_at_once(intervals)} "
-                  f"running at once (n = {args.max_n})")
+            print(
+                f"cluster CPUs {args.cpus}: {len(intervals)} shards planned, at most {most_at_once(intervals)} "
+                f"running at once (n = {args.max_n})"
+            )
             print("   ", run.stdout.strip().splitlines()[-1])
     finally:
         stop_cluster(temp_dir)
-
 
 
 def stop_cluster(temp_dir: str) -> None:

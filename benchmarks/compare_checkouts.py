@@ -34,14 +34,18 @@ def batchenum(checkout: str, args: list[str], cwd: str) -> float:
     env = {**os.environ, "PYTHONPATH": checkout}
     started = time.perf_counter()
     quiet = ["--quiet"] if args[0] == "run" else []
-    subprocess.run([sys.executable, "-m", "batchenum", *args, *quiet], cwd=cwd, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "batchenum", *args, *quiet], cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL
+    )
     return time.perf_counter() - started
 
 
 def tables(folder: str) -> list[str]:
-    return sorted(os.path.relpath(p, folder) for p in glob.glob(f"{folder}/**/*.parquet", recursive=True)
-                  if "/_shards/" not in p and "/_" not in os.path.relpath(p, folder))
+    return sorted(
+        os.path.relpath(p, folder)
+        for p in glob.glob(f"{folder}/**/*.parquet", recursive=True)
+        if "/_shards/" not in p and "/_" not in os.path.relpath(p, folder)
+    )
 
 
 def same_rows(a: str, b: str) -> bool:
@@ -61,8 +65,14 @@ def main() -> None:
     os.makedirs(scratch, exist_ok=True)
     base = os.path.abspath(args.baseline)
     if not os.path.exists(f"{scratch}/dungeons.jsonl"):
-        batchenum(base, ["generate", "dungeons", "--count", "100000", "--seed", "1", "--out", f"{scratch}/dungeons.jsonl"], scratch)
-        batchenum(base, ["generate", "nonary", "--count", "20000", "--seed", "1", "--out", f"{scratch}/nonary.jsonl"], scratch)
+        batchenum(
+            base,
+            ["generate", "dungeons", "--count", "100000", "--seed", "1", "--out", f"{scratch}/dungeons.jsonl"],
+            scratch,
+        )
+        batchenum(
+            base, ["generate", "nonary", "--count", "20000", "--seed", "1", "--out", f"{scratch}/nonary.jsonl"], scratch
+        )
     for name in args.only:
         command = [part.format(scratch=scratch) for part in WORKLOADS[name]]
         seconds: dict[str, list[float]] = {"baseline": [], "this": []}
@@ -73,12 +83,20 @@ def main() -> None:
                 seconds[side].append(batchenum(checkout, [*command, "--out", out], scratch))
         found = tables(f"{scratch}/baseline")
         identical = [t for t in found if filecmp.cmp(f"{scratch}/baseline/{t}", f"{scratch}/this/{t}", shallow=False)]
-        equal = [t for t in found if t not in identical and os.path.exists(f"{scratch}/this/{t}")
-                 and same_rows(f"{scratch}/baseline/{t}", f"{scratch}/this/{t}")]
+        equal = [
+            t
+            for t in found
+            if t not in identical
+            and os.path.exists(f"{scratch}/this/{t}")
+            and same_rows(f"{scratch}/baseline/{t}", f"{scratch}/this/{t}")
+        ]
         base_s, this_s = statistics.median(seconds["baseline"]), statistics.median(seconds["this"])
-        print(f"{name}: baseline {base_s:.1f} s, this {this_s:.1f} s ({100 * (this_s / base_s - 1):+.1f}%); "
-              f"{len(found)} table files: {len(identical)} byte-identical, {len(equal)} equal row for row, "
-              f"{len(found) - len(identical) - len(equal)} different; runs {seconds}", flush=True)
+        print(
+            f"{name}: baseline {base_s:.1f} s, this {this_s:.1f} s ({100 * (this_s / base_s - 1):+.1f}%); "
+            f"{len(found)} table files: {len(identical)} byte-identical, {len(equal)} equal row for row, "
+            f"{len(found) - len(identical) - len(equal)} different; runs {seconds}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,9 @@ def best_of(repeats: int, action) -> float:
 def write_jsonl(grids: list[list[str]], path: str) -> None:
     """The batch as JSONL with ids d0, d1, ..."""
     with open(path, "w", encoding="ascii") as handle:
-        handle.writelines(json.dumps({"id": f"d{k}", "grid": g}, separators=(",", ":")) + "\n"
-                          for k, g in enumerate(grids))
+        handle.writelines(
+            json.dumps({"id": f"d{k}", "grid": g}, separators=(",", ":")) + "\n" for k, g in enumerate(grids)
+        )
 
 
 def solve_in_threads(batch, threads: int) -> None:
@@ -93,19 +94,39 @@ def bench_size(size: int, count: int, workers: int, cli: bool, steady: int, fold
             write_jsonl(grids + generate(count, size, size, seed=size + 1), double)
             extra = []
             for _ in range(steady):  # alternating, so that both sizes see the same load
-                extra.append(cli_run(double, workers, per_shard, os.path.join(folder, f"out-{size}"))[0]
-                             - cli_run(path, workers, per_shard, os.path.join(folder, f"out-{size}"))[0])
-            print(f"  the second {count:,} of {2 * count:,} records took " + ", ".join(f"{e:.2f}" for e in extra)
-                  + " s more: per record, " + ", ".join(f"{kernel_k / e:.2f}" for e in extra)
-                  + f" of the kernel-only throughput on {workers} threads")
+                extra.append(
+                    cli_run(double, workers, per_shard, os.path.join(folder, f"out-{size}"))[0]
+                    - cli_run(path, workers, per_shard, os.path.join(folder, f"out-{size}"))[0]
+                )
+            print(
+                f"  the second {count:,} of {2 * count:,} records took "
+                + ", ".join(f"{e:.2f}" for e in extra)
+                + " s more: per record, "
+                + ", ".join(f"{kernel_k / e:.2f}" for e in extra)
+                + f" of the kernel-only throughput on {workers} threads"
+            )
 
 
 def cli_run(path: str, workers: int, per_shard: int, out: str) -> tuple[float, str]:
     """Wall seconds and output of ``batchenum run dungeons`` on ``path`` in a fresh process, into an
     emptied ``out`` (so that no shard of an earlier run is reused)."""
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "batchenum", "run", "dungeons", "--input", path, "--workers", str(workers),
-               "--records-per-shard", str(per_shard), "--out", out, "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "batchenum",
+        "run",
+        "dungeons",
+        "--input",
+        path,
+        "--workers",
+        str(workers),
+        "--records-per-shard",
+        str(per_shard),
+        "--out",
+        out,
+        "--quiet",
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - started
@@ -120,9 +141,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="32,60", help="comma-separated square sizes (default 32,60)")
     parser.add_argument("--workers", type=int, default=2, help="Ray workers for the CLI run (default 2)")
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI subprocess runs")
-    parser.add_argument("--steady", type=int, default=0, metavar="ROUNDS",
-                        help="also run the CLI on twice the records, alternating ROUNDS times, and print what "
-                             "the second half costs against the kernel alone (the per-record throughput)")
+    parser.add_argument(
+        "--steady",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="also run the CLI on twice the records, alternating ROUNDS times, and print what "
+        "the second half costs against the kernel alone (the per-record throughput)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dungeons-") as folder:
         for size in (int(s) for s in args.sizes.split(",")):

@@ -41,8 +41,13 @@ def timed_run(code: Path, args: list[str], scratch: Path) -> float:
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", entry_module(code), *args, "--out", str(out), "--quiet"], cwd=scratch,
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", entry_module(code), *args, "--out", str(out), "--quiet"],
+        cwd=scratch,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{code}: batchenum {' '.join(args)} exited {done.returncode}:\n{done.stderr}")

@@ -24,12 +24,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import pandas as pd  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
-
+from batch_scale import wait_for_endpoint  # noqa: E402  (this folder is first on sys.path)
 from conftest import free_port  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from soak import cli_command, soak  # noqa: E402
-
-from batch_scale import wait_for_endpoint  # noqa: E402  (this folder is first on sys.path)
 
 
 def main() -> None:
@@ -39,13 +37,18 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--outages", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--window", type=float, default=1.0,
-                        help="seconds each killed run pauses between a shard's answers and errors (0: none)")
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=1.0,
+        help="seconds each killed run pauses between a shard's answers and errors (0: none)",
+    )
     parser.add_argument("--serial", action="store_true", help="the runs compute in the driver, without Ray")
     args = parser.parse_args()
     port = free_port()
-    server = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["moto_server", "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         wait_for_endpoint(f"http://127.0.0.1:{port}")
         with tempfile.TemporaryDirectory() as scratch:
@@ -57,27 +60,82 @@ def main() -> None:
 
 def _soak(scratch: Path, port: int, args: argparse.Namespace) -> None:
     aws = {"AWS_ACCESS_KEY_ID": "soak", "AWS_SECRET_ACCESS_KEY": "soak-secret", "AWS_REGION": "us-east-1"}
-    fs = pafs.S3FileSystem(endpoint_override=f"http://127.0.0.1:{port}", region="us-east-1", access_key="soak",
-                           secret_key="soak-secret", allow_bucket_creation=True)
+    fs = pafs.S3FileSystem(
+        endpoint_override=f"http://127.0.0.1:{port}",
+        region="us-east-1",
+        access_key="soak",
+        secret_key="soak-secret",
+        allow_bucket_creation=True,
+    )
     fs.create_dir("soak")
     batch = scratch / "batch.jsonl"
-    subprocess.run(cli_command("generate", "dungeons", "--count", str(args.records), "--height", "7", "--width", "9",
-                               "--seed", "11", "--out", str(batch)), check=True, capture_output=True)
+    subprocess.run(
+        cli_command(
+            "generate",
+            "dungeons",
+            "--count",
+            str(args.records),
+            "--height",
+            "7",
+            "--width",
+            "9",
+            "--seed",
+            "11",
+            "--out",
+            str(batch),
+        ),
+        check=True,
+        capture_output=True,
+    )
     with open(batch, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"id": "bad", "grid": 7}) + "\nnot json\n")
     with fs.open_output_stream("soak/in/batch.jsonl") as handle:
         handle.write(batch.read_bytes())
-    subprocess.run(cli_command("run", "dungeons", "--input", str(batch), "--records-per-shard", str(args.per_shard),
-                               "--serial", "--quiet", "--out", str(scratch / "clean")), check=True, capture_output=True)
+    subprocess.run(
+        cli_command(
+            "run",
+            "dungeons",
+            "--input",
+            str(batch),
+            "--records-per-shard",
+            str(args.per_shard),
+            "--serial",
+            "--quiet",
+            "--out",
+            str(scratch / "clean"),
+        ),
+        check=True,
+        capture_output=True,
+    )
     with FaultProxy(port) as proxy:
         env = {**os.environ, **aws, "AWS_ENDPOINT_URL": proxy.endpoint}
-        command = cli_command("run", "dungeons", "--input", "s3://soak/in/batch.jsonl", "--records-per-shard",
-                              str(args.per_shard), *(["--serial"] if args.serial else ["--workers", "2"]),
-                              "--storage-timeout", "60", "--quiet",
-                              "--out", "s3://soak/run")
+        command = cli_command(
+            "run",
+            "dungeons",
+            "--input",
+            "s3://soak/in/batch.jsonl",
+            "--records-per-shard",
+            str(args.per_shard),
+            *(["--serial"] if args.serial else ["--workers", "2"]),
+            "--storage-timeout",
+            "60",
+            "--quiet",
+            "--out",
+            "s3://soak/run",
+        )
         shards = -(-(args.records + 2) // args.per_shard)
-        figures = soak(command, env, proxy, fs, "soak/run/dungeons/_shards/answers", shards, args.kills,
-                       args.outages, args.seed, window=args.window)
+        figures = soak(
+            command,
+            env,
+            proxy,
+            fs,
+            "soak/run/dungeons/_shards/answers",
+            shards,
+            args.kills,
+            args.outages,
+            args.seed,
+            window=args.window,
+        )
     same, rows, lines = True, 0, []
     for table in ("answers", "errors"):
         expected = pd.read_parquet(scratch / "clean" / "dungeons" / table).drop(columns="file")
@@ -90,7 +148,7 @@ def _soak(scratch: Path, port: int, args: argparse.Namespace) -> None:
     print(f"each in exactly one table: {once}")
     print(f"kills between a shard's answers and errors: {figures.window_kills} (pause {args.window:g} s there)")
     print(f"kills survived:        {figures.kills} (whole process group, SIGKILL)")
-    print(f"outages survived:      {figures.outages} ({', '.join(('refuse', 'stall', 'cut')[:figures.outages])})")
+    print(f"outages survived:      {figures.outages} ({', '.join(('refuse', 'stall', 'cut')[: figures.outages])})")
     print(f"time the store was out: {figures.outage_seconds:.0f} s")
     print(f"commits between kills: {figures.commits_between_kills}")
     print(f"last run:              {figures.final_seconds:.1f} s, {figures.final_reused} shards reused")

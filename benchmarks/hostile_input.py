@@ -43,8 +43,12 @@ def run(argv: list[str], limit_gb: float, timeout: float, term_after: float | No
         os.setsid()  # its own group: a timeout ends it and anything it started, nothing else
 
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "batchenum", *argv], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, preexec_fn=limited)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "batchenum", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=limited,
+    )
     signalled = None
     if term_after is not None:
         time.sleep(term_after)
@@ -58,8 +62,12 @@ def run(argv: list[str], limit_gb: float, timeout: float, term_after: float | No
     ended = time.perf_counter()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # max over the children so far: one per case, below
     lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
-    return {"status": child.returncode, "seconds": ended - (signalled or started), "peak_mb": usage.ru_maxrss / 1024,
-            "last": lines[-1][:160] if lines else ""}
+    return {
+        "status": child.returncode,
+        "seconds": ended - (signalled or started),
+        "peak_mb": usage.ru_maxrss / 1024,
+        "last": lines[-1][:160] if lines else "",
+    }
 
 
 def in_child(case: str, args: argparse.Namespace) -> None:
@@ -111,8 +119,11 @@ def maximal(folder: Path) -> list[str]:
     sizes = [spec["to"] - spec["from"] for spec in specs]
     print(f"  {path.stat().st_size:,} bytes: {len(specs)} shards, the largest {max(sizes):,} bytes")
     largest = specs[sizes.index(max(sizes))]
-    return ["-c", "import json, sys, pyarrow as pa; from batchenum.pipeline.inputs import read_records; "
-                  f"read_records(json.loads({json.dumps(json.dumps(largest))}), 'grid', pa.list_(pa.string()))"]
+    return [
+        "-c",
+        "import json, sys, pyarrow as pa; from batchenum.pipeline.inputs import read_records; "
+        f"read_records(json.loads({json.dumps(json.dumps(largest))}), 'grid', pa.list_(pa.string()))",
+    ]
 
 
 CASES = {"bomb": bomb, "tiny": tiny, "loop": loop, "maximal": maximal}
@@ -132,14 +143,19 @@ def one_case(case: str, limit_gb: float) -> None:
             result = run(["run", "palago", "--max-n", "40", "--out", out, "--serial", "--quiet"], limit_gb, 60)
         else:
             force = ["--force"] if _knows_force() else []  # the code before issue 35 had no --force
-            result = run(["run", "palago", "--max-n", "40", *force, "--out", out, "--quiet"],
-                         limit_gb, 60, term_after=10.0)
-        print(f"  {case}: exit {result['status']}, {result['seconds']:.1f} s, peak {result['peak_mb']:,.0f} MB"
-              f"\n    {result['last']}")
+            result = run(
+                ["run", "palago", "--max-n", "40", *force, "--out", out, "--quiet"], limit_gb, 60, term_after=10.0
+            )
+        print(
+            f"  {case}: exit {result['status']}, {result['seconds']:.1f} s, peak {result['peak_mb']:,.0f} MB"
+            f"\n    {result['last']}"
+        )
 
 
 def _knows_force() -> bool:
-    helped = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--help"], capture_output=True, text=True)
+    helped = subprocess.run(
+        [sys.executable, "-m", "batchenum", "run", "palago", "--help"], capture_output=True, text=True
+    )
     return "--force" in helped.stdout
 
 
@@ -147,12 +163,20 @@ def run_python(argv: list[str], limit_gb: float, timeout: float) -> dict:
     """Like ``run``, for ``python -c SNIPPET``."""
     limit = int(limit_gb * GIB)
     started = time.perf_counter()
-    child = subprocess.run([sys.executable, *argv], capture_output=True, timeout=timeout,
-                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    child = subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        timeout=timeout,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = [line for line in child.stderr.decode(errors="replace").splitlines() if line.strip()]
-    return {"status": child.returncode, "seconds": time.perf_counter() - started, "peak_mb": usage.ru_maxrss / 1024,
-            "last": lines[-1][:160] if lines else ""}
+    return {
+        "status": child.returncode,
+        "seconds": time.perf_counter() - started,
+        "peak_mb": usage.ru_maxrss / 1024,
+        "last": lines[-1][:160] if lines else "",
+    }
 
 
 def main() -> None:

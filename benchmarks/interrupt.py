@@ -26,9 +26,26 @@ import clusters  # noqa: E402  (the tests' real-cluster helpers)
 
 
 def interrupt_once(address: str, env: dict, max_n: int, out: str) -> tuple[float, int, str]:
-    driver = subprocess.Popen([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n),
-                               "--shards", "64", "--address", address, "--out", out],
-                              stderr=subprocess.PIPE, text=True, env=env)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "palago",
+            "--max-n",
+            str(max_n),
+            "--shards",
+            "64",
+            "--address",
+            address,
+            "--out",
+            out,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     lines = []
     for line in driver.stderr:  # wait until shards run on the cluster
         lines.append(line)

@@ -31,6 +31,7 @@ BATCHES = {
 # Hard ones: few rooms, many doors, cycles back to room 0, parallel doors, few doors 9.
 HARD_POOL = dict(rooms=4, doors=20, cycles=0.6, parallel=0.4, nines=0.12)
 
+
 def timed_solves(graphs: list) -> list[tuple[float, list, int]]:
     """(seconds, graph, escaped) for each graph, each plan checked by replaying it.  The garbage
     collector is held off while timing, so that its pauses are not charged to a graph."""
@@ -94,12 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     hardest = sorted(pool, key=lambda r: -r[0])[: args.hardest]
     graphs = [g for _, g, _ in hardest]
     again = timed_solves(graphs)  # timed again on their own, away from the pool's noise
-    print(f"hardest {len(graphs)}: " + ", ".join(f"{s * 1e3:.0f} ms (escaped {e})" for s, _, e in again)
-          + f"; total {sum(s for s, _, _ in again):.2f} s")
+    print(
+        f"hardest {len(graphs)}: "
+        + ", ".join(f"{s * 1e3:.0f} ms (escaped {e})" for s, _, e in again)
+        + f"; total {sum(s for s, _, _ in again):.2f} s"
+    )
 
     with tempfile.TemporaryDirectory() as workdir:
-        print(f"serial CLI on the hardest {len(graphs)} (start-up included, after a warm-up run): "
-              f"{cli_seconds(graphs, workdir):.2f} s")
+        print(
+            f"serial CLI on the hardest {len(graphs)} (start-up included, after a warm-up run): "
+            f"{cli_seconds(graphs, workdir):.2f} s"
+        )
     return 0
 
 

@@ -29,23 +29,49 @@ def kernel_rows(min_n: int, max_n: int) -> list[dict]:
         seconds = time.perf_counter() - started
         nodes = int(counts.nodes.sum())
         fixed_total = int(counts.fixed.sum())
-        rows.append({"n": n, "free": int(counts.free[n]), "fixed": int(counts.fixed[n]), "nodes": nodes,
-                     "seconds": seconds, "Mnodes/s": nodes / seconds / 1e6,
-                     "nodes/fixed": nodes / max(fixed_total, 1)})
+        rows.append(
+            {
+                "n": n,
+                "free": int(counts.free[n]),
+                "fixed": int(counts.fixed[n]),
+                "nodes": nodes,
+                "seconds": seconds,
+                "Mnodes/s": nodes / seconds / 1e6,
+                "nodes/fixed": nodes / max(fixed_total, 1),
+            }
+        )
     return rows
 
 
 def ray_job(max_n: int, workers: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n),
-                   "--workers", str(workers), "--out", out, "--quiet"]
+        command = [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "palago",
+            "--max-n",
+            str(max_n),
+            "--workers",
+            str(workers),
+            "--out",
+            out,
+            "--quiet",
+        ]
         started = time.perf_counter()
         subprocess.run(command, check=True, capture_output=True)
         seconds = time.perf_counter() - started
         counts = pd.read_parquet(f"{out}/palago/creature_counts.parquet")
     nodes = int(counts.nodes.sum())
-    return {"n": max_n, "workers": workers, "free": int(counts.free.iloc[-1]), "nodes": nodes,
-            "wall seconds": seconds, "Mnodes/s": nodes / seconds / 1e6}
+    return {
+        "n": max_n,
+        "workers": workers,
+        "free": int(counts.free.iloc[-1]),
+        "nodes": nodes,
+        "wall seconds": seconds,
+        "Mnodes/s": nodes / seconds / 1e6,
+    }
 
 
 def main() -> None:
@@ -62,7 +88,9 @@ def main() -> None:
     if args.skip_ray:
         return
     job = ray_job(args.max_n, args.workers)
-    print(f"\nRay job, `batchenum run palago --max-n {args.max_n} --workers {args.workers}` (wall clock, start-up included):")
+    print(
+        f"\nRay job, `batchenum run palago --max-n {args.max_n} --workers {args.workers}` (wall clock, start-up included):"
+    )
     print(pd.DataFrame([job]).to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     single = rows[-1]["seconds"]
     print(f"\nspeed-up of the Ray job over one process at n = {args.max_n}: {single / job['wall seconds']:.2f}x")

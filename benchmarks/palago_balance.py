@@ -48,9 +48,11 @@ def measured(n: int, counts: list[int]) -> None:
         plan_s = time.process_time() - started
         every_kth = np.array([real[k::count].sum() for k in range(count)])
         by_work = np.array([real[shard].sum() for shard in packed])
-        print(f"  {count:>4} shards, depth {depth} ({len(cut):,} prefixes): every K-th prefix "
-              f"{every_kth.max() / every_kth.mean():.3f}, packed by estimated work {by_work.max() / by_work.mean():.3f}; "
-              f"plan {plan_s:.2f} CPU s, real search {real_s:.1f} CPU s")
+        print(
+            f"  {count:>4} shards, depth {depth} ({len(cut):,} prefixes): every K-th prefix "
+            f"{every_kth.max() / every_kth.mean():.3f}, packed by estimated work {by_work.max() / by_work.mean():.3f}; "
+            f"plan {plan_s:.2f} CPU s, real search {real_s:.1f} CPU s"
+        )
 
 
 def cluster(n: int, cpus: int) -> None:
@@ -65,14 +67,20 @@ def cluster(n: int, cpus: int) -> None:
     ideal = work.sum() / cpus
     specs = [len(json.dumps(dict(shard.spec), sort_keys=True)) for shard in plan]
     plan_file = len(json.dumps({"shards": [shard.id for shard in plan]}))
-    print(f"\nn = {n} planned for {cpus:,} CPUs: {len(plan):,} shards over {len(cut):,} prefixes (depth "
-          f"{spec['depth']}), work estimated at n = {n - ESTIMATE_DROP}; plan made in {plan_s:.1f} CPU s")
+    print(
+        f"\nn = {n} planned for {cpus:,} CPUs: {len(plan):,} shards over {len(cut):,} prefixes (depth "
+        f"{spec['depth']}), work estimated at n = {n - ESTIMATE_DROP}; plan made in {plan_s:.1f} CPU s"
+    )
     print(f"  largest shard / mean shard:            {shards.max() / shards.mean():.3f}")
-    print(f"  largest shard / ideal makespan (total / {cpus:,}): {shards.max() / ideal:.3f}"
-          f"  -> {'shorter' if shards.max() < ideal else 'LONGER'} than the ideal makespan")
+    print(
+        f"  largest shard / ideal makespan (total / {cpus:,}): {shards.max() / ideal:.3f}"
+        f"  -> {'shorter' if shards.max() < ideal else 'LONGER'} than the ideal makespan"
+    )
     print(f"  largest prefix / ideal makespan:       {work.max() / ideal:.4f}")
-    print(f"  spec size: largest {max(specs):,} bytes, all {sum(specs) / 1e6:.1f} MB; "
-          f"_plan.json shard list {plan_file / 1e3:.0f} kB")
+    print(
+        f"  spec size: largest {max(specs):,} bytes, all {sum(specs) / 1e6:.1f} MB; "
+        f"_plan.json shard list {plan_file / 1e3:.0f} kB"
+    )
 
 
 def main() -> None:

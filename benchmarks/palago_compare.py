@@ -33,8 +33,9 @@ sys.path.insert(0, REPO)
 
 def load_old(ref: str, folder: str):
     """Import ``solvers/palago`` at git ref ``ref`` as package ``palago_<ref>``; returns its search module."""
-    archive = subprocess.run(["git", "-C", REPO, "archive", ref, "solvers/palago"], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", REPO, "archive", ref, "solvers/palago"], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     name = "palago_old"
@@ -65,10 +66,14 @@ def main() -> None:
         kernels = {"old": old, "new": new}
         for kernel in kernels.values():
             kernel.count_creatures(8)  # compile outside the timings
-        print(f"old = solvers/palago at {args.base!r}, new = this checkout; pinned to core {cpu}; "
-              f"best of {args.repeat} alternating rounds")
-        print(f"{'n':>3} {'old cpu s':>9} {'new cpu s':>9} {'old/new':>8} {'old wall':>9} {'new wall':>9} "
-              f"{'old Mnodes/s':>13} {'new Mnodes/s':>13} {'old nodes/fixed':>16} {'new nodes/fixed':>16}")
+        print(
+            f"old = solvers/palago at {args.base!r}, new = this checkout; pinned to core {cpu}; "
+            f"best of {args.repeat} alternating rounds"
+        )
+        print(
+            f"{'n':>3} {'old cpu s':>9} {'new cpu s':>9} {'old/new':>8} {'old wall':>9} {'new wall':>9} "
+            f"{'old Mnodes/s':>13} {'new Mnodes/s':>13} {'old nodes/fixed':>16} {'new nodes/fixed':>16}"
+        )
         for n in args.n:
             best = {"old": float("inf"), "new": float("inf")}
             wall = {"old": float("inf"), "new": float("inf")}
@@ -85,11 +90,13 @@ def main() -> None:
                 raise SystemExit(f"n = {n}: the kernels disagree on the counts")
             nodes = {w: int(c.nodes.sum()) for w, c in result.items()}
             fixed = int(result["old"].fixed.sum())
-            print(f"{n:>3} {best['old']:>9.2f} {best['new']:>9.2f} {best['old'] / best['new']:>7.2f}x "
-                  f"{wall['old']:>9.2f} {wall['new']:>9.2f} "
-                  f"{nodes['old'] / best['old'] / 1e6:>13.1f} {nodes['new'] / best['new'] / 1e6:>13.1f} "
-                  f"{nodes['old'] / fixed:>16.2f} {nodes['new'] / fixed:>16.2f}"
-                  + ("" if nodes["old"] == nodes["new"] else "   (node counts differ)"))
+            print(
+                f"{n:>3} {best['old']:>9.2f} {best['new']:>9.2f} {best['old'] / best['new']:>7.2f}x "
+                f"{wall['old']:>9.2f} {wall['new']:>9.2f} "
+                f"{nodes['old'] / best['old'] / 1e6:>13.1f} {nodes['new'] / best['new'] / 1e6:>13.1f} "
+                f"{nodes['old'] / fixed:>16.2f} {nodes['new'] / fixed:>16.2f}"
+                + ("" if nodes["old"] == nodes["new"] else "   (node counts differ)")
+            )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,13 @@ print(json.dumps({"direct": direct, "symmetric": symmetric, "answer": answer}))
 
 def time_once(checkout: str, max_n: int, symmetric_max_n: int, repeat: int) -> dict:
     env = dict(os.environ, PYTHONPATH=checkout)
-    done = subprocess.run([sys.executable, "-c", _TIMING, str(max_n), str(symmetric_max_n), str(repeat)], env=env,
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMING, str(max_n), str(symmetric_max_n), str(repeat)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -68,18 +73,22 @@ def main() -> None:
         order = list(checkouts) if round_ % 2 == 0 else list(reversed(checkouts))
         for name in order:
             runs[name].append(time_once(checkouts[name], args.max_n, args.symmetric_max_n, args.repeat))
-            print(f"round {round_ + 1} {name:5s} direct {runs[name][-1]['direct']:7.3f}s"
-                  f"  symmetric {runs[name][-1]['symmetric']:7.3f}s", flush=True)
+            print(
+                f"round {round_ + 1} {name:5s} direct {runs[name][-1]['direct']:7.3f}s"
+                f"  symmetric {runs[name][-1]['symmetric']:7.3f}s",
+                flush=True,
+            )
     same = all(run["answer"] == runs["this"][0]["answer"] for name in runs for run in runs[name])
-    print(f"\nCPU seconds over {args.rounds} rounds (this = {HERE}, other = {checkouts['other']}); "
-          f"same counts: {same}")
+    print(f"\nCPU seconds over {args.rounds} rounds (this = {HERE}, other = {checkouts['other']}); same counts: {same}")
     for kernel, size in (("direct", args.max_n), ("symmetric", args.symmetric_max_n)):
         this = [run[kernel] for run in runs["this"]]
         other = [run[kernel] for run in runs["other"]]
-        print(f"{kernel:9s} n = {size}: this min {min(this):.3f} median {statistics.median(this):.3f}; "
-              f"other min {min(other):.3f} median {statistics.median(other):.3f}; "
-              f"ratio of minimums {min(this) / min(other):.3f}, of medians "
-              f"{statistics.median(this) / statistics.median(other):.3f}")
+        print(
+            f"{kernel:9s} n = {size}: this min {min(this):.3f} median {statistics.median(this):.3f}; "
+            f"other min {min(other):.3f} median {statistics.median(other):.3f}; "
+            f"ratio of minimums {min(this) / min(other):.3f}, of medians "
+            f"{statistics.median(this) / statistics.median(other):.3f}"
+        )
 
 
 if __name__ == "__main__":

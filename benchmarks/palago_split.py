@@ -46,9 +46,17 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 from cluster_parallelism import stop_cluster  # noqa: E402  (this folder is on sys.path)
+
 from batchenum.jobs.palago_transfer import rotation_group_seconds, rotation_parts  # noqa: E402
-from batchenum.solvers.palago.transfer import (_NO_SPARE, PHASE_STATE_STEPS, PIECE_STATES, _bucket_of, _sweep_steps,  # noqa: E402
-                                               _SweepState, max_height)
+from batchenum.solvers.palago.transfer import (
+    _NO_SPARE,
+    PHASE_STATE_STEPS,
+    PIECE_STATES,
+    _bucket_of,
+    _sweep_steps,  # noqa: E402
+    _SweepState,
+    max_height,
+)
 
 TASK_NAME = re.compile(r"^task::palago (h\d+)( column (\d+) rows (\d+)-(\d+) part)?")
 
@@ -63,21 +71,66 @@ def run_on_cluster(max_n: int, cpus: int, code: str) -> tuple[list[dict], str, f
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PYTHONPATH": code}
     out = tempfile.mkdtemp(prefix="bench-split-")
     try:  # a head that failed to start may still have left processes: the finally stops them too
-        head = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
-                               "--num-cpus", str(cpus), "--temp-dir", temp_dir, "--port", "0", "--include-dashboard",
-                               "false", "--disable-usage-stats"], capture_output=True, text=True, env=env, cwd=code)
+        head = subprocess.run(
+            [
+                "nice",
+                "-n",
+                "10",
+                sys.executable,
+                "-m",
+                "ray.scripts.scripts",
+                "start",
+                "--head",
+                "--num-cpus",
+                str(cpus),
+                "--temp-dir",
+                temp_dir,
+                "--port",
+                "0",
+                "--include-dashboard",
+                "false",
+                "--disable-usage-stats",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=code,
+        )
         if head.returncode:
             raise SystemExit(head.stderr)
         address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
         started = time.monotonic()
-        run = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "batchenum", "run", "palago", "--max-n",
-                              str(max_n), "--method", "transfer", "--out", out, "--address", address, "--quiet"],
-                             capture_output=True, text=True, env=env, cwd=code)  # python -m: cwd first
+        run = subprocess.run(
+            [
+                "nice",
+                "-n",
+                "10",
+                sys.executable,
+                "-m",
+                "batchenum",
+                "run",
+                "palago",
+                "--max-n",
+                str(max_n),
+                "--method",
+                "transfer",
+                "--out",
+                out,
+                "--address",
+                address,
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=code,
+        )  # python -m: cwd first
         wall = time.monotonic() - started
         if run.returncode:
             raise SystemExit(run.stderr)
-        events = subprocess.run([sys.executable, "-c", _TIMELINE, address], capture_output=True, text=True, env=env,
-                                check=True).stdout
+        events = subprocess.run(
+            [sys.executable, "-c", _TIMELINE, address], capture_output=True, text=True, env=env, check=True
+        ).stdout
         import json
 
         return json.loads(events), out, wall
@@ -109,8 +162,13 @@ def executions(events: list[dict]) -> list[dict]:
         start, end = event["ts"] / 1e6, (event["ts"] + event["dur"]) / 1e6
         inside = [(a, b) for a, b in execute.get(event["tid"], []) if start - 1e-3 <= a and b <= end + 1e-3]
         if inside:
-            tasks.append({"name": event["cat"][len("task::"):], "span": (start, end),
-                          "run": (min(a for a, _ in inside), max(b for _, b in inside))})
+            tasks.append(
+                {
+                    "name": event["cat"][len("task::") :],
+                    "span": (start, end),
+                    "run": (min(a for a, _ in inside), max(b for _, b in inside)),
+                }
+            )
     return tasks
 
 
@@ -128,8 +186,11 @@ def busy_intervals(tasks: list[dict]) -> tuple[list[tuple[float, float]], list[t
     for task in tasks:
         every.append(task["run"])
         found = TASK_NAME.match("task::" + task["name"])
-        gaps = sorted((a, b) for (height, _, _), (a, b) in waits.items() if found and not found.group(2)
-                      and height == found.group(1))
+        gaps = sorted(
+            (a, b)
+            for (height, _, _), (a, b) in waits.items()
+            if found and not found.group(2) and height == found.group(1)
+        )
         start, end = task["run"]
         for a, b in gaps:
             if a > start:
@@ -176,18 +237,25 @@ def part_a(max_n: int, cpus: int, code: str) -> None:
     tasks = executions(events)
     pieces = sum(1 for task in tasks if " column " in task["name"])
     every, holding = busy_intervals(tasks)
-    print(f"(a) n = {max_n} on a {cpus}-CPU Ray cluster ({code}): {len(tasks)} tasks ({pieces} pieces of split "
-          f"columns, {len(tasks) - pieces} shards), CLI wall {wall:.1f} s")
+    print(
+        f"(a) n = {max_n} on a {cpus}-CPU Ray cluster ({code}): {len(tasks)} tasks ({pieces} pieces of split "
+        f"columns, {len(tasks) - pieces} shards), CLI wall {wall:.1f} s"
+    )
     median, mean, most, span = concurrency(every)
     print(f"    every task executing:  median {median}, mean {mean:.1f}, max {most} at once over {span:.1f} s")
     median, mean, most, span = concurrency(holding, cap=cpus)
     print(f"    tasks holding a CPU:   median {median}, mean {mean:.1f}, max {most} at once over {span:.1f} s")
     runs = sorted(task["run"][1] - task["run"][0] for task in tasks if " column " in task["name"])
-    around = sorted((task["span"][1] - task["span"][0]) - (task["run"][1] - task["run"][0]) for task in tasks
-                    if " column " in task["name"])
+    around = sorted(
+        (task["span"][1] - task["span"][0]) - (task["run"][1] - task["run"][0])
+        for task in tasks
+        if " column " in task["name"]
+    )
     if runs:
-        print(f"    pieces: median {1e3 * runs[len(runs) // 2]:.0f} ms executing, median "
-              f"{1e3 * around[len(around) // 2]:.0f} ms on their worker around it (arguments in, buckets out)")
+        print(
+            f"    pieces: median {1e3 * runs[len(runs) // 2]:.0f} ms executing, median "
+            f"{1e3 * around[len(around) // 2]:.0f} ms on their worker around it (arguments in, buckets out)"
+        )
     print(f"    table: {table_matches_committed(out, max_n)}")
     subprocess.run(["rm", "-rf", out])
 
@@ -217,8 +285,16 @@ def step_profile(max_n: int, bucket_counts: tuple[int, ...]) -> list[dict]:
             stats = np.zeros(2, np.int64)
             started, rows = time.process_time(), count
             data, count, step, spare = _sweep_steps(sweep, stats, done, data, count, step, step + 1, spare)
-            steps.append({"height": height, "column": (step - 1) // height, "states": rows, "processed": int(stats[1]),
-                          "cpu": time.process_time() - started, "shares": shares})
+            steps.append(
+                {
+                    "height": height,
+                    "column": (step - 1) // height,
+                    "states": rows,
+                    "processed": int(stats[1]),
+                    "cpu": time.process_time() - started,
+                    "shares": shares,
+                }
+            )
     return steps
 
 
@@ -231,12 +307,16 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     cpu = sum(p["cpu"] for p in profile)
     processed = sum(p["processed"] for p in profile)
     tiles = project_n - measure_n
-    work_scale, state_scale = growth ** tiles, state_growth ** tiles
-    print(f"(b) measured at n = {measure_n}: heights {cpu:.1f} CPU s, {processed:,} states processed, "
-          f"{cpu / processed * 1e6:.2f} us per state-step")
+    work_scale, state_scale = growth**tiles, state_growth**tiles
+    print(
+        f"(b) measured at n = {measure_n}: heights {cpu:.1f} CPU s, {processed:,} states processed, "
+        f"{cpu / processed * 1e6:.2f} us per state-step"
+    )
     total = cpu * work_scale
-    print(f"    n = {project_n}: heights {total / 3600:.1f} CPU-h ({growth} per tile), {processed * state_scale:.2e} "
-          f"state-steps ({state_growth} per tile), {cpu / processed * work_scale / state_scale * 1e6:.2f} us each")
+    print(
+        f"    n = {project_n}: heights {total / 3600:.1f} CPU-h ({growth} per tile), {processed * state_scale:.2e} "
+        f"state-steps ({state_growth} per tile), {cpu / processed * work_scale / state_scale * 1e6:.2f} us each"
+    )
     # Each step's work at n = project_n: its states processed times the mean cost, times work_scale.  A split step's
     # slowest task holds the largest bucket's share, measured at the nearest k for a one-step phase;
     # a phase of s > 1 steps has s - 1 signature rows fewer, each at most doubling its largest class
@@ -259,11 +339,15 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     path_height = max(by_height, key=by_height.get)
     heights_wall = max(total / project_cpus, by_height[path_height])
     height, tasks, k, share = largest[1]
-    print(f"    largest task: {largest[0]:.1f} s, {largest[0] / total:.1e} of the heights' work (a step of "
-          f"h{height:03d} in {tasks} tasks, the largest holding {share:.3f} of its states"
-          + (f", measured with {k} buckets at n = {measure_n})" if k else ")"))
-    print(f"    critical path h{path_height:03d}: {by_height[path_height] / 60:.1f} min (its steps' largest tasks "
-          f"added up); work / {project_cpus} CPUs: {total / project_cpus / 60:.1f} min")
+    print(
+        f"    largest task: {largest[0]:.1f} s, {largest[0] / total:.1e} of the heights' work (a step of "
+        f"h{height:03d} in {tasks} tasks, the largest holding {share:.3f} of its states"
+        + (f", measured with {k} buckets at n = {measure_n})" if k else ")")
+    )
+    print(
+        f"    critical path h{path_height:03d}: {by_height[path_height] / 60:.1f} min (its steps' largest tasks "
+        f"added up); work / {project_cpus} CPUs: {total / project_cpus / 60:.1f} min"
+    )
     print(f"    heights on {project_cpus} CPUs: about {heights_wall / 60:.0f} min of wall time")
     # the symmetric shards (docs/palago_transfer.md, "What n = 56 and n = 60 need"): the mirror
     # sweep, 9.9 CPU s at n = 50, 1.40 per tile, whole; each rotation group's search, the largest
@@ -275,10 +359,12 @@ def part_b(measure_n: int, project_n: int, project_cpus: int, growth: float, sta
     symmetric = mirror + 2.9 * rotation
     largest_symmetric = max(mirror, rotation * min(1.0, 1.25 / pieces))
     whole = max(heights_wall, largest_symmetric)
-    print(f"    symmetric counts (rotation groups in {pieces} piece{'s' if pieces > 1 else ''} each): about "
-          f"{symmetric / 3600:.2f} CPU-h, the largest shard {largest_symmetric / 60:.1f} min, so the whole run "
-          f"takes about {whole / 60:.0f} min; the largest task's share of all the work: "
-          f"{max(largest[0], largest_symmetric) / (symmetric + total):.1e}")
+    print(
+        f"    symmetric counts (rotation groups in {pieces} piece{'s' if pieces > 1 else ''} each): about "
+        f"{symmetric / 3600:.2f} CPU-h, the largest shard {largest_symmetric / 60:.1f} min, so the whole run "
+        f"takes about {whole / 60:.0f} min; the largest task's share of all the work: "
+        f"{max(largest[0], largest_symmetric) / (symmetric + total):.1e}"
+    )
 
 
 # ------------------------------------------------------------------------------ (c) task cost
@@ -297,18 +383,28 @@ def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
     while state.count > 0:
         done = (state.done_w, state.done_p, state.done_f)
         data, count, c, _ = _sweep_columns(sweep, np.zeros(2, np.int64), done, state.data, state.count, state.c, 1)
-        state = _SweepState(data, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
-                            done_f=state.done_f, stats=state.stats)
+        state = _SweepState(
+            data, count=count, c=c, done_w=state.done_w, done_p=state.done_p, done_f=state.done_f, stats=state.stats
+        )
         if largest is None or state.count > largest.count:
-            largest = _SweepState((data[0][:count].copy(), data[1].copy()), count=count, c=c, done_w=done[0], done_p=done[1],
-                                  done_f=done[2], stats=state.stats)
+            largest = _SweepState(
+                (data[0][:count].copy(), data[1].copy()),
+                count=count,
+                c=c,
+                done_w=done[0],
+                done_p=done[1],
+                done_f=done[2],
+                stats=state.stats,
+            )
     live = largest.generation_rows()
     tasks = live.rows // PIECE_STATES
     steps = next_phase(height, height, live.rows, tasks)
     following = next_phase(height, steps[1], live.rows, tasks)
     pieces = split_generation(live, tasks, height, steps)
-    print(f"(c) h{height:03d} at n = {max_n}, column {largest.c}: {live.rows:,} states in {tasks} pieces, rows "
-          f"{steps[0]}-{steps[1] - 1}")
+    print(
+        f"(c) h{height:03d} at n = {max_n}, column {largest.c}: {live.rows:,} states in {tasks} pieces, rows "
+        f"{steps[0]}-{steps[1] - 1}"
+    )
 
     def timed(run) -> float:
         run()  # compile, start the worker
@@ -326,9 +422,17 @@ def part_c(max_n: int, height: int = 10, rounds: int = 3) -> None:
         task = ray.remote(num_cpus=1)(advance_piece)
         refs = [ray.put(piece) for piece in pieces]
         for buckets in (1, 4, 16):
+
             def run(buckets=buckets):
-                ray.get([task.options(num_returns=buckets + 1).remote(sweep, largest.c, steps, following, buckets,
-                                                                       ref)[0] for ref in refs])
+                ray.get(
+                    [
+                        task.options(num_returns=buckets + 1).remote(sweep, largest.c, steps, following, buckets, ref)[
+                            0
+                        ]
+                        for ref in refs
+                    ]
+                )
+
             print(f"    Ray task, {buckets:2d} buckets: {1e3 * timed(run):.1f} ms a piece")
     finally:
         ray.shutdown()

@@ -87,8 +87,14 @@ print(json.dumps({"cpu": cpu, "states": int(stats[1]), "peak": int(stats[0]), "r
 
 def height_by(checkout: str, height: int, n: int, mode: str) -> dict:
     env = {**os.environ, "PYTHONPATH": checkout}
-    result = subprocess.run([sys.executable, "-c", _HEIGHT, str(height), str(n), mode], env=env,
-                            capture_output=True, text=True, check=True, cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-c", _HEIGHT, str(height), str(n), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    )
     return json.loads(result.stdout)
 
 
@@ -99,16 +105,21 @@ def one_height(args) -> None:
         for name, checkout in checkouts.items():
             runs[name].append(height_by(checkout, args.height, args.n, "time"))
     print(f"h{args.height:03d} at n = {args.n}")
-    print(f"{'':>7} {'CPU s':>8} {'state-steps':>13} {'us/step':>8} {'peak states':>12} {'RSS MB':>8} "
-          f"{'RSS B/state':>12} {'saved B/state':>14}")
+    print(
+        f"{'':>7} {'CPU s':>8} {'state-steps':>13} {'us/step':>8} {'peak states':>12} {'RSS MB':>8} "
+        f"{'RSS B/state':>12} {'saved B/state':>14}"
+    )
     for name, checkout in checkouts.items():
         saved = height_by(checkout, args.height, args.n, "save")["saved"]
         cpu = statistics.median(r["cpu"] for r in runs[name])
         first = runs[name][0]
         assert all(r["fixed"] == first["fixed"] for r in runs[name] + [r for rs in runs.values() for r in rs])
         rss = statistics.median(r["rss"] for r in runs[name])
-        print(f"{name:>7} {cpu:>8.2f} {first['states']:>13,} {1e6 * cpu / first['states']:>8.3f} {first['peak']:>12,} "
-              f"{rss / 2**20:>8.0f} {rss / first['peak']:>12.0f} {saved[0] / max(saved[1], 1):>14.0f}", flush=True)
+        print(
+            f"{name:>7} {cpu:>8.2f} {first['states']:>13,} {1e6 * cpu / first['states']:>8.3f} {first['peak']:>12,} "
+            f"{rss / 2**20:>8.0f} {rss / first['peak']:>12.0f} {saved[0] / max(saved[1], 1):>14.0f}",
+            flush=True,
+        )
     print("runs, CPU s: " + "; ".join(f"{name} " + ", ".join(f"{r['cpu']:.2f}" for r in runs[name]) for name in runs))
 
 
@@ -126,14 +137,17 @@ def transfer(n: int):
 
 def swept_by(checkout: str, n: int) -> dict:
     env = {**os.environ, "PYTHONPATH": checkout}
-    result = subprocess.run([sys.executable, "-c", _SWEEP, str(n)], env=env, capture_output=True, text=True,
-                            check=True, cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-c", _SWEEP, str(n)], env=env, capture_output=True, text=True, check=True, cwd="/"
+    )
     return json.loads(result.stdout)
 
 
 def compare(args) -> None:
-    print(f"{'n':>3} {'fixed(n)':>22} {'before s':>9} {'after s':>9} {'ratio':>6} {'states before':>14} "
-          f"{'states after':>13} {'peak before':>12} {'peak after':>11}")
+    print(
+        f"{'n':>3} {'fixed(n)':>22} {'before s':>9} {'after s':>9} {'ratio':>6} {'states before':>14} "
+        f"{'states after':>13} {'peak before':>12} {'peak after':>11}"
+    )
     for n in range(args.min_n, args.max_n + 1, args.step):
         runs: dict[str, list] = {"before": [], "after": []}
         for _ in range(args.rounds):
@@ -143,8 +157,11 @@ def compare(args) -> None:
         assert before["fixed"] == after["fixed"], f"n = {n}: the checkouts disagree"
         b = statistics.median(r["cpu"] for r in runs["before"])
         a = statistics.median(r["cpu"] for r in runs["after"])
-        print(f"{n:>3} {int(after['fixed']):>22,} {b:>9.2f} {a:>9.2f} {b / a:>6.2f} {before['states']:>14,} "
-              f"{after['states']:>13,} {before['peak']:>12,} {after['peak']:>11,}", flush=True)
+        print(
+            f"{n:>3} {int(after['fixed']):>22,} {b:>9.2f} {a:>9.2f} {b / a:>6.2f} {before['states']:>14,} "
+            f"{after['states']:>13,} {before['peak']:>12,} {after['peak']:>11,}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -168,8 +185,10 @@ def main() -> None:
     count_height(2, 8)  # compile (or load the cache) outside the timings
     count_creatures(6)
     times, direct_times = {}, {}
-    print(f"{'n':>3} {'fixed(n)':>24} {'CPU s':>9} {'growth':>7} {'states':>13} {'peak':>9} "
-          f"{'RSS MB':>7} {'direct s':>9} {'growth':>7}")
+    print(
+        f"{'n':>3} {'fixed(n)':>24} {'CPU s':>9} {'growth':>7} {'states':>13} {'peak':>9} "
+        f"{'RSS MB':>7} {'direct s':>9} {'growth':>7}"
+    )
     for n in range(args.min_n, args.max_n + 1, args.step):
         seconds, processed, peak, fixed = transfer(n)
         times[n] = seconds
@@ -184,8 +203,11 @@ def main() -> None:
             direct = f"{direct_times[n]:9.3f}"
             if direct_times.get(n - 2):
                 d_growth = f"{math.sqrt(direct_times[n] / direct_times[n - 2]):7.2f}"
-        print(f"{n:>3} {fixed:>24,} {seconds:>9.3f} {growth:>7.2f} {processed:>13,} {peak:>9,} "
-              f"{rss_mb:>7.0f} {direct:>9} {d_growth:>7}", flush=True)
+        print(
+            f"{n:>3} {fixed:>24,} {seconds:>9.3f} {growth:>7.2f} {processed:>13,} {peak:>9,} "
+            f"{rss_mb:>7.0f} {direct:>9} {d_growth:>7}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

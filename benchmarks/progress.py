@@ -33,8 +33,13 @@ POLL = 0.1  # seconds between two looks at the tmux pane
 def run_in_pipe(args: list[str], env: dict) -> list[tuple[float, str]]:
     """(seconds since start, line) for every line the run writes on standard error, read from a pipe."""
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-m", "batchenum", *args], stderr=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchenum", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     lines = [(time.monotonic() - started, line.rstrip("\n")) for line in process.stderr]
     process.wait()
     return lines
@@ -44,10 +49,15 @@ def run_in_tmux(args: list[str], env: dict, work: str) -> list[tuple[float, str]
     """(seconds since start, screen) for every distinct screen of a tmux pane running the command."""
     session = f"progress-bench-{os.getpid()}"
     done = os.path.join(work, "done")
-    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items()
-                       if key.startswith(("NUMBA_", "RAY_", "PATH", "VIRTUAL_ENV", "HOME")))
-    command = (f"env {exports} {shlex.quote(sys.executable)} -m batchenum {shlex.join(args)} > /dev/null; "
-               f"touch {shlex.quote(done)}; sleep 600")
+    exports = " ".join(
+        f"{key}={shlex.quote(value)}"
+        for key, value in env.items()
+        if key.startswith(("NUMBA_", "RAY_", "PATH", "VIRTUAL_ENV", "HOME"))
+    )
+    command = (
+        f"env {exports} {shlex.quote(sys.executable)} -m batchenum {shlex.join(args)} > /dev/null; "
+        f"touch {shlex.quote(done)}; sleep 600"
+    )
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "40", command], check=True)
     started = time.monotonic()
     screens: list[tuple[float, str]] = []
@@ -55,8 +65,9 @@ def run_in_tmux(args: list[str], env: dict, work: str) -> list[tuple[float, str]
         finished = False
         while not finished:
             finished = os.path.exists(done)  # one last look after the command ended
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
-                                    text=True).stdout.rstrip()
+            screen = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            ).stdout.rstrip()
             if screen and (not screens or screens[-1][1] != screen):
                 screens.append((time.monotonic() - started, screen))
             time.sleep(POLL)
@@ -71,8 +82,10 @@ def run_in_jupyter(max_n: int, out: str, env: dict, no_head_start: bool) -> list
     import nbformat
     from nbclient import NotebookClient
 
-    code = (f"import batchenum\nbatchenum.run('palago', max_n={max_n}, out={out!r}, quiet=False, "
-            f"head_start={not no_head_start})")
+    code = (
+        f"import batchenum\nbatchenum.run('palago', max_n={max_n}, out={out!r}, quiet=False, "
+        f"head_start={not no_head_start})"
+    )
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     seen: list[tuple[float, str]] = []
     client = NotebookClient(notebook, timeout=1800, kernel_name="python3")
@@ -103,8 +116,10 @@ def report(where: str, events: list[tuple[float, str]], show: int) -> None:
         print(f"{where}: no output at all")
         return
     gaps = [b[0] - a[0] for a, b in zip(events, events[1:])]
-    print(f"{where}: first output at {events[0][0]:.1f} s, {len(events)} updates until {events[-1][0]:.1f} s, "
-          f"longest gap {max(gaps, default=0.0):.1f} s")
+    print(
+        f"{where}: first output at {events[0][0]:.1f} s, {len(events)} updates until {events[-1][0]:.1f} s, "
+        f"longest gap {max(gaps, default=0.0):.1f} s"
+    )
     for moment, text in events[:show] + ([(None, "...")] if len(events) > 2 * show else []) + events[-show:]:
         shown = text if moment is None else f"{moment:6.1f}  " + text.replace("\n", "\n        ")
         print("   ", shown[:2000])
@@ -126,8 +141,15 @@ def main() -> None:
                 shutil.rmtree(cache, ignore_errors=True)
             env = {**os.environ, "NUMBA_CACHE_DIR": cache}
             out = os.path.join(work, where)
-            args = ["run", "palago", "--max-n", str(options.max_n), "--out", out,
-                    *(["--no-head-start"] if options.no_head_start else [])]
+            args = [
+                "run",
+                "palago",
+                "--max-n",
+                str(options.max_n),
+                "--out",
+                out,
+                *(["--no-head-start"] if options.no_head_start else []),
+            ]
             if where == "terminal":
                 events = run_in_tmux(args, env, work)
             elif where == "pipe":

@@ -52,9 +52,26 @@ def marked(mark: str) -> list[int]:
 
 def start(out: str, max_n: int, mode: list[str], log: Path, mark: str) -> subprocess.Popen:
     with open(log, "w") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n),
-                                 "--shards", "64", "--out", out, *mode], stdout=subprocess.DEVNULL, stderr=stderr,
-                                start_new_session=True, env={**os.environ, MARK: mark})
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "batchenum",
+                "run",
+                "palago",
+                "--max-n",
+                str(max_n),
+                "--shards",
+                "64",
+                "--out",
+                out,
+                *mode,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+            env={**os.environ, MARK: mark},
+        )
 
 
 def wait_for(predicate, process: subprocess.Popen, timeout: float = 300) -> bool:
@@ -67,9 +84,11 @@ def wait_for(predicate, process: subprocess.Popen, timeout: float = 300) -> bool
 
 
 def interrupt(max_n: int) -> None:
-    modes = {"head start": (["--workers", "2"], "computing on a local Ray"),
-             "--no-head-start": (["--workers", "2", "--no-head-start"], "computing on a local Ray"),
-             "--serial": (["--serial"], "computing in this process")}
+    modes = {
+        "head start": (["--workers", "2"], "computing on a local Ray"),
+        "--no-head-start": (["--workers", "2", "--no-head-start"], "computing on a local Ray"),
+        "--serial": (["--serial"], "computing in this process"),
+    }
     for name, (mode, ready) in modes.items():
         with tempfile.TemporaryDirectory(prefix="bi", dir="/tmp") as folder:
             mark, log = uuid.uuid4().hex, Path(folder, "stderr.log")
@@ -87,8 +106,10 @@ def interrupt(max_n: int) -> None:
             left = marked(mark)
             for pid in left:
                 os.kill(pid, signal.SIGKILL)
-            print(f"{name}: exit {driver.returncode}; {len(noise)} lines not ours after the signal "
-                  f"{noise[:1]}; last line {after[-1] if after else ''!r}; {len(left)} processes left after 10 s")
+            print(
+                f"{name}: exit {driver.returncode}; {len(noise)} lines not ours after the signal "
+                f"{noise[:1]}; last line {after[-1] if after else ''!r}; {len(left)} processes left after 10 s"
+            )
 
 
 def soak(kills: int, max_n: int, at: str) -> None:
@@ -117,11 +138,16 @@ def soak(kills: int, max_n: int, at: str) -> None:
             alive_2.append(counts.get(2, 0))
             alive_10.append(counts.get(10, 0))
             lasted.append(time.monotonic() - killed)
-            print(f"kill {len(lasted)}: {alive_2[-1]} alive at 2 s, {alive_10[-1]} at 10 s, the last lived "
-                  f"{lasted[-1]:.1f} s", flush=True)
+            print(
+                f"kill {len(lasted)}: {alive_2[-1]} alive at 2 s, {alive_10[-1]} at 10 s, the last lived "
+                f"{lasted[-1]:.1f} s",
+                flush=True,
+            )
     survived = sum(1 for count in alive_2 if count)
-    print(f"{kills} kills: processes alive 2 s after the kill in {survived}; at 10 s in "
-          f"{sum(1 for count in alive_10 if count)}; the longest lived {max(lasted):.1f} s")
+    print(
+        f"{kills} kills: processes alive 2 s after the kill in {survived}; at 10 s in "
+        f"{sum(1 for count in alive_10 if count)}; the longest lived {max(lasted):.1f} s"
+    )
 
 
 def _named(pid: int, name: bytes) -> bool:

@@ -58,11 +58,16 @@ def sample(pid: int) -> tuple[str, float] | None:
 def kind(command: str, root_command: str) -> str:
     if command == root_command:
         return "driver (batchenum, head start included)"
-    for pattern, name in (("ray.scripts.scripts start", "ray start (the background Ray, nice 19)"),
-                          ("default_worker", "Ray worker"), ("gcs_server", "Ray gcs_server"),
-                          ("raylet", "Ray raylet"), ("dashboard", "Ray dashboard/agent"),
-                          ("runtime_env", "Ray runtime_env agent"), ("log_monitor", "Ray log_monitor"),
-                          ("monitor.py", "Ray monitor")):
+    for pattern, name in (
+        ("ray.scripts.scripts start", "ray start (the background Ray, nice 19)"),
+        ("default_worker", "Ray worker"),
+        ("gcs_server", "Ray gcs_server"),
+        ("raylet", "Ray raylet"),
+        ("dashboard", "Ray dashboard/agent"),
+        ("runtime_env", "Ray runtime_env agent"),
+        ("log_monitor", "Ray log_monitor"),
+        ("monitor.py", "Ray monitor"),
+    ):
         if pattern in command:
             return name
     return "other: " + command[:60]
@@ -70,8 +75,19 @@ def kind(command: str, root_command: str) -> str:
 
 def profile_run(max_n: int, workers: int) -> None:
     out = tempfile.mkdtemp(prefix="startup-")
-    command = [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--workers", str(workers),
-               "--out", out]
+    command = [
+        sys.executable,
+        "-m",
+        "batchenum",
+        "run",
+        "palago",
+        "--max-n",
+        str(max_n),
+        "--workers",
+        str(workers),
+        "--out",
+        out,
+    ]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[int, dict] = {}
@@ -92,12 +108,16 @@ def profile_run(max_n: int, workers: int) -> None:
     groups: dict[str, list] = defaultdict(list)
     for entry in seen.values():
         groups[kind(entry["command"], root)].append(entry)
-    print(f"\nbatchenum run palago --max-n {max_n} --workers {workers}: {wall:.1f} s wall, "
-          f"{len(seen)} processes, {sum(e['cpu'] for e in seen.values()):.1f} CPU s in all (sampled every 50 ms)")
+    print(
+        f"\nbatchenum run palago --max-n {max_n} --workers {workers}: {wall:.1f} s wall, "
+        f"{len(seen)} processes, {sum(e['cpu'] for e in seen.values()):.1f} CPU s in all (sampled every 50 ms)"
+    )
     print(f"  {'process':44} {'count':>5} {'CPU s':>7} {'first seen s':>13}")
     for name, entries in sorted(groups.items(), key=lambda item: -sum(e["cpu"] for e in item[1])):
-        print(f"  {name:44} {len(entries):5d} {sum(e['cpu'] for e in entries):7.2f} "
-              f"{min(e['first'] for e in entries):13.1f}")
+        print(
+            f"  {name:44} {len(entries):5d} {sum(e['cpu'] for e in entries):7.2f} "
+            f"{min(e['first'] for e in entries):13.1f}"
+        )
     for line in output.splitlines():
         if re.search(r"\[\d+\.\d+s\]$", line):
             print("   ", line)
@@ -116,19 +136,37 @@ def per_second(busy: list[tuple[float, float]]) -> list[float]:
 
 def worker_cost(repeat: int) -> None:
     print("\nA fresh interpreter before its first shard (what each Ray worker pays), seconds:")
-    print(f"  {'numpy+pyarrow':>13} {'import ray':>10} {'jobs+pipeline':>13} {'kernel import':>13} "
-          f"{'cache load':>10} {'CPU':>5}")
+    print(
+        f"  {'numpy+pyarrow':>13} {'import ray':>10} {'jobs+pipeline':>13} {'kernel import':>13} "
+        f"{'cache load':>10} {'CPU':>5}"
+    )
     for _ in range(repeat):
-        figures = subprocess.run([sys.executable, "-c", WORKER_COST], capture_output=True, text=True,
-                                 check=True).stdout.split()
+        figures = subprocess.run(
+            [sys.executable, "-c", WORKER_COST], capture_output=True, text=True, check=True
+        ).stdout.split()
         print("  " + " ".join(f"{float(v):>{w}.2f}" for v, w in zip(figures, (13, 10, 13, 13, 10, 5))))
 
 
 def serial(max_n: int) -> None:
     out = tempfile.mkdtemp(prefix="startup-serial-")
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--serial", "--quiet",
-                    "--out", out], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "palago",
+            "--max-n",
+            str(max_n),
+            "--serial",
+            "--quiet",
+            "--out",
+            out,
+        ],
+        check=True,
+        capture_output=True,
+    )
     print(f"\n--serial (one process, no Ray): {time.monotonic() - started:.1f} s wall")
     shutil.rmtree(out, ignore_errors=True)
 

@@ -1,7 +1,7 @@
 """N-queens counted by a prefix split: the search-tree skeleton (docs/jobs.md).
 
-    batchenum run examples/queens.py:Queens --n 10 --out results
-    python examples/queens.py 8          # the same from Python
+batchenum run examples/queens.py:Queens --n 10 --out results
+python examples/queens.py 8          # the same from Python
 """
 
 from batchenum.pipeline.job import Param
@@ -20,8 +20,11 @@ class Queens(TreeJob):
 
     def children(self, cols):
         row = len(cols)
-        return [cols + (col,) for col in range(self.n)
-                if all(col != c and abs(col - c) != row - r for r, c in enumerate(cols))]
+        return [
+            cols + (col,)
+            for col in range(self.n)
+            if all(col != c and abs(col - c) != row - r for r, c in enumerate(cols))
+        ]
 
     def is_leaf(self, cols):
         return len(cols) == self.n

@@ -21,8 +21,15 @@ import pyarrow as pa
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline.arrow import from_numpy, string_list_buffers
 from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
-from batchenum.pipeline.cli import Command, add_generate_arguments as add_batch_generate_arguments, positive_int, \
-    probability, write_generated
+from batchenum.pipeline.cli import (
+    Command,
+    positive_int,
+    probability,
+    write_generated,
+)
+from batchenum.pipeline.cli import (
+    add_generate_arguments as add_batch_generate_arguments,
+)
 from batchenum.pipeline.inputs import read_records
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
@@ -70,8 +77,13 @@ class DungeonJob(RecordBatchJob):
         ERRORS_TABLE,
     )
 
-    max_cells = Param(int, default=MAX_CELLS, low=1, metavar="N",
-                      help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})")
+    max_cells = Param(
+        int,
+        default=MAX_CELLS,
+        low=1,
+        metavar="N",
+        help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})",
+    )
 
     def limits(self) -> dict[str, Any]:
         return {"max_cells": self.max_cells}
@@ -91,8 +103,12 @@ class DungeonJob(RecordBatchJob):
         rejected = np.flatnonzero(is_rejected)  # (numpy: no Python loop over the slice's records)
         clean = not len(rejected)  # then no take, which imports pyarrow.compute (0.1 s, first shard)
         outputs = {
-            "answers": self._answers(records.ids if clean else records.ids.take(from_numpy(batch.index)),
-                                     records.files(len(batch.index)), records.positions[batch.index], batch),
+            "answers": self._answers(
+                records.ids if clean else records.ids.take(from_numpy(batch.index)),
+                records.files(len(batch.index)),
+                records.positions[batch.index],
+                batch,
+            ),
             "errors": records.error_rows(rejected, [self._reason(batch.errors[i]) for i in rejected]),
         }
         return ShardResult(outputs, {"records": records.read}, records.fingerprint)
@@ -116,8 +132,7 @@ class DungeonJob(RecordBatchJob):
     def _reason(error: Exception) -> str:
         """The plain reason for a rejected grid; the size limit says how to raise it."""
         if isinstance(error, GridTooLargeError):
-            return (f"grid has {error.cells} cells, more than the limit of {error.limit} "
-                    f"(raise it with --max-cells)")
+            return f"grid has {error.cells} cells, more than the limit of {error.limit} (raise it with --max-cells)"
         return str(error)
 
     @classmethod
@@ -129,7 +144,6 @@ class DungeonJob(RecordBatchJob):
         job = cls(path)
         for shard in job.plan(PlanContext()):
             job.run_shard(shard)
-
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -156,11 +170,18 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     """Write the generated dungeons to ``args.out`` (atomically); returns the exit status."""
-    grids = generate(args.count, args.height, args.width, args.seed,
-                     wall=args.wall, gold=args.gold, monster=args.monster)
+    grids = generate(
+        args.count, args.height, args.width, args.seed, wall=args.wall, gold=args.gold, monster=args.monster
+    )
     return write_generated(args.out, "grid", "d", grids, _GRID_TYPE, "dungeons")
 
 
 JOB = DungeonJob
-COMMANDS = [Command(("generate", "dungeons"), "write a batch of seeded random dungeons (JSONL or Parquet)",
-                    add_generate_arguments, run_generate)]
+COMMANDS = [
+    Command(
+        ("generate", "dungeons"),
+        "write a batch of seeded random dungeons (JSONL or Parquet)",
+        add_generate_arguments,
+        run_generate,
+    )
+]

@@ -32,15 +32,18 @@ TABLE_ENDINGS = (".parquet", ".csv")
 def read_series(path: str, column: str | None = None) -> tuple[list[int], str]:
     """(series with series[n] = a(n) from n = 0, the count column's name or 'counts') from ``path``."""
     if not os.path.isfile(path):
-        raise PipelineError(f"no file at {path}: give a text file of one count per line, or a .parquet or .csv "
-                            "table with columns n and the counts")
+        raise PipelineError(
+            f"no file at {path}: give a text file of one count per line, or a .parquet or .csv "
+            "table with columns n and the counts"
+        )
     lower = path.lower()
     if lower.endswith(TABLE_ENDINGS):
         columns = _parquet_columns(path) if lower.endswith(".parquet") else _csv_columns(path)
         return _table_series(path, columns, column)
     if column is not None:
-        raise UsageError(f"--column chooses a column of a .parquet or .csv table; {path} is read as text, one "
-                         "count per line")
+        raise UsageError(
+            f"--column chooses a column of a .parquet or .csv table; {path} is read as text, one count per line"
+        )
     return _text_series(path), "counts"
 
 
@@ -59,8 +62,10 @@ def _whole_number(text: str, where: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise PipelineError(f"{where} holds {text!r}, not a whole number: give one exact count per line "
-                            "(lines starting with # are comments)") from None
+        raise PipelineError(
+            f"{where} holds {text!r}, not a whole number: give one exact count per line "
+            "(lines starting with # are comments)"
+        ) from None
     if value < 0:
         raise PipelineError(f"{where} holds {value}: counts cannot be negative")
     return value
@@ -93,8 +98,10 @@ def _csv_columns(path: str) -> dict[str, list]:
     columns = {}
     for index, name in enumerate(header):
         try:
-            columns[name] = [_whole_number(row[index].strip(), f"{path} row {row_number + 2} column {name}")
-                             for row_number, row in enumerate(body)]
+            columns[name] = [
+                _whole_number(row[index].strip(), f"{path} row {row_number + 2} column {name}")
+                for row_number, row in enumerate(body)
+            ]
         except (PipelineError, IndexError):
             columns[name] = None
     return columns
@@ -102,13 +109,15 @@ def _csv_columns(path: str) -> dict[str, list]:
 
 def _table_series(path: str, columns: dict[str, list | None], column: str | None) -> tuple[list[int], str]:
     if "n" not in columns or columns["n"] is None:
-        raise PipelineError(f"{path} has no column n of whole numbers (it has {', '.join(columns) or 'none'}): "
-                            "name the sizes' column n")
+        raise PipelineError(
+            f"{path} has no column n of whole numbers (it has {', '.join(columns) or 'none'}): name the sizes' column n"
+        )
     counts = [name for name in columns if name != "n"]
     if column is None:
         if len(counts) != 1:
-            raise UsageError(f"{path} has the columns {', '.join(counts) or 'none'} besides n: "
-                             "choose one with --column")
+            raise UsageError(
+                f"{path} has the columns {', '.join(counts) or 'none'} besides n: choose one with --column"
+            )
         column = counts[0]
     if column not in counts:
         raise UsageError(f"{path} has no column {column!r}: choose one of {', '.join(counts) or 'none'}")
@@ -116,8 +125,10 @@ def _table_series(path: str, columns: dict[str, list | None], column: str | None
         raise PipelineError(f"{path}'s column {column} holds something other than whole numbers: give exact counts")
     sizes = columns["n"]
     if not sizes or sizes != list(range(sizes[0], sizes[0] + len(sizes))) or sizes[0] < 0:
-        raise PipelineError(f"{path}'s column n does not hold consecutive sizes in order from n >= 0: sort the "
-                            "table by n and fill every size")
+        raise PipelineError(
+            f"{path}'s column n does not hold consecutive sizes in order from n >= 0: sort the "
+            "table by n and fill every size"
+        )
     return [0] * sizes[0] + columns[column], column
 
 
@@ -132,13 +143,23 @@ def analysis_json(analysis) -> dict:
     for method in (analysis.ratio, analysis.first_order, analysis.second_order):
         methods[method.name] = {
             "approximants": len(method.approximants),
-            **({"lambda": _estimate(method.lam, True), "theta": _estimate(method.theta, True)}
-               if method.lam is not None else {}),
-            "history": [{"last_n": stage.last, "approximants": stage.approximants, "lambda": stage.lam,
-                         "theta": stage.theta} for stage in method.history],
+            **(
+                {"lambda": _estimate(method.lam, True), "theta": _estimate(method.theta, True)}
+                if method.lam is not None
+                else {}
+            ),
+            "history": [
+                {"last_n": stage.last, "approximants": stage.approximants, "lambda": stage.lam, "theta": stage.theta}
+                for stage in method.history
+            ],
         }
-    return {"lambda": _estimate(analysis.lam), "theta": _estimate(analysis.theta), "method": analysis.method,
-            "methods": methods, "disagreements": analysis.disagreements()}
+    return {
+        "lambda": _estimate(analysis.lam),
+        "theta": _estimate(analysis.theta),
+        "method": analysis.method,
+        "methods": methods,
+        "disagreements": analysis.disagreements(),
+    }
 
 
 def _estimate(estimate, detail: bool = False) -> dict:
@@ -160,21 +181,28 @@ def check_json(check) -> dict:
 
 def analysis_text(name: str, analysis) -> str:
     lines = [f"{name}: lambda = {_pm(analysis.lam, 6)}, theta = {_pm(analysis.theta, 4)} ({analysis.method})"]
-    for method, label in ((analysis.ratio, "ratio method"), (analysis.first_order, "first-order approximants"),
-                          (analysis.second_order, "second-order approximants")):
+    for method, label in (
+        (analysis.ratio, "ratio method"),
+        (analysis.first_order, "first-order approximants"),
+        (analysis.second_order, "second-order approximants"),
+    ):
         if method.lam is None:
             lines.append(f"  {label:26s} none usable")
         else:
-            lines.append(f"  {label:26s} lambda = {_pm(method.lam, 6)}, theta = {_pm(method.theta, 4)} "
-                         f"({len(method.approximants)})")
+            lines.append(
+                f"  {label:26s} lambda = {_pm(method.lam, 6)}, theta = {_pm(method.theta, 4)} "
+                f"({len(method.approximants)})"
+            )
     lines += [f"  warning: {text}" for text in analysis.disagreements()]
     return "\n".join(lines)
 
 
 def check_text(check) -> str:
     verdict = "consistent" if check.consistent else "excluded"
-    return (f"  theta = {check.theta:g} assumed: lambda = {_pm(check.biased, 6)} against {_pm(check.unbiased, 6)} "
-            f"with theta free: {verdict}")
+    return (
+        f"  theta = {check.theta:g} assumed: lambda = {_pm(check.biased, 6)} against {_pm(check.unbiased, 6)} "
+        f"with theta free: {verdict}"
+    )
 
 
 def _pm(estimate, digits: int) -> str:
@@ -188,20 +216,33 @@ def _pm(estimate, digits: int) -> str:
 
 
 def add_theta_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--theta", type=float, action="append", default=[], metavar="T",
-                        help="test the exponent T (repeatable): the ratio method with theta = T assumed gives a "
-                             "biased lambda, which must agree with the unbiased one within both error bars")
+    parser.add_argument(
+        "--theta",
+        type=float,
+        action="append",
+        default=[],
+        metavar="T",
+        help="test the exponent T (repeatable): the ratio method with theta = T assumed gives a "
+        "biased lambda, which must agree with the unbiased one within both error bars",
+    )
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE",
-                        help="a text file of one count per line from n = 1 ('#' lines are comments), or a .parquet "
-                             "or .csv table with a column n and the counts")
-    parser.add_argument("--column", help="the count column of a .parquet or .csv table (needed when it has more "
-                                         "than one besides n)")
-    parser.add_argument("--json", action="store_true",
-                        help='one JSON object on standard output: {"lambda": {"estimate", "spread"}, "theta": {...}, '
-                             '"method", "methods", "disagreements", "checks"} (docs/cli.md)')
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="a text file of one count per line from n = 1 ('#' lines are comments), or a .parquet "
+        "or .csv table with a column n and the counts",
+    )
+    parser.add_argument(
+        "--column", help="the count column of a .parquet or .csv table (needed when it has more than one besides n)"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object on standard output: {"lambda": {"estimate", "spread"}, "theta": {...}, '
+        '"method", "methods", "disagreements", "checks"} (docs/cli.md)',
+    )
     add_theta_argument(parser)
 
 
@@ -215,8 +256,19 @@ def _growth(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise PipelineError(f"{args.file}: {column}: {error}") from None
     if args.json:
-        print(json.dumps({"file": args.file, "column": column, "max_n": len(series) - 1, "convention": CONVENTION,
-                          **analysis_json(analysis), "checks": [check_json(c) for c in checks]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "file": args.file,
+                    "column": column,
+                    "max_n": len(series) - 1,
+                    "convention": CONVENTION,
+                    **analysis_json(analysis),
+                    "checks": [check_json(c) for c in checks],
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"growth analysis of {args.file} (n = 1..{len(series) - 1}), {CONVENTION}")
     print(analysis_text(column, analysis))
@@ -225,5 +277,11 @@ def _growth(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = [Command(("growth",), "estimate the growth constant and critical exponent of any count series, "
-                                 "with error bars", _add_arguments, _growth)]
+COMMANDS = [
+    Command(
+        ("growth",),
+        "estimate the growth constant and critical exponent of any count series, with error bars",
+        _add_arguments,
+        _growth,
+    )
+]

@@ -23,8 +23,15 @@ import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
-from batchenum.pipeline.cli import Command, add_generate_arguments as add_batch_generate_arguments, positive_int, \
-    probability, write_generated
+from batchenum.pipeline.cli import (
+    Command,
+    positive_int,
+    probability,
+    write_generated,
+)
+from batchenum.pipeline.cli import (
+    add_generate_arguments as add_batch_generate_arguments,
+)
 from batchenum.pipeline.inputs import Records, read_records
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.nonary import SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
@@ -75,9 +82,17 @@ class NonaryJob(RecordBatchJob):
     )
 
     max_doors = Param(int, default=MAX_DOORS, low=1, metavar="N", help="reject door lists longer than this")
-    record_timeout = Param(float, default=RECORD_TIMEOUT, above=0, recorded=False, metavar="SECONDS", help=(
-        "time allowed per distinct graph, preparation (its canonical form) and search together, before its "
-        f"records become error rows (default {RECORD_TIMEOUT:g}; 'inf' for no limit)"))
+    record_timeout = Param(
+        float,
+        default=RECORD_TIMEOUT,
+        above=0,
+        recorded=False,
+        metavar="SECONDS",
+        help=(
+            "time allowed per distinct graph, preparation (its canonical form) and search together, before its "
+            f"records become error rows (default {RECORD_TIMEOUT:g}; 'inf' for no limit)"
+        ),
+    )
 
     def limits(self) -> dict[str, Any]:
         """--max-doors changes answers; --record-timeout does not (a record that times out is
@@ -116,7 +131,9 @@ class NonaryJob(RecordBatchJob):
 
     def _read(self, shard: Shard) -> Records:
         """The slice's records, each door list checked by ``_checked_doors``."""
-        return read_records(dict(shard.spec), "doors", pa.string(), check=self._checked_doors, source=self.source(shard))
+        return read_records(
+            dict(shard.spec), "doors", pa.string(), check=self._checked_doors, source=self.source(shard)
+        )
 
     def _checked_doors(self, value: Any) -> str:
         """A record's door list, checked on its JSON values as read (the parser must see ``9.0``,
@@ -126,8 +143,9 @@ class NonaryJob(RecordBatchJob):
         try:
             return json.dumps(parse(value, max_doors=self.max_doors), separators=(",", ":"))
         except TooManyDoorsError as error:
-            raise ValueError(f"{error.doors} doors is more than the limit of {error.limit} "
-                             "(raise it with --max-doors)") from None
+            raise ValueError(
+                f"{error.doors} doors is more than the limit of {error.limit} (raise it with --max-doors)"
+            ) from None
 
     def _rows(self, records: Records, indices, read_errors: bool = True) -> tuple[dict, dict, list[int]]:
         """Answers rows for the accepted records at ``indices``, errors rows for those that have no
@@ -162,9 +180,12 @@ class NonaryJob(RecordBatchJob):
         retry exactly those records (``retry``) rather than reuse their error rows.  ``fingerprint``
         is the checksum of the slice's bytes, recorded with the shard."""
         tables = {
-            "answers": {**answers, "escaped": np.asarray(answers["escaped"], dtype=np.int64),
-                        "doors": np.asarray(answers["doors"], dtype=np.int64),
-                        "line": np.asarray(answers["line"], dtype=np.int64)},
+            "answers": {
+                **answers,
+                "escaped": np.asarray(answers["escaped"], dtype=np.int64),
+                "doors": np.asarray(answers["doors"], dtype=np.int64),
+                "line": np.asarray(answers["line"], dtype=np.int64),
+            },
             "errors": {**errors, "line": np.asarray(errors["line"], dtype=np.int64)},
         }
         return ShardResult(tables, {"records": records, "timeouts": len(timed_out)}, fingerprint, retry=timed_out)
@@ -202,17 +223,20 @@ class NonaryJob(RecordBatchJob):
     def _timeout_reason(self, error: SolveTimeout) -> str:
         """The error row's reason for a graph whose time budget ran out."""
         if error.stage == "search":
-            return _TimedOut(f"timed out: no optimal plan within the time budget of {self.record_timeout:g} s "
-                             f"({error.states:,} states searched); raise it with --record-timeout, or rerun "
-                             "into the same folder to retry only the timed-out records")
-        return _TimedOut(f"timed out: the time budget of {self.record_timeout:g} s ran out while preparing the "
-                         "graph, before the search; raise it with --record-timeout")
+            return _TimedOut(
+                f"timed out: no optimal plan within the time budget of {self.record_timeout:g} s "
+                f"({error.states:,} states searched); raise it with --record-timeout, or rerun "
+                "into the same folder to retry only the timed-out records"
+            )
+        return _TimedOut(
+            f"timed out: the time budget of {self.record_timeout:g} s ran out while preparing the "
+            "graph, before the search; raise it with --record-timeout"
+        )
 
     def summary(self, tables: dict, totals: dict) -> str:
         line = super().summary(tables, totals)
         timeouts = totals.get("timeouts", 0)
         return line + (f" ({timeouts} timed out: rerun into the same folder to retry only those)" if timeouts else "")
-
 
 
 class _TimedOut(str):
@@ -227,20 +251,41 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     add_batch_generate_arguments(parser, "door graphs")
     parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
     parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
-    parser.add_argument("--cycles", type=probability, default=0.2,
-                        help="chance that a door goes back to an earlier room or itself (default 0.2)")
-    parser.add_argument("--parallel", type=probability, default=0.2,
-                        help="chance that a door repeats the rooms of an earlier one (default 0.2)")
+    parser.add_argument(
+        "--cycles",
+        type=probability,
+        default=0.2,
+        help="chance that a door goes back to an earlier room or itself (default 0.2)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=probability,
+        default=0.2,
+        help="chance that a door repeats the rooms of an earlier one (default 0.2)",
+    )
     parser.add_argument("--nines", type=probability, default=0.25, help="share of doors numbered 9 (default 0.25)")
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """Write the generated door graphs to ``args.out`` (atomically); returns the exit status."""
-    graphs = generate(args.count, rooms=args.rooms, doors=args.doors, seed=args.seed,
-                      cycles=args.cycles, parallel=args.parallel, nines=args.nines)
+    graphs = generate(
+        args.count,
+        rooms=args.rooms,
+        doors=args.doors,
+        seed=args.seed,
+        cycles=args.cycles,
+        parallel=args.parallel,
+        nines=args.nines,
+    )
     return write_generated(args.out, "doors", "g", graphs, _DOORS_TYPE, "door graphs")
 
 
 JOB = NonaryJob
-COMMANDS = [Command(("generate", "nonary"), "write a batch of seeded random door graphs (JSONL or Parquet)",
-                    add_generate_arguments, run_generate)]
+COMMANDS = [
+    Command(
+        ("generate", "nonary"),
+        "write a batch of seeded random door graphs (JSONL or Parquet)",
+        add_generate_arguments,
+        run_generate,
+    )
+]

@@ -16,9 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from batchenum.jobs.palago_counts import (BFILE_COLUMNS, CHECKPOINT_INTERVAL, CREATURE_COUNTS, CREATURES,
-                                          INT64_MAX_N, STABILISER_ORDERS, WIDE_CREATURE_COUNTS, PalagoCountsJob,
-                                          check_identities, stored_counts, summary_head, summed_counts)
+from batchenum.jobs.palago_counts import (
+    BFILE_COLUMNS,
+    CHECKPOINT_INTERVAL,
+    CREATURE_COUNTS,
+    CREATURES,
+    INT64_MAX_N,
+    STABILISER_ORDERS,
+    WIDE_CREATURE_COUNTS,
+    PalagoCountsJob,
+    check_identities,
+    stored_counts,
+    summary_head,
+    summed_counts,
+)
 from batchenum.jobs.palago_transfer import PalagoTransferJob
 from batchenum.pipeline.cli import Command
 from batchenum.pipeline.errors import PipelineError, UsageError
@@ -29,8 +40,20 @@ from batchenum.pipeline.storage import Storage
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
 
-__all__ = ["PalagoJob", "JOB", "bfile", "exact_column", "BFILE_COLUMNS", "COMMANDS", "CHECKPOINT_INTERVAL",
-           "CREATURES", "INT64_MAX_N", "WIDE_CREATURE_COUNTS", "stored_counts", "summed_counts"]
+__all__ = [
+    "PalagoJob",
+    "JOB",
+    "bfile",
+    "exact_column",
+    "BFILE_COLUMNS",
+    "COMMANDS",
+    "CHECKPOINT_INTERVAL",
+    "CREATURES",
+    "INT64_MAX_N",
+    "WIDE_CREATURE_COUNTS",
+    "stored_counts",
+    "summed_counts",
+]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
 # frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
@@ -52,8 +75,10 @@ class PalagoJob(PalagoCountsJob):
     def __init__(self, *args: Any, **params: Any):
         super().__init__(*args, **params)
         if self.method != "direct":
-            raise UsageError("PalagoJob is the direct search: for method='transfer' call PalagoJob.create(...) "
-                             "or use jobs.palago_transfer.PalagoTransferJob")
+            raise UsageError(
+                "PalagoJob is the direct search: for method='transfer' call PalagoJob.create(...) "
+                "or use jobs.palago_transfer.PalagoTransferJob"
+            )
         catalogue_max_n = self.catalogue_max_n
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
         # the catalogue is written one n at a time, never all in the driver's memory
@@ -71,8 +96,17 @@ class PalagoJob(PalagoCountsJob):
         count = self.shard_count(context.cpus)
         depth = next((d for d, prefixes in SPLIT_DEPTHS if prefixes >= 20 * count), SPLIT_DEPTHS[-1][0])
         return [
-            Shard(f"s{index:04d}", {"max_n": self.max_n, "depth": depth, "index": index, "count": count,
-                                    "catalogue_max_n": self.catalogue_max_n, "prefixes": prefixes})
+            Shard(
+                f"s{index:04d}",
+                {
+                    "max_n": self.max_n,
+                    "depth": depth,
+                    "index": index,
+                    "count": count,
+                    "catalogue_max_n": self.catalogue_max_n,
+                    "prefixes": prefixes,
+                },
+            )
             for index, prefixes in enumerate(packed_prefixes(self.max_n, depth, count))
         ]
 
@@ -234,14 +268,26 @@ def _check_symmetric(counts: pd.DataFrame) -> None:
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="results", metavar="DIR",
-                        help="the folder or URI a palago run wrote to (default: results)")
-    parser.add_argument("--format", choices=("text", "bfile"), default="text",
-                        help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)")
-    parser.add_argument("--column", choices=BFILE_COLUMNS, default="free",
-                        help="the column a b-file lists: " + ", ".join(BFILE_COLUMNS) + " (default: free)")
-    parser.add_argument("--json", action="store_true",
-                        help="one JSON object on standard output: the table's location and its rows (docs/cli.md)")
+    parser.add_argument(
+        "--out", default="results", metavar="DIR", help="the folder or URI a palago run wrote to (default: results)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "bfile"),
+        default="text",
+        help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)",
+    )
+    parser.add_argument(
+        "--column",
+        choices=BFILE_COLUMNS,
+        default="free",
+        help="the column a b-file lists: " + ", ".join(BFILE_COLUMNS) + " (default: free)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object on standard output: the table's location and its rows (docs/cli.md)",
+    )
 
 
 def _print_table(args: argparse.Namespace) -> int:
@@ -273,8 +319,10 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
     from batchenum.pipeline.store import DamagedFileError, read_verified, recorded_metadata
 
     where = folder.uri(path)
-    rebuild = (f"; no number from it is shown. Run the `batchenum run palago ... --out {out}` command that "
-               "wrote it again: it reuses the committed shards and rebuilds the table")
+    rebuild = (
+        f"; no number from it is shown. Run the `batchenum run palago ... --out {out}` command that "
+        "wrote it again: it reuses the committed shards and rebuilds the table"
+    )
     try:
         with folder.open_input(path) as handle:
             table = read_verified(handle, where=where)  # pages and footer; the columns below
@@ -337,8 +385,10 @@ def exact_column(table: pa.Table, column: str) -> list[int]:
             if isinstance(value, decimal.Decimal) and number != value:
                 raise ValueError
         except (ValueError, TypeError, ArithmeticError):
-            raise PipelineError(f"the count table's {column} column holds {value!r} in row {row + 1}, not a whole "
-                                "number: rebuild the table with `batchenum run palago`") from None
+            raise PipelineError(
+                f"the count table's {column} column holds {value!r} in row {row + 1}, not a whole "
+                "number: rebuild the table with `batchenum run palago`"
+            ) from None
         exact.append(number)
     return exact
 

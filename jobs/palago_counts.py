@@ -18,9 +18,24 @@ from batchenum.pipeline.params import ParamError
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
 
-__all__ = ["PalagoCountsJob", "PARTIAL_COUNTS", "CREATURE_COUNTS", "WIDE_PARTIAL_COUNTS", "WIDE_CREATURE_COUNTS",
-           "CREATURES", "COUNT_NAMES", "BFILE_COLUMNS", "STABILISER_ORDERS", "CHECKPOINT_INTERVAL", "INT64_MAX_N",
-           "METHODS", "summed_counts", "stored_counts", "summary_head", "check_identities"]
+__all__ = [
+    "PalagoCountsJob",
+    "PARTIAL_COUNTS",
+    "CREATURE_COUNTS",
+    "WIDE_PARTIAL_COUNTS",
+    "WIDE_CREATURE_COUNTS",
+    "CREATURES",
+    "COUNT_NAMES",
+    "BFILE_COLUMNS",
+    "STABILISER_ORDERS",
+    "CHECKPOINT_INTERVAL",
+    "INT64_MAX_N",
+    "METHODS",
+    "summed_counts",
+    "stored_counts",
+    "summary_head",
+    "check_identities",
+]
 
 METHODS = ("direct", "transfer")
 
@@ -52,8 +67,13 @@ WIDE_PARTIAL_COUNTS = TableSpec("partial_counts", _count_columns("string"), sort
 WIDE_CREATURE_COUNTS = TableSpec("creature_counts", _count_columns("string"), key=("n",), sort=("n",))
 CREATURES = TableSpec(
     "creatures",
-    (Column("n", "int64"), Column("key", "string", distinct=True), Column("stabiliser", "int64"),
-     Column("tiles", "string", distinct=True), Column("sum", "string", distinct=True)),
+    (
+        Column("n", "int64"),
+        Column("key", "string", distinct=True),
+        Column("stabiliser", "int64"),
+        Column("tiles", "string", distinct=True),
+        Column("sum", "string", distinct=True),
+    ),
     key=("key",),
     sort=("n", "key"),
     partition="n",
@@ -74,20 +94,46 @@ class PalagoCountsJob(Job):
     code_packages = CODE_PACKAGES
 
     max_n = Param(int, default=24, low=1, metavar="N", help="count creatures of every size 1..N")
-    catalogue_max_n = Param(int, default=0, low=0, high="max_n", metavar="M",
-                            help="also write every free creature of size <= M to DIR/palago/creatures/ "
-                                 "(default: 0, none)")
-    shards = Param(int, default=None, low=1, recorded=False, metavar="K",
-                   help="number of shards (default: for N >= 18, 4 per CPU of the run and at least 32; else 4)")
-    method = Param(str, default="direct", choices=METHODS, recorded=False,
-                   help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
-                        "bounding-box height (docs/palago_transfer.md)")
-    checkpoint_interval = Param(float, default=None, above=0, recorded=False, metavar="SECONDS",
-                                help="--method transfer: save each height's sweep this often, so that a killed "
-                                     f"run resumes from the last save (default: {CHECKPOINT_INTERVAL:g})")
-    force = Param(bool, default=False, recorded=False,
-                  help="run a direct search projected to take more than a day on this machine's CPUs "
-                       "(refused otherwise, pointing to the transfer method)")
+    catalogue_max_n = Param(
+        int,
+        default=0,
+        low=0,
+        high="max_n",
+        metavar="M",
+        help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)",
+    )
+    shards = Param(
+        int,
+        default=None,
+        low=1,
+        recorded=False,
+        metavar="K",
+        help="number of shards (default: for N >= 18, 4 per CPU of the run and at least 32; else 4)",
+    )
+    method = Param(
+        str,
+        default="direct",
+        choices=METHODS,
+        recorded=False,
+        help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
+        "bounding-box height (docs/palago_transfer.md)",
+    )
+    checkpoint_interval = Param(
+        float,
+        default=None,
+        above=0,
+        recorded=False,
+        metavar="SECONDS",
+        help="--method transfer: save each height's sweep this often, so that a killed "
+        f"run resumes from the last save (default: {CHECKPOINT_INTERVAL:g})",
+    )
+    force = Param(
+        bool,
+        default=False,
+        recorded=False,
+        help="run a direct search projected to take more than a day on this machine's CPUs "
+        "(refused otherwise, pointing to the transfer method)",
+    )
 
     @classmethod
     def check_params(cls, values: dict[str, Any]) -> None:
@@ -100,7 +146,9 @@ class PalagoCountsJob(Job):
         if not 1 <= values["max_n"] <= limit:
             raise ParamError(f"{{max_n}} must be between 1 and {limit}, not {values['max_n']}")
         if values["checkpoint_interval"] is not None and not transfer:
-            raise ParamError("{checkpoint_interval} applies to {method} transfer (the direct search's shards are short)")
+            raise ParamError(
+                "{checkpoint_interval} applies to {method} transfer (the direct search's shards are short)"
+            )
         if transfer and (values["catalogue_max_n"] or values["shards"]):
             raise ParamError("{method} transfer counts only: no {catalogue_max_n}, no {shards} (one shard per height)")
         if not transfer and not values["force"]:
@@ -144,16 +192,19 @@ def stored_counts(counts: pd.DataFrame, wide: bool) -> pd.DataFrame:
 
 def summary_head(counts: pd.DataFrame) -> str:
     last = counts.iloc[-1]
-    return (f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
-            f"fixed({int(last.n)}) = {int(last.fixed)}, ")
+    return (
+        f"palago: n = 1..{int(last.n)}, free({int(last.n)}) = {int(last.free)}, "
+        f"fixed({int(last.n)}) = {int(last.fixed)}, "
+    )
 
 
 def check_identities(counts: pd.DataFrame) -> None:
     """Burnside and orbit-stabiliser, row by row: a failure means a bug, never bad luck."""
     by_stab = counts[[f"free_stabiliser_{s}" for s in STABILISER_ORDERS]]
     orbit_sum = sum(counts[f"free_stabiliser_{s}"] * (6 // s) for s in STABILISER_ORDERS)
-    bad = counts[(counts.stabiliser_sum != 6 * counts.free) | (orbit_sum != counts.fixed)
-                 | (by_stab.sum(axis=1) != counts.free)]
+    bad = counts[
+        (counts.stabiliser_sum != 6 * counts.free) | (orbit_sum != counts.fixed) | (by_stab.sum(axis=1) != counts.free)
+    ]
     if len(bad):
         raise PipelineError(f"internal error: Burnside identities fail for n = {bad.n.tolist()}")
 
@@ -172,7 +223,13 @@ def _markdown(counts: pd.DataFrame, out, method: str = "direct") -> str:
         "|" + "|".join("---:" for _ in header) + "|",
     ]
     for row in counts.itertuples(index=False):
-        cells = [row.n, row.free, row.fixed, *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS), row.nodes]
+        cells = [
+            row.n,
+            row.free,
+            row.fixed,
+            *(getattr(row, f"free_stabiliser_{s}") for s in STABILISER_ORDERS),
+            row.nodes,
+        ]
         lines.append("| " + " | ".join(f"{int(c):,}" if i else str(int(c)) for i, c in enumerate(cells)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -209,10 +266,12 @@ def _check_direct_time(max_n: int) -> None:
     cpus = os.cpu_count() or 1
     seconds = direct_seconds(max_n, cpus)
     if seconds > _DAY:
-        raise ParamError(f"{{max_n}} {max_n} by the direct search would take about {_duration(seconds)} on this "
-                         f"machine's {cpus} CPUs (n = {DIRECT_MEASURED[0]} takes {DIRECT_MEASURED[1] / 3600:.1f} "
-                         f"CPU-hours, about {DIRECT_GROWTH}x more per tile: docs/palago.md). Use {{method}} transfer "
-                         "(n = 40 in minutes), or give {force} to run the direct search anyway (on a larger cluster)")
+        raise ParamError(
+            f"{{max_n}} {max_n} by the direct search would take about {_duration(seconds)} on this "
+            f"machine's {cpus} CPUs (n = {DIRECT_MEASURED[0]} takes {DIRECT_MEASURED[1] / 3600:.1f} "
+            f"CPU-hours, about {DIRECT_GROWTH}x more per tile: docs/palago.md). Use {{method}} transfer "
+            "(n = 40 in minutes), or give {force} to run the direct search anyway (on a larger cluster)"
+        )
 
 
 def _duration(seconds: float) -> str:

@@ -31,19 +31,26 @@ def series_of(table, column: str) -> list[int]:
     integers, exact whatever the table stores them as."""
     sizes = exact_column(table, "n")
     if sizes != list(range(1, len(sizes) + 1)):
-        raise PipelineError("the count table does not hold the sizes n = 1, 2, ... in order: rebuild it with "
-                            "`batchenum run palago`")
+        raise PipelineError(
+            "the count table does not hold the sizes n = 1, 2, ... in order: rebuild it with `batchenum run palago`"
+        )
     return [0, *exact_column(table, column)]
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from", dest="source", metavar="DIR",
-                        help="the folder or URI a palago run wrote to, whose DIR/palago/creature_counts.parquet "
-                             "is analysed (default: whichever of " + ", ".join(DEFAULT_SOURCES)
-                             + " reaches the largest n)")
-    parser.add_argument("--json", action="store_true",
-                        help='one JSON object on standard output: {"lambda": {"estimate", "spread"}, '
-                             '"theta": {...}, ...} for the fixed series, the same under "free" (docs/cli.md)')
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="the folder or URI a palago run wrote to, whose DIR/palago/creature_counts.parquet "
+        "is analysed (default: whichever of " + ", ".join(DEFAULT_SOURCES) + " reaches the largest n)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object on standard output: {"lambda": {"estimate", "spread"}, '
+        '"theta": {...}, ...} for the fixed series, the same under "free" (docs/cli.md)',
+    )
     parser.add_argument("--svg", metavar="PATH", help="also draw the ratio plot (ratios against 1/n) to PATH")
     add_theta_argument(parser)
 
@@ -63,9 +70,15 @@ def _growth(args: argparse.Namespace) -> int:
     if args.svg:
         _write_plot(args.svg, table, results["fixed"])
     if args.json:
-        document = {"location": location, "max_n": table.num_rows, "convention": CONVENTION, "series": "fixed",
-                    **analysis_json(results["fixed"]), "checks": [check_json(c) for c in checks["fixed"]],
-                    "free": {**analysis_json(results["free"]), "checks": [check_json(c) for c in checks["free"]]}}
+        document = {
+            "location": location,
+            "max_n": table.num_rows,
+            "convention": CONVENTION,
+            "series": "fixed",
+            **analysis_json(results["fixed"]),
+            "checks": [check_json(c) for c in checks["fixed"]],
+            "free": {**analysis_json(results["free"]), "checks": [check_json(c) for c in checks["free"]]},
+        }
         if args.svg:
             document["svg"] = args.svg
         print(json.dumps(document, indent=2))
@@ -90,17 +103,20 @@ def _source_table(source: str | None):
         if folder.is_file(path):
             found.append((candidate, folder.uri(path), _read_counts(folder, path, candidate)))
         elif source:
-            raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {source}` "
-                                "first, or give --from the folder a palago run wrote to")
+            raise PipelineError(
+                f"no count table at {folder.uri(path)}: run `batchenum run palago --out {source}` "
+                "first, or give --from the folder a palago run wrote to"
+            )
     if not found:
-        raise PipelineError(f"no count table under {', '.join(DEFAULT_SOURCES)} (run from the repository's folder, "
-                            "or give --from DIR)")
+        raise PipelineError(
+            f"no count table under {', '.join(DEFAULT_SOURCES)} (run from the repository's folder, or give --from DIR)"
+        )
     return max(found, key=lambda item: item[2].num_rows)
 
 
 def _write_plot(path: str, table, fixed_analysis) -> None:
-    from batchenum.solvers.series import ratios
     from batchenum.solvers.palago.render import ratio_plot_svg
+    from batchenum.solvers.series import ratios
 
     first = max(2, int(table.num_rows * PLOT_FROM))
     points = {column: [(n, r) for n, r in ratios(series_of(table, column)) if n >= first] for column in SERIES}
@@ -112,5 +128,11 @@ def _write_plot(path: str, table, fixed_analysis) -> None:
     os.replace(temporary, path)  # a reader never sees half a picture
 
 
-COMMANDS = [Command(("palago", "growth"), "estimate the growth constant and critical exponent of the creature counts",
-                    _add_arguments, _growth)]
+COMMANDS = [
+    Command(
+        ("palago", "growth"),
+        "estimate the growth constant and critical exponent of the creature counts",
+        _add_arguments,
+        _growth,
+    )
+]

@@ -17,9 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from batchenum.jobs.palago_counts import (CHECKPOINT_INTERVAL, CREATURES, INT64_MAX_N, WIDE_CREATURE_COUNTS,
-                                          WIDE_PARTIAL_COUNTS, PalagoCountsJob, check_identities, stored_counts,
-                                          summary_head, summed_counts)
+from batchenum.jobs.palago_counts import (
+    CHECKPOINT_INTERVAL,
+    CREATURES,
+    INT64_MAX_N,
+    WIDE_CREATURE_COUNTS,
+    WIDE_PARTIAL_COUNTS,
+    PalagoCountsJob,
+    check_identities,
+    stored_counts,
+    summary_head,
+    summed_counts,
+)
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
@@ -35,8 +44,9 @@ ROTATION_GROUP_SECONDS_AT_48 = 4.0
 ROTATION_GROUP_GROWTH = 1.73
 SYMMETRIC_PIECE_SECONDS = 60.0
 
-SYMMETRIC_COUNTS = TableSpec("symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)),
-                             sort=("n",))
+SYMMETRIC_COUNTS = TableSpec(
+    "symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)), sort=("n",)
+)
 
 
 class PalagoTransferJob(PalagoCountsJob):
@@ -54,8 +64,10 @@ class PalagoTransferJob(PalagoCountsJob):
         self.checkpoint_interval = self.checkpoint_interval or CHECKPOINT_INTERVAL
         # exact decimal strings past INT64_MAX_N (jobs/palago_counts.py), int64 columns as before up to it
         self.wide = wide or self.max_n > INT64_MAX_N
-        self.tables = (*((WIDE_PARTIAL_COUNTS, WIDE_CREATURE_COUNTS, CREATURES) if self.wide else self.tables),
-                       SYMMETRIC_COUNTS)
+        self.tables = (
+            *((WIDE_PARTIAL_COUNTS, WIDE_CREATURE_COUNTS, CREATURES) if self.wide else self.tables),
+            SYMMETRIC_COUNTS,
+        )
 
     def params(self) -> dict:
         return {**super().params(), "counts": "decimal strings"} if self.wide else super().params()
@@ -66,16 +78,29 @@ class PalagoTransferJob(PalagoCountsJob):
 
         # at least one height, so that n = 1, 2 (no creature, no height worth sweeping) still get rows
         run, wide = {"method": "transfer", "max_n": self.max_n}, {"wide": True} if self.wide else {}
-        heights = [Shard(f"h{height:03d}", {**run, "height": height, **wide})
-                   for height in range(1, max(1, max_height(self.max_n)) + 1)]
+        heights = [
+            Shard(f"h{height:03d}", {**run, "height": height, **wide})
+            for height in range(1, max(1, max_height(self.max_n)) + 1)
+        ]
         # the reflection by the half-plane sweep (0.6 s at n = 40, 10 s at n = 50), the rotations
         # by the search (1.1 s at n = 38 for all six groups)
         mirror = [Shard("s-reflection", {**run, "symmetric": "reflection", "sweep": "half-plane", **wide})]
         pieces = symmetric_parts(1, rotation_parts(self.max_n, self.symmetric_piece_seconds))
-        searched = [Shard(f"s-{piece.kind}-{piece.group}-{piece.part}",
-                          {**run, "symmetric": piece.kind, "group": piece.group, "part": piece.part,
-                           "parts": piece.parts, **wide})
-                    for piece in pieces if piece.kind != "reflection"]
+        searched = [
+            Shard(
+                f"s-{piece.kind}-{piece.group}-{piece.part}",
+                {
+                    **run,
+                    "symmetric": piece.kind,
+                    "group": piece.group,
+                    "part": piece.part,
+                    "parts": piece.parts,
+                    **wide,
+                },
+            )
+            for piece in pieces
+            if piece.kind != "reflection"
+        ]
         return heights + mirror + searched
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
@@ -93,11 +118,14 @@ class PalagoTransferJob(PalagoCountsJob):
         if "sweep" in spec:
             counts = reflection_counts(max_n)
         else:
-            counts, _ = count_symmetric_part(max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"],
-                                                                  spec["parts"]))
+            counts, _ = count_symmetric_part(
+                max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"], spec["parts"])
+            )
         zeros = [0] * max_n
-        symmetric = {"n": list(range(1, max_n + 1)),
-                     **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS}}
+        symmetric = {
+            "n": list(range(1, max_n + 1)),
+            **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS},
+        }
         return ShardResult({"symmetric_counts": symmetric})
 
     def _height_shard(self, shard: Shard, context: ShardContext | None) -> ShardResult:
@@ -107,15 +135,26 @@ class PalagoTransferJob(PalagoCountsJob):
         options: dict = {}
         if context is not None:  # called by hand: no checkpoint, nothing split
             tasks, checkpoint = context.tasks, context.checkpoint  # in this process tasks.cpus is 1: nothing is split
-            options = {"tasks": tasks, "parts": tasks.cpus, "piece_states": self.piece_states,
-                       "resume": checkpoint.load(), "save": checkpoint.save, "save_every": self.checkpoint_interval}
+            options = {
+                "tasks": tasks,
+                "parts": tasks.cpus,
+                "piece_states": self.piece_states,
+                "resume": checkpoint.load(),
+                "save": checkpoint.save,
+                "save_every": self.checkpoint_interval,
+            }
         fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n
-        partial = {"n": list(range(1, max_n + 1)), "free": zeros, "fixed": fixed,
-                   **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)}, "stabiliser_sum": zeros,
-                   "nodes": zeros}
+        partial = {
+            "n": list(range(1, max_n + 1)),
+            "free": zeros,
+            "fixed": fixed,
+            **{f"free_stabiliser_{s}": zeros for s in (1, 2, 3, 6)},
+            "stabiliser_sum": zeros,
+            "nodes": zeros,
+        }
         return ShardResult({"partial_counts": partial})
 
     @classmethod

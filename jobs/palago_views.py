@@ -56,9 +56,12 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _add_show_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("creature", metavar="SUM_OR_KEY",
-                        help="a creature sum such as 4b+5c, or a key as in the catalogue's key column "
-                             "(quote it: '1,0,1,1 0,1,0,1 1,1,2,1')")
+    parser.add_argument(
+        "creature",
+        metavar="SUM_OR_KEY",
+        help="a creature sum such as 4b+5c, or a key as in the catalogue's key column "
+        "(quote it: '1,0,1,1 0,1,0,1 1,1,2,1')",
+    )
     parser.add_argument("--svg", metavar="FILE", help="also draw the creature, as given, to FILE (SVG)")
 
 
@@ -77,8 +80,10 @@ def _show(args: argparse.Namespace) -> int:
     if "," in given or given == name:
         print(f"sum:        {name}")
     else:  # another sum of the same creature (another start, or the creature turned or mirrored)
-        print(f"sum:        {name} (the canonical form of the sum given, {given}: the same creature up to "
-              "rotation and reflection)")
+        print(
+            f"sum:        {name} (the canonical form of the sum given, {given}: the same creature up to "
+            "rotation and reflection)"
+        )
     if args.svg:
         _write_text(args.svg, creature_svg(tiles, title=name) + "\n")
         print(f"picture:    {args.svg}")
@@ -93,24 +98,51 @@ _COLUMNS = ["key", "stabiliser", "sum", "tiles"]
 
 
 def _add_gallery_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=positive_int, required=True, metavar="N",
-                        help="creature size (n = 16 has 3,404 creatures; n = 20 has 167,622: read those from "
-                             "a catalogue with --from rather than searching)")
-    parser.add_argument("--out", default="results", metavar="DIR",
-                        help="write DIR/palago/gallery_nN/index.html and page-1.html, page-2.html, ... "
-                             "(default: results); filters add to the folder name, e.g. gallery_n20_stabiliser2")
-    parser.add_argument("--from", dest="source", metavar="DIR",
-                        help="read the creatures from the catalogue DIR/palago/creatures/ written by "
-                             "`batchenum run palago --catalogue-max-n M` (M >= N) instead of searching")
-    parser.add_argument("--per-page", type=positive_int, default=500, metavar="P",
-                        help="at most P creatures per page (default: 500)")
-    parser.add_argument("--stabiliser", type=int, choices=STABILISER_ORDERS, action="append", metavar="S",
-                        help="only creatures whose symmetry group has order S (1, 2, 3 or 6); repeat for several")
-    parser.add_argument("--limit", type=positive_int, metavar="L",
-                        help="only the first L creatures in gallery order (most symmetric first, then by key)")
-    parser.add_argument("--force", action="store_true",
-                        help=f"search sizes above {SEARCH_MAX_N} here, and write galleries of more than "
-                             f"{MAX_SHOWN:,} creatures without --limit")
+    parser.add_argument(
+        "--n",
+        type=positive_int,
+        required=True,
+        metavar="N",
+        help="creature size (n = 16 has 3,404 creatures; n = 20 has 167,622: read those from "
+        "a catalogue with --from rather than searching)",
+    )
+    parser.add_argument(
+        "--out",
+        default="results",
+        metavar="DIR",
+        help="write DIR/palago/gallery_nN/index.html and page-1.html, page-2.html, ... "
+        "(default: results); filters add to the folder name, e.g. gallery_n20_stabiliser2",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="read the creatures from the catalogue DIR/palago/creatures/ written by "
+        "`batchenum run palago --catalogue-max-n M` (M >= N) instead of searching",
+    )
+    parser.add_argument(
+        "--per-page", type=positive_int, default=500, metavar="P", help="at most P creatures per page (default: 500)"
+    )
+    parser.add_argument(
+        "--stabiliser",
+        type=int,
+        choices=STABILISER_ORDERS,
+        action="append",
+        metavar="S",
+        help="only creatures whose symmetry group has order S (1, 2, 3 or 6); repeat for several",
+    )
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="L",
+        help="only the first L creatures in gallery order (most symmetric first, then by key)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"search sizes above {SEARCH_MAX_N} here, and write galleries of more than "
+        f"{MAX_SHOWN:,} creatures without --limit",
+    )
 
 
 def gallery_frame(n: int, source: str | None = None, stabilisers=None, limit: int | None = None):
@@ -161,15 +193,19 @@ def _read_catalogue(n: int, source: str, stabilisers):
     catalogue = Storage.at(source).child("palago", "creatures")
     where = catalogue.display_root
     if not catalogue.exists(catalogue.root):
-        raise PipelineError(f"no catalogue at {where}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
-                            f"--out {source}` first, or drop --from to search directly")
+        raise PipelineError(
+            f"no catalogue at {where}: run `batchenum run palago --max-n {n} --catalogue-max-n {n} "
+            f"--out {source}` first, or drop --from to search directly"
+        )
     covered = _catalogue_max_n(Storage.at(source).child("palago"))
     if covered is not None and n > covered:
-        raise PipelineError(f"the catalogue at {where} stops at n = {covered}: rerun with "
-                            f"--catalogue-max-n {n} or more, or drop --from")
+        raise PipelineError(
+            f"the catalogue at {where} stops at n = {covered}: rerun with --catalogue-max-n {n} or more, or drop --from"
+        )
     # every page read is checked against its checksum: a damaged catalogue is an error, never creatures
     verified = ds.ParquetFileFormat(
-        default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+    )
     try:
         # n is a column of the parts, sorted by it: row-group statistics skip the other sizes' rows
         dataset = ds.dataset(catalogue.root, format=verified, filesystem=catalogue.fs, exclude_invalid_files=False)
@@ -182,9 +218,11 @@ def _read_catalogue(n: int, source: str, stabilisers):
         columns = [c for c in _COLUMNS if c in dataset.schema.names]  # catalogues before the sum column lack it
         table = dataset.to_table(columns=columns, filter=wanted)
     except (OSError, pa.ArrowException, _DamagedCatalogue) as error:
-        raise PipelineError(f"the catalogue at {catalogue.uri(where)} is damaged or unreadable ({error}); no "
-                            f"creature from it is shown. Run `batchenum run palago --max-n M --catalogue-max-n M "
-                            f"--out {source}` (M >= {n}) again to rebuild it") from None
+        raise PipelineError(
+            f"the catalogue at {catalogue.uri(where)} is damaged or unreadable ({error}); no "
+            f"creature from it is shown. Run `batchenum run palago --max-n M --catalogue-max-n M "
+            f"--out {source}` (M >= {n}) again to rebuild it"
+        ) from None
     counts = {}
     for order in orders:
         counts[order] = counts.get(order, 0) + 1
@@ -224,8 +262,10 @@ def _check_catalogue_footers(dataset, size) -> None:
         stated = sum(metadata.row_group(k).num_rows for k in range(metadata.num_row_groups))
         read = fragment.to_table(columns=["n"]).num_rows
         if not metadata.num_rows == stated == read:
-            raise _DamagedCatalogue(f"{fragment.path}: its footer says {metadata.num_rows} rows, its row "
-                                    f"groups {stated}, and {read} were read")
+            raise _DamagedCatalogue(
+                f"{fragment.path}: its footer says {metadata.num_rows} rows, its row "
+                f"groups {stated}, and {read} were read"
+            )
         for field in fragment.physical_schema:
             index = declared.get_field_index(field.name)
             if index < 0 or not field.type.equals(declared.field(index).type):
@@ -253,11 +293,18 @@ def _tile_values(key, tiles_json) -> list[list[int]]:
         tiles = json.loads(tiles_json)
     except (TypeError, ValueError):
         tiles = None
-    if not isinstance(tiles, list) or not tiles or not all(
-            isinstance(tile, list) and len(tile) == 4 and all(type(value) is int for value in tile) for tile in tiles):
-        raise PipelineError(f"the catalogue's creature {str(key)[:80]!r} has tiles that are not lists of four "
-                            f"integers [q, r, t, regions] ({str(tiles_json)[:80]!r}): the catalogue is damaged; "
-                            "rebuild it with `batchenum run palago --max-n M --catalogue-max-n M`")
+    if (
+        not isinstance(tiles, list)
+        or not tiles
+        or not all(
+            isinstance(tile, list) and len(tile) == 4 and all(type(value) is int for value in tile) for tile in tiles
+        )
+    ):
+        raise PipelineError(
+            f"the catalogue's creature {str(key)[:80]!r} has tiles that are not lists of four "
+            f"integers [q, r, t, regions] ({str(tiles_json)[:80]!r}): the catalogue is damaged; "
+            "rebuild it with `batchenum run palago --max-n M --catalogue-max-n M`"
+        )
     return tiles
 
 
@@ -313,19 +360,23 @@ def _gallery(args: argparse.Namespace) -> int:
     from batchenum.solvers.palago.render import gallery_index_html, gallery_page_html, gallery_page_name, gallery_pages
 
     if args.source is None and args.n > SEARCH_MAX_N and not args.force:
-        raise UsageError(f"--n {args.n}: searching creatures of size {args.n} here would take long (a minute at "
-                         f"n = 18, about three times more per tile); write a catalogue first with "
-                         f"`batchenum run palago --max-n {args.n} --catalogue-max-n {args.n} --out runs/catalogue` "
-                         "then add `--from runs/catalogue`; or give --force")
+        raise UsageError(
+            f"--n {args.n}: searching creatures of size {args.n} here would take long (a minute at "
+            f"n = 18, about three times more per tile); write a catalogue first with "
+            f"`batchenum run palago --max-n {args.n} --catalogue-max-n {args.n} --out runs/catalogue` "
+            "then add `--from runs/catalogue`; or give --force"
+        )
     stabilisers = sorted(set(args.stabiliser)) if args.stabiliser else None
     say = Progress("palago gallery", stream=sys.stderr).stage
     say(f"finding the creatures of size {args.n} " + (f"in {args.source}" if args.source else "by searching"))
     frame, counts = gallery_frame(args.n, args.source, stabilisers, args.limit)
     pages = gallery_pages(frame["stabiliser"].tolist(), args.per_page)
     if len(frame) > MAX_SHOWN and args.limit is None and not args.force:
-        raise UsageError(f"--n {args.n}: {len(frame):,} creatures would make {len(pages):,} pages of {args.per_page}; "
-                         f"give --limit L (for example --limit {MAX_SHOWN:,}) or --stabiliser S to show fewer, "
-                         "or --force for all")
+        raise UsageError(
+            f"--n {args.n}: {len(frame):,} creatures would make {len(pages):,} pages of {args.per_page}; "
+            f"give --limit L (for example --limit {MAX_SHOWN:,}) or --stabiliser S to show fewer, "
+            "or --force for all"
+        )
     say(f"writing {len(frame):,} creatures on {len(pages):,} page{'' if len(pages) == 1 else 's'}")
     folder = os.path.join(args.out, "palago", gallery_folder(args.n, stabilisers, args.limit))
     said_at = time.monotonic()
@@ -336,15 +387,16 @@ def _gallery(args: argparse.Namespace) -> int:
     os.makedirs(tmp)
     try:
         for page in pages:
-            items = _items(frame.iloc[page.first - 1:page.last])
+            items = _items(frame.iloc[page.first - 1 : page.last])
             html = gallery_page_html(args.n, items, page, len(pages), counts)
             with open(os.path.join(tmp, gallery_page_name(page.number)), "w", encoding="utf-8") as handle:
                 handle.write(html + "\n")
             if time.monotonic() - said_at >= 5.0:
                 say(f"page {page.number:,} of {len(pages):,} written")
                 said_at = time.monotonic()
-        index = gallery_index_html(args.n, pages, counts, per_page=args.per_page,
-                                   selection=_selection(stabilisers, args.limit))
+        index = gallery_index_html(
+            args.n, pages, counts, per_page=args.per_page, selection=_selection(stabilisers, args.limit)
+        )
         with open(os.path.join(tmp, "index.html"), "w", encoding="utf-8") as handle:
             handle.write(index + "\n")
         old = f"{folder}.old-{os.getpid()}"
@@ -355,14 +407,24 @@ def _gallery(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     index_path = os.path.join(folder, "index.html")
-    print(f"palago gallery: {len(frame):,} of {sum(counts.values()):,} creatures of size {args.n} on "
-          f"{len(pages):,} page{'' if len(pages) == 1 else 's'}; open {index_path}")
+    print(
+        f"palago gallery: {len(frame):,} of {sum(counts.values()):,} creatures of size {args.n} on "
+        f"{len(pages):,} page{'' if len(pages) == 1 else 's'}; open {index_path}"
+    )
     return 0
 
 
 COMMANDS = [
-    Command(("palago", "show"), "show one Palago creature: canonical key, size, symmetry, sum, picture",
-            _add_show_arguments, _show),
-    Command(("palago", "gallery"), "write HTML pages (and an index) showing every Palago creature of size N",
-            _add_gallery_arguments, _gallery),
+    Command(
+        ("palago", "show"),
+        "show one Palago creature: canonical key, size, symmetry, sum, picture",
+        _add_show_arguments,
+        _show,
+    ),
+    Command(
+        ("palago", "gallery"),
+        "write HTML pages (and an index) showing every Palago creature of size N",
+        _add_gallery_arguments,
+        _gallery,
+    ),
 ]

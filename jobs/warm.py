@@ -35,8 +35,11 @@ def warm_kernels() -> tuple[str, dict[str, float]]:
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", metavar="A",
-                        help="warm every node of this Ray cluster (default: $RAY_ADDRESS; neither: this machine)")
+    parser.add_argument(
+        "--address",
+        metavar="A",
+        help="warm every node of this Ray cluster (default: $RAY_ADDRESS; neither: this machine)",
+    )
 
 
 def _warm(args: argparse.Namespace) -> int:
@@ -60,5 +63,11 @@ def _line(host: str, seconds: dict[str, float]) -> str:
     return f"warm: {host}: " + ", ".join(f"{name} {value:.1f} s" for name, value in seconds.items())
 
 
-COMMANDS = [Command(("warm",), "compile every kernel the jobs use (numba), here or on every node of --address",
-                    _add_arguments, _warm)]
+COMMANDS = [
+    Command(
+        ("warm",),
+        "compile every kernel the jobs use (numba), here or on every node of --address",
+        _add_arguments,
+        _warm,
+    )
+]

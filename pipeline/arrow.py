@@ -14,7 +14,11 @@ import pyarrow as pa
 __all__ = ["from_numpy", "to_numpy", "NUMPY_DTYPES", "string_list_buffers", "has_nulls"]
 
 # the Arrow types whose buffer is a numpy array's, as it is
-NUMPY_DTYPES: dict[pa.DataType, np.dtype] = {pa.int64(): np.dtype(np.int64), pa.float64(): np.dtype(np.float64), pa.int32(): np.dtype(np.int32)}
+NUMPY_DTYPES: dict[pa.DataType, np.dtype] = {
+    pa.int64(): np.dtype(np.int64),
+    pa.float64(): np.dtype(np.float64),
+    pa.int32(): np.dtype(np.int32),
+}
 
 
 def from_numpy(values: np.ndarray, arrow_type: pa.DataType = pa.int64()) -> pa.Array:
@@ -33,8 +37,9 @@ def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     dtype = NUMPY_DTYPES.get(column.type)
     if dtype is None or column.null_count:
         return column.to_numpy()
-    parts = [np.frombuffer(chunk.buffers()[1], dtype=dtype)[chunk.offset : chunk.offset + len(chunk)]
-             for chunk in chunks]
+    parts = [
+        np.frombuffer(chunk.buffers()[1], dtype=dtype)[chunk.offset : chunk.offset + len(chunk)] for chunk in chunks
+    ]
     return np.concatenate([np.zeros(0, dtype=dtype), *parts]) if len(parts) != 1 else parts[0]
 
 
@@ -55,7 +60,6 @@ def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         string_offsets.astype(np.int64),
         to_numpy(values.offsets).astype(np.int64),  # (not np.asarray, which imports pandas)
     )
-
 
 
 def has_nulls(array: pa.Array) -> bool:

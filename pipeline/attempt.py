@@ -6,8 +6,8 @@ it and commit its tables.  No Ray here: runner.py calls this from its tasks and 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from batchenum.pipeline.checkpoint import CHECKPOINTS, Checkpoint
 from batchenum.pipeline.codeversion import installed_part
@@ -46,8 +46,14 @@ class Attempt:
     records: int | None = None
 
 
-def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bool = False,
-                tasks: Callable[[], ShardTasks] | None = None) -> Attempt:
+def run_attempt(
+    job: Job,
+    shard: Shard,
+    store: ShardStore,
+    node: str,
+    verify: bool = False,
+    tasks: Callable[[], ShardTasks] | None = None,
+) -> Attempt:
     """Run one shard and commit its tables (with its stats, node, compute time and input checksum).
 
     verify: the shard is committed with matching provenance; reuse it when the fingerprint of its
@@ -66,22 +72,33 @@ def run_attempt(job: Job, shard: Shard, store: ShardStore, node: str, verify: bo
                 return Attempt(node, reused=True)
     started = time.monotonic()
     context = ShardContext(
-        make_checkpoint=lambda: Checkpoint(store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0)),
+        make_checkpoint=lambda: Checkpoint(
+            store.storage, shard, store.provenance.shard_metadata(shard, CHECKPOINTS, 0)
+        ),
         make_tasks=tasks,
         # the committed shard is right but for these records (timeouts, say): redo only them
-        retry=retry, previous=store.read_shard_tables(shard) if retry else {})
+        retry=retry,
+        previous=store.read_shard_tables(shard) if retry else {},
+    )
     result = job.run_shard(shard, context)
     if not isinstance(result, ShardResult):
-        raise PipelineError(f"shard {shard.id}: run_shard returned {type(result).__name__}, not a ShardResult: "
-                            "return ShardResult({table: {column: values}})")
-    store.write_shard(shard, completed_tables(job, shard, result.tables), _recorded_stats(job, shard, result, fingerprint, node, started))
+        raise PipelineError(
+            f"shard {shard.id}: run_shard returned {type(result).__name__}, not a ShardResult: "
+            "return ShardResult({table: {column: values}})"
+        )
+    store.write_shard(
+        shard,
+        completed_tables(job, shard, result.tables),
+        _recorded_stats(job, shard, result, fingerprint, node, started),
+    )
     if context.used_checkpoint is not None:
         context.used_checkpoint.clear()  # the committed shard supersedes it
     return Attempt(node, verified=verify and not retry, retried=len(retry), records=result.stats.get("records"))
 
 
-def _recorded_stats(job: Job, shard: Shard, result: ShardResult, fingerprint: str | None, node: str,
-                    started: float) -> dict:
+def _recorded_stats(
+    job: Job, shard: Shard, result: ShardResult, fingerprint: str | None, node: str, started: float
+) -> dict:
     """The stats a shard's files record: the job's counts, its records to retry and its input's
     checksum (computed here when the job did not return it), then where and when it ran."""
     stats: dict = {**result.stats, RETRY: result.retry} if result.retry else dict(result.stats)
@@ -90,8 +107,12 @@ def _recorded_stats(job: Job, shard: Shard, result: ShardResult, fingerprint: st
         fingerprint = job.input_fingerprint(shard)
     if fingerprint is not None:
         stats[INPUT_FINGERPRINT] = fingerprint
-    return {**stats, "node": node, "seconds": round(time.monotonic() - started, 3),
-            "committed_at": round(time.time(), 3)}
+    return {
+        **stats,
+        "node": node,
+        "seconds": round(time.monotonic() - started, 3),
+        "committed_at": round(time.time(), 3),
+    }
 
 
 def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
@@ -103,4 +124,5 @@ def _refuse_other_code(job: Job, store: ShardStore, node: str) -> None:
         raise CodeMismatchError(
             f"node {node} runs other code than the driver (code version {here}, the driver's "
             f"{drivers}): install the same batchenum (and numba, numpy, pyarrow) on every "
-            "node, or let the code travel with the job (ray job submit --working-dir .)")
+            "node, or let the code travel with the job (ray job submit --working-dir .)"
+        )

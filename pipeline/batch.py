@@ -12,13 +12,13 @@ import functools
 import os
 from typing import Any
 
+from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.inputs import accounting_summary, plan_slices, resolve_inputs, slice_fingerprint
 from batchenum.pipeline.inputs.dataset import input_values
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize
-from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.storage import Storage, is_uri, redact
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
 from batchenum.pipeline.params import INPUTS, Param
+from batchenum.pipeline.storage import Storage, is_uri, redact
 from batchenum.pipeline.store import TAKEOVER_ROWS
 
 __all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
@@ -59,21 +59,35 @@ class RecordBatchJob(Job):
 
     least_per_shard = 1  # the fewest records an automatic shard holds (enough work for a task)
 
-    input = Param(INPUTS, metavar="PATH", help=(
-        'the batch: JSONL files (one {{"id", "{job.field}"}} object per line; plain, .jsonl.gz or .jsonl.zst) '
-        "or Parquet files (columns id, {job.field}); each PATH a file, a folder, or a glob in quotes "
-        "('parts/*.jsonl', '**' spans folders), on a disk or a URI (s3://bucket/parts/); several PATHs, or "
-        "--input again, add files"))
-    records_per_shard = Param(int, default=None, low=1, metavar="N", help=(
-        f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to {2 * SLICES_PER_CPU} shards "
-        "per CPU of the run, "
-        f"at least {{job.least_per_shard:,}} records and at most about {MAX_SLICE_BYTES >> 20} MB of input each; "
-        f"shards of {TAKEOVER_ROWS:,} rows or more become the table's files as they are)"))
+    input = Param(
+        INPUTS,
+        metavar="PATH",
+        help=(
+            'the batch: JSONL files (one {{"id", "{job.field}"}} object per line; plain, .jsonl.gz or .jsonl.zst) '
+            "or Parquet files (columns id, {job.field}); each PATH a file, a folder, or a glob in quotes "
+            "('parts/*.jsonl', '**' spans folders), on a disk or a URI (s3://bucket/parts/); several PATHs, or "
+            "--input again, add files"
+        ),
+    )
+    records_per_shard = Param(
+        int,
+        default=None,
+        low=1,
+        metavar="N",
+        help=(
+            f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to {2 * SLICES_PER_CPU} shards "
+            "per CPU of the run, "
+            f"at least {{job.least_per_shard:,}} records and at most about {MAX_SLICE_BYTES >> 20} MB of input each; "
+            f"shards of {TAKEOVER_ROWS:,} rows or more become the table's files as they are)"
+        ),
+    )
 
     def __init__(self, *args: Any, **params: Any):
         super().__init__(*args, **params)
         self.input_values = input_values(self.input)
-        shown = sorted(value.display_root if isinstance(value, Storage) else _shown(value) for value in self.input_values)
+        shown = sorted(
+            value.display_root if isinstance(value, Storage) else _shown(value) for value in self.input_values
+        )
         self.input_param = shown[0] if len(shown) == 1 else shown  # as params record it
 
     @functools.cached_property
@@ -143,8 +157,10 @@ class RecordBatchJob(Job):
         """Every record the workers read (``records`` summed over shards) is in exactly one table."""
         read, answered, rejected = totals.get("records", 0), len(tables["answers"]), len(tables["errors"])
         if read != answered + rejected:
-            raise PipelineError(f"{self.name}: the workers read {read} records but the tables hold {answered} answers "
-                                f"and {rejected} errors; no table was written (a bug: please report it)")
+            raise PipelineError(
+                f"{self.name}: the workers read {read} records but the tables hold {answered} answers "
+                f"and {rejected} errors; no table was written (a bug: please report it)"
+            )
 
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
         """``NAME: read N, answered A, rejected R`` (N = A + R, checked by ``check_totals``)."""

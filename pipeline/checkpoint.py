@@ -45,8 +45,12 @@ class Checkpoint:
 
     def save(self, data: bytes, progress: str = "") -> None:
         """Commit ``data`` as the shard's state; ``progress`` says how far it is, for ``status``."""
-        header = {"provenance": self.provenance, "saved_at": round(time.time(), 3), "progress": progress,
-                  "bytes": len(data)}
+        header = {
+            "provenance": self.provenance,
+            "saved_at": round(time.time(), 3),
+            "progress": progress,
+            "bytes": len(data),
+        }
 
         def write(local: str) -> None:
             with open(local, "wb") as handle:
@@ -68,8 +72,12 @@ def saved_checkpoints(folder: Storage) -> list[dict[str, Any]]:
         size, _ = folder.stat(path)
         header, _ = _split(folder.read_bytes(path, 0, min(size, 65536)))
         name = path.replace("\\", "/").rsplit("/", 1)[-1][: -len(".ckpt")]
-        found.append({"shard": name, **({k: header.get(k) for k in ("saved_at", "progress", "bytes")} if header
-                                        else {"damaged": True})})
+        found.append(
+            {
+                "shard": name,
+                **({k: header.get(k) for k in ("saved_at", "progress", "bytes")} if header else {"damaged": True}),
+            }
+        )
     return found
 
 

@@ -18,8 +18,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
@@ -31,8 +32,19 @@ from batchenum.pipeline.runner import TASK_MAX_RETRIES
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, is_uri
 from batchenum.pipeline.store import write_batch
 
-__all__ = ["Command", "main", "parse_job", "build_parser", "add_param_options", "positive_int", "non_negative_int", "positive_seconds", "probability",
-           "add_generate_arguments", "write_generated"]
+__all__ = [
+    "Command",
+    "main",
+    "parse_job",
+    "build_parser",
+    "add_param_options",
+    "positive_int",
+    "non_negative_int",
+    "positive_seconds",
+    "probability",
+    "add_generate_arguments",
+    "write_generated",
+]
 
 
 @dataclass(frozen=True)
@@ -89,47 +101,82 @@ def probability(text: str) -> float:
 
 def _add_runs_folder(parser: argparse.ArgumentParser) -> None:
     """--out for the commands that read what runs wrote (status, cleanup)."""
-    parser.add_argument("--out", default="results", metavar="DIR",
-                        help="the folder or URI the runs write to (default: results)")
+    parser.add_argument(
+        "--out", default="results", metavar="DIR", help="the folder or URI the runs write to (default: results)"
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where and how to run")
-    group.add_argument("--out", default="results", metavar="DIR",
-                       help="output folder or object-store URI (s3://bucket/prefix, gs://..., file://...); "
-                            "tables go to DIR/JOB/ (default: results). Rerunning into the same place reuses "
-                            "every committed shard with matching provenance")
-    group.add_argument("--workers", type=positive_int, metavar="K",
-                       help="CPUs of the private local Ray (default: all cores); not with --address")
-    group.add_argument("--address", metavar="A",
-                       help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)")
-    group.add_argument("--serial", action="store_true",
-                       help="run every shard in this process without Ray (debugging, profiling, small inputs)")
-    group.add_argument("--no-head-start", dest="head_start", action="store_false",
-                       help="do not compute shards in this process while the local Ray starts in the "
-                            "background (every shard then runs in a Ray worker)")
-    group.add_argument("--retries", type=non_negative_int, default=TASK_MAX_RETRIES, metavar="R",
-                       help="times a shard (or a planning task) is run again when its worker process or its "
-                            f"node dies (default {TASK_MAX_RETRIES}); an exception in the shard is never retried")
-    group.add_argument("--storage-timeout", type=positive_seconds, default=STORAGE_TIMEOUT, metavar="SECONDS",
-                       help="how long the output store may stay unreachable (refused or dropped connections, "
-                            "timeouts, throttling, 5xx answers) before the run gives up; every operation is "
-                            f"retried with backoff meanwhile (default {STORAGE_TIMEOUT:g}). Committed shards are "
-                            "kept either way")
-    group.add_argument("--overwrite", action="store_true",
-                       help="replace tables that a run with other input or parameters left in DIR/JOB "
-                            "(without it such a run is refused, so nothing is replaced silently)")
+    group.add_argument(
+        "--out",
+        default="results",
+        metavar="DIR",
+        help="output folder or object-store URI (s3://bucket/prefix, gs://..., file://...); "
+        "tables go to DIR/JOB/ (default: results). Rerunning into the same place reuses "
+        "every committed shard with matching provenance",
+    )
+    group.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="K",
+        help="CPUs of the private local Ray (default: all cores); not with --address",
+    )
+    group.add_argument(
+        "--address", metavar="A", help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)"
+    )
+    group.add_argument(
+        "--serial",
+        action="store_true",
+        help="run every shard in this process without Ray (debugging, profiling, small inputs)",
+    )
+    group.add_argument(
+        "--no-head-start",
+        dest="head_start",
+        action="store_false",
+        help="do not compute shards in this process while the local Ray starts in the "
+        "background (every shard then runs in a Ray worker)",
+    )
+    group.add_argument(
+        "--retries",
+        type=non_negative_int,
+        default=TASK_MAX_RETRIES,
+        metavar="R",
+        help="times a shard (or a planning task) is run again when its worker process or its "
+        f"node dies (default {TASK_MAX_RETRIES}); an exception in the shard is never retried",
+    )
+    group.add_argument(
+        "--storage-timeout",
+        type=positive_seconds,
+        default=STORAGE_TIMEOUT,
+        metavar="SECONDS",
+        help="how long the output store may stay unreachable (refused or dropped connections, "
+        "timeouts, throttling, 5xx answers) before the run gives up; every operation is "
+        f"retried with backoff meanwhile (default {STORAGE_TIMEOUT:g}). Committed shards are "
+        "kept either way",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace tables that a run with other input or parameters left in DIR/JOB "
+        "(without it such a run is refused, so nothing is replaced silently)",
+    )
     group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
-    group.add_argument("--json", action="store_true",
-                       help="print the summary as one JSON object on standard output (docs/cli.md)")
+    group.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object on standard output (docs/cli.md)"
+    )
 
 
 def add_param_options(parser: argparse.ArgumentParser, job_class: type[Job]) -> None:
     """One option per declared parameter: ``--max-n N``, its help with its default.  Values are
     checked by the job (``Job.create``), so the command line and Python get the same messages."""
     for name, param in job_class.declared_params().items():
-        options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": _param_help(param, job_class),
-                                   "metavar": param.metavar or name.upper().replace("_", "-")}
+        options: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": _param_help(param, job_class),
+            "metavar": param.metavar or name.upper().replace("_", "-"),
+        }
         if param.required:
             options["required"] = True
         if param.type is INPUTS:
@@ -155,15 +202,20 @@ def job_help(job_class: type[Job]) -> str:
     return (job_class.__doc__ or job_class.name).strip().splitlines()[0].rstrip(".")
 
 
-def build_parser(registry: JobRegistry, prog: str, version: str = "unknown",
-                 extra_jobs: Sequence[str] = ()) -> argparse.ArgumentParser:
+def build_parser(
+    registry: JobRegistry, prog: str, version: str = "unknown", extra_jobs: Sequence[str] = ()
+) -> argparse.ArgumentParser:
     """The whole command line: ``run`` with a sub-command per registered job (and per
     ``MODULE:CLASS`` in ``extra_jobs``), status, cleanup, and the registry's other commands."""
     parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    run = top.add_parser("run", help="run a job", description="Run a job and write its tables: a job's name, or "
-                         "MODULE:CLASS, or path/to/file.py:CLASS for a job class of your own (docs/jobs.md).")
+    run = top.add_parser(
+        "run",
+        help="run a job",
+        description="Run a job and write its tables: a job's name, or "
+        "MODULE:CLASS, or path/to/file.py:CLASS for a job class of your own (docs/jobs.md).",
+    )
     run_jobs = run.add_subparsers(dest="job", metavar="JOB", required=True)
     for name in [*registry.names(), *extra_jobs]:
         job_class = registry.job_class(name)
@@ -171,18 +223,24 @@ def build_parser(registry: JobRegistry, prog: str, version: str = "unknown",
         add_param_options(sub, job_class)
         _add_run_options(sub)
         sub.set_defaults(handler=lambda args, job_class=job_class: _run(job_class, args, prog))
-    status = top.add_parser("status", help="what each job folder under DIR holds (works during a run)",
-                            description="For every job found under DIR: shards committed out of planned, "
-                                        "stale or damaged ones, parameters, code version, the last commit and "
-                                        "an estimate of the time left, and the final tables with their provenance.")
+    status = top.add_parser(
+        "status",
+        help="what each job folder under DIR holds (works during a run)",
+        description="For every job found under DIR: shards committed out of planned, "
+        "stale or damaged ones, parameters, code version, the last commit and "
+        "an estimate of the time left, and the final tables with their provenance.",
+    )
     _add_runs_folder(status)
     status.add_argument("--json", action="store_true", help="one JSON object on standard output (docs/cli.md)")
     status.set_defaults(handler=_status)
-    cleanup = top.add_parser("cleanup", help="remove the shard files that committed tables no longer need",
-                             description="For every job folder under DIR (or --job's) whose tables are committed: "
-                                         "delete the shard store (_shards/), after completing an interrupted commit. "
-                                         "A rerun then computes every shard again. Folders without committed tables "
-                                         "keep their shards.")
+    cleanup = top.add_parser(
+        "cleanup",
+        help="remove the shard files that committed tables no longer need",
+        description="For every job folder under DIR (or --job's) whose tables are committed: "
+        "delete the shard store (_shards/), after completing an interrupted commit. "
+        "A rerun then computes every shard again. Folders without committed tables "
+        "keep their shards.",
+    )
     _add_runs_folder(cleanup)
     cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
     cleanup.set_defaults(handler=_cleanup)
@@ -206,19 +264,31 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
         raise UsageError("--serial runs without Ray: drop --workers/--address, or drop --serial")
     _refuse_relative_out_under_job_submit(args.out)
     job = _job_from_args(job_class, args)
-    options = RunOptions(out_dir=args.out, workers=args.workers, address=args.address, serial=args.serial,
-                         head_start=args.head_start, overwrite=args.overwrite, retries=args.retries,
-                         storage_timeout=args.storage_timeout)
+    options = RunOptions(
+        out_dir=args.out,
+        workers=args.workers,
+        address=args.address,
+        serial=args.serial,
+        head_start=args.head_start,
+        overwrite=args.overwrite,
+        retries=args.retries,
+        storage_timeout=args.storage_timeout,
+    )
     result = run_job(job, options, Progress(job.name, quiet=args.quiet))
     summary = job.summary(result.tables, result.totals)
     if args.json:
         print(json.dumps(_run_json(job, result, summary), indent=2))
         return 0
     print(summary)
-    print(f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
-          + (f", {len(result.recomputed)} recomputed: damaged, stale or made with other parameters"
-             if result.recomputed else "")
-          + f") in {result.seconds:.1f}s; tables in {result.location}")
+    print(
+        f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
+        + (
+            f", {len(result.recomputed)} recomputed: damaged, stale or made with other parameters"
+            if result.recomputed
+            else ""
+        )
+        + f") in {result.seconds:.1f}s; tables in {result.location}"
+    )
     return 0
 
 
@@ -271,8 +341,10 @@ def _status(args: argparse.Namespace) -> int:
     elif found.jobs:
         print(render(found.jobs, others=found.others))
     else:
-        print(f"no job folder under {out.display_root}: nothing has run there yet"
-              + (f" (its folders {', '.join(found.others)} were not written by batchenum)" if found.others else ""))
+        print(
+            f"no job folder under {out.display_root}: nothing has run there yet"
+            + (f" (its folders {', '.join(found.others)} were not written by batchenum)" if found.others else "")
+        )
     return 0
 
 
@@ -292,8 +364,10 @@ def _cleanup(args: argparse.Namespace) -> int:
             continue
         with Lease(folder, say=lambda line: print(line, file=sys.stderr)):  # no run may write there meanwhile
             files, size = remove_shards(folder)
-        print(f"{name}: removed {files} shard files ({size:,} bytes freed) from {folder.display_root}; "
-              "a rerun computes its shards again")
+        print(
+            f"{name}: removed {files} shard files ({size:,} bytes freed) from {folder.display_root}; "
+            "a rerun computes its shards again"
+        )
     return 0
 
 
@@ -308,9 +382,11 @@ def _refuse_relative_out_under_job_submit(out: str) -> None:
     except (ValueError, AttributeError):
         working_dir = None
     if working_dir:
-        raise PipelineError(f"--out {out} is relative, and under `ray job submit --working-dir` it would land in "
-                            "Ray's temporary copy of the working directory and be lost: give an object-store URI "
-                            "(s3://bucket/prefix) or an absolute path that every node sees")
+        raise PipelineError(
+            f"--out {out} is relative, and under `ray job submit --working-dir` it would land in "
+            "Ray's temporary copy of the working directory and be lost: give an object-store URI "
+            "(s3://bucket/prefix) or an absolute path that every node sees"
+        )
 
 
 def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchenum", version: str = "unknown") -> int:
@@ -361,6 +437,7 @@ def _note_interrupts() -> _Interrupt:
     kept.  ``interrupted.signum`` says which, for the exit status (130 or 143)."""
     interrupted = _Interrupt()
     if threading.current_thread() is threading.main_thread():
+
         def handler(signum, frame):
             interrupted.signum = signum
             interrupted.set()
@@ -378,8 +455,9 @@ def _log_progress_lines(prog: str) -> None:
     """Off a terminal, progress comes as ``batchenum`` logger records: give them timestamped lines on
     standard error, unless the application (a caller of ``main``) configured logging itself."""
     if not logging.getLogger().handlers and not sys.stderr.isatty():
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format=f"%(asctime)s {prog} %(message)s", datefmt="%Y-%m-%dT%H:%M:%S")
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format=f"%(asctime)s {prog} %(message)s", datefmt="%Y-%m-%dT%H:%M:%S"
+        )
 
 
 def _pipe_closed() -> int:
@@ -411,8 +489,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:
     """``--count``, ``--seed`` and ``--out`` for a ``generate`` command writing a batch of ``noun``."""
     parser.add_argument("--count", type=positive_int, required=True, help=f"how many {noun}")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", required=True, metavar="FILE",
-                        help="output file: Parquet if it ends in .parquet, else JSONL")
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="output file: Parquet if it ends in .parquet, else JSONL"
+    )
 
 
 def _check_generate_target(path: str) -> None:
@@ -421,7 +500,9 @@ def _check_generate_target(path: str) -> None:
     if is_uri(path):
         return
     if os.path.isdir(path):
-        raise UsageError(f"--out {path} is a folder: give a file name (for example {os.path.join(path, 'batch.jsonl')})")
+        raise UsageError(
+            f"--out {path} is a folder: give a file name (for example {os.path.join(path, 'batch.jsonl')})"
+        )
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError(f"--out {path}: the folder {parent} does not exist; create it first, or give another path")

@@ -51,7 +51,7 @@ def _default_packages(module: str) -> tuple[str, ...]:
     return ("batchenum.pipeline",)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_top_levels() -> frozenset[str]:
     return frozenset(importlib.metadata.packages_distributions()) | frozenset(sys.stdlib_module_names) | {"batchenum"}
 
@@ -69,8 +69,12 @@ def user_modules(job_class: type) -> list[types.ModuleType]:
     pending = [sys.modules.get(job_class.__module__)]
     while pending:
         module = pending.pop()
-        if module is None or module.__name__ in found or _is_installed(module.__name__.split(".")[0]) \
-                and module.__name__ != "__main__":
+        if (
+            module is None
+            or module.__name__ in found
+            or _is_installed(module.__name__.split(".")[0])
+            and module.__name__ != "__main__"
+        ):
             continue
         found[module.__name__] = module
         for value in list(vars(module).values()):
@@ -109,11 +113,16 @@ def _source(module: types.ModuleType, job_class: type) -> bytes:
     if job_class.__module__ == module.__name__:
         parts.append(_definition_source(job_class))
         if not parts[0]:
-            raise ValueError(f"the source of {job_class.__qualname__} cannot be found, so the code version cannot "
-                             "cover it: define the job in a file, a module or a notebook cell")
+            raise ValueError(
+                f"the source of {job_class.__qualname__} cannot be found, so the code version cannot "
+                "cover it: define the job in a file, a module or a notebook cell"
+            )
     for name, value in sorted(vars(module).items()):
-        if (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module.__name__ \
-                and value is not job_class:
+        if (
+            (inspect.isclass(value) or inspect.isfunction(value))
+            and value.__module__ == module.__name__
+            and value is not job_class
+        ):
             parts.append(_definition_source(value) or name)  # made by exec, say: no source but its name
     return "\n".join(parts).encode()
 
@@ -126,12 +135,15 @@ def _definition_source(value: type | types.FunctionType) -> str:
         return inspect.getsource(value)
     except (OSError, TypeError):
         pass
-    cells = sorted({member.__code__.co_filename for member in vars(value).values() if inspect.isfunction(member)}
-                   if inspect.isclass(value) else ())
+    cells = sorted(
+        {member.__code__.co_filename for member in vars(value).values() if inspect.isfunction(member)}
+        if inspect.isclass(value)
+        else ()
+    )
     return "".join("".join(linecache.getlines(cell)) for cell in cells)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _digest(packages: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     for package in packages:
@@ -155,6 +167,9 @@ def _source_files(package: str) -> list[tuple[str, str]]:
     for root in spec.submodule_search_locations:
         for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files += [(os.path.relpath(os.path.join(folder, n), root), os.path.join(folder, n))
-                      for n in names if n.endswith(".py")]
+            files += [
+                (os.path.relpath(os.path.join(folder, n), root), os.path.join(folder, n))
+                for n in names
+                if n.endswith(".py")
+            ]
     return sorted(files)

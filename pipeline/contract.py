@@ -32,9 +32,11 @@ def checked_params(job: Job) -> dict[str, Any]:
         try:
             json.dumps(value)
         except (TypeError, ValueError):
-            raise ContractError(f"job {job.name!r}: params() gives {name} = {value!r} ({type(value).__name__}), "
-                                "which is not JSON: return plain str, int, float, bool, None, lists and dicts "
-                                "(int(x) for a numpy integer, str(path) for a path)") from None
+            raise ContractError(
+                f"job {job.name!r}: params() gives {name} = {value!r} ({type(value).__name__}), "
+                "which is not JSON: return plain str, int, float, bool, None, lists and dicts "
+                "(int(x) for a numpy integer, str(path) for a path)"
+            ) from None
     return params
 
 
@@ -45,9 +47,11 @@ def check_plan(job: Job, shards: list[Shard]) -> None:
         if not isinstance(shard, Shard):
             raise ContractError(f"job {job.name!r}: plan() must return Shard objects, not {type(shard).__name__}")
         if shard.id in seen:
-            raise ContractError(f"job {job.name!r}: plan() gives the shard id {shard.id!r} twice; ids name the "
-                                "committed files, so each shard needs its own (derive it from what the shard "
-                                "covers, the same on every run: s0000, s0001...)")
+            raise ContractError(
+                f"job {job.name!r}: plan() gives the shard id {shard.id!r} twice; ids name the "
+                "committed files, so each shard needs its own (derive it from what the shard "
+                "covers, the same on every run: s0000, s0001...)"
+            )
         seen.add(shard.id)
 
 
@@ -57,9 +61,11 @@ def completed_tables(job: Job, shard: Shard, tables: ShardOutput) -> ShardOutput
     shard_tables = list(job.shard_tables or [spec.name for spec in job.tables])
     for name in tables:
         if name not in shard_tables:
-            raise ContractError(f"shard {shard.id}: run_shard returned a table {name!r}, which is not one of the "
-                                f"tables shards write ({', '.join(shard_tables)}): declare it in the job's "
-                                "tables (and shard_tables)")
+            raise ContractError(
+                f"shard {shard.id}: run_shard returned a table {name!r}, which is not one of the "
+                f"tables shards write ({', '.join(shard_tables)}): declare it in the job's "
+                "tables (and shard_tables)"
+            )
     for name, columns in tables.items():
         _check_columns(job.table_spec(name), shard, columns)
     return {name: tables[name] if name in tables else _empty(job.table_spec(name)) for name in shard_tables}
@@ -71,8 +77,10 @@ def _empty(spec: TableSpec) -> dict[str, list]:
 
 def _check_columns(spec: TableSpec, shard: Shard, columns: Any) -> None:
     if not isinstance(columns, dict):
-        raise ContractError(f"shard {shard.id}: table {spec.name!r} must be a dict of columns "
-                            f"({{column: values}}), not {type(columns).__name__}")
+        raise ContractError(
+            f"shard {shard.id}: table {spec.name!r} must be a dict of columns "
+            f"({{column: values}}), not {type(columns).__name__}"
+        )
     for column in spec.columns:
         values = columns.get(column.name)
         if isinstance(values, (list, tuple)):
@@ -91,7 +99,8 @@ def _check_values(table: str, name: str, kind: str, shard: Shard, values: list |
         if value is not None and not _fits(kind, value):
             raise ContractError(
                 f"shard {shard.id}: table {table!r}, column {name!r} is declared {kind} but row {row + 1} holds "
-                f"{value!r} ({type(value).__name__}): {_advice(kind, value)}")
+                f"{value!r} ({type(value).__name__}): {_advice(kind, value)}"
+            )
 
 
 def _fits(kind: str, value: Any) -> bool:
@@ -104,8 +113,9 @@ def _fits(kind: str, value: Any) -> bool:
     if kind == "string":
         return isinstance(value, str)
     if kind == "list<int64>":
-        return value is None or (isinstance(value, (list, tuple, np.ndarray)) and all(
-            v is None or _fits("int64", v) for v in value))
+        return value is None or (
+            isinstance(value, (list, tuple, np.ndarray)) and all(v is None or _fits("int64", v) for v in value)
+        )
     return True
 
 

@@ -20,8 +20,16 @@ from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
-from batchenum.pipeline.store import (OTHER_PARAMETERS, SHARDS_DIR, PartTask, Provenance, ShardStore, complete_commit,
-                                      part_plan, write_part)
+from batchenum.pipeline.store import (
+    OTHER_PARAMETERS,
+    SHARDS_DIR,
+    PartTask,
+    Provenance,
+    ShardStore,
+    complete_commit,
+    part_plan,
+    write_part,
+)
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -61,7 +69,9 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     progress = progress or Progress(job.name)
     started = time.monotonic()
     params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
-    store = ShardStore(_output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params))
+    store = ShardStore(
+        _output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params)
+    )
     try:
         return _run_leased(job, store, options, progress, started)
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (pipeline/cli.py): say what a rerun reuses
@@ -84,18 +94,21 @@ def _run_leased(job: Job, store: ShardStore, options: RunOptions, progress: Prog
             return _run_holding_the_folder(job, store, executor, progress, started)
 
 
-def _run_holding_the_folder(job: Job, store: ShardStore, executor: Executor, progress: Progress,
-                            started: float) -> RunResult:
+def _run_holding_the_folder(
+    job: Job, store: ShardStore, executor: Executor, progress: Progress, started: float
+) -> RunResult:
     shards = _plan(job, store, executor, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
     pending, reused, damaged = _partition_committed(job, store, shards, progress)
     verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
-    progress.stage(f"{len(shards)} shard{'' if len(shards) == 1 else 's'}: {reused + len(verify)} committed"
-                   + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
-                   + f", {len(pending) - len(verify)} to compute"
-                   + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else ""))
+    progress.stage(
+        f"{len(shards)} shard{'' if len(shards) == 1 else 's'}: {reused + len(verify)} committed"
+        + (f" ({len(verify)} to check against their input where they would run)" if verify else "")
+        + f", {len(pending) - len(verify)} to compute"
+        + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else "")
+    )
     nodes, verified, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
     reused += verified
     damaged += changed
@@ -146,15 +159,24 @@ def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], r
     return store.add_parts(name, [by_index[index] for index in range(len(plan))])
 
 
-def _run_identity(store: ShardStore, run_id: str, shards: list[Shard], fingerprints: list[str],
-                  totals: dict[str, int]) -> dict[str, Any]:
+def _run_identity(
+    store: ShardStore, run_id: str, shards: list[Shard], fingerprints: list[str], totals: dict[str, int]
+) -> dict[str, Any]:
     """What the manifest says about the run that wrote the tables: job, parameters, code version,
     the input (one checksum over the shards' input checksums, in plan order; None without input),
     the shards and the totals they recorded, and where and when it ran."""
     input_checksum = hashlib.sha256("\n".join(fingerprints).encode()).hexdigest()[:32] if fingerprints else None
-    return {"job": store.provenance.job, "params": store.provenance.params, "code_version": store.provenance.version,
-            "input": input_checksum, "shards": len(shards), "totals": totals, "host": socket.gethostname(),
-            "pid": os.getpid(), "run_id": run_id}
+    return {
+        "job": store.provenance.job,
+        "params": store.provenance.params,
+        "code_version": store.provenance.version,
+        "input": input_checksum,
+        "shards": len(shards),
+        "totals": totals,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "run_id": run_id,
+    }
 
 
 def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> list[Shard]:
@@ -178,7 +200,8 @@ def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None
         return
     raise PipelineError(
         f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). "
-        "Give another --out to keep both, or --overwrite to replace them.")
+        "Give another --out to keep both, or --overwrite to replace them."
+    )
 
 
 def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
@@ -191,8 +214,9 @@ def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
     return out
 
 
-def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
-                    nodes: dict[str, str]) -> tuple[dict, dict, dict, list[str]]:
+def _check_complete(
+    job: Job, store: ShardStore, shards: list[Shard], nodes: dict[str, str]
+) -> tuple[dict, dict, dict, list[str]]:
     """Every planned shard must be committed and readable from here before any final table is
     written; returns the shards' recorded stats, summed, the rows of each shard table, the rows of
     each table in each shard ({table: {shard id: rows}}), and the input checksums the shards
@@ -217,13 +241,15 @@ def _check_complete(job: Job, store: ShardStore, shards: list[Shard],
             rows[name] += shard_rows[name]
             by_shard[name][shard.id] = shard_rows[name]
     if missing:
-        listed = "; ".join(missing[:_DAMAGE_LINES]) + (f"; and {len(missing) - _DAMAGE_LINES} more"
-                                                      if len(missing) > _DAMAGE_LINES else "")
+        listed = "; ".join(missing[:_DAMAGE_LINES]) + (
+            f"; and {len(missing) - _DAMAGE_LINES} more" if len(missing) > _DAMAGE_LINES else ""
+        )
         raise PipelineError(
             f"{len(missing)} of {len(shards)} shards are not committed where this driver can read them "
             f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this driver "
             "does not see: use a folder every node mounts at the same path, or object storage "
-            "(--out s3://bucket/prefix); then run the same command again to reuse what is committed.")
+            "(--out s3://bucket/prefix); then run the same command again to reuse what is committed."
+        )
     return totals, rows, by_shard, fingerprints
 
 
@@ -246,8 +272,9 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
     if other_runs:
         counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
-        progress.stage(f"{counted} committed with other parameters (a change of parameters, not damage); "
-                       "computing them anew")
+        progress.stage(
+            f"{counted} committed with other parameters (a change of parameters, not damage); computing them anew"
+        )
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
     return pending, committed, damaged + other_runs
@@ -261,8 +288,8 @@ def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:
         ids = None
         for table in tables:
             folder = quick.join(SHARDS_DIR, table)
-            names = {path[len(folder) + 1:].split("/", 1)[0] for path in quick.list_files(folder)}
-            found = {name[:-len(".parquet")] for name in names if name.endswith(".parquet") and TMP_MARK not in name}
+            names = {path[len(folder) + 1 :].split("/", 1)[0] for path in quick.list_files(folder)}
+            found = {name[: -len(".parquet")] for name in names if name.endswith(".parquet") and TMP_MARK not in name}
             ids = found if ids is None else ids & found
         return len(ids or ())
     except (StorageError, OSError):
@@ -274,8 +301,16 @@ def _shard_tables(job: Job) -> list[str]:
     return list(job.shard_tables or [spec.name for spec in job.tables])
 
 
-def _compute(job: Job, store: ShardStore, pending: list[Shard], total: int, reused: int, executor: Executor,
-             progress: Progress, verify: frozenset) -> tuple[dict[str, str], int, list[str]]:
+def _compute(
+    job: Job,
+    store: ShardStore,
+    pending: list[Shard],
+    total: int,
+    reused: int,
+    executor: Executor,
+    progress: Progress,
+    verify: frozenset,
+) -> tuple[dict[str, str], int, list[str]]:
     """Compute the pending shards (checking those in ``verify`` against their input first);
     returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
     those whose input had changed."""
@@ -290,8 +325,10 @@ def _compute(job: Job, store: ShardStore, pending: list[Shard], total: int, reus
         with lock:
             nodes[shard.id] = attempt.node
             if attempt.retried:
-                progress.stage(f"shard {shard.id}: {attempt.retried} records whose outcome depended on the run "
-                               "(timeouts) computed again")
+                progress.stage(
+                    f"shard {shard.id}: {attempt.retried} records whose outcome depended on the run "
+                    "(timeouts) computed again"
+                )
             if attempt.reused:
                 verified[0] += 1
             elif attempt.verified:

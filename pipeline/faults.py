@@ -28,9 +28,21 @@ import os
 import signal
 import time
 
-__all__ = ["KILL_SHARD", "KILL_BETWEEN_TABLES", "KILL_BEFORE_COMMIT", "KILL_BETWEEN_SHARD_TABLES",
-           "PAUSE_BETWEEN_SHARD_TABLES", "PLAN_SIZES", "LEASE_TIMES", "maybe_kill_worker", "maybe_kill_between_tables",
-           "maybe_kill_before_commit", "between_shard_tables", "plan_sizes", "lease_times"]
+__all__ = [
+    "KILL_SHARD",
+    "KILL_BETWEEN_TABLES",
+    "KILL_BEFORE_COMMIT",
+    "KILL_BETWEEN_SHARD_TABLES",
+    "PAUSE_BETWEEN_SHARD_TABLES",
+    "PLAN_SIZES",
+    "LEASE_TIMES",
+    "maybe_kill_worker",
+    "maybe_kill_between_tables",
+    "maybe_kill_before_commit",
+    "between_shard_tables",
+    "plan_sizes",
+    "lease_times",
+]
 
 KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
 KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"

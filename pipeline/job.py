@@ -10,13 +10,26 @@ about any puzzle.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from batchenum.pipeline.params import Param, declared_params, resolve_params
 
-__all__ = ["Column", "TableSpec", "Shard", "Job", "ShardOutput", "ShardResult", "PlanContext", "ShardContext",
-           "TaskMap", "COLUMN_TYPES", "StreamedTable", "Param"]
+__all__ = [
+    "Column",
+    "TableSpec",
+    "Shard",
+    "Job",
+    "ShardOutput",
+    "ShardResult",
+    "PlanContext",
+    "ShardContext",
+    "TaskMap",
+    "COLUMN_TYPES",
+    "StreamedTable",
+    "Param",
+]
 
 # Column types a table may declare; store.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
@@ -68,8 +81,10 @@ class ShardContext:
     def checkpoint(self) -> Any:
         if "checkpoint" not in self._made:
             if self.make_checkpoint is None:
-                raise RuntimeError("this shard runs without a checkpoint store (called by hand): give the "
-                                   "ShardContext a make_checkpoint")
+                raise RuntimeError(
+                    "this shard runs without a checkpoint store (called by hand): give the "
+                    "ShardContext a make_checkpoint"
+                )
             self._made["checkpoint"] = self.make_checkpoint()
         return self._made["checkpoint"]
 

@@ -45,8 +45,18 @@ from batchenum.pipeline import faults
 from batchenum.pipeline.errors import PipelineError, RunStoppedError
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageError
 
-__all__ = ["Lease", "LeaseError", "LeaseLostError", "LeaseFence", "LEASE_FILE", "STALE_AFTER", "dead_reason",
-           "lease_problem", "process_identity", "stale_after"]
+__all__ = [
+    "Lease",
+    "LeaseError",
+    "LeaseLostError",
+    "LeaseFence",
+    "LEASE_FILE",
+    "STALE_AFTER",
+    "dead_reason",
+    "lease_problem",
+    "process_identity",
+    "stale_after",
+]
 
 LEASE_FILE = "_lease.json"
 # Seconds between renewals, and between a holder giving its folder up and others taking it (tests
@@ -87,9 +97,11 @@ class LeaseFence:
             lease = {}
         if not isinstance(lease, dict) or lease.get("run") != self.run:
             other = f" by another run ({_describe(lease)})" if isinstance(lease, dict) and lease else ""
-            raise LeaseLostError(f"this run no longer holds {self.folder}: its lease was taken over{other}, so it "
-                                 "commits nothing more there. Committed shards are kept: see `batchenum status`, and "
-                                 "run the same command again once no other run writes there.")
+            raise LeaseLostError(
+                f"this run no longer holds {self.folder}: its lease was taken over{other}, so it "
+                "commits nothing more there. Committed shards are kept: see `batchenum status`, and "
+                "run the same command again once no other run writes there."
+            )
         beat = lease.get("heartbeat_at")
         age = time.time() - beat if isinstance(beat, (int, float)) else float("inf")
         if age > self.valid_for:
@@ -97,9 +109,11 @@ class LeaseFence:
 
 
 def _not_renewed(folder: str, age: float) -> LeaseLostError:
-    return LeaseLostError(f"this run could not renew its lease on {folder} for {age:.0f} s (the store unreachable, "
-                          "or the process stopped): it commits nothing more, since another run may take the folder "
-                          "over now. Committed shards are kept: run the same command again.")
+    return LeaseLostError(
+        f"this run could not renew its lease on {folder} for {age:.0f} s (the store unreachable, "
+        "or the process stopped): it commits nothing more, since another run may take the folder "
+        "over now. Committed shards are kept: run the same command again."
+    )
 
 
 class Lease:
@@ -112,16 +126,21 @@ class Lease:
         self.path = folder.join(LEASE_FILE)
         self.say = say
         self.valid_for = folder.timeout + 2 * HEARTBEAT
-        self.record = {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started_at": round(time.time(), 3), "stale_after": round(self.valid_for + MARGIN, 3),
-                       **process_identity(os.getpid())}
+        self.record = {
+            "run": uuid.uuid4().hex,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": round(time.time(), 3),
+            "stale_after": round(self.valid_for + MARGIN, 3),
+            **process_identity(os.getpid()),
+        }
         self.renewed = time.monotonic()  # when the lease was last written
         self.lost: str | None = None  # why this run gave the folder up, once it has
         self._taking_over: str | None = None  # the dead run whose lease this one takes over
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         current = self._read()
         if current is not None:
             self._refuse_if_alive(current)
@@ -152,13 +171,24 @@ class Lease:
         dead = dead_reason(current)
         if dead is None:
             beat = time.time() - current["heartbeat_at"]
-            stopped = (f" (no heartbeat for {beat:.0f} s: it may be stopped; `kill -CONT {current['pid']}` resumes it, "
-                       "and it then gives the folder up by itself)" if beat > stale_after(current) else "")
-            elsewhere = "" if stopped or _checkable(current) else (
-                " (its process cannot be checked from here: another host, container or PID namespace; if it is "
-                f"dead, the folder can be taken over {max(stale_after(current) - beat, 0):.0f} s from now)")
-            raise LeaseError(f"another run is writing to {self.folder.display_root}: {_describe(current)}{stopped}"
-                             f"{elsewhere}. Wait for it to finish (or stop it), or give another --out.")
+            stopped = (
+                f" (no heartbeat for {beat:.0f} s: it may be stopped; `kill -CONT {current['pid']}` resumes it, "
+                "and it then gives the folder up by itself)"
+                if beat > stale_after(current)
+                else ""
+            )
+            elsewhere = (
+                ""
+                if stopped or _checkable(current)
+                else (
+                    " (its process cannot be checked from here: another host, container or PID namespace; if it is "
+                    f"dead, the folder can be taken over {max(stale_after(current) - beat, 0):.0f} s from now)"
+                )
+            )
+            raise LeaseError(
+                f"another run is writing to {self.folder.display_root}: {_describe(current)}{stopped}"
+                f"{elsewhere}. Wait for it to finish (or stop it), or give another --out."
+            )
         if current.get("run") != self._taking_over:  # checked again after the claim: said once
             self._taking_over = current.get("run")
             self.say(f"taking over the folder from a dead run ({_describe(current)}: {dead})")
@@ -210,8 +240,11 @@ class Lease:
     def _live_claims(self, mine: str) -> list[str] | None:
         """The other candidates' claims in place now (None when there is none and ours is there);
         claims older than ``_CLAIM_TTL`` are crashed candidates' and are removed."""
-        claims = [path for path in self.store.list_files(self.folder.root, recursive=False)
-                  if os.path.basename(path).startswith(CLAIM_MARK)]
+        claims = [
+            path
+            for path in self.store.list_files(self.folder.root, recursive=False)
+            if os.path.basename(path).startswith(CLAIM_MARK)
+        ]
         if mine not in claims:
             return []  # ours is gone (removed as debris by another): not a win
         rivals = []
@@ -229,8 +262,10 @@ class Lease:
         return rivals or None
 
     def _beaten(self, winner: dict | None) -> LeaseError:
-        return LeaseError(f"another run started writing to {self.folder.display_root} at the same moment: "
-                          f"{_describe(winner or {})}. Wait for it to finish, or give another --out.")
+        return LeaseError(
+            f"another run started writing to {self.folder.display_root} at the same moment: "
+            f"{_describe(winner or {})}. Wait for it to finish, or give another --out."
+        )
 
     # ------------------------------------------------------------------------------ keeping it
 
@@ -246,8 +281,10 @@ class Lease:
             try:
                 current = _read_lease(renewing, self.path, check=False)
                 if not current or current.get("run") != self.record["run"]:
-                    self._give_up(f"the lease on {self.folder.display_root} was taken over "
-                                  f"({_describe(current or {})}): this run commits nothing more there")
+                    self._give_up(
+                        f"the lease on {self.folder.display_root} was taken over "
+                        f"({_describe(current or {})}): this run commits nothing more there"
+                    )
                     return
                 if time.monotonic() - self.renewed <= self.valid_for:  # the read may have waited
                     self._write(renewing)
@@ -260,7 +297,9 @@ class Lease:
         self.say(why)
 
     def _write(self, storage: Storage | None = None) -> None:
-        (storage or self.store).write_text(self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)}))
+        (storage or self.store).write_text(
+            self.path, json.dumps({**self.record, "heartbeat_at": round(time.time(), 3)})
+        )
 
     def _read(self, check: bool = True) -> dict | None:
         return _read_lease(self.store, self.path, check)
@@ -285,17 +324,24 @@ def _read_lease(storage: Storage, path: str, check: bool = True) -> dict | None:
         return record
     if not check:
         return None
-    raise LeaseError(f"{storage.uri(path)} is damaged or foreign ({problem}): it is not a lease a run of batchenum "
-                     f"wrote, so whether a run is writing to {storage.display_root} is unknown. If no run is writing "
-                     "there, remove that file and run the same command again.")
+    raise LeaseError(
+        f"{storage.uri(path)} is damaged or foreign ({problem}): it is not a lease a run of batchenum "
+        f"wrote, so whether a run is writing to {storage.display_root} is unknown. If no run is writing "
+        "there, remove that file and run the same command again."
+    )
 
 
 def lease_problem(lease: object) -> str | None:
     """Why ``lease`` (parsed JSON) is not a lease a run of ours wrote, or None when it is one."""
     if not isinstance(lease, dict):
         return f"it holds a JSON {type(lease).__name__}, not an object"
-    for key, kinds in (("run", str), ("host", str), ("pid", int), ("started_at", (int, float)),
-                       ("heartbeat_at", (int, float))):
+    for key, kinds in (
+        ("run", str),
+        ("host", str),
+        ("pid", int),
+        ("started_at", (int, float)),
+        ("heartbeat_at", (int, float)),
+    ):
         value = lease.get(key)
         if not isinstance(value, kinds) or isinstance(value, bool):
             return f"its {key} is {json.dumps(value)[:40]}" if key in lease else f"it has no {key}"
@@ -330,8 +376,10 @@ def dead_reason(lease: dict) -> str | None:
         return None  # alive here (perhaps stopped): never taken over; it gives the folder up by itself
     age = time.time() - float(lease.get("heartbeat_at", 0))
     if age > stale_after(lease):
-        return (f"no heartbeat for {age:.0f} s, and its process cannot be checked from here (another host, "
-                "container or PID namespace)")
+        return (
+            f"no heartbeat for {age:.0f} s, and its process cannot be checked from here (another host, "
+            "container or PID namespace)"
+        )
     return None
 
 
@@ -355,8 +403,12 @@ def process_identity(pid: int) -> dict:
 def _checkable(lease: dict) -> bool:
     """Whether the process ``lease`` names can be looked at from here: same boot, same PID namespace."""
     here = process_identity(os.getpid())
-    return (bool(here) and "pid_started" in lease and lease.get("boot_id") == here["boot_id"]
-            and lease.get("pid_namespace") == here["pid_namespace"])
+    return (
+        bool(here)
+        and "pid_started" in lease
+        and lease.get("boot_id") == here["boot_id"]
+        and lease.get("pid_namespace") == here["pid_namespace"]
+    )
 
 
 def _describe(lease: dict) -> str:

@@ -37,13 +37,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 __all__ = ["LocalRay", "LocalRayError", "process_tree"]
 
-_PORT_OPTIONS = ("--port", "--node-manager-port", "--object-manager-port", "--metrics-export-port",
-                 "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
+_PORT_OPTIONS = (
+    "--port",
+    "--node-manager-port",
+    "--object-manager-port",
+    "--metrics-export-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+)
 # Ray starts its client server (on 10001, which a second run would find taken) where grpc is
 # installed, and refuses the option where it is not.
 _CLIENT_PORT_OPTION = ("--ray-client-server-port",) if importlib.util.find_spec("grpc") else ()
@@ -86,14 +94,33 @@ class LocalRay:
             ports = _free_port_options()
             self._address = f"127.0.0.1:{dict(zip(ports[::2], ports[1::2]))['--port']}"  # the GCS
             read_end, self._pipe = os.pipe()
-            ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-                   "--num-cpus", str(self.cpus), "--temp-dir", os.path.join(self._folder, _RAY_DIR),
-                   "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats", *ports]
+            ray = [
+                sys.executable,
+                "-m",
+                "ray.scripts.scripts",
+                "start",
+                "--head",
+                "--block",
+                "--num-cpus",
+                str(self.cpus),
+                "--temp-dir",
+                os.path.join(self._folder, _RAY_DIR),
+                "--node-ip-address",
+                "127.0.0.1",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                *ports,
+            ]
             try:
                 self._process = subprocess.Popen(
                     [sys.executable, "-I", _WATCHDOG, str(read_end), str(self.nice), self._folder, "--", *ray],
-                    stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(read_end,),
-                    start_new_session=True, env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(read_end,),
+                    start_new_session=True,
+                    env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+                )
             finally:
                 os.close(read_end)
         except (OSError, LocalRayError) as error:
@@ -162,7 +189,7 @@ def private_folder(root: str) -> tuple[str, int]:
     staging = tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=root)  # mode 0700, a name nobody had
     lock = os.open(os.path.join(staging, _LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    folder = os.path.join(root, _FOLDER_PREFIX + os.path.basename(staging)[len(_STAGING_PREFIX):])
+    folder = os.path.join(root, _FOLDER_PREFIX + os.path.basename(staging)[len(_STAGING_PREFIX) :])
     os.rename(staging, folder)
     return folder, lock
 
@@ -203,9 +230,11 @@ def _check_root(root: str) -> None:
     except OSError:
         return  # mkdtemp then says what is wrong with it
     if stat.S_ISDIR(mode) and mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        raise LocalRayError(f"the temporary folder {root} is writable by every user and has no sticky bit, so "
-                            "another user could replace the private Ray's folder there: set RAY_TMPDIR to a folder "
-                            "of your own (or `chmod +t` it)")
+        raise LocalRayError(
+            f"the temporary folder {root} is writable by every user and has no sticky bit, so "
+            "another user could replace the private Ray's folder there: set RAY_TMPDIR to a folder "
+            "of your own (or `chmod +t` it)"
+        )
 
 
 def _temp_root() -> str:

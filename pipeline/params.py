@@ -18,8 +18,9 @@ import math
 import numbers
 import operator
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from batchenum.pipeline.errors import UsageError
 
@@ -179,6 +180,7 @@ def _boolean(name: str, value: Any) -> bool:
 
 def _inputs(name: str, value: Any) -> Any:
     """A path or URI, or a list of them (a ``pipeline.storage.Storage`` of a file is kept as it is)."""
+
     def one(v: Any) -> Any:
         return os.fspath(v) if isinstance(v, (str, os.PathLike)) else v
 
@@ -189,9 +191,11 @@ def _inputs(name: str, value: Any) -> Any:
         return one(value)
     if isinstance(value, (list, tuple)) and value and all(map(is_one, value)):
         return [one(v) for v in value]
-    raise ParamError(f"{{{name}}} must be a path, a URI, a pandas DataFrame or an Arrow table, or a list of "
-                     f"paths and URIs (files, folders, globs), not {type(value).__name__}"
-                     + (" holding other things" if isinstance(value, (list, tuple)) else ""))
+    raise ParamError(
+        f"{{{name}}} must be a path, a URI, a pandas DataFrame or an Arrow table, or a list of "
+        f"paths and URIs (files, folders, globs), not {type(value).__name__}"
+        + (" holding other things" if isinstance(value, (list, tuple)) else "")
+    )
 
 
 def declared_params(job_class: type) -> dict[str, Param]:
@@ -206,16 +210,16 @@ def declared_params(job_class: type) -> dict[str, Param]:
     return found
 
 
-def resolve_params(job_class: type, args: tuple, values: Mapping[str, Any],
-                   check: Callable[[dict], None] | None = None) -> dict[str, Any]:
+def resolve_params(
+    job_class: type, args: tuple, values: Mapping[str, Any], check: Callable[[dict], None] | None = None
+) -> dict[str, Any]:
     """Every declared parameter's value: positional ``args`` in declaration order, then keywords,
     then defaults; coerced and checked, then ``check(values)`` for rules between parameters.
     Raises ParamError (spoken in Python's words) for the first bad one."""
     params = declared_params(job_class)
     job = getattr(job_class, "name", "") or job_class.__name__
     if len(args) > len(params):
-        raise ParamError(f"{job} takes {len(params)} parameters ({', '.join(params) or 'none'}), "
-                         f"not {len(args)}")
+        raise ParamError(f"{job} takes {len(params)} parameters ({', '.join(params) or 'none'}), not {len(args)}")
     given = dict(zip(params, args))
     for name, value in values.items():
         if name not in params:

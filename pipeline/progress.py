@@ -54,6 +54,7 @@ def _bar_class(notebook: bool) -> type[tqdm]:
             from tqdm.autonotebook import tqdm
         return tqdm
     from tqdm import tqdm
+
     return tqdm
 
 
@@ -112,9 +113,16 @@ class Progress:
             self._shards_started = self._last_line = time.monotonic()
             if self.interactive and not self.quiet:
                 self._bar = _bar_class(self.notebook)(
-                    total=total, initial=reused, desc=self.label, unit="shard", file=self.stream,
-                    dynamic_ncols=True, mininterval=0.2, smoothing=0.1,
-                    bar_format="{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+                    total=total,
+                    initial=reused,
+                    desc=self.label,
+                    unit="shard",
+                    file=self.stream,
+                    dynamic_ncols=True,
+                    mininterval=0.2,
+                    smoothing=0.1,
+                    bar_format="{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+                )
                 self._redirected = _write_above(self._bar)
             else:
                 self._line(self._shard_line())
@@ -154,8 +162,10 @@ class Progress:
             if self._clock is not None:
                 self._clock.refresh()
             elif self._compiling is not None and not self.interactive and self._due():
-                self._line(f"{self.label}: still compiling kernels, {_duration(time.monotonic() - self._compiling)} "
-                           f"so far [{_duration(time.monotonic() - self.started)}]")
+                self._line(
+                    f"{self.label}: still compiling kernels, {_duration(time.monotonic() - self._compiling)} "
+                    f"so far [{_duration(time.monotonic() - self.started)}]"
+                )
             if self._bar is not None:
                 if self._done == self._reused and time.monotonic() - self._shards_started > FIRST_SHARD_HINT:
                     self._bar.set_postfix_str(self._records_text() or _WAITING, refresh=False)
@@ -206,12 +216,15 @@ class Progress:
             if self._compiling is not None:
                 return
             if not self._compiled:
-                self._line(f"{self.label}: compiling kernels (numba; once per machine, then cached) "
-                           f"[{_duration(time.monotonic() - self.started)}]")
+                self._line(
+                    f"{self.label}: compiling kernels (numba; once per machine, then cached) "
+                    f"[{_duration(time.monotonic() - self.started)}]"
+                )
             self._compiling = time.monotonic()
             if self.interactive and not self.quiet and self._bar is None and self._clock is None:
-                self._clock = _bar_class(self.notebook)(desc=f"{self.label}: compiling", file=self.stream,
-                                                        bar_format="{desc} {elapsed}", leave=False)
+                self._clock = _bar_class(self.notebook)(
+                    desc=f"{self.label}: compiling", file=self.stream, bar_format="{desc} {elapsed}", leave=False
+                )
             if self._ticker is None and not self.quiet:
                 self._ticker = _start_ticker(self)
 
@@ -230,8 +243,10 @@ class Progress:
 
     def _report_compiled(self) -> None:
         if self._compiled and self._compiling is None:
-            self._line(f"{self.label}: kernels compiled in {_duration(self._compiled)} "
-                       f"[{_duration(time.monotonic() - self.started)}]")
+            self._line(
+                f"{self.label}: kernels compiled in {_duration(self._compiled)} "
+                f"[{_duration(time.monotonic() - self.started)}]"
+            )
             self._compiled = 0.0
 
 

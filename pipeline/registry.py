@@ -29,8 +29,18 @@ __all__ = ["JobRegistry", "ENTRY_POINT_GROUP", "RUN_OPTIONS", "is_job_path", "lo
 
 ENTRY_POINT_GROUP = "batchenum.jobs"
 # what ``run`` itself takes, in the CLI and in batchenum.run: no job parameter may have these names
-RUN_OPTIONS = ("out", "workers", "address", "serial", "head_start", "overwrite", "retries", "storage_timeout",
-               "quiet", "json")
+RUN_OPTIONS = (
+    "out",
+    "workers",
+    "address",
+    "serial",
+    "head_start",
+    "overwrite",
+    "retries",
+    "storage_timeout",
+    "quiet",
+    "json",
+)
 
 
 class JobRegistry:
@@ -44,8 +54,11 @@ class JobRegistry:
     @functools.cached_property
     def _modules(self) -> list[Any]:
         package = importlib.import_module(self.package)
-        names = sorted(info.name for info in pkgutil.iter_modules(package.__path__)
-                       if not info.name.startswith("_") and info.name not in ("cli", "registry"))
+        names = sorted(
+            info.name
+            for info in pkgutil.iter_modules(package.__path__)
+            if not info.name.startswith("_") and info.name not in ("cli", "registry")
+        )
         return [importlib.import_module(f"{self.package}.{name}") for name in names]
 
     @functools.cached_property
@@ -62,8 +75,10 @@ class JobRegistry:
             try:
                 job = entry.load()
             except Exception as error:
-                raise UsageError(f"the job {entry.name!r} registered by an installed package ({entry.value}) "
-                                 f"cannot be loaded: {type(error).__name__}: {error}") from error
+                raise UsageError(
+                    f"the job {entry.name!r} registered by an installed package ({entry.value}) "
+                    f"cannot be loaded: {type(error).__name__}: {error}"
+                ) from error
             found[entry.name] = _checked(job, entry.value)
         return found
 
@@ -80,8 +95,9 @@ class JobRegistry:
         if is_job_path(name):
             return load_job_class(name)
         if name not in self.jobs:
-            raise UsageError(f"no job {name!r}: the jobs are {', '.join(self.jobs)} (or give MODULE:CLASS or "
-                             "path/to/file.py:CLASS)")
+            raise UsageError(
+                f"no job {name!r}: the jobs are {', '.join(self.jobs)} (or give MODULE:CLASS or path/to/file.py:CLASS)"
+            )
         return self.jobs[name]
 
 
@@ -101,8 +117,10 @@ def load_job_class(text: str) -> type[Job]:
         try:
             module = importlib.import_module(where)
         except ImportError as error:
-            raise UsageError(f"{text}: cannot import the module {where!r} ({error}): give a module on the "
-                             "Python path (PYTHONPATH) or a file path ending in .py") from None
+            raise UsageError(
+                f"{text}: cannot import the module {where!r} ({error}): give a module on the "
+                "Python path (PYTHONPATH) or a file path ending in .py"
+            ) from None
     job = getattr(module, attribute, None)
     if job is None:
         raise UsageError(f"{text}: {where} has no {attribute!r}")
@@ -143,6 +161,8 @@ def _checked(job: Any, where: str) -> type[Job]:
         raise UsageError(f"{where}: the job class {job.__qualname__} has no name: set name = '...' on it")
     clashes = sorted(set(job.declared_params()) & set(RUN_OPTIONS))
     if clashes:
-        raise UsageError(f"{where}: the job's parameter {clashes[0]!r} has the name of one of run's own options "
-                         f"({', '.join(RUN_OPTIONS)}): rename it")
+        raise UsageError(
+            f"{where}: the job's parameter {clashes[0]!r} has the name of one of run's own options "
+            f"({', '.join(RUN_OPTIONS)}): rename it"
+        )
     return job

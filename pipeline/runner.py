@@ -32,8 +32,9 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.attempt import Attempt, CodeMismatchError, run_attempt
@@ -43,8 +44,18 @@ from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
 from batchenum.pipeline.store import ShardStore
 
-__all__ = ["Executor", "ExecutorOptions", "RaySession", "ShardQueue", "ClusterError", "CodeMismatchError",
-           "ShardFailedError", "SharedFolderError", "TaskFailedError", "TASK_MAX_RETRIES"]
+__all__ = [
+    "Executor",
+    "ExecutorOptions",
+    "RaySession",
+    "ShardQueue",
+    "ClusterError",
+    "CodeMismatchError",
+    "ShardFailedError",
+    "SharedFolderError",
+    "TaskFailedError",
+    "TASK_MAX_RETRIES",
+]
 
 # A dead worker (SIGKILL, lost node) is retried this many times by default (--retries); a Python
 # exception never is, since rerunning a bad input or a bug gives the same failure.
@@ -126,8 +137,9 @@ class Executor:
             return PlanContext(self.ray.cpus(), self.ray.map, map_ready=True)
         return PlanContext(self.ray.local_cpus, self.ray.map, map_ready=self.ray.connected)
 
-    def run(self, job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone,
-            verify: frozenset = frozenset()) -> None:
+    def run(
+        self, job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, verify: frozenset = frozenset()
+    ) -> None:
         """Run ``shards`` (those in ``verify`` are committed: check their input first), calling
         ``on_done`` as each finishes, from whichever thread ran it."""
         queue = ShardQueue(shards)
@@ -164,10 +176,10 @@ class Executor:
         try:  # one try: Ctrl-C while Ray is still starting must stop what has started
             if self._local_ray_wanted(queue, here):
                 self.ray.connect()
-                self.say(f"computing on a local Ray with {self.ray.local_cpus} CPUs "
-                         "(and here until its workers deliver)")
-                self.ray.run_shards(here.job, queue.front(until=here.failed), here.store, on_ray_done,
-                                    here.verify)
+                self.say(
+                    f"computing on a local Ray with {self.ray.local_cpus} CPUs (and here until its workers deliver)"
+                )
+                self.ray.run_shards(here.job, queue.front(until=here.failed), here.store, on_ray_done, here.verify)
             here.join(threads)
         finally:
             ray_delivers.set()
@@ -237,8 +249,12 @@ class _Here:
             self.on_done(shard, self._attempt(shard))
 
     def start(self, queue: ShardQueue, threads: int, stop: threading.Event) -> list[threading.Thread]:
-        started = [threading.Thread(target=self._take_from_the_end, args=(queue, stop), daemon=True,
-                                    name=f"batchenum-compute-{k}") for k in range(threads)]
+        started = [
+            threading.Thread(
+                target=self._take_from_the_end, args=(queue, stop), daemon=True, name=f"batchenum-compute-{k}"
+            )
+            for k in range(threads)
+        ]
         for thread in started:
             thread.start()
         return started
@@ -265,8 +281,9 @@ class _Here:
     def _attempt(self, shard: Shard) -> Attempt:
         """Run a shard here, turning its exception into one that names it."""
         try:
-            return run_attempt(self.job, shard, self.store, f"{socket.gethostname()} (the driver)",
-                               shard.id in self.verify)
+            return run_attempt(
+                self.job, shard, self.store, f"{socket.gethostname()} (the driver)", shard.id in self.verify
+            )
         except RunStoppedError:
             raise
         except Exception as error:
@@ -286,8 +303,9 @@ class RaySession:
              initialised otherwise (tests do) is used as it is.
     """
 
-    def __init__(self, address: str | None, workers: int | None, retries: int = TASK_MAX_RETRIES,
-                 window: int | None = None):
+    def __init__(
+        self, address: str | None, workers: int | None, retries: int = TASK_MAX_RETRIES, window: int | None = None
+    ):
         self.address = address or os.environ.get("RAY_ADDRESS") or "local"
         self.private = self.address == "local" and (not _ray_initialised() or _PRIVATE_RAY.connected)
         self.workers = workers
@@ -349,11 +367,15 @@ class RaySession:
 
         connected = ray.get_runtime_context().gcs_address
         if self.workers:
-            raise UsageError(f"this process is already connected to the Ray at {connected} (ray.init), whose size "
-                             "is its own: drop workers, or call ray.shutdown() first")
+            raise UsageError(
+                f"this process is already connected to the Ray at {connected} (ray.init), whose size "
+                "is its own: drop workers, or call ray.shutdown() first"
+            )
         if self.address not in ("local", "auto") and self.address != connected:
-            raise UsageError(f"this process is already connected to the Ray at {connected} (ray.init), not to "
-                             f"{self.address}: call ray.shutdown() first, or drop address")
+            raise UsageError(
+                f"this process is already connected to the Ray at {connected} (ray.init), not to "
+                f"{self.address}: call ray.shutdown() first, or drop address"
+            )
         return f"the Ray this process had already initialised (at {connected})"
 
     def cpus(self) -> int:
@@ -362,8 +384,15 @@ class RaySession:
 
         return int(ray.cluster_resources().get("CPU", 0))
 
-    def run_shards(self, job: Job, shards: Iterable[Shard], store: ShardStore, on_done: OnDone,
-                   verify: frozenset = frozenset(), say: Callable[[str], None] | None = None) -> None:
+    def run_shards(
+        self,
+        job: Job,
+        shards: Iterable[Shard],
+        store: ShardStore,
+        on_done: OnDone,
+        verify: frozenset = frozenset(),
+        say: Callable[[str], None] | None = None,
+    ) -> None:
         """Run shards as Ray tasks, consuming them as they finish.  A shard whose worker or node
         dies is retried ``retries`` times; ``say`` hears when the cluster has no CPU left."""
         import ray
@@ -375,7 +404,8 @@ class RaySession:
 
         def submit(shard: Shard):
             return task.options(name=f"{job.name} {job.shard_label(shard)}").remote(  # type: ignore[call-arg]
-                job_ref, shard, store_ref, shard.id in verify, self.retries)  # (Ray's stubs type 4 arguments at most)
+                job_ref, shard, store_ref, shard.id in verify, self.retries
+            )  # (Ray's stubs type 4 arguments at most)
 
         stream = _TaskStream(submit, shards, _WindowSize(self.window, say, self.cpus))
         try:
@@ -407,7 +437,9 @@ class RaySession:
 
         self.tasks_mapped += len(items)
         task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(fn)
-        stream = _TaskStream(lambda pair: task.remote(pair[1]), enumerate(items), _WindowSize(self.window, None, self.cpus))
+        stream = _TaskStream(
+            lambda pair: task.remote(pair[1]), enumerate(items), _WindowSize(self.window, None, self.cpus)
+        )
         results: list[Any] = [None] * len(items)
         try:
             for (k, item), ref in stream:
@@ -498,8 +530,9 @@ class _SharedPrivateRay:
                     ray.init(address=address, logging_level=logging.WARNING, configure_logging=True, log_to_driver=True)
             except Exception as error:
                 _loopback_only(False)
-                raise ClusterError(f"could not connect to the local Ray at {address}: "
-                                   f"{type(error).__name__}: {error}") from error
+                raise ClusterError(
+                    f"could not connect to the local Ray at {address}: {type(error).__name__}: {error}"
+                ) from error
             self.connected = True
 
     def release(self) -> threading.Thread | None:
@@ -510,8 +543,9 @@ class _SharedPrivateRay:
                 return None
             local, connected = self._local, self.connected
             self._local, self.connected = None, False
-            self._stopping = threading.Thread(target=_stop_private, args=(connected, local),
-                                              name="batchenum-ray-shutdown", daemon=True)
+            self._stopping = threading.Thread(
+                target=_stop_private, args=(connected, local), name="batchenum-ray-shutdown", daemon=True
+            )
             self._stopping.start()
             return self._stopping
 
@@ -549,8 +583,9 @@ def _loopback_only(on: bool) -> None:
     address by the machine's address, where the private Ray does not listen."""
     from ray._private import ray_constants
 
-    ray_constants.ENABLE_RAY_CLUSTER = not on and ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR,
-                                                                         not ray_constants.IS_WINDOWS_OR_OSX)
+    ray_constants.ENABLE_RAY_CLUSTER = not on and ray_constants.env_bool(
+        ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, not ray_constants.IS_WINDOWS_OR_OSX
+    )
 
 
 def _check_reachable(address: str, timeout: float = 10.0) -> None:
@@ -562,10 +597,12 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as error:
-        raise ClusterError(f"could not reach the Ray cluster at {address} ({error.strerror or error}): check the "
-                           "address (--address or RAY_ADDRESS: the head's IP and its GCS port, 6379 by default), "
-                           "that the cluster is up (`ray status` on the head) and that no firewall stands "
-                           "between") from error
+        raise ClusterError(
+            f"could not reach the Ray cluster at {address} ({error.strerror or error}): check the "
+            "address (--address or RAY_ADDRESS: the head's IP and its GCS port, 6379 by default), "
+            "that the cluster is up (`ray status` on the head) and that no firewall stands "
+            "between"
+        ) from error
 
 
 def _ship_by_value(job: Job) -> None:
@@ -578,8 +615,9 @@ def _ship_by_value(job: Job) -> None:
             cloudpickle.register_pickle_by_value(module)
 
 
-def _attempt_in_worker(job: Job, shard: Shard, store: ShardStore, verify: bool,
-                       retries: int = TASK_MAX_RETRIES) -> Attempt:
+def _attempt_in_worker(
+    job: Job, shard: Shard, store: ShardStore, verify: bool, retries: int = TASK_MAX_RETRIES
+) -> Attempt:
     faults.maybe_kill_worker(shard.id, store.storage.root)
     tasks = functools.partial(_NestedTasks, f"{job.name} {job.shard_label(shard)}", retries)  # made if asked for
     return run_attempt(job, shard, store, _worker_node(), verify, tasks)
@@ -691,8 +729,10 @@ class _WindowSize:
     def _update(self) -> None:
         cpus = self.read_cpus()
         if self.say and cpus == 0 and self.cpus != 0:
-            self.say("the cluster has no CPUs (no worker node has joined, or all have left): waiting for nodes "
-                     "to join; Ctrl-C stops, and a rerun reuses the committed shards")
+            self.say(
+                "the cluster has no CPUs (no worker node has joined, or all have left): waiting for nodes "
+                "to join; Ctrl-C stops, and a rerun reuses the committed shards"
+            )
         elif self.say and cpus and self.cpus == 0:
             self.say(f"the cluster has {cpus} CPU{'' if cpus == 1 else 's'} now: going on")
         self.cpus = cpus
@@ -744,8 +784,13 @@ def on_every_node(fn: Callable, *args, timeout: float = 120) -> list:
 
     nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
     task = ray.remote(num_cpus=0, max_retries=0)(fn)
-    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-                         name=f"{fn.__name__} {node['NodeManagerAddress']}").remote(*args) for node in nodes]
+    refs = [
+        task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            name=f"{fn.__name__} {node['NodeManagerAddress']}",
+        ).remote(*args)
+        for node in nodes
+    ]
     return [ray.get(ref, timeout=timeout) for ref in refs]
 
 
@@ -772,26 +817,34 @@ def _probe_node(probes: dict[str, str], token: str, files: dict[str, tuple[int, 
 
 
 def _not_shared_message(node: str, problems: list[str]) -> str:
-    return (f"node {node} does not see {' or '.join(problems)} as this driver does: on a cluster, shards are "
-            "read and committed by the node that computes them, so every node must see the same files. "
-            "Either give a folder that every node mounts at the same path (NFS or another shared file "
-            "system), or use object storage (--out s3://bucket/prefix, --input s3://bucket/batch.jsonl). "
-            "Nothing was computed.")
+    return (
+        f"node {node} does not see {' or '.join(problems)} as this driver does: on a cluster, shards are "
+        "read and committed by the node that computes them, so every node must see the same files. "
+        "Either give a folder that every node mounts at the same path (NFS or another shared file "
+        "system), or use object storage (--out s3://bucket/prefix, --input s3://bucket/batch.jsonl). "
+        "Nothing was computed."
+    )
 
 
 def _explain_connect_failure(address: str, error: Exception) -> str:
     text = f"{type(error).__name__}: {error}".strip()
     if address == "local":
         return f"could not start a local Ray: {text}"
-    token_hint = ("set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token> (print the token on the head node "
-                  "with `ray get-auth-token`), then run again")
+    token_hint = (
+        "set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token> (print the token on the head node "
+        "with `ray get-auth-token`), then run again"
+    )
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token" or "auth" in text.lower() or "token" in text.lower():
         # Ray reports a missing token as a plain ConnectionError after retrying for a while
-        return (f"could not connect to the Ray cluster at {address}: Ray clusters require an "
-                f"authentication token by default; {token_hint}. If the cluster runs without tokens, check "
-                f"the address and that the cluster is up. ({text})")
-    return (f"could not connect to the Ray cluster at {address}: check the address, that the cluster is "
-            f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})")
+        return (
+            f"could not connect to the Ray cluster at {address}: Ray clusters require an "
+            f"authentication token by default; {token_hint}. If the cluster runs without tokens, check "
+            f"the address and that the cluster is up. ({text})"
+        )
+    return (
+        f"could not connect to the Ray cluster at {address}: check the address, that the cluster is "
+        f"up, and that RAY_AUTH_TOKEN holds this cluster's token. ({text})"
+    )
 
 
 def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RETRIES) -> str:
@@ -801,19 +854,27 @@ def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RET
 
     rerun = "committed shards are kept: run the same command again to reuse them"
     if isinstance(error, rex.OutOfMemoryError):
-        return (f"shard {shard.id}: Ray's memory monitor killed its worker (the node ran short of memory) "
-                f"on every attempt. Give the workers more memory, run fewer at once (--workers), or cut the "
-                f"work smaller (more shards); {rerun}.")
+        return (
+            f"shard {shard.id}: Ray's memory monitor killed its worker (the node ran short of memory) "
+            f"on every attempt. Give the workers more memory, run fewer at once (--workers), or cut the "
+            f"work smaller (more shards); {rerun}."
+        )
     attempts = f"every one of {retries + 1} attempts" if retries else "its only attempt"
     if isinstance(error, (rex.NodeDiedError, rex.LocalRayletDiedError)):
-        return (f"shard {shard.id}: the node running it died ({_node_of(error)}) on {attempts} (see --retries). "
-                f"Check the cluster's nodes (`ray status`, `ray list nodes`); {rerun}.")
+        return (
+            f"shard {shard.id}: the node running it died ({_node_of(error)}) on {attempts} (see --retries). "
+            f"Check the cluster's nodes (`ray status`, `ray list nodes`); {rerun}."
+        )
     if isinstance(error, (rex.ObjectLostError, rex.OwnerDiedError, rex.ObjectFetchTimedOutError)):
-        return (f"shard {shard.id}: Ray lost an object the shard needed ({type(error).__name__}), usually because "
-                f"a node left the cluster. {rerun[0].upper() + rerun[1:]}.")
+        return (
+            f"shard {shard.id}: Ray lost an object the shard needed ({type(error).__name__}), usually because "
+            f"a node left the cluster. {rerun[0].upper() + rerun[1:]}."
+        )
     if isinstance(error, rex.WorkerCrashedError):
-        return (f"shard {shard.id}: its worker process died on {attempts} (see --retries) "
-                f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}.")
+        return (
+            f"shard {shard.id}: its worker process died on {attempts} (see --retries) "
+            f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}."
+        )
     if isinstance(error, rex.TaskCancelledError):
         return f"shard {shard.id} was cancelled; {rerun}."
     if isinstance(error, rex.RayTaskError):
@@ -822,7 +883,7 @@ def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RET
 
 
 def _node_of(error: Exception) -> str:
-    """"node <ip> <id>" from Ray's node-death message, which has no attributes for them."""
+    """ "node <ip> <id>" from Ray's node-death message, which has no attributes for them."""
     found = re.search(r"Node IP: ([^,\s]+), node ID: ([0-9a-f]+)", str(error))
     return f"node {found.group(1)} {found.group(2)[:12]}" if found else "node unknown"
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 
@@ -67,8 +68,10 @@ class RecordJob(RecordBatchJob):
         values = [json.loads(text) for text in records.payloads.to_pylist()]
         outcomes = self.answer_batch(values)
         if len(outcomes) != len(values):
-            raise PipelineError(f"{type(self).__name__}.answer_batch returned {len(outcomes)} rows for "
-                                f"{len(values)} values: return one row (or ValueError) per value")
+            raise PipelineError(
+                f"{type(self).__name__}.answer_batch returned {len(outcomes)} rows for "
+                f"{len(values)} values: return one row (or ValueError) per value"
+            )
         names = [column.name for column in self.answer_columns]
         answers: dict[str, list] = {name: [] for name in ("id", *names, "file", "line")}
         rejected, reasons = [], []
@@ -84,14 +87,19 @@ class RecordJob(RecordBatchJob):
                 answers[name].append(row[name])
             answers["file"].append(records.file)
             answers["line"].append(positions[i])
-        return ShardResult({"answers": answers, "errors": records.error_rows(rejected, reasons)},
-                           {"records": records.read}, records.fingerprint)
+        return ShardResult(
+            {"answers": answers, "errors": records.error_rows(rejected, reasons)},
+            {"records": records.read},
+            records.fingerprint,
+        )
 
     def _row(self, outcome: Any, names: list[str]) -> dict[str, Any]:
         row = dict(zip(names, outcome)) if isinstance(outcome, (tuple, list)) else outcome
         if not isinstance(row, dict) or set(row) != set(names):
-            raise PipelineError(f"{type(self).__name__}.answer returned {outcome!r}: return a dict with the columns "
-                                f"{names} (or a tuple in that order), or raise ValueError(reason)")
+            raise PipelineError(
+                f"{type(self).__name__}.answer returned {outcome!r}: return a dict with the columns "
+                f"{names} (or a tuple in that order), or raise ValueError(reason)"
+            )
         return row
 
 
@@ -100,11 +108,19 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-PARTIAL = TableSpec("partial", (Column("shard", "string"), Column("leaves", "int64"), Column("nodes", "int64")),
-                    key=("shard",), sort=("shard",))
+PARTIAL = TableSpec(
+    "partial",
+    (Column("shard", "string"), Column("leaves", "int64"), Column("nodes", "int64")),
+    key=("shard",),
+    sort=("shard",),
+)
 COUNTS = TableSpec("counts", (Column("leaves", "int64"), Column("nodes", "int64"), Column("distinct", "int64")))
-LEAVES = TableSpec("leaves", (Column("key", "string", distinct=True), Column("leaf", "string", distinct=True)),
-                   key=("key",), sort=("key",))
+LEAVES = TableSpec(
+    "leaves",
+    (Column("key", "string", distinct=True), Column("leaf", "string", distinct=True)),
+    key=("key",),
+    sort=("key",),
+)
 
 
 class TreeJob(Job):
@@ -124,9 +140,15 @@ class TreeJob(Job):
 
     SUBTREES_PER_CPU = 16
     MAX_SPLIT_DEPTH = 12
-    split_depth = Param(int, default=None, low=0, recorded=False, metavar="D",
-                        help="cut the tree into subtrees at this depth (default: the first depth with at least 16 "
-                             "subtrees per CPU of the run)")
+    split_depth = Param(
+        int,
+        default=None,
+        low=0,
+        recorded=False,
+        metavar="D",
+        help="cut the tree into subtrees at this depth (default: the first depth with at least 16 "
+        "subtrees per CPU of the run)",
+    )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -171,8 +193,10 @@ class TreeJob(Job):
             while depth < self.MAX_SPLIT_DEPTH and len(self._cut(depth)[0]) < wanted:
                 depth += 1
         count = max(1, min(len(self._cut(depth)[0]), self.SUBTREES_PER_CPU * (context.cpus or os.cpu_count() or 1)))
-        return [Shard(f"d{depth:02d}-s{index:04d}", {"depth": depth, "index": index, "count": count})
-                for index in range(count)]
+        return [
+            Shard(f"d{depth:02d}-s{index:04d}", {"depth": depth, "index": index, "count": count})
+            for index in range(count)
+        ]
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Every ``count``-th subtree of the cut from ``index`` on; shard 0 also counts the nodes
@@ -181,7 +205,7 @@ class TreeJob(Job):
         frontier, leaves, nodes, found = self._cut(spec["depth"])
         if spec["index"]:
             leaves, nodes, found = 0, 0, []
-        for start in frontier[spec["index"]::spec["count"]]:
+        for start in frontier[spec["index"] :: spec["count"]]:
             stack = [start]
             while stack:
                 node = stack.pop()
@@ -204,8 +228,9 @@ class TreeJob(Job):
 
         partial = tables["partial"]
         distinct = len(tables["leaves"]) if "leaves" in tables else 0
-        counts = pd.DataFrame({"leaves": [int(partial.leaves.sum())], "nodes": [int(partial.nodes.sum())],
-                               "distinct": [distinct]})
+        counts = pd.DataFrame(
+            {"leaves": [int(partial.leaves.sum())], "nodes": [int(partial.nodes.sum())], "distinct": [distinct]}
+        )
         return {**tables, "counts": counts}
 
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:

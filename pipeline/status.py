@@ -10,14 +10,25 @@ import json
 import os
 import posixpath
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import (GUARD_FILE, MANIFEST_FILE, PLAN_FILE, SHARDS_DIR, STAGED_DIR, DamagedFileError,
-                                      manifest_problem, plan_problem, read_metadata, read_verified)
+from batchenum.pipeline.store import (
+    GUARD_FILE,
+    MANIFEST_FILE,
+    PLAN_FILE,
+    SHARDS_DIR,
+    STAGED_DIR,
+    DamagedFileError,
+    manifest_problem,
+    plan_problem,
+    read_metadata,
+    read_verified,
+)
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).
@@ -123,8 +134,11 @@ def _job_status(folder: Storage, name: str) -> JobStatus | None:
     if plan is not None and plan_problem(plan):
         plan, plan_error = None, plan_problem(plan)
     shard_files = [path for path in files if _top(folder, path) == SHARDS_DIR]
-    finals = [path for path in files if path.endswith(".parquet") and not _top(folder, path).startswith("_")
-              and _top(folder, path) != GUARD_FILE]
+    finals = [
+        path
+        for path in files
+        if path.endswith(".parquet") and not _top(folder, path).startswith("_") and _top(folder, path) != GUARD_FILE
+    ]
     if plan is None and not shard_files and not finals:
         return None
     status = JobStatus(name, folder.display_root, plan)
@@ -135,15 +149,18 @@ def _job_status(folder: Storage, name: str) -> JobStatus | None:
     manifest, manifest_error = _read_json(folder, MANIFEST_FILE)
     manifest_error = manifest_error or (manifest_problem(manifest) if manifest is not None else None)
     if manifest_error:
-        status.problems.append(f"{MANIFEST_FILE} is damaged ({manifest_error}); delete it and run the same "
-                               "command again to write the tables anew")
+        status.problems.append(
+            f"{MANIFEST_FILE} is damaged ({manifest_error}); delete it and run the same "
+            "command again to write the tables anew"
+        )
     else:
         status.manifest = manifest
     lease, lease_error = _read_json(folder, LEASE_FILE)
     lease_error = lease_error or (lease_problem(lease) if lease is not None else None)
     if lease_error:
-        status.problems.append(f"{LEASE_FILE} is damaged ({lease_error}); if no run is writing to "
-                               f"{folder.display_root}, remove it")
+        status.problems.append(
+            f"{LEASE_FILE} is damaged ({lease_error}); if no run is writing to {folder.display_root}, remove it"
+        )
     elif lease is not None:
         status.lease, status.dead = lease, dead_reason(lease)
     _read_shards(status, folder, shard_files)
@@ -151,9 +168,12 @@ def _job_status(folder: Storage, name: str) -> JobStatus | None:
     status.tables = _group_parts([_final_table(folder, path) for path in finals])
     if status.manifest is not None:
         status.problems.extend(_tables_not_in_manifest(folder, status.manifest, status.tables))
-    status.problems.extend(f"{folder.join(name)} is a symbolic link, where batchenum keeps its own folder: what is "
-                           "counted there is not the run's. Remove the link and run the same command again"
-                           for name in (SHARDS_DIR, STAGED_DIR) if folder.kind(folder.join(name)) == "link")
+    status.problems.extend(
+        f"{folder.join(name)} is a symbolic link, where batchenum keeps its own folder: what is "
+        "counted there is not the run's. Remove the link and run the same command again"
+        for name in (SHARDS_DIR, STAGED_DIR)
+        if folder.kind(folder.join(name)) == "link"
+    )
     return status
 
 
@@ -162,17 +182,21 @@ def _tables_not_in_manifest(folder: Storage, manifest: dict[str, Any], tables: l
     else's, and were never the run's), or rows other than the manifest's."""
     found = {table["name"]: table for table in tables}
     problems = []
-    for name, entry in sorted(manifest["tables"].items()):
+    for _name, entry in sorted(manifest["tables"].items()):
         path = folder.join(entry["path"].rstrip("/"))
         kind = folder.kind(path)
         if kind == "link":
-            problems.append(f"{path} is a symbolic link, not the table the manifest names: its rows are not the "
-                            "run's. Remove the link and run the same command again to rebuild the table")
+            problems.append(
+                f"{path} is a symbolic link, not the table the manifest names: its rows are not the "
+                "run's. Remove the link and run the same command again to rebuild the table"
+            )
             continue
         rows = found.get(entry["path"], {}).get("rows")
         if kind != "missing" and rows is not None and rows != entry.get("rows"):
-            problems.append(f"{entry['path']}: {rows:,} rows where the manifest says {entry.get('rows'):,}: not the "
-                            f"table run {manifest['run_id']} committed. Run the same command again to rebuild it")
+            problems.append(
+                f"{entry['path']}: {rows:,} rows where the manifest says {entry.get('rows'):,}: not the "
+                f"table run {manifest['run_id']} committed. Run the same command again to rebuild it"
+            )
     return problems
 
 
@@ -181,8 +205,11 @@ def _file_sizes(folder: Storage) -> dict[str, int]:
     import pyarrow.fs as pafs
 
     selector = pafs.FileSelector(folder.root, recursive=True, allow_not_found=True)
-    return {info.path: info.size or 0 for info in folder.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and TMP_MARK not in info.path}
+    return {
+        info.path: info.size or 0
+        for info in folder.fs.get_file_info(selector)
+        if info.type == pafs.FileType.File and TMP_MARK not in info.path
+    }
 
 
 def _top(folder: Storage, path: str) -> str:
@@ -247,8 +274,10 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         if len({found.get("commit") for found in metas}) > 1:  # a writer stopped between two tables
             continue
         meta = metas[0]
-        if plan and (meta.get("code") != plan.get("version")
-                     or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)):
+        if plan and (
+            meta.get("code") != plan.get("version")
+            or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)
+        ):
             status.stale.append(shard_id)
             continue
         status.committed.append(shard_id)
@@ -295,8 +324,10 @@ def _final_table(folder: Storage, path: str) -> dict[str, Any]:
                     raise DamagedFileError("its footer's row counts disagree")
     except Exception as error:  # damaged: never a row count read from it
         return {"name": name, "rows": None, "damaged": str(error).removeprefix("a Parquet file is ")}
-    meta = {k.decode(errors="replace").removeprefix("batchenum."): v.decode(errors="replace")
-            for k, v in (meta or {}).items()}
+    meta = {
+        k.decode(errors="replace").removeprefix("batchenum."): v.decode(errors="replace")
+        for k, v in (meta or {}).items()
+    }
     return {"name": name, "rows": rows, "params": meta.get("params"), "version": meta.get("version")}
 
 
@@ -349,52 +380,89 @@ def _render_one(status: JobStatus, now: float) -> str:
     if plan:
         lines.append(f"  parameters:  {json.dumps(plan.get('params'), sort_keys=True)}")
         lines.append(f"  code:        version {plan.get('version')}")
-        lines.append(f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} "
-                     f"(pid {plan.get('pid')})")
+        lines.append(
+            f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} (pid {plan.get('pid')})"
+        )
     for problem in status.problems:
         lines.append(f"  damaged:     {problem}")
     lines.extend(_manifest_lines(status))
     if status.lease and status.dead is None:
         beat = now - float(status.lease["heartbeat_at"])
-        lines.append(f"  running:     host {status.lease.get('host')}, pid {status.lease.get('pid')}, "
-                     f"last heartbeat {_ago(beat)} ago")
+        lines.append(
+            f"  running:     host {status.lease.get('host')}, pid {status.lease.get('pid')}, "
+            f"last heartbeat {_ago(beat)} ago"
+        )
     elif status.lease:
-        lines.append(f"  stopped:     the run of host {status.lease.get('host')}, pid {status.lease.get('pid')} is dead "
-                     f"({status.dead}); the next run takes the folder over and reuses what is committed")
+        lines.append(
+            f"  stopped:     the run of host {status.lease.get('host')}, pid {status.lease.get('pid')} is dead "
+            f"({status.dead}); the next run takes the folder over and reuses what is committed"
+        )
     total = status.planned
-    shard_line = (f"{len(status.committed)}" + (f"/{total}" if total is not None else "")
-                  + f" shard{'' if (total if total is not None else len(status.committed)) == 1 else 's'} committed")
+    shard_line = (
+        f"{len(status.committed)}"
+        + (f"/{total}" if total is not None else "")
+        + f" shard{'' if (total if total is not None else len(status.committed)) == 1 else 's'} committed"
+    )
     if status.stale or status.damaged:
         shard_line += f", {len(status.stale)} stale (other code or parameters), {len(status.damaged)} damaged"
     if status.unplanned:
-        shard_line += f"; {len(status.unplanned)} not in the plan, ignored ({', '.join(status.unplanned[:3])}" \
-                      + (", ..." if len(status.unplanned) > 3 else "") + ")"
+        shard_line += (
+            f"; {len(status.unplanned)} not in the plan, ignored ({', '.join(status.unplanned[:3])}"
+            + (", ..." if len(status.unplanned) > 3 else "")
+            + ")"
+        )
     if total is None and not status.shard_files:
         shard_line = "none here (no run recorded a plan in this folder: its tables alone were kept)"
     lines.append(f"  shards:      {shard_line}")
     if status.last_commit:
-        lines.append(f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
-                     + (f"; {_last_run_work(status)}" if status.seconds else "; the last run reused every shard it has"))
+        lines.append(
+            f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
+            + (f"; {_last_run_work(status)}" if status.seconds else "; the last run reused every shard it has")
+        )
     if status.commit_times and _alive(status):
         left = _time_left(status)
         if left is not None:
             lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run")
     for saved in status.checkpoints:
-        lines.append(f"  checkpoint:  {saved['shard']}: " + ("damaged; the next attempt starts the shard afresh"
-                     if saved.get("damaged") else f"{saved.get('progress') or 'saved'}, {_clock(saved.get('saved_at'))} "
-                     f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"))
+        lines.append(
+            f"  checkpoint:  {saved['shard']}: "
+            + (
+                "damaged; the next attempt starts the shard afresh"
+                if saved.get("damaged")
+                else f"{saved.get('progress') or 'saved'}, {_clock(saved.get('saved_at'))} "
+                f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"
+            )
+        )
     for table in status.tables:
-        rows = (f"damaged ({table['damaged']}); run the command that wrote it again to rebuild it"
-                if table.get("damaged") else "unreadable") if table["rows"] is None else _plural(table["rows"], "row")
-        extra = f", version {table.get('version')}, parameters {table.get('params')}" if table["rows"] is not None else ""
-        parts = f" in {_plural(table['parts'], 'part')}" if table.get('parts') else ""
+        rows = (
+            (
+                f"damaged ({table['damaged']}); run the command that wrote it again to rebuild it"
+                if table.get("damaged")
+                else "unreadable"
+            )
+            if table["rows"] is None
+            else _plural(table["rows"], "row")
+        )
+        extra = (
+            f", version {table.get('version')}, parameters {table.get('params')}" if table["rows"] is not None else ""
+        )
+        parts = f" in {_plural(table['parts'], 'part')}" if table.get("parts") else ""
         lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}")
     if status.shard_files:
-        shared = (f" ({_bytes(status.shared_bytes)} of them also the tables' parts, by hard links: removing the "
-                  f"shards frees {_bytes(status.shard_bytes - status.shared_bytes)})" if status.shared_bytes else "")
-        lines.append(f"  shard store: {_bytes(status.shard_bytes)} in {_plural(status.shard_files, 'file')} ({SHARDS_DIR}/){shared}; "
-                     + ("`batchenum cleanup` removes them once the tables are committed"
-                        if _committed(status) else "kept: the next run reuses them"))
+        shared = (
+            f" ({_bytes(status.shared_bytes)} of them also the tables' parts, by hard links: removing the "
+            f"shards frees {_bytes(status.shard_bytes - status.shared_bytes)})"
+            if status.shared_bytes
+            else ""
+        )
+        lines.append(
+            f"  shard store: {_bytes(status.shard_bytes)} in {_plural(status.shard_files, 'file')} ({SHARDS_DIR}/){shared}; "
+            + (
+                "`batchenum cleanup` removes them once the tables are committed"
+                if _committed(status)
+                else "kept: the next run reuses them"
+            )
+        )
     return "\n".join(lines)
 
 
@@ -421,13 +489,17 @@ def _manifest_lines(status: JobStatus) -> list[str]:
     manifest = status.manifest
     if not manifest:
         return []
-    run = (f"run {manifest.get('run_id')}: parameters {json.dumps(manifest.get('params'), sort_keys=True)}, "
-           f"code {manifest.get('code_version')}, input {manifest.get('input') or 'none'}")
+    run = (
+        f"run {manifest.get('run_id')}: parameters {json.dumps(manifest.get('params'), sort_keys=True)}, "
+        f"code {manifest.get('code_version')}, input {manifest.get('input') or 'none'}"
+    )
     if manifest.get("state") == "committed":
         return [f"  tables of:   {run}; committed {_clock(manifest.get('committed_at'))}"]
-    return [f"  UNFINISHED:  the tables are being replaced by {run}; until it ends a reader may find some "
-            "tables of that run beside others of the run before. The next run in this folder (or "
-            "`batchenum cleanup`) completes the replacement first"]
+    return [
+        f"  UNFINISHED:  the tables are being replaced by {run}; until it ends a reader may find some "
+        "tables of that run beside others of the run before. The next run in this folder (or "
+        "`batchenum cleanup`) completes the replacement first"
+    ]
 
 
 def _bytes(size: float) -> str:
@@ -450,30 +522,57 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
     running = None
     if lease:
         beat = now - float(lease["heartbeat_at"])
-        running = {"host": lease.get("host"), "pid": lease.get("pid"), "heartbeat_seconds_ago": round(beat, 1),
-                   "stale": beat > stale_after(lease), "alive": status.dead is None, "dead": status.dead}
+        running = {
+            "host": lease.get("host"),
+            "pid": lease.get("pid"),
+            "heartbeat_seconds_ago": round(beat, 1),
+            "stale": beat > stale_after(lease),
+            "alive": status.dead is None,
+            "dead": status.dead,
+        }
     plan = status.plan or {}
     return {
         "name": status.name,
         "location": status.where,
-        "last_run": {"started_at": plan.get("started_at"), "host": plan.get("host"), "pid": plan.get("pid"),
-                     "computed_shards": len(status.seconds), "wall_seconds": _rounded(_wall_seconds(status)),
-                     "shard_seconds": round(sum(status.seconds), 3)}
-        if status.plan else None,
+        "last_run": {
+            "started_at": plan.get("started_at"),
+            "host": plan.get("host"),
+            "pid": plan.get("pid"),
+            "computed_shards": len(status.seconds),
+            "wall_seconds": _rounded(_wall_seconds(status)),
+            "shard_seconds": round(sum(status.seconds), 3),
+        }
+        if status.plan
+        else None,
         "running": running,
-        "shards": {"planned": status.planned, "committed": len(status.committed), "stale": len(status.stale),
-                   "damaged": len(status.damaged)},
+        "shards": {
+            "planned": status.planned,
+            "committed": len(status.committed),
+            "stale": len(status.stale),
+            "damaged": len(status.damaged),
+        },
         "unplanned_shards": len(status.unplanned),  # shard files the plan does not name, not counted
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
         "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
         "manifest": _manifest_json(status.manifest),
-        "shard_store": {"files": status.shard_files, "bytes": status.shard_bytes,
-                        "shared_with_tables_bytes": status.shared_bytes},
+        "shard_store": {
+            "files": status.shard_files,
+            "bytes": status.shard_bytes,
+            "shared_with_tables_bytes": status.shared_bytes,
+        },
         "checkpoints": status.checkpoints,  # saved states of unfinished shards: shard, saved_at, progress, bytes
-        "tables": [{"name": table["name"], "rows": table["rows"], "parts": table.get("parts"),
-                    "version": table.get("version"), "params": _params(table.get("params")),
-                    "damaged": table.get("damaged")} for table in status.tables],
+        "tables": [
+            {
+                "name": table["name"],
+                "rows": table["rows"],
+                "parts": table.get("parts"),
+                "version": table.get("version"),
+                "params": _params(table.get("params")),
+                "damaged": table.get("damaged"),
+            }
+            for table in status.tables
+        ],
     }
 
 
@@ -486,9 +585,18 @@ def _manifest_json(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
     if not manifest:
         return None
     keys = ("run_id", "state", "job", "params", "code_version", "input", "committed_at")
-    return {**{key: manifest.get(key) for key in keys},
-            "tables": {name: {"path": table.get("path"), "rows": table.get("rows"), "bytes": table.get("bytes"),
-                              "parts": len(table.get("parts", []))} for name, table in manifest["tables"].items()}}
+    return {
+        **{key: manifest.get(key) for key in keys},
+        "tables": {
+            name: {
+                "path": table.get("path"),
+                "rows": table.get("rows"),
+                "bytes": table.get("bytes"),
+                "parts": len(table.get("parts", [])),
+            }
+            for name, table in manifest["tables"].items()
+        },
+    }
 
 
 def _params(recorded: Any) -> Any:

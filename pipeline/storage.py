@@ -38,15 +38,30 @@ import stat
 import tempfile
 import time
 import uuid
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
 from batchenum.pipeline.errors import PipelineError, RunStoppedError
 
-__all__ = ["Storage", "StorageError", "StorageUnavailableError", "NoRoomError", "LinkRefusedError", "TMP_MARK",
-           "OLD_MARK", "STORAGE_TIMEOUT", "is_temporary", "is_uri", "redact", "scratch_folder", "temporary_name", "transient"]
+__all__ = [
+    "Storage",
+    "StorageError",
+    "StorageUnavailableError",
+    "NoRoomError",
+    "LinkRefusedError",
+    "TMP_MARK",
+    "OLD_MARK",
+    "STORAGE_TIMEOUT",
+    "is_temporary",
+    "is_uri",
+    "redact",
+    "scratch_folder",
+    "temporary_name",
+    "transient",
+]
 
 T = TypeVar("T")
 LOGGER = logging.getLogger("batchenum.storage")
@@ -57,15 +72,29 @@ _S3_CONNECT_TIMEOUT = 5.0  # seconds; the AWS SDK's 1 s is short for a busy serv
 # Our rounds: the first wait, the longest, and how often a long wait is reported again.
 _BACKOFF_FIRST, _BACKOFF_MAX, _REPORT_EVERY = 0.5, 15.0, 30.0
 # How pyarrow (the AWS SDK) words an error worth retrying: the network, throttling, the server's 5xx.
-_TRANSIENT_S3 = re.compile(r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|SERVICE_UNAVAILABLE|INTERNAL_FAILURE"
-                           r"|REQUEST_TIMEOUT|REQUEST_LIMIT_EXCEEDED)|HTTP status (5\d\d|429)|curlCode: \d+")
+_TRANSIENT_S3 = re.compile(
+    r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|THROTTLING|SERVICE_UNAVAILABLE|INTERNAL_FAILURE"
+    r"|REQUEST_TIMEOUT|REQUEST_LIMIT_EXCEEDED)|HTTP status (5\d\d|429)|curlCode: \d+"
+)
 # Why a write cannot succeed however often it is tried: the place itself takes nothing more.
-_NO_ROOM = {errno.ENOSPC: "no space is left on its device", errno.EDQUOT: "its disk quota is exceeded",
-            errno.EROFS: "its file system is read-only", errno.EACCES: "permission to write there is denied",
-            errno.EPERM: "the file system does not permit the write (an immutable file or folder?)"}
+_NO_ROOM = {
+    errno.ENOSPC: "no space is left on its device",
+    errno.EDQUOT: "its disk quota is exceeded",
+    errno.EROFS: "its file system is read-only",
+    errno.EACCES: "permission to write there is denied",
+    errno.EPERM: "the file system does not permit the write (an immutable file or folder?)",
+}
 _ERRNO_TEXT = re.compile(r"[Ee]rrno (\d+)")
-_TRANSIENT_ERRNO = {errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EHOSTUNREACH,
-                    errno.ENETUNREACH, errno.ENETDOWN, errno.EPIPE}
+_TRANSIENT_ERRNO = {
+    errno.ETIMEDOUT,
+    errno.ECONNRESET,
+    errno.ECONNREFUSED,
+    errno.ECONNABORTED,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.ENETDOWN,
+    errno.EPIPE,
+}
 
 TMP_MARK = ".tmp-"  # in the name of every temporary file or folder; never read as a result
 # A folder moved aside by the two-rename fallback of ``replace_folder``; the complete former folder.
@@ -77,8 +106,15 @@ OLD_MARK = TMP_MARK + "old-"
 _TEMPORARY = re.compile(r"(?P<target>.+)" + re.escape(TMP_MARK) + r"(?P<old>old-)?\d+-[0-9a-f]{8}")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # The AWS variables that say where S3 is and who we are; captured on the driver for the workers.
-_S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
-           "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+_S3_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+)
 
 
 class StorageError(PipelineError):
@@ -166,8 +202,9 @@ class Storage:
     absolute path on a local disk); ``uri(path)`` turns one into the form people type.
     """
 
-    def __init__(self, filesystem: pafs.FileSystem, root: str, display_root: str, local: bool,
-                 timeout: float = STORAGE_TIMEOUT):
+    def __init__(
+        self, filesystem: pafs.FileSystem, root: str, display_root: str, local: bool, timeout: float = STORAGE_TIMEOUT
+    ):
         self.fs = filesystem
         self.root = root
         self.display_root = display_root
@@ -178,7 +215,7 @@ class Storage:
         self.guard: Callable[[Storage], None] | None = None
 
     @classmethod
-    def at(cls, location: str, timeout: float = STORAGE_TIMEOUT) -> "Storage":
+    def at(cls, location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
         """The storage for a local path (relative to the current directory) or a URI; ``timeout``:
         how long an operation may keep retrying transient failures (seconds)."""
         if not location or not location.strip():
@@ -186,7 +223,7 @@ class Storage:
         if not timeout > 0:
             raise StorageError(f"a storage timeout of {timeout} s: give a positive number of seconds")
         if not is_uri(location) or location.startswith("file://"):
-            path = location[len("file://"):] if location.startswith("file://") else location
+            path = location[len("file://") :] if location.startswith("file://") else location
             root = os.path.abspath(os.path.expanduser(path))
             return cls(pafs.LocalFileSystem(), root, root, local=True, timeout=timeout)
         try:
@@ -216,14 +253,14 @@ class Storage:
         """A path below the root."""
         return (os.path.join if self.local else posixpath.join)(self.root, *parts)
 
-    def child(self, *parts: str) -> "Storage":
+    def child(self, *parts: str) -> Storage:
         """The storage of a folder below this one."""
         display = (os.path.join if self.local else posixpath.join)(self.display_root, *parts)
         child = Storage(self.fs, self.join(*parts), display, self.local, self.timeout)
         child.guard = self.guard
         return child
 
-    def copy(self, **changes: Any) -> "Storage":
+    def copy(self, **changes: Any) -> Storage:
         """The same storage with other ``timeout`` or ``guard``."""
         twin = Storage(self.fs, self.root, self.display_root, self.local, changes.get("timeout", self.timeout))
         twin.guard = changes.get("guard", self.guard)
@@ -233,10 +270,10 @@ class Storage:
         """``path`` as people type it: a local path, or the URI with the root's scheme."""
         if self.local or not path.startswith(self.root):
             return path
-        return self.display_root + path[len(self.root):]
+        return self.display_root + path[len(self.root) :]
 
     def relative(self, path: str) -> str:
-        return path[len(self.root):].lstrip("/")
+        return path[len(self.root) :].lstrip("/")
 
     def refuse_links(self, path: str) -> None:
         """On a local disk: LinkRefusedError naming the first symbolic link on the way from the root
@@ -250,8 +287,10 @@ class Storage:
         if relative == ".":
             return
         if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
-            raise StorageError(f"{path} is outside {self.display_root}: batchenum writes and deletes only below it "
-                               "(a bug: please report it)")
+            raise StorageError(
+                f"{path} is outside {self.display_root}: batchenum writes and deletes only below it "
+                "(a bug: please report it)"
+            )
         current = self.root
         for name in relative.split(os.sep):
             current = os.path.join(current, name)
@@ -341,22 +380,27 @@ class Storage:
                     raise self._unavailable(operation, path, waited, error) from None
                 if rounds and now - reported >= _REPORT_EVERY or rounds == 1:
                     reported = now
-                    LOGGER.warning(f"waiting for storage: {operation} {self.uri(path)} failed ({_plain(error)}); "
-                                   f"retrying for up to {self.timeout - waited:.0f} s more (--storage-timeout)")
-                delay = random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** rounds))
+                    LOGGER.warning(
+                        f"waiting for storage: {operation} {self.uri(path)} failed ({_plain(error)}); "
+                        f"retrying for up to {self.timeout - waited:.0f} s more (--storage-timeout)"
+                    )
+                delay = random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2**rounds))
                 time.sleep(min(delay, self.timeout - waited))
                 rounds += 1
                 continue
             if rounds > 1 and failed_at is not None:
-                LOGGER.warning(f"storage is back: {operation} {self.uri(path)} succeeded after "
-                               f"{time.monotonic() - failed_at:.0f} s")
+                LOGGER.warning(
+                    f"storage is back: {operation} {self.uri(path)} succeeded after "
+                    f"{time.monotonic() - failed_at:.0f} s"
+                )
             return result
 
     def _unavailable(self, operation: str, path: str, waited: float, error: BaseException) -> StorageUnavailableError:
         return StorageUnavailableError(
             f"storage {self.display_root} did not answer for {waited:.0f} s (--storage-timeout {self.timeout:g}) "
             f"while {operation} {self.uri(path)}: {_plain(error).rstrip('.')}. Every shard committed before is kept there: "
-            "run the same command again once the store answers, and it reuses them")
+            "run the same command again once the store answers, and it reuses them"
+        )
 
     # ------------------------------------------------------------------------------ reading/writing
 
@@ -390,11 +434,13 @@ class Storage:
         reason = _no_room(error)
         if reason is None:
             return None
-        full = NoRoomError(f"--out: {self.display_root} takes no more ({reason}), so {self.uri(path)} could not be "
-                           "written. Every shard committed before is kept (`batchenum status` counts them) and every "
-                           "table that was there before is whole and unchanged. Free some space (or make the place "
-                           "writable, or give another --out), then run the same command again: it reuses the "
-                           "committed shards")
+        full = NoRoomError(
+            f"--out: {self.display_root} takes no more ({reason}), so {self.uri(path)} could not be "
+            "written. Every shard committed before is kept (`batchenum status` counts them) and every "
+            "table that was there before is whole and unchanged. Free some space (or make the place "
+            "writable, or give another --out), then run the same command again: it reuses the "
+            "committed shards"
+        )
         full.reason = reason
         return full
 
@@ -482,8 +528,10 @@ class Storage:
         self.refuse_links(path)
         if self.local:
             if self.kind(path) not in ("file", "missing"):
-                raise StorageError(f"{path} is not a file, where batchenum keeps one of its files: move it away "
-                                   "and run the same command again")
+                raise StorageError(
+                    f"{path} is not a file, where batchenum keeps one of its files: move it away "
+                    "and run the same command again"
+                )
             _unlink_if_there(path)
             return
         try:
@@ -501,8 +549,10 @@ class Storage:
             if found == "missing":
                 return
             if found != "folder":
-                raise StorageError(f"{path} is not a folder, where batchenum keeps one of its folders: move it away "
-                                   "and run the same command again")
+                raise StorageError(
+                    f"{path} is not a folder, where batchenum keeps one of its folders: move it away "
+                    "and run the same command again"
+                )
             shutil.rmtree(path)
             return
         try:
@@ -538,8 +588,15 @@ class Storage:
             return False
         self.refuse_links(final)
         parent, name = os.path.split(final)
-        aside = sorted(entry for entry in os.listdir(parent) if is_temporary(entry, old=True)
-                       and temporary_target(entry) == name) if self.kind(parent) == "folder" else []
+        aside = (
+            sorted(
+                entry
+                for entry in os.listdir(parent)
+                if is_temporary(entry, old=True) and temporary_target(entry) == name
+            )
+            if self.kind(parent) == "folder"
+            else []
+        )
         if not aside:
             return False
         self.refuse_links(os.path.join(parent, aside[0]))
@@ -557,15 +614,19 @@ class Storage:
             self.write_text(probe, "probe")
             self.delete_file(probe)
         except NoRoomError as error:
-            raise StorageError(f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it "
-                               "writable, or give another --out") from None
+            raise StorageError(
+                f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it "
+                "writable, or give another --out"
+            ) from None
         except StorageError:
             raise
         except Exception as error:
             reason = _no_room(error)
             if reason:
-                raise StorageError(f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
-                                   "space, or make it writable, or give another --out") from None
+                raise StorageError(
+                    f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
+                    "space, or make it writable, or give another --out"
+                ) from None
             raise StorageError(f"cannot write to {self.display_root}: {_plain(error)}") from None
 
 
@@ -727,7 +788,8 @@ def link_refused(path: str) -> LinkRefusedError:
     return LinkRefusedError(
         f"{path} is a symbolic link{target}, where batchenum keeps its own files and folders: it writes, moves "
         "and deletes nothing through a link, and reads no result through one. Remove the link (or put a real "
-        "folder or file there), then run the same command again")
+        "folder or file there), then run the same command again"
+    )
 
 
 def _unlink_if_there(path: str) -> None:
@@ -787,8 +849,11 @@ def _s3_with_captured_credentials(filesystem: pafs.S3FileSystem) -> pafs.S3FileS
     if endpoint:
         options["endpoint_override"] = endpoint
     if "AWS_ACCESS_KEY_ID" in env and "AWS_SECRET_ACCESS_KEY" in env:
-        options.update(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
-                       session_token=env.get("AWS_SESSION_TOKEN"))
+        options.update(
+            access_key=env["AWS_ACCESS_KEY_ID"],
+            secret_key=env["AWS_SECRET_ACCESS_KEY"],
+            session_token=env.get("AWS_SESSION_TOKEN"),
+        )
     return pafs.S3FileSystem(**options)
 
 

@@ -33,8 +33,9 @@ import stat
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,10 +49,33 @@ from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary, link_refused
 
-__all__ = ["DamagedFileError", "NOT_TOGETHER", "Provenance", "ShardStore", "StoreError", "arrow_type", "OTHER_PARAMETERS", "PLAN_FILE",
-           "MANIFEST_FILE", "GUARD_FILE", "SHARDS_DIR", "STAGED_DIR", "complete_commit", "manifest_problem",
-           "read_manifest", "remove_shards", "PartTask", "write_part", "part_groups", "part_plan", "plan_problem", "read_metadata",
-           "read_verified", "recorded_metadata", "table_schema"]
+__all__ = [
+    "DamagedFileError",
+    "NOT_TOGETHER",
+    "Provenance",
+    "ShardStore",
+    "StoreError",
+    "arrow_type",
+    "OTHER_PARAMETERS",
+    "PLAN_FILE",
+    "MANIFEST_FILE",
+    "GUARD_FILE",
+    "SHARDS_DIR",
+    "STAGED_DIR",
+    "complete_commit",
+    "manifest_problem",
+    "read_manifest",
+    "remove_shards",
+    "PartTask",
+    "write_part",
+    "part_groups",
+    "part_plan",
+    "plan_problem",
+    "read_metadata",
+    "read_verified",
+    "recorded_metadata",
+    "table_schema",
+]
 
 # How check_shard's answer starts when a shard was committed by a run with other parameters: not
 # damage, just another run's work.
@@ -77,9 +101,11 @@ STAGED_DIR = "_staged"  # a run's final tables before they are moved into place
 # pyarrow.dataset, DuckDB, polars, Ray Data) opens it and fails, where it would otherwise mix the
 # job's tables into one (a folder of answers and errors read as one table: rows with null columns).
 GUARD_FILE = "NOT_A_TABLE.parquet"
-GUARD_TEXT = ("This file is not a table. It is here so that reading this whole folder as one dataset fails "
-              "instead of mixing several tables. Read one table: <folder>/<table>/ (a folder of parts) or "
-              "<folder>/<table>.parquet; the tables and their parts are listed in _manifest.json.\n")
+GUARD_TEXT = (
+    "This file is not a table. It is here so that reading this whole folder as one dataset fails "
+    "instead of mixing several tables. Read one table: <folder>/<table>/ (a folder of parts) or "
+    "<folder>/<table>.parquet; the tables and their parts are listed in _manifest.json.\n"
+)
 # Final tables are written in row groups of at least this many rows (the last may be smaller) and
 # parts of about PART_ROWS rows: sizes that suit readers, whatever the shards' sizes.  A shard of a
 # streamed table holding TAKEOVER_ROWS rows or more is already such a part (its rows in one row
@@ -115,8 +141,11 @@ def arrow_type(type_name: str) -> pa.DataType:
 def _parquet_options(spec: TableSpec, compression: str = "zstd") -> dict[str, Any]:
     """How every Parquet file of ``spec`` is written: with page checksums (a reader tells a damaged
     file from a good one), and a dictionary for every column but the distinct ones."""
-    return {"compression": compression, "write_page_checksum": True,
-            "use_dictionary": [c.name for c in spec.columns if not c.distinct]}
+    return {
+        "compression": compression,
+        "write_page_checksum": True,
+        "use_dictionary": [c.name for c in spec.columns if not c.distinct],
+    }
 
 
 def _schema(spec: TableSpec, drop: str | None = None) -> pa.Schema:
@@ -128,8 +157,13 @@ def table_schema(spec: TableSpec) -> pa.Schema:
     return _schema(spec)
 
 
-def read_verified(handle: Any, schema: pa.Schema | None = None, columns: list[str] | None = None,
-                  row_groups: list[int] | None = None, where: str = "") -> pa.Table:
+def read_verified(
+    handle: Any,
+    schema: pa.Schema | None = None,
+    columns: list[str] | None = None,
+    row_groups: list[int] | None = None,
+    where: str = "",
+) -> pa.Table:
     """Read a Parquet file this project wrote, trusting nothing in it: every page read is checked
     against its checksum, the footer's row counts against one another and against the rows read,
     and the columns against ``schema`` (names and types; the file's own metadata is kept on the
@@ -153,8 +187,9 @@ def read_verified(handle: Any, schema: pa.Schema | None = None, columns: list[st
     return table
 
 
-def _footer_problem(metadata: Any, table: pa.Table, schema: pa.Schema | None, columns: list[str] | None,
-                    row_groups: list[int] | None) -> str | None:
+def _footer_problem(
+    metadata: Any, table: pa.Table, schema: pa.Schema | None, columns: list[str] | None, row_groups: list[int] | None
+) -> str | None:
     groups = [metadata.row_group(k).num_rows for k in range(metadata.num_row_groups)]
     if metadata.num_rows != sum(groups):
         return f"its footer says {metadata.num_rows} rows and its row groups {sum(groups)}"
@@ -228,13 +263,13 @@ def plan_problem(plan: Any) -> str | None:
         return f"it holds a JSON {type(plan).__name__}, not an object"
     for key in ("shards", "tables"):
         value = plan.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) and _NAME.fullmatch(item)
-                                                  for item in value):
+        if not isinstance(value, list) or not all(isinstance(item, str) and _NAME.fullmatch(item) for item in value):
             return f"its {key} are not a list of plain names"
     for key in ("started_at",):
         value = plan.get(key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                  or not 0 <= value < 1e11):
+        if value is not None and (
+            not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e11
+        ):
             return f"its {key} is {json.dumps(value)[:40]}"
     if "shards" not in plan:
         return "it has no shards"
@@ -251,7 +286,7 @@ def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
     for k, v in (raw or {}).items():
         key = k.decode(errors="replace")
         if key.startswith(_META_PREFIX):
-            out[key[len(_META_PREFIX):]] = v.decode(errors="replace")
+            out[key[len(_META_PREFIX) :]] = v.decode(errors="replace")
     return out
 
 
@@ -362,11 +397,15 @@ class ShardStore:
             if kind == "missing":
                 return "missing", {}, {}
             if kind != "file":  # not ours to delete: it may hold someone's files
-                raise StoreError(f"{self.storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
-                                 "makes one there): move it away and run the same command again")
+                raise StoreError(
+                    f"{self.storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
+                    "makes one there): move it away and run the same command again"
+                )
             problem, rows[name], found = self._check_file(path, shard, name, full)
             if problem:
-                problem = problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
+                problem = (
+                    problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
+                )
                 return problem, {}, {}
             if stats is None:
                 stats = _stats(found)
@@ -381,14 +420,20 @@ class ShardStore:
     def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
         """Record the plan when a run starts (``_plan.json``), so that ``batchenum status`` knows the
         total while the run is in progress, from anywhere that reaches the folder."""
-        record = {"job": self.provenance.job, "version": self.provenance.version, "params": self.provenance.params,
-                  "shards": [shard.id for shard in shards], "tables": list(self.job.shard_tables
-                                                                          or [t.name for t in self.job.tables]),
-                  **run}
+        record = {
+            "job": self.provenance.job,
+            "version": self.provenance.version,
+            "params": self.provenance.params,
+            "shards": [shard.id for shard in shards],
+            "tables": list(self.job.shard_tables or [t.name for t in self.job.tables]),
+            **run,
+        }
         path = self.storage.join(PLAN_FILE)
         if self.storage.exists(path) and not self.storage.is_file(path):
-            raise StoreError(f"{self.storage.uri(path)} is a folder where the run's plan belongs (batchenum never "
-                             "makes one there): move it away and run the same command again")
+            raise StoreError(
+                f"{self.storage.uri(path)} is a folder where the run's plan belongs (batchenum never "
+                "makes one there): move it away and run the same command again"
+            )
         self.storage.write_text(path, json.dumps(record, sort_keys=True) + "\n")
 
     def final_params(self) -> str | None:
@@ -454,14 +499,17 @@ class ShardStore:
     def read_shard_tables(self, shard: Shard) -> dict[str, pa.Table]:
         """Every committed table of one shard (for a job that redoes only some of its records)."""
         tables = self.job.shard_tables or [spec.name for spec in self.job.tables]
-        return {name: self._read_shard_file(self.shard_path(name, shard.id), name).replace_schema_metadata(None)
-                for name in tables}
+        return {
+            name: self._read_shard_file(self.shard_path(name, shard.id), name).replace_schema_metadata(None)
+            for name in tables
+        }
 
     def recorded_stats(self, shard: Shard) -> dict[str, Any]:
         """The stats of a committed shard's first table ({} when it cannot be read)."""
         try:
-            return self.shard_stats(self.job.shard_tables[0] if self.job.shard_tables else self.job.tables[0].name,
-                                    shard.id)
+            return self.shard_stats(
+                self.job.shard_tables[0] if self.job.shard_tables else self.job.tables[0].name, shard.id
+            )
         except Exception:  # damaged or gone since it was checked: it is then computed again
             return {}
 
@@ -471,8 +519,9 @@ class ShardStore:
         try:
             self.storage.refuse_links(path)
             with self.storage.open_input(path) as handle:
-                return read_verified(handle, _schema(self.job.table_spec(name)), row_groups=row_groups,
-                                     where=self.storage.uri(path))
+                return read_verified(
+                    handle, _schema(self.job.table_spec(name)), row_groups=row_groups, where=self.storage.uri(path)
+                )
         except DamagedFileError as error:
             raise self._damaged(path, str(error).removeprefix(f"{self.storage.uri(path)} ")) from None
         except (OSError, pa.ArrowException) as error:  # gone or unreachable since it was checked
@@ -481,7 +530,8 @@ class ShardStore:
     def _damaged(self, path: str, why: str) -> StoreError:
         return DamagedFileError(
             f"shard file {self.storage.uri(path)} {why}; no table was written. Run the same command "
-            "again: it checks every committed shard, recomputes this one and reuses the rest")
+            "again: it checks every committed shard, recomputes this one and reuses the rest"
+        )
 
     def remove_temporaries(self) -> int:
         """Put back a folder table that a crash left moved aside (``Storage.restore_folder``), then
@@ -492,8 +542,12 @@ class ShardStore:
         path, never anything through a link (LinkRefusedError naming it)."""
         for name in self.job.streamed_tables:
             self.storage.restore_folder(self.storage.join(name))
-        leftovers = [path for folder in self._writing_folders() for path in self._entries(folder)
-                     if self._is_leftover(folder, posixpath.basename(path.replace(os.sep, "/")))]
+        leftovers = [
+            path
+            for folder in self._writing_folders()
+            for path in self._entries(folder)
+            if self._is_leftover(folder, posixpath.basename(path.replace(os.sep, "/")))
+        ]
         for path in leftovers:
             if self.storage.kind(path) == "folder":
                 self.storage.delete_dir(path)  # a folder table moved aside, its successor in place
@@ -516,8 +570,11 @@ class ShardStore:
             if self.storage.kind(folder) != "folder":
                 return []
             with os.scandir(folder) as found:
-                return sorted(entry.name if folders else entry.path for entry in found
-                              if not folders or entry.is_dir(follow_symlinks=False))
+                return sorted(
+                    entry.name if folders else entry.path
+                    for entry in found
+                    if not folders or entry.is_dir(follow_symlinks=False)
+                )
         if folders:
             return [posixpath.basename(path) for path in self.storage.list_dirs(folder)]
         return self.storage.list_files(folder, recursive=False)
@@ -530,8 +587,10 @@ class ShardStore:
         """Concatenate one table's committed shard files, in the given shard order.  Every file must
         be there: a missing one is an error, never skipped."""
         spec = self.job.table_spec(name)
-        parts = [self._read_shard_file(self.shard_path(name, shard_id), name).replace_schema_metadata(None)
-                 for shard_id in shard_ids]
+        parts = [
+            self._read_shard_file(self.shard_path(name, shard_id), name).replace_schema_metadata(None)
+            for shard_id in shard_ids
+        ]
         if not parts:
             return _schema(spec).empty_table()
         return pa.concat_tables(parts)
@@ -563,8 +622,9 @@ class ShardStore:
     def write_final(self, name: str, frame: Any) -> str:
         """Stage a final table built by the driver (a pandas DataFrame); returns where it will be."""
         spec = self.job.table_spec(name)
-        table = to_arrow(spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy()
-                                for c in frame.columns})
+        table = to_arrow(
+            spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy() for c in frame.columns}
+        )
         if spec.partition is not None:  # one file, its rows grouped by the partition column's values
             table = table.sort_by([(column, "ascending") for column in _partition_order(spec)])
         table = table.replace_schema_metadata(_encode_metadata(self.provenance.final_metadata(name)))
@@ -621,10 +681,16 @@ class ShardStore:
                     seen["last"] = tuple(part.column(k)[-1].as_py() for k in key)
                 yield part
 
-        return {**self._write_part_file(spec, index, batches()), "first": seen.get("first"), "last": seen.get("last"),
-                "shards": shard_ids}
+        return {
+            **self._write_part_file(spec, index, batches()),
+            "first": seen.get("first"),
+            "last": seen.get("last"),
+            "shards": shard_ids,
+        }
 
-    def write_values(self, name: str, index: int, shard_ids: list[str], values: dict[Any, list[list[int]]]) -> dict[str, Any]:
+    def write_values(
+        self, name: str, index: int, shard_ids: list[str], values: dict[Any, list[list[int]]]
+    ) -> dict[str, Any]:
         """Part ``index`` of grouped table ``name``: each of ``values`` (from ``value_groups``) read
         from every shard's row groups holding it, merged in ``sort`` order and checked for a
         repeated key (an error naming it, never a dropped row), in row groups of ``ROW_GROUP_ROWS``
@@ -632,8 +698,11 @@ class ShardStore:
         value's rows at a time."""
         spec = self.job.table_spec(name)
         paths = [self.shard_path(name, shard_id) for shard_id in shard_ids]
-        batches = (batch for value in sorted(values)
-                   for batch in _merged_batches(self._read_partition(paths, values[value], spec), spec, value))
+        batches = (
+            batch
+            for value in sorted(values)
+            for batch in _merged_batches(self._read_partition(paths, values[value], spec), spec, value)
+        )
         return {**self._write_part_file(spec, index, batches), "first": None, "last": None, "shards": shard_ids}
 
     def _write_part_file(self, spec: TableSpec, index: int, tables: Iterable[pa.Table]) -> dict[str, Any]:
@@ -667,8 +736,14 @@ class ShardStore:
         location = f"{name}/part-{index:05d}.parquet"
         self.storage.share(source, self._staged(location))
         first, last = (tuple(json.loads(found[k])) if k in found else None for k in ("first_key", "last_key"))
-        return {"path": location, "rows": footer.num_rows, "bytes": self.storage.stat(source)[0], "first": first,
-                "last": last, "shards": [shard_id]}
+        return {
+            "path": location,
+            "rows": footer.num_rows,
+            "bytes": self.storage.stat(source)[0],
+            "first": first,
+            "last": last,
+            "shards": [shard_id],
+        }
 
     def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
         """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
@@ -681,9 +756,11 @@ class ShardStore:
             if key and part["first"] is not None:
                 if last is not None and part["first"] <= last:
                     shown = part["first"][0] if len(key) == 1 else part["first"]
-                    raise StoreError(f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part['shards'][0]}.."
-                                     f"{part['shards'][-1]} repeats or comes out of order; no table was written "
-                                     "(a bug: please report it)")
+                    raise StoreError(
+                        f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part['shards'][0]}.."
+                        f"{part['shards'][-1]} repeats or comes out of order; no table was written "
+                        "(a bug: please report it)"
+                    )
                 last = part["last"]
         self._parts[name] = [{k: part[k] for k in ("path", "rows", "bytes")} for part in parts]
         return self.storage.uri(self.storage.join(self.table_location(name)))
@@ -691,10 +768,21 @@ class ShardStore:
     def commit_tables(self, identity: dict[str, Any]) -> dict[str, Any]:
         """Make the staged tables (and side files) the job's, all of them or (killed before the
         manifest) none; returns the manifest.  ``identity``: the run's job, parameters, code version and input."""
-        manifest = {"format": MANIFEST_FORMAT, "run_id": self.run_id, **identity, "state": "committing",
-                    "tables": {name: {"path": self.table_location(name), "rows": sum(p["rows"] for p in parts),
-                                      "bytes": sum(p["bytes"] for p in parts), "parts": parts}
-                               for name, parts in self._parts.items()}}
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "run_id": self.run_id,
+            **identity,
+            "state": "committing",
+            "tables": {
+                name: {
+                    "path": self.table_location(name),
+                    "rows": sum(p["rows"] for p in parts),
+                    "bytes": sum(p["bytes"] for p in parts),
+                    "parts": parts,
+                }
+                for name, parts in self._parts.items()
+            },
+        }
         if self._side_files:
             manifest["files"] = sorted(self._side_files)
         _refuse_linked_targets(self.storage, manifest)  # before the manifest names this run
@@ -711,7 +799,9 @@ class ShardStore:
                 part = self._read_shard_file(path, spec.name, row_groups=indices)
                 values = to_numpy(part.column(spec.partition))
                 if len(values) and not (values == values[0]).all():  # the footer's statistics pointed elsewhere
-                    raise self._damaged(path, f"is damaged (row groups {indices} do not hold one {spec.partition} value)")
+                    raise self._damaged(
+                        path, f"is damaged (row groups {indices} do not hold one {spec.partition} value)"
+                    )
                 parts.append(part)
         return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
 
@@ -747,8 +837,10 @@ class ShardStore:
         self.storage.write_atomic(path, write)
 
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
-        self.storage.write_atomic(path, lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS,
-                                                                     **_parquet_options(spec)))
+        self.storage.write_atomic(
+            path,
+            lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS, **_parquet_options(spec)),
+        )
 
 
 @dataclass(frozen=True)
@@ -795,8 +887,9 @@ def part_groups(shard_ids: list[str], rows: dict[str, int], part_rows: int | Non
     return groups
 
 
-def part_plan(shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None,
-              takeover_rows: int | None = None) -> list[tuple[bool, list[str]]]:
+def part_plan(
+    shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None, takeover_rows: int | None = None
+) -> list[tuple[bool, list[str]]]:
     """A streamed table's parts from its consecutive shards, as (taken over, shards): a shard of at
     least ``takeover_rows`` rows is a part by itself, its file taken over; each run of smaller shards
     between them is grouped into parts of ``part_rows`` rows or more (``part_groups``), written anew,
@@ -839,8 +932,10 @@ def remove_shards(storage: Storage) -> tuple[int, int]:
     complete_commit(storage)
     manifest = read_manifest(storage)
     if manifest is None:
-        raise StoreError(f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
-                         "record of the work done, so they are kept. Run the job to the end first")
+        raise StoreError(
+            f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
+            "record of the work done, so they are kept. Run the job to the end first"
+        )
     shards = storage.join(SHARDS_DIR)
     storage.refuse_links(shards)
     if not storage.local:
@@ -870,8 +965,10 @@ def _remove_local_tree(root: str) -> tuple[int, int]:
             if stat.S_ISREG(mode):
                 files.append(path)
             elif not stat.S_ISDIR(mode):
-                raise StoreError(f"{path} is neither a file nor a folder, in the shard store: move it away and run "
-                                 "the same command again")
+                raise StoreError(
+                    f"{path} is neither a file nor a folder, in the shard store: move it away and run "
+                    "the same command again"
+                )
     removed = freed = 0
     for path in files:
         found = os.lstat(path)
@@ -891,12 +988,16 @@ def read_manifest(storage: Storage) -> dict[str, Any] | None:
     try:
         manifest = json.loads(storage.read_bytes(path))
     except (ValueError, UnicodeDecodeError, OSError) as error:
-        raise StoreError(f"{storage.uri(path)} is damaged ({_reason(error)}): delete it and run the same "
-                         "command again to write the tables anew") from None
+        raise StoreError(
+            f"{storage.uri(path)} is damaged ({_reason(error)}): delete it and run the same "
+            "command again to write the tables anew"
+        ) from None
     problem = manifest_problem(manifest)
     if problem:
-        raise StoreError(f"{storage.uri(path)} is damaged ({problem}): delete it and run the same "
-                         "command again to write the tables anew")
+        raise StoreError(
+            f"{storage.uri(path)} is damaged ({problem}): delete it and run the same "
+            "command again to write the tables anew"
+        )
     return manifest
 
 
@@ -917,8 +1018,12 @@ def _install(storage: Storage, manifest: dict[str, Any]) -> dict[str, Any]:
         if not storage.exists(staged):  # moved into place before an interruption
             continue
         if location.endswith("/"):
-            _install_folder(storage, staged, storage.join(location.rstrip("/")),
-                            {posixpath.basename(part["path"]) for part in table["parts"]})
+            _install_folder(
+                storage,
+                staged,
+                storage.join(location.rstrip("/")),
+                {posixpath.basename(part["path"]) for part in table["parts"]},
+            )
             storage.delete_file(storage.join(f"{name}.parquet"))  # the table as an older batchenum wrote it
         else:
             storage.move(staged, storage.join(location))
@@ -977,7 +1082,7 @@ def _grouping_problem(handle: Any, table: pa.Table, spec: TableSpec) -> str | No
     start = 0
     for group in range(metadata.num_row_groups):
         rows = metadata.row_group(group).num_rows
-        mine = values[start:start + rows]
+        mine = values[start : start + rows]
         start += rows
         if not rows:
             continue
@@ -1041,7 +1146,7 @@ def _merged_batches(body: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa.
     last = None
     for start in range(0, body.num_rows, _BATCH_ROWS):
         if indices is not None:
-            batch = _gather(body, indices[start:start + _BATCH_ROWS])
+            batch = _gather(body, indices[start : start + _BATCH_ROWS])
         else:
             batch = body.slice(start, _BATCH_ROWS)
         if by_key:
@@ -1090,15 +1195,22 @@ def _table_entry_problem(name: str, table: Any) -> str | None:
     """Why a manifest's entry for table ``name`` is not one a run of ours wrote: its path must be the
     table's own (``name/`` or ``name.parquet``) and its parts ``name/part-NNNNN.parquet`` (or the
     file itself), so that no name read from the manifest leads outside the table."""
-    if not (isinstance(table, dict) and isinstance(table.get("path"), str) and isinstance(table.get("parts"), list)
-            and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])):
+    if not (
+        isinstance(table, dict)
+        and isinstance(table.get("path"), str)
+        and isinstance(table.get("parts"), list)
+        and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])
+    ):
         return "not described by a path and its parts"
     if not _NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
         return f"its path {json.dumps(table['path'])[:60]} is not the table's own ({name}/ or {name}.parquet)"
     for part in table["parts"]:
         folder, _, file = part["path"].partition("/")
-        own = (folder == name and _PART_NAME.fullmatch(file)) if table["path"].endswith("/") \
+        own = (
+            (folder == name and _PART_NAME.fullmatch(file))
+            if table["path"].endswith("/")
             else part["path"] == table["path"]
+        )
         if not own:
             return f"its part {json.dumps(part['path'])[:60]} is not in the table"
     return None
@@ -1115,8 +1227,13 @@ def _refuse_linked_targets(storage: Storage, manifest: dict[str, Any]) -> None:
 
 def _plain_name(name: str) -> bool:
     """Whether ``name`` can be a side file: a file directly in the job folder, none of ours."""
-    return bool(name) and posixpath.basename(name) == name and name not in (".", "..") \
-        and TMP_MARK not in name and not name.startswith("_")
+    return (
+        bool(name)
+        and posixpath.basename(name) == name
+        and name not in (".", "..")
+        and TMP_MARK not in name
+        and not name.startswith("_")
+    )
 
 
 def _prefetched(items: Iterable, depth: int = 2) -> Iterator:
@@ -1180,8 +1297,11 @@ def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any) -> Non
     """StoreError naming a key that appears twice in a partition (by counting values)."""
     import pyarrow.compute as pc
 
-    counts = pc.value_counts(table.column(spec.key[0]) if len(spec.key) == 1 else pc.binary_join_element_wise(
-        *[pc.cast(table.column(k), pa.string()) for k in spec.key], "\x1f"))
+    counts = pc.value_counts(
+        table.column(spec.key[0])
+        if len(spec.key) == 1
+        else pc.binary_join_element_wise(*[pc.cast(table.column(k), pa.string()) for k in spec.key], "\x1f")
+    )
     repeated = counts.filter(pc.greater(counts.field("counts"), 1)).to_pylist()
     if repeated:
         raise _repeated(spec, partition_value, repeated[0]["values"])
@@ -1204,9 +1324,11 @@ def _check_sorted_unique(keys: pa.ChunkedArray, last: Any, spec: TableSpec, part
 
 
 def _repeated(spec: TableSpec, partition_value: Any, key: Any) -> StoreError:
-    return StoreError(f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
-                      f"{key!r} appears more than once; no row is dropped silently, so no table was "
-                      f"written{_STREAMED_ORDER}")
+    return StoreError(
+        f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
+        f"{key!r} appears more than once; no row is dropped silently, so no table was "
+        f"written{_STREAMED_ORDER}"
+    )
 
 
 def _key_columns(spec: TableSpec) -> tuple[str, ...]:
@@ -1214,8 +1336,9 @@ def _key_columns(spec: TableSpec) -> tuple[str, ...]:
     return tuple(spec.key) or tuple(spec.sort[:1])
 
 
-def _check_rising(columns: list[pa.ChunkedArray], last: tuple | None, table: str, key: tuple[str, ...],
-                  shard_id: str) -> tuple:
+def _check_rising(
+    columns: list[pa.ChunkedArray], last: tuple | None, table: str, key: tuple[str, ...], shard_id: str
+) -> tuple:
     """The last row's key (a tuple), after checking that the key rises strictly from ``last``, row
     by row, compared column by column (the first column that differs decides)."""
     values = [_comparable(column) for column in columns]
@@ -1233,15 +1356,19 @@ def _check_rising(columns: list[pa.ChunkedArray], last: tuple | None, table: str
     else:
         return tuple(column[-1].as_py() for column in columns)
     shown = bad[0] if len(bad) == 1 else bad
-    raise StoreError(f"table {table!r}: {'/'.join(key)} = {shown!r} in shard {shard_id} repeats or comes out of order; "
-                     f"its rows would be lost or misplaced, so no table was written{_STREAMED_ORDER}")
+    raise StoreError(
+        f"table {table!r}: {'/'.join(key)} = {shown!r} in shard {shard_id} repeats or comes out of order; "
+        f"its rows would be lost or misplaced, so no table was written{_STREAMED_ORDER}"
+    )
 
 
 # What a job that streams a table must do (pipeline/job.py, Job.streamed_tables)
-_STREAMED_ORDER = (": a streamed table's rows must come from each shard in its sort order, shards following one "
-                   "another in plan order, its key rising strictly throughout; have run_shard sort its rows and plan "
-                   "the shards in key order, or leave the table out of streamed_tables (it is then merged and "
-                   "deduplicated)")
+_STREAMED_ORDER = (
+    ": a streamed table's rows must come from each shard in its sort order, shards following one "
+    "another in plan order, its key rising strictly throughout; have run_shard sort its rows and plan "
+    "the shards in key order, or leave the table out of streamed_tables (it is then merged and "
+    "deduplicated)"
+)
 
 
 def _comparable(column: pa.ChunkedArray) -> np.ndarray:
@@ -1288,10 +1415,13 @@ def write_batch(location: str, field: str, ids: list[str], values: list[Any], va
 
     def write(local: str) -> None:
         if location.lower().endswith(".parquet"):
-            pq.write_table(pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), local)
+            pq.write_table(
+                pa.table({"id": pa.array(ids, pa.string()), field: pa.array(values, type=value_type)}), local
+            )
             return
         with open(local, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n"
-                              for i, v in zip(ids, values))
+            handle.writelines(
+                json.dumps({"id": i, field: v}, separators=(",", ":")) + "\n" for i, v in zip(ids, values)
+            )
 
     target.write_atomic(target.root, write)

@@ -17,7 +17,8 @@ here knows about any puzzle.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 __all__ = ["ShardTasks", "InProcessTasks"]
 

@@ -32,15 +32,31 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["Approximant", "Estimate", "Stage", "MethodResult", "GrowthAnalysis", "analyse", "ratios",
-           "ratio_estimates", "biased_ratio_estimates", "biased_lambda", "ExponentCheck", "check_exponent",
-           "differential_approximant", "differential_approximants", "MIN_TERMS", "SCATTER_FACTOR", "DRIFT_FACTOR"]
+__all__ = [
+    "Approximant",
+    "Estimate",
+    "Stage",
+    "MethodResult",
+    "GrowthAnalysis",
+    "analyse",
+    "ratios",
+    "ratio_estimates",
+    "biased_ratio_estimates",
+    "biased_lambda",
+    "ExponentCheck",
+    "check_exponent",
+    "differential_approximant",
+    "differential_approximants",
+    "MIN_TERMS",
+    "SCATTER_FACTOR",
+    "DRIFT_FACTOR",
+]
 
 MIN_TERMS = 12  # fewer nonzero terms leave no room for approximants of any depth
 RATIO_WINDOWS = (8, 12, 16)  # last ratios per least-squares fit
@@ -122,22 +138,31 @@ class MethodResult:
     history: tuple[Stage, ...]  # the shorter series first
 
     @classmethod
-    def of(cls, name: str, stages: Sequence[tuple[int, Sequence[Approximant]]],
-           crude: Callable[[Approximant], bool] | None = None) -> MethodResult:
+    def of(
+        cls,
+        name: str,
+        stages: Sequence[tuple[int, Sequence[Approximant]]],
+        crude: Callable[[Approximant], bool] | None = None,
+    ) -> MethodResult:
         """From (last index, approximants) per cut of the series, the shorter first.  ``crude`` marks
         the approximants of a cruder variant: the estimate is the others' median, and its distance
         to the crude ones' joins the error bar."""
         is_crude = crude or (lambda approximant: False)
-        split = [(last, [a for a in found if not is_crude(a)] or list(found), [a for a in found if is_crude(a)])
-                 for last, found in stages]
-        history = tuple(Stage(last, len(kept), _median(kept, "lam"), _median(kept, "theta"))
-                        for last, kept, _ in split)
+        split = [
+            (last, [a for a in found if not is_crude(a)] or list(found), [a for a in found if is_crude(a)])
+            for last, found in stages
+        ]
+        history = tuple(Stage(last, len(kept), _median(kept, "lam"), _median(kept, "theta")) for last, kept, _ in split)
         _, final, rough = split[-1]
         if not final:
             return cls(name, (), None, None, history)
         earlier = history[-2] if len(history) > 1 else None
-        lam, theta = (Estimate.of([getattr(a, field) for a in final], getattr(earlier, field) if earlier else None,
-                                  _median(rough, field)) for field in ("lam", "theta"))
+        lam, theta = (
+            Estimate.of(
+                [getattr(a, field) for a in final], getattr(earlier, field) if earlier else None, _median(rough, field)
+            )
+            for field in ("lam", "theta")
+        )
         return cls(name, tuple(final), lam, theta, history)
 
     def estimates(self) -> tuple[Estimate, Estimate]:
@@ -173,8 +198,10 @@ class GrowthAnalysis:
         for one, other in itertools.combinations(methods, 2):
             for symbol, a, b in zip(("lambda", "theta"), one.estimates(), other.estimates()):
                 if abs(a.estimate - b.estimate) > a.spread + b.spread:
-                    found.append(f"{one.name} and {other.name} disagree on {symbol}: {a.estimate:.6g} ± {a.spread:.2g} "
-                                 f"against {b.estimate:.6g} ± {b.spread:.2g}")
+                    found.append(
+                        f"{one.name} and {other.name} disagree on {symbol}: {a.estimate:.6g} ± {a.spread:.2g} "
+                        f"against {b.estimate:.6g} ± {b.spread:.2g}"
+                    )
         return found
 
 
@@ -190,7 +217,7 @@ def analyse(series: Sequence[int]) -> GrowthAnalysis:
     """
     series = _checked(series)
     cuts = _cuts(series)
-    ratio = MethodResult.of("ratio", [(last, ratio_estimates(series[:last + 1])) for last in cuts], _straight_line)
+    ratio = MethodResult.of("ratio", [(last, ratio_estimates(series[: last + 1])) for last in cuts], _straight_line)
     if ratio.lam is None:
         raise ValueError("the series' ratios a(n)/a(n-1) give no estimate: give more nonzero terms")
     references = {stage.last: stage.lam for stage in ratio.history}
@@ -198,7 +225,7 @@ def analyse(series: Sequence[int]) -> GrowthAnalysis:
     def approximants(order: int) -> MethodResult:
         def at(last: int) -> list[Approximant]:  # none where the ratio method gave no reference
             reference = references[last]
-            return differential_approximants(series[:last + 1], order, reference) if reference else []
+            return differential_approximants(series[: last + 1], order, reference) if reference else []
 
         return MethodResult.of(("first_order", "second_order")[order - 1], [(last, at(last)) for last in cuts])
 
@@ -218,7 +245,7 @@ def _cuts(series: Sequence[int]) -> list[int]:
     has MIN_TERMS nonzero terms), then whole."""
     last = len(series) - 1
     shorter = last - max(MIN_DRIFT_TERMS, round(last * DRIFT_FRACTION))
-    if sum(1 for v in series[:shorter + 1] if v) < MIN_TERMS:
+    if sum(1 for v in series[: shorter + 1] if v) < MIN_TERMS:
         return [last]
     return [shorter, last]
 
@@ -227,16 +254,18 @@ def _checked(series: Sequence[int]) -> list[int]:
     values = list(series)
     for n, value in enumerate(values):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"a({n}) = {value!r} is not an integer: give exact counts (Python ints for values "
-                             "past int64)")
+            raise ValueError(
+                f"a({n}) = {value!r} is not an integer: give exact counts (Python ints for values past int64)"
+            )
         if value < 0:
             raise ValueError(f"a({n}) = {value} is negative: counts cannot be")
     values = [int(v) for v in values]
     while values and values[-1] == 0:
         values.pop()
     if sum(1 for v in values if v) < MIN_TERMS:
-        raise ValueError(f"the series has {sum(1 for v in values if v)} nonzero terms: growth analysis needs at "
-                         f"least {MIN_TERMS}")
+        raise ValueError(
+            f"the series has {sum(1 for v in values if v)} nonzero terms: growth analysis needs at least {MIN_TERMS}"
+        )
     return values
 
 
@@ -245,8 +274,9 @@ def _checked(series: Sequence[int]) -> list[int]:
 
 def ratios(series: Sequence[int]) -> list[tuple[int, float]]:
     """(n, a(n)/a(n-1)) for every n whose a(n-1) and a(n) are both nonzero."""
-    return [(n, float(Fraction(series[n], series[n - 1]))) for n in range(1, len(series))
-            if series[n] and series[n - 1]]
+    return [
+        (n, float(Fraction(series[n], series[n - 1]))) for n in range(1, len(series)) if series[n] and series[n - 1]
+    ]
 
 
 def ratio_estimates(series: Sequence[int]) -> list[Approximant]:
@@ -263,8 +293,12 @@ def biased_ratio_estimates(series: Sequence[int], theta: float) -> list[Approxim
     return _window_fits(points, lambda n, r: r * n / (n - theta), (2,), lambda b: (b[0], theta))
 
 
-def _window_fits(points: list[tuple[int, float]], value: Callable[[int, float], float], first_power: tuple[int],
-                 estimate: Callable[[np.ndarray], tuple[float, float]]) -> list[Approximant]:
+def _window_fits(
+    points: list[tuple[int, float]],
+    value: Callable[[int, float], float],
+    first_power: tuple[int],
+    estimate: Callable[[np.ndarray], tuple[float, float]],
+) -> list[Approximant]:
     """Fits of value(n, r) = b0 + sum_j b_j / n**j, j from first_power[0] on, one or two powers."""
     (power,) = first_power
     estimates = []
@@ -281,8 +315,9 @@ def _window_fits(points: list[tuple[int, float]], value: Callable[[int, float], 
             b, *_ = np.linalg.lstsq(np.stack(columns, axis=1), y, rcond=None)
             b = np.array([b[0], *([0.0] * (power - 1)), *b[1:]])  # b[j]: the coefficient of 1/n**j
             lam, theta = estimate(b)
-            estimates.append(Approximant(float(lam), float(theta),
-                                         f"ratio fit degree {degree} over n = {tail[0][0]}..{tail[-1][0]}"))
+            estimates.append(
+                Approximant(float(lam), float(theta), f"ratio fit degree {degree} over n = {tail[0][0]}..{tail[-1][0]}")
+            )
     return estimates
 
 
@@ -310,7 +345,7 @@ def biased_lambda(series: Sequence[int], theta: float) -> Estimate:
     """lam with theta assumed (biased ratio method), its error bar from the fits' scatter and their
     drift when the last fifth of the terms is added (as for ``analyse``)."""
     series = _checked(series)
-    stages = [biased_ratio_estimates(series[:last + 1], theta) for last in _cuts(series)]
+    stages = [biased_ratio_estimates(series[: last + 1], theta) for last in _cuts(series)]
     if not stages[-1]:
         raise ValueError("the series' ratios a(n)/a(n-1) give no estimate: give more nonzero terms")
     earlier = _median(stages[0], "lam") if len(stages) > 1 else None
@@ -345,8 +380,9 @@ def _balanced_degrees(count: int, total: int) -> list[tuple[int, ...]]:
     return sorted({p for p in itertools.permutations((low + 1,) * extra + (low,) * (count - extra))})
 
 
-def differential_approximant(series: Sequence[int], degrees: Sequence[int], inhomogeneous: int,
-                             x_reference: float) -> Approximant | None:
+def differential_approximant(
+    series: Sequence[int], degrees: Sequence[int], inhomogeneous: int, x_reference: float
+) -> Approximant | None:
     """The approximant sum_k Q_k D^k f = P (D = x d/dx) with deg Q_k = degrees[k], deg P = inhomogeneous (-1:
     none) and Q_K(0) = 1, K = len(degrees) - 1: its singularity (the positive zero of Q_K nearest
     ``x_reference``) and exponent, or None when the system is inconsistent or the approximant defective.

@@ -12,10 +12,17 @@ import subprocess
 import sys
 
 from conftest import free_ports
+
 from batchenum.pipeline.local_ray import process_tree
 
-_NODE_PORT_OPTIONS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
-                      "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
+_NODE_PORT_OPTIONS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--metrics-export-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+)
 
 
 def token_env(**extra: str) -> dict:
@@ -36,20 +43,26 @@ def node_ports(*extra_options: str) -> list[str]:
 
 def start_head(temp_dir: str, env: dict, *args: str) -> str:
     """Start a head node; returns its address."""
-    head = subprocess.run(ray_start("--head", "--temp-dir", temp_dir,
-                                    *node_ports("--port", "--ray-client-server-port"), *args),
-                          capture_output=True, text=True, timeout=180, env=env)
+    head = subprocess.run(
+        ray_start("--head", "--temp-dir", temp_dir, *node_ports("--port", "--ray-client-server-port"), *args),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert head.returncode == 0, head.stderr
     return re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
 
 
 def wait_for_nodes(address: str, env: dict, count: int) -> None:
-    script = ("import ray, time\n"
-              f"ray.init(address={address!r}, logging_level='ERROR')\n"
-              "deadline = time.monotonic() + 120\n"
-              f"while sum(n['Alive'] for n in ray.nodes()) < {count}:\n"
-              "    assert time.monotonic() < deadline, 'a node never joined'\n"
-              "    time.sleep(0.5)\n")
+    script = (
+        "import ray, time\n"
+        f"ray.init(address={address!r}, logging_level='ERROR')\n"
+        "deadline = time.monotonic() + 120\n"
+        f"while sum(n['Alive'] for n in ray.nodes()) < {count}:\n"
+        "    assert time.monotonic() < deadline, 'a node never joined'\n"
+        "    time.sleep(0.5)\n"
+    )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300, env=env, capture_output=True)
 
 

@@ -80,8 +80,9 @@ def s3_server():
     if server is None:
         pytest.fail("moto_server not found: install the test extra (pip install -e '.[test]')")
     port = free_port()
-    process = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -93,8 +94,12 @@ def s3_server():
                 process.kill()
                 pytest.fail(f"moto_server did not start on {endpoint}")
             time.sleep(0.2)
-    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "batchenum-test-key",
-           "AWS_SECRET_ACCESS_KEY": "s3cr3t-" + os.urandom(8).hex(), "AWS_REGION": "us-east-1"}
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "batchenum-test-key",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t-" + os.urandom(8).hex(),
+        "AWS_REGION": "us-east-1",
+    }
     try:
         yield env
     finally:
@@ -111,7 +116,11 @@ def new_bucket(s3_server, request):
     import pyarrow.fs as pafs
 
     name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:6]
-    pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], access_key=s3_server["AWS_ACCESS_KEY_ID"],
-                      secret_key=s3_server["AWS_SECRET_ACCESS_KEY"], region="us-east-1",
-                      allow_bucket_creation=True).create_dir(name)
+    pafs.S3FileSystem(
+        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
+        access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+        region="us-east-1",
+        allow_bucket_creation=True,
+    ).create_dir(name)
     return name

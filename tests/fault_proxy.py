@@ -28,10 +28,13 @@ import time
 __all__ = ["FaultProxy", "FAULTS"]
 
 FAULTS = ("refuse", "stall", "cut", "throttle")
-_SLOW_DOWN = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nConnection: close\r\nContent-Length: %d\r\n"
-              b"\r\n%s")
-_SLOW_DOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                   b"<Message>Please reduce your request rate.</Message></Error>")
+_SLOW_DOWN = (
+    b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+_SLOW_DOWN_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
 
 
 class FaultProxy:
@@ -150,7 +153,7 @@ class FaultProxy:
                         server.sendall(data)
                     else:
                         if kind == "cut" and sent_back + len(data) > self.cut_after:
-                            client.sendall(data[:max(self.cut_after - sent_back, 0)])
+                            client.sendall(data[: max(self.cut_after - sent_back, 0)])
                             return
                         client.sendall(data)
                         sent_back += len(data)

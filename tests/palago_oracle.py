@@ -100,11 +100,13 @@ def symmetries():
     result = []
     for reflect in (False, True):
         for turns in range(3):
+
             def direction(k, reflect=reflect, turns=turns):
                 k = (1 - k) % 6 if reflect else k
                 return (k + 2 * turns) % 6
 
             cell_map = _direction_map((direction(0), direction(1)))
+
             # the tip corner 2t moves like a corner: reflection sends corner k to -k
             def rot_map(t, reflect=reflect, turns=turns):
                 corner = (-2 * t) % 6 if reflect else 2 * t

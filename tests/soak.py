@@ -21,11 +21,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pyarrow.fs as pafs
-
 from fault_proxy import FaultProxy
 
 OUTAGE_KINDS = ("refuse", "stall", "cut")
@@ -50,8 +49,11 @@ def shards(fs: pafs.S3FileSystem, prefix: str) -> int:
 def shard_files(fs: pafs.S3FileSystem, prefix: str) -> dict[str, int]:
     """{shard file name: modification time in ns} of the committed files under ``prefix``."""
     infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
-    return {info.base_name: info.mtime_ns or 0 for info in infos
-            if info.type == pafs.FileType.File and info.path.endswith(".parquet")}
+    return {
+        info.base_name: info.mtime_ns or 0
+        for info in infos
+        if info.type == pafs.FileType.File and info.path.endswith(".parquet")
+    }
 
 
 def _in_window(fs: pafs.S3FileSystem, answers: str) -> bool:
@@ -61,9 +63,20 @@ def _in_window(fs: pafs.S3FileSystem, answers: str) -> bool:
     return any(name not in errors or errors[name] < stamp for name, stamp in written.items())
 
 
-def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem, shard_prefix: str,
-         total: int, kills: int = 10, outages: int = 3, seed: int = 1, outage: float = 4.0, window: float = 0.0,
-         on_kill: Callable[[int], None] | None = None) -> SoakFigures:
+def soak(
+    command: list[str],
+    env: dict,
+    proxy: FaultProxy,
+    fs: pafs.S3FileSystem,
+    shard_prefix: str,
+    total: int,
+    kills: int = 10,
+    outages: int = 3,
+    seed: int = 1,
+    outage: float = 4.0,
+    window: float = 0.0,
+    on_kill: Callable[[int], None] | None = None,
+) -> SoakFigures:
     """Run ``command`` (a batchenum run through ``proxy``) ``kills`` times, each killed with its whole
     process group after 2-8 new commits, ``outages`` of them meeting a storage outage first; then
     once to the end (it must exit 0).  ``shard_prefix``: where one of its shard tables is listed;
@@ -75,8 +88,9 @@ def soak(command: list[str], env: dict, proxy: FaultProxy, fs: pafs.S3FileSystem
     for k in range(kills):
         before = shards(fs, shard_prefix)
         paused = {**env, "BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES": str(window)} if window else env
-        driver = subprocess.Popen(command, env=paused, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  start_new_session=True)
+        driver = subprocess.Popen(
+            command, env=paused, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
         try:
             target = min(chosen.randint(2, 8), max(2, (total - before) // (2 * (kills - k))))
             if k in with_outage:
@@ -107,8 +121,10 @@ def _wait_for(fs: pafs.S3FileSystem, prefix: str, count: int, driver: subprocess
     deadline = time.monotonic() + timeout
     while shards(fs, prefix) < count:
         if driver.poll() is not None:
-            raise AssertionError(f"the run ended before it was killed (exit {driver.returncode}):\n"
-                                 f"{driver.stderr.read().decode(errors='replace')[-3000:]}")
+            raise AssertionError(
+                f"the run ended before it was killed (exit {driver.returncode}):\n"
+                f"{driver.stderr.read().decode(errors='replace')[-3000:]}"
+            )
         if time.monotonic() > deadline:
             raise AssertionError("no progress: the run committed no shard in time")
         time.sleep(0.25)  # a listing costs the S3 server CPU that the run needs

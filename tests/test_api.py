@@ -8,10 +8,10 @@ import doctest
 import pandas as pd
 import pyarrow as pa
 import pytest
+from conftest import CASES
 
 import batchenum
 import batchenum.api
-from conftest import CASES
 from batchenum.pipeline.errors import UsageError
 
 
@@ -27,8 +27,7 @@ def test_every_job_gives_one_result_type_with_readable_tables(tmp_path):
     batch = seeds[["id", "grid"]]
     from_frame = batchenum.run("dungeons", input=batch, out=str(tmp_path / "a"), serial=True)
     from_arrow = batchenum.run("dungeons", input=pa.Table.from_pandas(batch), out=str(tmp_path / "b"), serial=True)
-    from_file = batchenum.run("dungeons", input=str(CASES / "dungeon_seed.jsonl"), out=str(tmp_path / "c"),
-                              serial=True)
+    from_file = batchenum.run("dungeons", input=str(CASES / "dungeon_seed.jsonl"), out=str(tmp_path / "c"), serial=True)
     for result in (from_frame, from_arrow, from_file):
         assert isinstance(result, batchenum.Result) and set(result.tables) == {"answers", "errors"}
         answers = result.tables["answers"]
@@ -101,13 +100,18 @@ def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_pat
 
     script = tmp_path / "notebook.py"
     script.write_text(ALREADY_INITIALISED)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("refused: this process is already connected to the Ray at CONNECTED") and \
-        "drop workers" in lines[0], done.stdout
-    assert lines[1].startswith("refused: this process is already connected to the Ray at CONNECTED") and \
-        "not to 127.0.0.9:1" in lines[1], done.stdout
+    assert (
+        lines[0].startswith("refused: this process is already connected to the Ray at CONNECTED")
+        and "drop workers" in lines[0]
+    ), done.stdout
+    assert (
+        lines[1].startswith("refused: this process is already connected to the Ray at CONNECTED")
+        and "not to 127.0.0.9:1" in lines[1]
+    ), done.stdout
     assert lines[2] == "rows: 6 connected: True", done.stdout
     assert "computing on the Ray this process had already initialised (at " in done.stderr

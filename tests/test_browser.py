@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
-HEX_WIDTH, HEX_HEIGHT = 20 * 3 ** 0.5, 40.0  # a tile's border in the gallery (radius 20), in SVG user units
+HEX_WIDTH, HEX_HEIGHT = 20 * 3**0.5, 40.0  # a tile's border in the gallery (radius 20), in SVG user units
 
 
 def _chromium() -> str | None:
@@ -33,7 +33,8 @@ CHROMIUM = _chromium()
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason=f"no Chromium binary found (looked for {', '.join(CHROMIUM_NAMES)} on PATH, or $BATCHENUM_CHROMIUM): "
-           "install one with `apt-get install -y chromium-headless-shell`")
+    "install one with `apt-get install -y chromium-headless-shell`",
+)
 
 # Runs at the end of the page, after layout: for every card, scroll it into view, then record its
 # box, its content box (the caption's width), its picture's box, viewBox and drawn bounds, and for
@@ -80,10 +81,25 @@ def _probe(page) -> dict:
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     try:
         result = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--window-size=1200,900", "--dump-dom", probed.as_uri()],
-            capture_output=True, text=True, timeout=180)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--window-size=1200,900",
+                "--dump-dom",
+                probed.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     finally:
         shutil.rmtree(profile, ignore_errors=True)
         probed.unlink()
@@ -98,8 +114,12 @@ def _probe(page) -> dict:
 def gallery(tmp_path_factory):
     """A gallery of the 81 creatures of size 12 (every stabiliser order 1, 2, 3, 6) on 3 pages."""
     out = tmp_path_factory.mktemp("gallery")
-    subprocess.run([sys.executable, "-m", "batchenum", "palago", "gallery", "--n", "12", "--per-page", "30",
-                    "--out", str(out)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "batchenum", "palago", "gallery", "--n", "12", "--per-page", "30", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return out / "palago" / "gallery_n12"
 
 
@@ -116,8 +136,9 @@ def wide_page(tmp_path_factory):
     items = sorted(gallery_items(16), key=width, reverse=True)[:12]
     page = tmp_path_factory.mktemp("wide") / "page-1.html"
     counts = {order: sum(i.stabiliser == order for i in items) for order in {i.stabiliser for i in items}}
-    page.write_text(gallery_page_html(16, items, gallery_pages([i.stabiliser for i in items], 12)[0], 1, counts),
-                    encoding="utf-8")
+    page.write_text(
+        gallery_page_html(16, items, gallery_pages([i.stabiliser for i in items], 12)[0], 1, counts), encoding="utf-8"
+    )
     return page
 
 
@@ -142,19 +163,23 @@ def _check_page(page, *, cards: int, tiles: int) -> None:
         left, top, right, bottom = card["svg"]
         assert right - left > 50 and bottom - top > 50, f"{where}: picture laid out at {card['svg']}"
         c_left, c_top, c_right, c_bottom = card["card"]
-        assert c_left <= left and right <= c_right and c_top <= top and bottom <= c_bottom, \
+        assert c_left <= left and right <= c_right and c_top <= top and bottom <= c_bottom, (
             f"{where}: picture {card['svg']} spills out of its card {card['card']}"
+        )
         inner_left, inner_right = card["content"]
-        assert inner_left - 0.5 <= left and right <= inner_right + 0.5, \
+        assert inner_left - 0.5 <= left and right <= inner_right + 0.5, (
             f"{where}: picture {card['svg']} wider than the card's content box {card['content']}"
+        )
         x, y, width, height = card["viewBox"]
         dx, dy, dwidth, dheight = card["drawn"]
         assert dwidth > 0 and dheight > 0, f"{where}: nothing drawn (do the tiles' <use> find their drawings?)"
-        assert x <= dx and y <= dy and dx + dwidth <= x + width and dy + dheight <= y + height, \
+        assert x <= dx and y <= dy and dx + dwidth <= x + width and dy + dheight <= y + height, (
             f"{where}: drawing {card['drawn']} clipped by the viewBox {card['viewBox']}"
+        )
         assert len(card["tiles"]) == tiles, f"{where}: {len(card['tiles'])} tiles"
         for k, tile in enumerate(card["tiles"]):
-            assert abs(tile["w"] - HEX_WIDTH) < 0.5 and abs(tile["h"] - HEX_HEIGHT) < 0.5, \
+            assert abs(tile["w"] - HEX_WIDTH) < 0.5 and abs(tile["h"] - HEX_HEIGHT) < 0.5, (
                 f"{where}: tile {k} drawn {tile['w']:.1f} x {tile['h']:.1f}, not a whole hex"
+            )
             assert tile["inside"], f"{where}: tile {k} lies outside its picture"
             assert tile["hit"], f"{where}: tile {k} is not painted at its centre"

@@ -16,7 +16,9 @@ from conftest import CASES
 
 
 def cli(*args: str, cwd=None, stdin=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def test_version_names_the_installed_package():
@@ -26,12 +28,18 @@ def test_version_names_the_installed_package():
     assert done.returncode == 0 and done.stdout.strip() == f"batchenum {metadata.version('batchenum')}"
 
 
-@pytest.mark.parametrize("args, says", [
-    (("run", "palago", "--max-n", "99"), "--max-n must be between 1 and"),
-    (("run", "palago", "--max-n", "12", "--catalogue-max-n", "13"), "--catalogue-max-n must be between 0 and --max-n"),
-    (("run", "palago", "--serial", "--workers", "2"), "--serial runs without Ray"),
-    (("run", "palago", "--method", "transfer", "--catalogue-max-n", "3"), "--method transfer counts only"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("run", "palago", "--max-n", "99"), "--max-n must be between 1 and"),
+        (
+            ("run", "palago", "--max-n", "12", "--catalogue-max-n", "13"),
+            "--catalogue-max-n must be between 0 and --max-n",
+        ),
+        (("run", "palago", "--serial", "--workers", "2"), "--serial runs without Ray"),
+        (("run", "palago", "--method", "transfer", "--catalogue-max-n", "3"), "--method transfer counts only"),
+    ],
+)
 def test_usage_errors_exit_2_with_one_line(args, says):
     done = cli(*args)
     assert done.returncode == 2 and done.stdout == ""
@@ -69,7 +77,9 @@ def test_run_json_shape(small_run):
     assert summary["job"] == "palago" and summary["location"] == str(out / "palago")
     assert summary["params"] == {"max_n": 9, "catalogue_max_n": 0}
     assert (summary["shards"], summary["reused"], summary["recomputed"]) == (4, 0, [])
-    assert summary["tables"] == {"creature_counts": {"path": str(out / "palago" / "creature_counts.parquet"), "rows": 9}}
+    assert summary["tables"] == {
+        "creature_counts": {"path": str(out / "palago" / "creature_counts.parquet"), "rows": 9}
+    }
     assert summary["summary"].startswith("palago: n = 1..9, free(9) = ")
 
 
@@ -88,8 +98,14 @@ def test_status_and_table_json_shapes(small_run):
 @pytest.mark.parametrize("command", ["table", "status"])
 def test_a_closed_pipe_ends_quietly(small_run, command):
     out, _ = small_run
-    done = subprocess.run(f"{sys.executable} -m batchenum {command} --out {out} | head -1", shell=True,
-                          capture_output=True, text=True, timeout=300, executable="/bin/bash")
+    done = subprocess.run(
+        f"{sys.executable} -m batchenum {command} --out {out} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        executable="/bin/bash",
+    )
     assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1
 
 
@@ -107,8 +123,17 @@ def test_progress_goes_through_logging_off_a_terminal(tmp_path, caplog):
     said = [record.getMessage() for record in caplog.records if record.name == "batchenum"]
     assert any("computing in this process (--serial)" in line for line in said)
     assert any(line.startswith("palago: 4/4 shards") for line in said)
-    done = cli("run", "dungeons", "--input", str(CASES / "dungeon_seed.jsonl"), "--records-per-shard", "3",
-               "--serial", "--out", str(tmp_path / "cli"))
+    done = cli(
+        "run",
+        "dungeons",
+        "--input",
+        str(CASES / "dungeon_seed.jsonl"),
+        "--records-per-shard",
+        "3",
+        "--serial",
+        "--out",
+        str(tmp_path / "cli"),
+    )
     assert done.returncode == 0, done.stderr
     shards_line = next(line for line in done.stderr.splitlines() if "4/4 shards" in line)
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d batchenum dungeons: 4/4 shards, .* records/s$", shards_line)
@@ -154,8 +179,17 @@ def test_warm_compiles_every_jobs_kernels_here_and_on_every_node(ray_session):
 def test_input_given_twice_reads_both_files(tmp_path):
     for name, grid in (("a.jsonl", ["@$"]), ("b.jsonl", ["@$$"])):
         (tmp_path / name).write_text(json.dumps({"id": name, "grid": grid}) + "\n")
-    done = cli("run", "dungeons", "--input", str(tmp_path / "b.jsonl"), "--input", str(tmp_path / "a.jsonl"),
-               "--out", str(tmp_path / "out"), "--serial")
+    done = cli(
+        "run",
+        "dungeons",
+        "--input",
+        str(tmp_path / "b.jsonl"),
+        "--input",
+        str(tmp_path / "a.jsonl"),
+        "--out",
+        str(tmp_path / "out"),
+        "--serial",
+    )
     assert done.returncode == 0 and "read 2, answered 2, rejected 0" in done.stdout, done.stderr
     answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers")
     assert answers[["id", "gold"]].values.tolist() == [["a.jsonl", 1], ["b.jsonl", 2]]  # sorted by file
@@ -166,7 +200,9 @@ def test_show_says_when_it_prints_the_canonical_form_of_the_sum_given():
     assert given.returncode == 0, given.stderr
     line = next(line for line in given.stdout.splitlines() if line.startswith("sum:"))
     canonical = line.split()[1]
-    assert line == (f"sum:        {canonical} (the canonical form of the sum given, 4b+5c: the same creature up to "
-                    "rotation and reflection)")
+    assert line == (
+        f"sum:        {canonical} (the canonical form of the sum given, 4b+5c: the same creature up to "
+        "rotation and reflection)"
+    )
     for as_canonical in (canonical, "1,0,1,1 0,1,0,1 1,1,2,1"):  # the canonical sum, or a key: nothing to say
         assert f"sum:        {canonical}\n" in cli("palago", "show", as_canonical).stdout

@@ -13,9 +13,13 @@ def test_private_local_ray_is_quiet_and_leaves_home_alone(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}  # as on a fresh machine
-    done = subprocess.run(cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"), "--workers", "2",
-                                      "--quiet"), capture_output=True, text=True, timeout=600,
-                          env={**env, "HOME": str(home)})
+    done = subprocess.run(
+        cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"), "--workers", "2", "--quiet"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "HOME": str(home)},
+    )
     assert done.returncode == 0, done.stderr
     assert "Token authentication is enabled" not in done.stderr and "RAY_AUTH_MODE=disabled" not in done.stderr
     assert not (home / ".ray").exists()
@@ -32,8 +36,9 @@ def test_one_shard_does_not_wait_for_ray(tmp_path):
 def test_a_casual_run_does_not_clobber_published_tables(tmp_path):
     cli("run", "palago", "--max-n", "10", "--serial", "--quiet", "--out", str(tmp_path))
     before = (tmp_path / "palago" / "creature_counts.parquet").read_bytes()
-    casual = cli("run", "palago", "--max-n", "10", "--catalogue-max-n", "8", "--serial", "--out", str(tmp_path),
-                 check=False)
+    casual = cli(
+        "run", "palago", "--max-n", "10", "--catalogue-max-n", "8", "--serial", "--out", str(tmp_path), check=False
+    )
     assert casual.returncode == 1
     assert "holds the tables of another run" in casual.stderr and "--overwrite" in casual.stderr
     assert (tmp_path / "palago" / "creature_counts.parquet").read_bytes() == before

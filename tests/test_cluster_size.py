@@ -8,10 +8,9 @@ import json
 import os
 import subprocess
 
+import clusters
 import pyarrow.parquet as pq
 import pytest
-
-import clusters
 from test_faults import PUBLISHED, cli_command
 
 pytestmark = pytest.mark.slow
@@ -21,8 +20,10 @@ pytestmark = pytest.mark.slow
 def sixteen_cpus():
     temp_dir, env = f"/tmp/bc{os.getpid()}", clusters.token_env()
     try:
-        yield {"address": clusters.start_head(temp_dir, env, "--num-cpus", "16", "--include-dashboard", "false"),
-               "env": env}
+        yield {
+            "address": clusters.start_head(temp_dir, env, "--num-cpus", "16", "--include-dashboard", "false"),
+            "env": env,
+        }
     finally:
         clusters.stop(temp_dir)
 
@@ -37,9 +38,13 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
 
 
 def test_default_plan_and_tasks_in_flight_follow_the_cluster(sixteen_cpus, tmp_path):
-    result = subprocess.run(cli_command("run", "palago", "--max-n", "23", "--out", str(tmp_path),
-                                        "--address", sixteen_cpus["address"]),
-                            capture_output=True, text=True, timeout=900, env=sixteen_cpus["env"])
+    result = subprocess.run(
+        cli_command("run", "palago", "--max-n", "23", "--out", str(tmp_path), "--address", sixteen_cpus["address"]),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=sixteen_cpus["env"],
+    )
     assert result.returncode == 0, result.stderr
     shards = sorted((tmp_path / "palago" / "_shards" / "partial_counts").glob("*.parquet"))
     assert len(shards) == 64  # 4 per CPU

@@ -8,13 +8,13 @@ import os
 import shutil
 import subprocess
 
-import pytest
-
 import clusters
+import pytest
 from conftest import REPO
+from test_faults import cli_command
+
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.codeversion import code_version
-from test_faults import cli_command
 
 
 def test_code_version_covers_every_package_and_the_libraries():
@@ -36,14 +36,23 @@ def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
         # the head has no CPU, so every shard runs on the node with the modified copy
         address = clusters.start_head(temp_dir, env, "--num-cpus", "0", "--include-dashboard", "false")
         node_env = {**env, "PYTHONPATH": str(copy)}
-        joined = subprocess.run(clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
-                                capture_output=True, text=True, timeout=180, env=node_env)
+        joined = subprocess.run(
+            clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=node_env,
+        )
         assert joined.returncode == 0, joined.stderr
         clusters.wait_for_nodes(address, env, 2)
-        result = subprocess.run(cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"),
-                                            "--address", address),
-                                capture_output=True, text=True, timeout=600, env=env,
-                                cwd=tmp_path)  # Ray puts the driver's folder first on workers' paths
+        result = subprocess.run(
+            cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"), "--address", address),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            cwd=tmp_path,
+        )  # Ray puts the driver's folder first on workers' paths
     finally:
         clusters.stop(temp_dir)
     assert result.returncode == 1

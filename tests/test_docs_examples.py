@@ -23,15 +23,27 @@ import pytest
 from conftest import REPO
 
 # README first, then the pages in the order its "Documentation" list gives them
-PAGES = ["README.md", "docs/cli.md", "docs/api.md", "docs/batch_input.md", "docs/faults.md", "docs/cluster.md",
-         "docs/palago.md", "docs/palago_transfer.md", "docs/palago_growth.md", "docs/rules.md", "docs/design.md",
-         "docs/benchmarks.md", "docs/development.md"]
+PAGES = [
+    "README.md",
+    "docs/cli.md",
+    "docs/api.md",
+    "docs/batch_input.md",
+    "docs/faults.md",
+    "docs/cluster.md",
+    "docs/palago.md",
+    "docs/palago_transfer.md",
+    "docs/palago_growth.md",
+    "docs/rules.md",
+    "docs/design.md",
+    "docs/benchmarks.md",
+    "docs/development.md",
+]
 SKIPPED_NEEDS = {"cluster", "credentials", "benchmark"}
 LANGUAGES = {"bash", "python"}
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _NEEDS = re.compile(r"^<!-- needs: (\w+) -->$")
 # the parts of a Quick start line that install or run the suite, never run here
-_SETUP = re.compile(r"^(python3 -m venv \S+|\. \S+/bin/activate|pip install .*|pytest( .*)?)$")
+_SETUP = re.compile(r"^(python3 -m venv \S+|\. \S+/bin/activate|pip install .*|pytest( .*)?|ruff .*|mypy( .*)?)$")
 
 
 @dataclass
@@ -59,8 +71,9 @@ def blocks(page: str) -> list[Block]:
         previous = next((lines[j].strip() for j in range(k - 1, -1, -1) if lines[j].strip()), "")
         needs = _NEEDS.match(previous)
         if opening.group(1):
-            found.append(Block(page, k + 1, opening.group(1), "\n".join(lines[k + 1:end]),
-                               needs.group(1) if needs else None))
+            found.append(
+                Block(page, k + 1, opening.group(1), "\n".join(lines[k + 1 : end]), needs.group(1) if needs else None)
+            )
         k = end + 1
     return found
 
@@ -99,9 +112,12 @@ def test_the_docs_examples_run_as_written_in_order(tmp_path):
     clone = tmp_path / "clone"
     fresh_clone(clone)
     ray_tmp = tempfile.mkdtemp(prefix="rd")  # short: Ray's socket paths have a length limit
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "RAY_TMPDIR": ray_tmp,  # a bare ray.init() in an example starts its own Ray, never finds another
-           "PYTHONSAFEPATH": "1"}  # the installed batchenum (its numba cache), not the copy's folders
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "RAY_TMPDIR": ray_tmp,  # a bare ray.init() in an example starts its own Ray, never finds another
+        "PYTHONSAFEPATH": "1",
+    }  # the installed batchenum (its numba cache), not the copy's folders
     env.pop("RAY_ADDRESS", None)
     ran, seconds = 0, []
     try:
@@ -109,8 +125,11 @@ def test_the_docs_examples_run_as_written_in_order(tmp_path):
             for block in blocks(page):
                 if block.language not in LANGUAGES or block.needs in SKIPPED_NEEDS:
                     continue
-                command = (["bash", "-euo", "pipefail", "-c", without_setup(block.code)] if block.language == "bash"
-                           else [sys.executable, "-c", block.code])
+                command = (
+                    ["bash", "-euo", "pipefail", "-c", without_setup(block.code)]
+                    if block.language == "bash"
+                    else [sys.executable, "-c", block.code]
+                )
                 started = time.monotonic()
                 done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=600)
                 assert done.returncode == 0, f"{block} failed:\n{block.code}\n--- stderr:\n{done.stderr[-3000:]}"
@@ -134,8 +153,10 @@ def test_the_defaults_the_docs_state_are_the_codes():
     per_cpu = f"{SLICES_PER_CPU} to {2 * SLICES_PER_CPU}"
     readme, cli_md = (REPO / "README.md").read_text(), (REPO / "docs/cli.md").read_text()
     assert f"({per_cpu} per CPU, at least 25,000 lines each)" in readme
-    assert f"{per_cpu} shards per CPU, at least 25,000 dungeons or 2,000 door graphs, at most about " \
-           f"{MAX_SLICE_BYTES >> 20} MB of input" in cli_md
+    assert (
+        f"{per_cpu} shards per CPU, at least 25,000 dungeons or 2,000 door graphs, at most about "
+        f"{MAX_SLICE_BYTES >> 20} MB of input" in cli_md
+    )
     for job, least in (("dungeons", "25,000"), ("nonary", "2,000")):
         shown = " ".join(_help("run", job).split())
         assert f"{per_cpu} shards per CPU of the run, at least {least} records" in shown
@@ -149,8 +170,13 @@ def test_the_defaults_the_docs_state_are_the_codes():
 
 
 def _help(*command: str) -> str:
-    return subprocess.run([sys.executable, "-m", "batchenum", *command, "--help"], capture_output=True, text=True,
-                          check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "batchenum", *command, "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
 
 
 def _row(markdown: str, option: str) -> str:
@@ -175,5 +201,6 @@ def test_the_gallery_advice_runs_as_printed_after_the_quick_start(tmp_path):
 
 
 def _batchenum(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "batchenum", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "batchenum", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )

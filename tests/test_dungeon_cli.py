@@ -8,11 +8,9 @@ import sys
 
 import pandas as pd
 import pytest
-
-from batchenum.solvers.dungeon import generate, oracle_gold
-
 from test_dungeon_job import MIXED
 
+from batchenum.solvers.dungeon import generate, oracle_gold
 
 
 def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -36,8 +34,21 @@ def mixed_batch(tmp_path_factory):
 
 def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     path, expected, rejected = mixed_batch
-    done = batchenum("run", "dungeons", "--input", str(path), "--out", str(tmp_path), "--workers", "2",
-                     "--records-per-shard", "90", "--max-cells", "100", "--quiet")
+    done = batchenum(
+        "run",
+        "dungeons",
+        "--input",
+        str(path),
+        "--out",
+        str(tmp_path),
+        "--workers",
+        "2",
+        "--records-per-shard",
+        "90",
+        "--max-cells",
+        "100",
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     read = len(expected) + rejected
     assert f"dungeons: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
@@ -54,8 +65,20 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     assert all(error.startswith(f"line {line}: ") for error, line in zip(errors["error"], errors["line"]))
     assert "raise it with --max-cells" in errors.set_index("id").loc["big", "error"]
 
-    serial = batchenum("run", "dungeons", "--input", str(path), "--out", str(tmp_path / "serial"),
-                       "--records-per-shard", "90", "--max-cells", "100", "--serial", "--quiet")
+    serial = batchenum(
+        "run",
+        "dungeons",
+        "--input",
+        str(path),
+        "--out",
+        str(tmp_path / "serial"),
+        "--records-per-shard",
+        "90",
+        "--max-cells",
+        "100",
+        "--serial",
+        "--quiet",
+    )
     assert serial.returncode == 0, serial.stderr
     assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "answers").equals(answers)
     assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "errors").equals(errors)
@@ -63,8 +86,9 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
 
 def test_generate_then_run(tmp_path):
     out = tmp_path / "gen.parquet"
-    made = batchenum("generate", "dungeons", "--count", "50", "--height", "5", "--width", "1-9",
-                     "--seed", "4", "--out", str(out))
+    made = batchenum(
+        "generate", "dungeons", "--count", "50", "--height", "5", "--width", "1-9", "--seed", "4", "--out", str(out)
+    )
     assert made.returncode == 0, made.stderr
     done = batchenum("run", "dungeons", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
     assert done.returncode == 0, done.stderr
@@ -99,9 +123,27 @@ def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(t
     batch = tmp_path / "clean.jsonl"
     grids = generate(300, 6, 7, seed=5)
     batch.write_text("".join(json.dumps({"id": f"d{k}", "grid": g}) + "\n" for k, g in enumerate(grids)))
-    done = subprocess.run([sys.executable, "-c", REPORT_IMPORTS, "run", "dungeons", "--input", str(batch),
-                           "--records-per-shard", "100", "--out", str(tmp_path), "--workers", "2", "--quiet"],
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            REPORT_IMPORTS,
+            "run",
+            "dungeons",
+            "--input",
+            str(batch),
+            "--records-per-shard",
+            "100",
+            "--out",
+            str(tmp_path),
+            "--workers",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0 and "imported from" not in done.stderr, done.stderr
     answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in grids]

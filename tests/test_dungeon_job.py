@@ -8,16 +8,15 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_inputs_property import plain_columns
 
 import batchenum.jobs.dungeons
 from batchenum.jobs import REGISTRY
 from batchenum.jobs.dungeons import DungeonJob, add_generate_arguments, run_generate
 from batchenum.pipeline.cli import parse_job
-from batchenum.pipeline.errors import UsageError
-from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.errors import InputError, UsageError
 from batchenum.pipeline.job import PlanContext, Shard
 from batchenum.solvers.dungeon import generate, oracle_gold
-from test_inputs_property import plain_columns
 
 BIG = ["@" + "." * 10] + ["." * 11] * 9  # 110 cells
 
@@ -39,8 +38,11 @@ MIXED = [
     ('{"id": "empty", "grid": []}', "empty", "line 14: grid is empty"),
     ('{"id": "notrow", "grid": ["@$", 5]}', "notrow", "line 15: row 2 is not a string but an integer"),
     ('{"id": "text", "grid": "@....\\n...g$\\n.....\\n"}', "text", None),
-    (json.dumps({"id": "big", "grid": BIG}), "big",
-     "line 17: grid has 110 cells, more than the limit of 100 (raise it with --max-cells)"),
+    (
+        json.dumps({"id": "big", "grid": BIG}),
+        "big",
+        "line 17: grid has 110 cells, more than the limit of 100 (raise it with --max-cells)",
+    ),
     ('{"id": "dup-a", "grid": ["##.#", "g@$g"]}', "dup-a", None),
     ('{"id": "dup-b", "grid": ["# .#", "h@$h"]}', "dup-b", None),
     ('{"id": "nogrid"}', "nogrid", "line 20: no 'grid'"),
@@ -129,6 +131,7 @@ def test_plan_ids_params_and_summary(mixed_file):
     assert job.params()["input"] == str(mixed_file) and job.params()["max_cells"] == 1_000_000
     json.dumps(job.params())
     import pandas as pd
+
     tables = {"answers": pd.DataFrame({"id": ["a"] * 990}), "errors": pd.DataFrame({"id": ["b"] * 10})}
     assert job.summary(tables, {}) == "dungeons: read 1000, answered 990, rejected 10"
 
@@ -170,7 +173,9 @@ def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):
     path = tmp_path / "readable.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     job = DungeonJob(str(path), records_per_shard=25, max_cells=100)
-    monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._read_lines", lambda *a, **k: pytest.fail("left the Arrow path"))
+    monkeypatch.setattr(
+        "batchenum.pipeline.inputs.jsonl._read_lines", lambda *a, **k: pytest.fail("left the Arrow path")
+    )
     fast = run_all(job)
     monkeypatch.undo()
     monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchenum.solvers.dungeon import (
     BadCharacterError,
@@ -88,7 +89,14 @@ def test_parse_many_keeps_every_record_in_place():
     batch = parse_many(grids)
     assert batch.index.tolist() == [0, 2, 5, 6]
     assert [type(e).__name__ if e else None for e in batch.errors] == [
-        None, "NotAGridError", None, "BadCharacterError", "StartError", None, None, "BadCharacterError",
+        None,
+        "NotAGridError",
+        None,
+        "BadCharacterError",
+        "StartError",
+        None,
+        None,
+        "BadCharacterError",
     ]
     assert batch.starts.tolist() == [0, 0, 1, 0]
     assert batch.heights.tolist() == [1, 2, 1, 1] and batch.widths.tolist() == [2, 2, 2, 1]
@@ -102,7 +110,10 @@ def test_unique_merges_grids_that_differ_only_in_spelling():
     assert inverse.tolist() == [0, 0, 1, 2, 3]
     assert unique.index.tolist() == [0, 2, 3, 4]
     assert [unique.cells_of(k).tolist() for k in range(4)] == [
-        [4, 0, 3, 2, 0, 0], [4, 0, 3, 2, 0, 2], [4, 0, 3, 2, 0, 0], [4, 0, 3, 2, 0, 0],
+        [4, 0, 3, 2, 0, 0],
+        [4, 0, 3, 2, 0, 2],
+        [4, 0, 3, 2, 0, 0],
+        [4, 0, 3, 2, 0, 0],
     ]
 
 
@@ -144,8 +155,24 @@ def assert_same_batch(flat, plain):
 
 
 ODD_GRIDS = [
-    ["@$"], [], ["@.", ""], [""], ["", ""], ["@é", "$."], ["@é", "$"], ["é@", "$."], ["@..", ".."], ["..", ".."],
-    ["@@"], ["@\t"], ["@" * 12], ["@", "$", "g"], ["@1", "$$"], ["a@A", "*&$", " #."], ["@\u2603"], ["\x00@"],
+    ["@$"],
+    [],
+    ["@.", ""],
+    [""],
+    ["", ""],
+    ["@é", "$."],
+    ["@é", "$"],
+    ["é@", "$."],
+    ["@..", ".."],
+    ["..", ".."],
+    ["@@"],
+    ["@\t"],
+    ["@" * 12],
+    ["@", "$", "g"],
+    ["@1", "$$"],
+    ["a@A", "*&$", " #."],
+    ["@\u2603"],
+    ["\x00@"],
 ]
 
 
@@ -181,13 +208,19 @@ def unique_by_dict(batch):
 def with_start(width: int, cells: str) -> list[str]:
     """Rows of ``width`` from ``cells``, the first cell a start: a valid dungeon."""
     cells = "@" + cells[1:]
-    return [cells[k:k + width] for k in range(0, len(cells), width)]
+    return [cells[k : k + width] for k in range(0, len(cells), width)]
 
 
 # few cells, so that equal dungeons (and equal cells under other widths) are common
-small_grids = st.lists(st.builds(lambda width, rows, text: with_start(width, (text * width * rows)[:width * rows]),
-                                 st.integers(1, 5), st.integers(1, 4), st.text(alphabet=".$#g ", min_size=1, max_size=4)),
-                       max_size=40)
+small_grids = st.lists(
+    st.builds(
+        lambda width, rows, text: with_start(width, (text * width * rows)[: width * rows]),
+        st.integers(1, 5),
+        st.integers(1, 4),
+        st.text(alphabet=".$#g ", min_size=1, max_size=4),
+    ),
+    max_size=40,
+)
 
 
 @given(small_grids)
@@ -208,7 +241,14 @@ def test_equal_hashes_never_merge_different_dungeons(grids):
     batch = parse_many(grids)
     sizes = batch.heights * batch.widths
     first_equal = np.empty(len(batch), dtype=np.int64)
-    first_equal_kernel(batch.codes, batch.offsets, sizes, batch.widths, np.arange(len(batch)),
-                       np.zeros(len(batch), dtype=np.uint64), first_equal)
+    first_equal_kernel(
+        batch.codes,
+        batch.offsets,
+        sizes,
+        batch.widths,
+        np.arange(len(batch)),
+        np.zeros(len(batch), dtype=np.uint64),
+        first_equal,
+    )
     firsts, inverse = unique_by_dict(batch)
     assert first_equal.tolist() == [firsts[inverse[k]] for k in range(len(batch))]

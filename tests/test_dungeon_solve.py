@@ -7,7 +7,8 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchenum.solvers.dungeon import (
     PathError,
@@ -145,8 +146,11 @@ def _maze(height, width, rng):
     stack = [(0, 0)]
     while stack:
         r, c = stack[-1]
-        steps = [(dr, dc) for dr, dc in ((2, 0), (-2, 0), (0, 2), (0, -2))
-                 if 0 <= r + dr < height and 0 <= c + dc < width and cells[r + dr][c + dc] == "#"]
+        steps = [
+            (dr, dc)
+            for dr, dc in ((2, 0), (-2, 0), (0, 2), (0, -2))
+            if 0 <= r + dr < height and 0 <= c + dc < width and cells[r + dr][c + dc] == "#"
+        ]
         if not steps:
             stack.pop()
             continue

@@ -9,7 +9,9 @@ import sys
 import threading
 
 import pytest
+import toy_job
 from ray import cloudpickle
+from toy_job import ToyJob
 
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.job import PlanContext, Shard, ShardResult
@@ -17,8 +19,6 @@ from batchenum.pipeline.local_ray import LocalRayError
 from batchenum.pipeline.runner import Executor, ExecutorOptions, ShardFailedError
 from batchenum.pipeline.storage import Storage
 from batchenum.pipeline.store import Provenance, ShardStore
-import toy_job
-from toy_job import ToyJob
 
 for _module in (toy_job, sys.modules[__name__]):  # Ray workers cannot import test modules
     cloudpickle.register_pickle_by_value(_module)
@@ -130,8 +130,9 @@ def test_a_ray_that_cannot_start_leaves_every_shard_to_the_driver(tmp_path):
     fake = FakeRay(failure="NotADirectoryError: no place for Ray's files")
     ran, said = run_with(tmp_path, ToyJob(shards=6), fake)
     assert len(ran) == 6 and FAKE_NODE not in ran.values()
-    assert ("the local Ray did not start, so every shard is computed here: "
-            "NotADirectoryError: no place for Ray's files") in said
+    assert (
+        "the local Ray did not start, so every shard is computed here: NotADirectoryError: no place for Ray's files"
+    ) in said
 
 
 def test_one_shard_is_computed_here_without_starting_ray(tmp_path):
@@ -181,7 +182,9 @@ class _NamedTasks(ToyJob):
         import ray
 
         result = super().run_shard(shard)
-        result.tables["items"]["label"] = [ray.get_runtime_context().get_task_name()] * len(result.tables["items"]["value"])
+        result.tables["items"]["label"] = [ray.get_runtime_context().get_task_name()] * len(
+            result.tables["items"]["value"]
+        )
         return result
 
 
@@ -191,8 +194,10 @@ def test_ray_tasks_are_named_after_the_job_and_the_shard(tmp_path, ray_session):
     job = _NamedTasks(shards=3)
     store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
     RaySession(None, None).run_shards(job, job.plan(PlanContext()), store, lambda shard, attempt: None)
-    labels = {table.column("label")[0].as_py() for table in (store.read_shard_tables(Shard(f"s{k:03d}"))["items"]
-                                                              for k in range(3))}
+    labels = {
+        table.column("label")[0].as_py()
+        for table in (store.read_shard_tables(Shard(f"s{k:03d}"))["items"] for k in range(3))
+    }
     assert labels == {"toy s000 values 0-9", "toy s001 values 5-14", "toy s002 values 10-19"}
 
 
@@ -203,4 +208,7 @@ def test_a_batch_shard_is_labelled_by_its_lines_or_rows(tmp_path):
     path.write_text("".join(f'{{"id": "d{k}", "grid": ["@"]}}\n' for k in range(7)))
     job = DungeonJob(str(path), records_per_shard=3)
     assert [job.shard_label(shard) for shard in job.plan(PlanContext())] == [
-        "s00000 lines 1-3", "s00001 lines 4-6", "s00002 lines 7-end"]
+        "s00000 lines 1-3",
+        "s00001 lines 4-6",
+        "s00002 lines 7-end",
+    ]

@@ -18,15 +18,22 @@ import tempfile
 import time
 from pathlib import Path
 
+import clusters
 import pandas as pd
 import pytest
-
-import clusters
 from conftest import REPO, free_ports
 
 PUBLISHED = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
-COUNT_COLUMNS = ["n", "free", "fixed", "free_stabiliser_1", "free_stabiliser_2", "free_stabiliser_3",
-                 "free_stabiliser_6", "stabiliser_sum"]
+COUNT_COLUMNS = [
+    "n",
+    "free",
+    "fixed",
+    "free_stabiliser_1",
+    "free_stabiliser_2",
+    "free_stabiliser_3",
+    "free_stabiliser_6",
+    "stabiliser_sum",
+]
 
 
 def cli_command(*args: str) -> list[str]:
@@ -34,8 +41,9 @@ def cli_command(*args: str) -> list[str]:
 
 
 def cli(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=900,
-                            env={**os.environ, **(env or {})})
+    result = subprocess.run(
+        cli_command(*args), capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result
@@ -93,12 +101,35 @@ def test_worker_killed_mid_shard_is_retried(tmp_path):
 @pytest.mark.slow
 def test_worker_killed_during_a_dungeon_batch_is_retried(tmp_path):
     batch = tmp_path / "dungeons.jsonl"
-    cli("generate", "dungeons", "--count", "3000", "--height", "12", "--width", "12", "--seed", "5", "--out", str(batch))
-    cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--serial", "--out", str(tmp_path / "reference"))
+    cli(
+        "generate", "dungeons", "--count", "3000", "--height", "12", "--width", "12", "--seed", "5", "--out", str(batch)
+    )
+    cli(
+        "run",
+        "dungeons",
+        "--input",
+        str(batch),
+        "--records-per-shard",
+        "500",
+        "--serial",
+        "--out",
+        str(tmp_path / "reference"),
+    )
     out = tmp_path / "killed"
-    cli("run", "dungeons", "--input", str(batch), "--records-per-shard", "500", "--workers", "2", "--no-head-start",
-        "--out", str(out),
-        env={"BATCHENUM_TEST_KILL_SHARD": "s00002"})
+    cli(
+        "run",
+        "dungeons",
+        "--input",
+        str(batch),
+        "--records-per-shard",
+        "500",
+        "--workers",
+        "2",
+        "--no-head-start",
+        "--out",
+        str(out),
+        env={"BATCHENUM_TEST_KILL_SHARD": "s00002"},
+    )
     assert (out / "dungeons" / ".killed-s00002").exists()
     for name in ("answers/part-00000.parquet", "errors/part-00000.parquet"):
         assert (out / "dungeons" / name).read_bytes() == (tmp_path / "reference" / "dungeons" / name).read_bytes()
@@ -108,8 +139,9 @@ def test_worker_killed_during_a_dungeon_batch_is_retried(tmp_path):
 @pytest.mark.slow
 def test_driver_killed_then_rerun_reuses_committed_shards(tmp_path, undisturbed_22):
     out = tmp_path / "run"
-    driver = subprocess.Popen(cli_command(*palago_args(out, 22, 64, "--workers", "2")),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        cli_command(*palago_args(out, 22, 64, "--workers", "2")), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wait_for_commits(out, 2, driver)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
@@ -125,8 +157,13 @@ def test_driver_killed_then_rerun_reuses_committed_shards(tmp_path, undisturbed_
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path, undisturbed_22):
     out = tmp_path / "run"
-    driver = subprocess.Popen(cli_command(*palago_args(out, 22, 64, "--workers", "2")),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    driver = subprocess.Popen(
+        cli_command(*palago_args(out, 22, 64, "--workers", "2")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for_commits(out, 2, driver)
     os.killpg(driver.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group (tests/test_interrupt.py)
     _, stderr = driver.communicate(timeout=120)
@@ -175,11 +212,16 @@ def run_scenario(name: str, out: Path) -> dict:
     """Run tests/scenarios/NAME.py (it owns a simulated cluster) and return its RESULT report."""
     # the simulated cluster gets its own token, so that nothing depends on ~/.ray/auth_token
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    result = subprocess.run([sys.executable, str(REPO / "tests" / "scenarios" / f"{name}.py"), str(out)],
-                            capture_output=True, text=True, timeout=600, env=env)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "scenarios" / f"{name}.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     # Ray's own processes may log to the same stdout; the report is the line marked RESULT
-    return json.loads(next(line[len("RESULT "):] for line in result.stdout.splitlines() if line.startswith("RESULT ")))
+    return json.loads(next(line[len("RESULT ") :] for line in result.stdout.splitlines() if line.startswith("RESULT ")))
 
 
 @pytest.mark.slow
@@ -195,9 +237,11 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
 @pytest.mark.slow
 def test_node_death_is_named_without_retries_and_waited_out_with_them(tmp_path):
     report = run_scenario("node_death", tmp_path)
-    assert re.fullmatch(r"shard s000\d: the node running it died \(node \S+ [0-9a-f]{12}\) on its only attempt "
-                        r"\(see --retries\)\. Check the cluster's nodes .*run the same command again to reuse them\.",
-                        report["error"]), report["error"]
+    assert re.fullmatch(
+        r"shard s000\d: the node running it died \(node \S+ [0-9a-f]{12}\) on its only attempt "
+        r"\(see --retries\)\. Check the cluster's nodes .*run the same command again to reuse them\.",
+        report["error"],
+    ), report["error"]
     assert not report["final_table_written"]
     assert report["committed_after_failure"] >= 1
     assert report["reused"] == report["committed_after_failure"] < report["shards"]
@@ -221,22 +265,55 @@ def token_cluster(tmp_path_factory, s3_server):
     pid (every process whose command line names its private temp dir, and their children).  Its
     environment reaches the test S3 server, as a head node's would reach its cloud's store."""
     tempfile_dir = f"/tmp/bh{os.getpid()}"
-    names = ("gcs", "dashboard", "agent_http", "agent_grpc", "runtime_env", "metrics", "node_manager",
-             "object_manager", "client")
+    names = (
+        "gcs",
+        "dashboard",
+        "agent_http",
+        "agent_grpc",
+        "runtime_env",
+        "metrics",
+        "node_manager",
+        "object_manager",
+        "client",
+    )
     ports = dict(zip(names, free_ports(len(names))))
     # the job's entrypoint `python` must be this environment's, as it is with the venv activated
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # the cluster's own token, so that nothing depends on ~/.ray/auth_token existing already
     env = {**os.environ, **s3_server, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "PATH": path}
     command = [
-        sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", "2",
-        "--temp-dir", tempfile_dir, "--port", str(ports["gcs"]), "--include-dashboard", "true",
-        "--dashboard-host", "127.0.0.1", "--dashboard-port", str(ports["dashboard"]),
-        "--dashboard-agent-listen-port", str(ports["agent_http"]),
-        "--dashboard-agent-grpc-port", str(ports["agent_grpc"]),
-        "--runtime-env-agent-port", str(ports["runtime_env"]), "--metrics-export-port", str(ports["metrics"]),
-        "--node-manager-port", str(ports["node_manager"]), "--object-manager-port", str(ports["object_manager"]),
-        "--ray-client-server-port", str(ports["client"]), "--disable-usage-stats",
+        sys.executable,
+        "-m",
+        "ray.scripts.scripts",
+        "start",
+        "--head",
+        "--num-cpus",
+        "2",
+        "--temp-dir",
+        tempfile_dir,
+        "--port",
+        str(ports["gcs"]),
+        "--include-dashboard",
+        "true",
+        "--dashboard-host",
+        "127.0.0.1",
+        "--dashboard-port",
+        str(ports["dashboard"]),
+        "--dashboard-agent-listen-port",
+        str(ports["agent_http"]),
+        "--dashboard-agent-grpc-port",
+        str(ports["agent_grpc"]),
+        "--runtime-env-agent-port",
+        str(ports["runtime_env"]),
+        "--metrics-export-port",
+        str(ports["metrics"]),
+        "--node-manager-port",
+        str(ports["node_manager"]),
+        "--object-manager-port",
+        str(ports["object_manager"]),
+        "--ray-client-server-port",
+        str(ports["client"]),
+        "--disable-usage-stats",
     ]
     started = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
     assert started.returncode == 0, started.stderr
@@ -250,8 +327,13 @@ def token_cluster(tmp_path_factory, s3_server):
 @pytest.mark.slow
 def test_missing_token_gets_one_clear_message(token_cluster, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
-    result = subprocess.run(cli_command(*palago_args(tmp_path, 8, 2, "--address", token_cluster["address"])),
-                            capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        cli_command(*palago_args(tmp_path, 8, 2, "--address", token_cluster["address"])),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("batchenum: error:")
@@ -260,9 +342,27 @@ def test_missing_token_gets_one_clear_message(token_cluster, tmp_path):
 
 def job_submit(cluster: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", "job", "submit", "--address", cluster["dashboard"],
-         "--working-dir", str(REPO), "--", "python", "-m", "batchenum", *args],
-        capture_output=True, text=True, timeout=600, env=cluster["env"], cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "job",
+            "submit",
+            "--address",
+            cluster["dashboard"],
+            "--working-dir",
+            str(REPO),
+            "--",
+            "python",
+            "-m",
+            "batchenum",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=cluster["env"],
+        cwd=REPO,
     )
 
 
@@ -297,8 +397,11 @@ def test_relative_out_under_ray_job_submit_is_refused(token_cluster):
 @pytest.mark.slow
 def test_a_worker_killed_on_every_attempt_is_named_and_committed_shards_kept(tmp_path):
     out = tmp_path / "run"
-    failed = cli(*palago_args(out, 16, 8, "--workers", "2", "--no-head-start"),
-                 env={"BATCHENUM_TEST_KILL_SHARD": "s0003:always"}, check=False)
+    failed = cli(
+        *palago_args(out, 16, 8, "--workers", "2", "--no-head-start"),
+        env={"BATCHENUM_TEST_KILL_SHARD": "s0003:always"},
+        check=False,
+    )
     assert failed.returncode == 1
     message = failed.stderr.strip().splitlines()[-1]
     assert "shard s0003: its worker process died on every one of 4 attempts" in message
@@ -314,8 +417,11 @@ def test_a_worker_killed_on_every_attempt_is_named_and_committed_shards_kept(tmp
 @pytest.mark.slow
 def test_retries_zero_names_the_only_attempt(tmp_path):
     """--retries 0: a worker killed once is not run again, and the message says so."""
-    failed = cli(*palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start", "--retries", "0"),
-                 env={"BATCHENUM_TEST_KILL_SHARD": "s0001"}, check=False)
+    failed = cli(
+        *palago_args(tmp_path, 16, 4, "--workers", "1", "--no-head-start", "--retries", "0"),
+        env={"BATCHENUM_TEST_KILL_SHARD": "s0001"},
+        check=False,
+    )
     assert failed.returncode == 1
     assert "shard s0001: its worker process died on its only attempt (see --retries)" in failed.stderr
 
@@ -389,8 +495,10 @@ def test_sigterm_once_ray_runs_is_our_one_message_and_a_killed_runs_ray_folder_i
     try:
         assert stopped.returncode == 143, stderr
         assert "SIGTERM received" not in stderr and "Traceback" not in stderr, stderr
-        assert re.fullmatch(r"batchenum: stopped \(SIGTERM\); \d+ shards committed are kept, a rerun reuses them",
-                            stderr.strip().splitlines()[-1]), stderr
+        assert re.fullmatch(
+            r"batchenum: stopped \(SIGTERM\); \d+ shards committed are kept, a rerun reuses them",
+            stderr.strip().splitlines()[-1],
+        ), stderr
         assert not ray_scratch(root), "the stopped run left its Ray folder"
     finally:
         shutil.rmtree(root, ignore_errors=True)

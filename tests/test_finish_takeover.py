@@ -12,11 +12,11 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pytest
+from test_faults import cli
 
 import batchenum
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize, plan_slices
 from batchenum.pipeline.store import MANIFEST_FILE, SHARDS_DIR, part_plan
-from test_faults import cli
 
 RECORDS, PER_SHARD, TAKEOVER = 1050, 200, 150  # shards of 200 records and a last one of 50
 
@@ -24,9 +24,17 @@ RECORDS, PER_SHARD, TAKEOVER = 1050, 200, 150  # shards of 200 records and a las
 def test_part_plan_takes_large_shards_over_and_groups_the_runs_between_them():
     rows = {"a": 10, "b": 0, "c": 100, "d": 5, "e": 0, "f": 70, "g": 0, "h": 0}
     assert part_plan(list(rows), rows, part_rows=1000, takeover_rows=70) == [
-        (False, ["a", "b"]), (True, ["c"]), (False, ["d", "e"]), (True, ["f"])]  # the empty run g, h is dropped
+        (False, ["a", "b"]),
+        (True, ["c"]),
+        (False, ["d", "e"]),
+        (True, ["f"]),
+    ]  # the empty run g, h is dropped
     rows = {"a": 10, "b": 9, "c": 0, "d": 100}  # a run cut into parts of at least part_rows rows
-    assert part_plan(list(rows), rows, part_rows=8, takeover_rows=70) == [(False, ["a"]), (False, ["b", "c"]), (True, ["d"])]
+    assert part_plan(list(rows), rows, part_rows=8, takeover_rows=70) == [
+        (False, ["a"]),
+        (False, ["b", "c"]),
+        (True, ["d"]),
+    ]
     assert part_plan(["x", "y"], {}, takeover_rows=1) == [(False, ["x", "y"])]  # no rows at all: one empty part
     assert part_plan([], {}) == [(False, [])]
 
@@ -58,7 +66,20 @@ def test_an_edited_file_leaves_the_automatic_slicing_of_the_others_alone(tmp_pat
 @pytest.fixture
 def batch(tmp_path: Path) -> Path:
     path = tmp_path / "batch.jsonl"
-    cli("generate", "dungeons", "--count", str(RECORDS), "--height", "6", "--width", "6", "--seed", "4", "--out", str(path))
+    cli(
+        "generate",
+        "dungeons",
+        "--count",
+        str(RECORDS),
+        "--height",
+        "6",
+        "--width",
+        "6",
+        "--seed",
+        "4",
+        "--out",
+        str(path),
+    )
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:300] + ["not json\n"] * 3 + lines[303:]))  # three errors in the second shard
     return path
@@ -83,9 +104,14 @@ def test_large_shards_become_the_tables_parts_by_hard_links_and_the_table_is_unc
     for k, part in enumerate(parts[:5]):  # each shard of 197-200 answers is a part by itself, the same file
         assert os.path.samefile(part, folder / SHARDS_DIR / "answers" / f"s{k:05d}.parquet")
     assert parts[5].stat().st_nlink == 1  # the last shard's 50 rows were written anew
-    assert os.listdir(folder / "errors") == ["part-00000.parquet"] and (folder / "errors" / "part-00000.parquet").stat().st_nlink == 1
+    assert (
+        os.listdir(folder / "errors") == ["part-00000.parquet"]
+        and (folder / "errors" / "part-00000.parquet").stat().st_nlink == 1
+    )
     for table in ("answers", "errors"):
-        pd.testing.assert_frame_equal(read_table(str(folder / table)), read_table(str(tmp_path / "written" / "dungeons" / table)))
+        pd.testing.assert_frame_equal(
+            read_table(str(folder / table)), read_table(str(tmp_path / "written" / "dungeons" / table))
+        )
     manifest = json.loads((folder / MANIFEST_FILE).read_text())
     assert [part["rows"] for part in manifest["tables"]["answers"]["parts"]] == [200, 197, 200, 200, 200, 50]
 
@@ -97,11 +123,15 @@ def test_large_shards_become_the_tables_parts_by_hard_links_and_the_table_is_unc
     assert store["bytes"] == shard_bytes and store["shared_with_tables_bytes"] == linked
     cleaned = cli("cleanup", "--out", str(out)).stdout
     assert f"({shard_bytes - linked:,} bytes freed)" in cleaned, cleaned
-    pd.testing.assert_frame_equal(read_table(str(folder / "answers")), read_table(str(tmp_path / "written" / "dungeons" / "answers")))
+    pd.testing.assert_frame_equal(
+        read_table(str(folder / "answers")), read_table(str(tmp_path / "written" / "dungeons" / "answers"))
+    )
 
     again = run_batch(batch, str(out), TAKEOVER, monkeypatch)  # after cleanup: computed again, never stale
     assert again.reused == 0 and again.shards == 6
-    pd.testing.assert_frame_equal(read_table(str(folder / "answers")), read_table(str(tmp_path / "written" / "dungeons" / "answers")))
+    pd.testing.assert_frame_equal(
+        read_table(str(folder / "answers")), read_table(str(tmp_path / "written" / "dungeons" / "answers"))
+    )
 
 
 def test_on_s3_large_shards_are_copied_server_side_into_the_table(batch, tmp_path, monkeypatch, s3_server, new_bucket):
@@ -109,10 +139,16 @@ def test_on_s3_large_shards_are_copied_server_side_into_the_table(batch, tmp_pat
         monkeypatch.setenv(name, value)
     run_batch(batch, str(tmp_path / "written"), 10**9, monkeypatch)
     run_batch(batch, f"s3://{new_bucket}/run", TAKEOVER, monkeypatch)
-    s3 = pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], access_key=s3_server["AWS_ACCESS_KEY_ID"],
-                           secret_key=s3_server["AWS_SECRET_ACCESS_KEY"], region="us-east-1")
+    s3 = pafs.S3FileSystem(
+        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
+        access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+        region="us-east-1",
+    )
     root = f"{new_bucket}/run/dungeons"
     shards = s3.get_file_info(pafs.FileSelector(f"{root}/{SHARDS_DIR}/answers"))
     assert len(shards) == 6  # copied, not moved: the shard store still reuses them
     for table in ("answers", "errors"):
-        pd.testing.assert_frame_equal(read_table(f"{root}/{table}", s3), read_table(str(tmp_path / "written" / "dungeons" / table)))
+        pd.testing.assert_frame_equal(
+            read_table(f"{root}/{table}", s3), read_table(str(tmp_path / "written" / "dungeons" / table))
+        )

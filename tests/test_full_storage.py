@@ -12,11 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_faults import assert_matches_published, reused, table_bytes
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                                                   reason="needs root and unshare for a private tmpfs or bind mount")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("unshare") is None,
+        reason="needs root and unshare for a private tmpfs or bind mount",
+    ),
+]
 
 RUN = f'"{sys.executable}" -m batchenum run palago --serial --quiet --out "$OUT"'
 
@@ -24,9 +28,13 @@ RUN = f'"{sys.executable}" -m batchenum run palago --serial --quiet --out "$OUT"
 def in_private_mounts(script: str, out: Path, logs: Path) -> None:
     """Run a shell ``script`` (with $OUT and $LOGS set) in its own mount namespace."""
     logs.mkdir(exist_ok=True)
-    result = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-euc", script],
-                            env={**os.environ, "OUT": str(out), "LOGS": str(logs)}, capture_output=True, text=True,
-                            timeout=900)
+    result = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "bash", "-euc", script],
+        env={**os.environ, "OUT": str(out), "LOGS": str(logs)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -37,7 +45,8 @@ def outcome(logs: Path, name: str) -> tuple[int, str]:
 def test_a_full_disk_is_one_message_the_old_table_stays_whole_and_the_rerun_reuses(tmp_path):
     out, logs = tmp_path / "out", tmp_path / "logs"
     out.mkdir()
-    in_private_mounts(f"""
+    in_private_mounts(
+        f"""
         mount -t tmpfs -o size=4m tmpfs "$OUT"
         {RUN} --max-n 12 --shards 4 > /dev/null 2> "$LOGS/first.err"; echo $? > "$LOGS/first.rc"
         cp "$OUT/palago/creature_counts.parquet" "$LOGS/before.parquet"
@@ -51,13 +60,17 @@ def test_a_full_disk_is_one_message_the_old_table_stays_whole_and_the_rerun_reus
         rm "$OUT/filler"
         {RUN} --max-n 16 --shards 24 --overwrite > "$LOGS/rerun.out" 2> "$LOGS/rerun.err"; echo $? > "$LOGS/rerun.rc"
         mkdir "$LOGS/result" && cp -r "$OUT/palago" "$LOGS/result/"
-    """, out, logs)
+    """,
+        out,
+        logs,
+    )
     assert outcome(logs, "first")[0] == 0
     code, err = outcome(logs, "full")
     assert code == 1 and "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"batchenum: error: --out: {out}/palago takes no more (no space is left on its device), "
-                           f"so {out}/palago/"), last
+    assert last.startswith(
+        f"batchenum: error: --out: {out}/palago takes no more (no space is left on its device), so {out}/palago/"
+    ), last
     assert "could not be written" in last and "run the same command again" in last
     assert (logs / "table").read_text().strip() == "same"  # the former table, whole
     kept = int((logs / "kept").read_text())  # shards the full run committed
@@ -70,7 +83,8 @@ def test_a_full_disk_is_one_message_the_old_table_stays_whole_and_the_rerun_reus
 def test_a_read_only_out_is_one_message_before_and_during_a_run(tmp_path):
     out, logs = tmp_path / "out", tmp_path / "logs"
     out.mkdir()
-    in_private_mounts(f"""
+    in_private_mounts(
+        f"""
         {RUN} --max-n 12 --shards 4 > /dev/null 2> "$LOGS/first.err"
         cp "$OUT/palago/creature_counts.parquet" "$LOGS/before.parquet"
         mount --bind "$OUT" "$OUT" && mount -o remount,ro,bind "$OUT"
@@ -85,15 +99,22 @@ def test_a_read_only_out_is_one_message_before_and_during_a_run(tmp_path):
         wait $run; echo $? > "$LOGS/during.rc"
         set -e
         cmp "$OUT/palago/creature_counts.parquet" "$LOGS/before.parquet" && echo same > "$LOGS/table"
-    """, out, logs)
+    """,
+        out,
+        logs,
+    )
     code, err = outcome(logs, "before_run")
     assert code == 1 and "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith(f"batchenum: error: --out: cannot write to {out}: its file system "
-                                                   "is read-only"), err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(f"batchenum: error: --out: cannot write to {out}: its file system is read-only")
+    ), err
     code, err = outcome(logs, "during")
     assert code == 1 and "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"batchenum: error: --out: {out}/palago takes no more (its file system is read-only), "
-                           f"so {out}/palago/"), last
+    assert last.startswith(
+        f"batchenum: error: --out: {out}/palago takes no more (its file system is read-only), so {out}/palago/"
+    ), last
     assert (logs / "table").read_text().strip() == "same"
     assert table_bytes(out) == (logs / "before.parquet").read_bytes()  # and outside the namespace too

@@ -17,9 +17,37 @@ from batchenum.solvers.palago import Tile
 from batchenum.solvers.palago.render import GalleryItem, gallery_index_html, gallery_page_html, gallery_pages
 
 SCRIPT = '"><script>alert(1)</script><x a="'
-ALLOWED = {"html", "head", "meta", "title", "style", "body", "nav", "span", "a", "h1", "h2", "p", "code", "div",
-           "figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td", "ol", "li", "svg", "defs", "g",
-           "path", "use"}
+ALLOWED = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "nav",
+    "span",
+    "a",
+    "h1",
+    "h2",
+    "p",
+    "code",
+    "div",
+    "figure",
+    "figcaption",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "ol",
+    "li",
+    "svg",
+    "defs",
+    "g",
+    "path",
+    "use",
+}
 
 
 def _tags(root: ET.Element) -> set[str]:

@@ -31,8 +31,10 @@ REFUSAL_PEAK = 600 * MB
 # Runs a command and prints its peak RSS in KiB (os.wait4).  A child forked from pytest itself would
 # count pytest's own peak as its own (Linux keeps the high-water mark of the image before exec),
 # hence this small launcher, whose children start from its few MB.
-_LAUNCHER = ("import os, subprocess, sys; child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
-             "_, status, usage = os.wait4(child.pid, 0); print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)")
+_LAUNCHER = (
+    "import os, subprocess, sys; child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
+    "_, status, usage = os.wait4(child.pid, 0); print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)"
+)
 
 
 def measured(*args: str, timeout: float = 120, python: bool = False) -> tuple[int, str, int]:
@@ -40,8 +42,13 @@ def measured(*args: str, timeout: float = 120, python: bool = False) -> tuple[in
     when ``python``) in a child process, killed (its whole group) if it outlives ``timeout`` seconds."""
     command = [sys.executable, *args] if python else [sys.executable, "-m", "batchenum", *args]
     with tempfile.TemporaryFile() as stderr:
-        launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, *command], stdout=subprocess.PIPE,
-                                    stderr=stderr, start_new_session=True, text=True)
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER, *command],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+            text=True,
+        )
         try:
             printed, _ = launcher.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -71,8 +78,9 @@ def test_a_symlink_loop_stops_at_once_naming_the_link(tmp_path):
     message = str(caught.value)
     assert f"{batch}/again (the same as {batch})" in message and f"{batch}/self (the same as {batch})" in message
     assert "Every file is read once: remove those links" in message
-    status, stderr, peak = measured("run", "dungeons", "--input", str(batch), "--out", str(tmp_path / "out"),
-                                    "--serial", "--quiet", timeout=60)
+    status, stderr, peak = measured(
+        "run", "dungeons", "--input", str(batch), "--out", str(tmp_path / "out"), "--serial", "--quiet", timeout=60
+    )
     assert status == 1 and "a second time, through links" in stderr and "Traceback" not in stderr
     assert peak < REFUSAL_PEAK, f"{peak / MB:.0f} MB"
     assert not (tmp_path / "out" / "dungeons" / "answers").exists()
@@ -134,8 +142,9 @@ def test_a_name_that_is_not_utf8_is_named_by_its_bytes(tmp_path):
     assert expected in str(caught.value) and "is a name that is not UTF-8; rename it" in str(caught.value)
     with pytest.raises(InputError, match="is a name that is not UTF-8"):
         resolve_inputs(os.fsdecode(bad))  # named on its own, as a shell passes it
-    status, stderr, _ = measured("run", "dungeons", "--input", str(batch), "--out", str(tmp_path / "out"),
-                                 "--serial", "--quiet", timeout=60)
+    status, stderr, _ = measured(
+        "run", "dungeons", "--input", str(batch), "--out", str(tmp_path / "out"), "--serial", "--quiet", timeout=60
+    )
     assert status == 1 and expected in stderr and "codec can't" not in stderr
     os.remove(bad)
     os.makedirs(os.path.join(os.fsencode(batch), b"_hidden\xe9"))  # skipped names are never read: no error
@@ -157,8 +166,9 @@ def gzip_of(path: Path, piece: bytes, total: int) -> Path:
 def test_a_gzip_bomb_of_newlines_stops_at_the_line_limit_with_bounded_memory(tmp_path):
     bomb = gzip_of(tmp_path / "bomb.jsonl.gz", b"\n", 256 * MB)  # about 260 KB of gzip
     assert bomb.stat().st_size < 400_000
-    status, stderr, peak = measured("run", "dungeons", "--input", str(bomb), "--out", str(tmp_path / "out"),
-                                    "--serial", "--quiet", timeout=120)
+    status, stderr, peak = measured(
+        "run", "dungeons", "--input", str(bomb), "--out", str(tmp_path / "out"), "--serial", "--quiet", timeout=120
+    )
     assert status == 1, stderr
     assert f"input file {bomb} decompresses to more than {MAX_DECOMPRESSED_LINES:,} lines" in stderr
     assert "split it into parts" in stderr and "Traceback" not in stderr
@@ -167,8 +177,9 @@ def test_a_gzip_bomb_of_newlines_stops_at_the_line_limit_with_bounded_memory(tmp
 
 def test_a_gzip_of_tiny_records_stops_at_the_line_limit(tmp_path):
     tiny = gzip_of(tmp_path / "tiny.jsonl.gz", records(1, "t").encode(), 400 * 10**6)  # about 1 MB of gzip
-    status, stderr, peak = measured("run", "dungeons", "--input", str(tiny), "--out", str(tmp_path / "out"),
-                                    "--serial", "--quiet", timeout=120)
+    status, stderr, peak = measured(
+        "run", "dungeons", "--input", str(tiny), "--out", str(tmp_path / "out"), "--serial", "--quiet", timeout=120
+    )
     assert status == 1 and f"decompresses to more than {MAX_DECOMPRESSED_LINES:,} lines" in stderr, stderr
     assert peak < REFUSAL_PEAK, f"{peak / MB:.0f} MB"
 
@@ -176,8 +187,9 @@ def test_a_gzip_of_tiny_records_stops_at_the_line_limit(tmp_path):
 def test_a_gzip_of_long_lines_stops_at_the_byte_limit(tmp_path):
     line = json.dumps({"id": "wide", "grid": ["." * 1000] * 1000}).encode() + b"\n"  # a maximal dungeon
     wide = gzip_of(tmp_path / "wide.jsonl.gz", line, MAX_DECOMPRESSED_BYTES + 32 * MB)
-    status, stderr, peak = measured("run", "dungeons", "--input", str(wide), "--out", str(tmp_path / "out"),
-                                    "--serial", "--quiet", timeout=120)
+    status, stderr, peak = measured(
+        "run", "dungeons", "--input", str(wide), "--out", str(tmp_path / "out"), "--serial", "--quiet", timeout=120
+    )
     assert status == 1, stderr
     assert f"decompresses to more than {MAX_DECOMPRESSED_BYTES:,} bytes ({MAX_DECOMPRESSED_BYTES >> 20} MiB)" in stderr
     assert peak < REFUSAL_PEAK + MAX_DECOMPRESSED_BYTES, f"{peak / MB:.0f} MB"  # it holds what it read
@@ -194,11 +206,14 @@ def test_blank_lines_keep_their_numbers_and_cost_no_memory_per_line(tmp_path):
     packed = tmp_path / "packed.jsonl.gz"
     packed.write_bytes(gzip.compress(b"\n" * (3 << 20) + records(1, "g").encode() + b"\t\n" * 1000, 6))
     lines_per_record = 1 + (8 << 20)
-    for batch, expected in ((plain, {f"r{k}-0": 1 + k * lines_per_record for k in range(4)}),
-                            (packed, {"g0": 1 + (3 << 20)})):
+    for batch, expected in (
+        (plain, {f"r{k}-0": 1 + k * lines_per_record for k in range(4)}),
+        (packed, {"g0": 1 + (3 << 20)}),
+    ):
         out = tmp_path / f"out-{batch.name}"
-        status, stderr, peak = measured("run", "dungeons", "--input", str(batch), "--out", str(out), "--serial",
-                                        "--quiet", timeout=300)
+        status, stderr, peak = measured(
+            "run", "dungeons", "--input", str(batch), "--out", str(out), "--serial", "--quiet", timeout=300
+        )
         assert status == 0, stderr
         answers = pd.read_parquet(out / "dungeons" / "answers")
         assert dict(zip(answers.id, answers.line)) == expected
@@ -225,7 +240,11 @@ def test_a_shard_reads_at_most_max_slice_bytes_whatever_its_record_count(tmp_pat
     for size in (SliceSize(25_000, 2), 1_000):
         specs = plan_slices(str(batch), "grid", size)
         assert len(specs) == 3 and all(spec["to"] - spec["from"] <= MAX_SLICE_BYTES for spec in specs)
-        assert [spec["first_line"] for spec in specs] == [1, 1 + specs[0]["lines"], 1 + specs[0]["lines"] + specs[1]["lines"]]
+        assert [spec["first_line"] for spec in specs] == [
+            1,
+            1 + specs[0]["lines"],
+            1 + specs[0]["lines"] + specs[1]["lines"],
+        ]
     read = [read_records(spec, "grid", pa.list_(pa.string())) for spec in specs]
     assert [line for records in read for line in records.positions.tolist()] == list(range(1, 301))
     assert [i for records in read for i in records.ids.to_pylist()] == [f"m{k}" for k in range(300)]
@@ -242,9 +261,11 @@ def test_reading_the_largest_shard_of_maximal_records_is_bounded(tmp_path):
     batch = tmp_path / "maximal.jsonl"
     batch.write_bytes(b"".join(maximal_dungeons(200)))
     spec = max(plan_slices(str(batch), "grid", SliceSize(25_000, 2)), key=lambda spec: spec["to"] - spec["from"])
-    code = ("import json, sys, pyarrow as pa; from batchenum.pipeline.inputs import read_records; "
-            "records = read_records(json.loads(sys.argv[1]), 'grid', pa.list_(pa.string())); "
-            "sys.exit(0 if len(records.ids) == json.loads(sys.argv[1])['lines'] else 3)")
+    code = (
+        "import json, sys, pyarrow as pa; from batchenum.pipeline.inputs import read_records; "
+        "records = read_records(json.loads(sys.argv[1]), 'grid', pa.list_(pa.string())); "
+        "sys.exit(0 if len(records.ids) == json.loads(sys.argv[1])['lines'] else 3)"
+    )
     status, stderr, peak = measured("-c", code, json.dumps(spec), python=True)
     assert status == 0, stderr
     # the slice's bytes, its records as Arrow strings and the reader's buffers: a few times the slice

@@ -14,10 +14,10 @@ import pytest
 
 from batchenum.jobs.dungeons import DungeonJob
 from batchenum.jobs.nonary import NonaryJob
-from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.inputs import plan_slices, read_records, slice_fingerprint
+from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.storage import Storage
 from batchenum.pipeline.store import read_metadata
@@ -39,8 +39,11 @@ def replace_keeping_size_and_mtime(path, old: bytes, new: bytes) -> None:
 
 
 def run(path, out):
-    return run_job(DungeonJob(str(path), records_per_shard=5), RunOptions(out_dir=str(out), serial=True),
-                   Progress("dungeons", stream=io.StringIO()))
+    return run_job(
+        DungeonJob(str(path), records_per_shard=5),
+        RunOptions(out_dir=str(out), serial=True),
+        Progress("dungeons", stream=io.StringIO()),
+    )
 
 
 def test_content_changed_behind_same_size_and_mtime_is_recomputed(tmp_path):
@@ -145,8 +148,9 @@ def test_a_shard_reads_its_slice_once_and_records_its_checksum(tmp_path, job_cla
     job.files = (source := ReadCountingStorage(job.files[0]),)
     for rerun in (False, True):  # computed, then checked against the input and reused
         source.reads = []
-        result = run_job(job, RunOptions(out_dir=str(tmp_path / "out"), serial=True),
-                         Progress(job.name, stream=io.StringIO()))
+        result = run_job(
+            job, RunOptions(out_dir=str(tmp_path / "out"), serial=True), Progress(job.name, stream=io.StringIO())
+        )
         assert result.reused == (result.shards if rerun else 0)
         run_reads, source.reads = source.reads, []
         shards = job.plan(PlanContext())  # the reads of planning alone (the file's head and last byte)

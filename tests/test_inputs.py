@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,8 +39,10 @@ def read_all(path, field="grid", per_slice=3, payload_type=GRID, check=None) -> 
         label = out.position_label = part.position_label
         rows += zip(part.positions.tolist(), part.ids.to_pylist(), part.payloads.to_pylist(), [None] * len(part))
         rejected = part.rejected
-        rows += [(p, None if name == f"{label} {p}" else name, None, reason)
-                 for p, name, reason in zip(rejected.positions.tolist(), rejected.names, rejected.reasons)]
+        rows += [
+            (p, None if name == f"{label} {p}" else name, None, reason)
+            for p, name, reason in zip(rejected.positions.tolist(), rejected.names, rejected.reasons)
+        ]
     for row in sorted(rows, key=lambda row: row[0]):
         for name, value in zip(("positions", "ids", "values", "errors"), row):
             getattr(out, name).append(value)
@@ -262,8 +265,15 @@ def fell_back(monkeypatch, module: str, reader: str) -> list:
 
 @pytest.mark.parametrize(
     "line",
-    ['{"id": "x", "grid": ["@", null]}', '{"id": "x"}', '{"grid": ["@"]}', '{"id": 3, "grid": ["@"]}', "", "[1]",
-     '{"id": "x", "grid": "@"}'],
+    [
+        '{"id": "x", "grid": ["@", null]}',
+        '{"id": "x"}',
+        '{"grid": ["@"]}',
+        '{"id": 3, "grid": ["@"]}',
+        "",
+        "[1]",
+        '{"id": "x", "grid": "@"}',
+    ],
 )
 def test_fast_path_declines_anything_doubtful(tmp_path, line, monkeypatch):
     path = write_lines(tmp_path, [good_lines(1)[0], line])

@@ -21,13 +21,41 @@ from batchenum.pipeline.job import PlanContext, Shard
 
 GRID = pa.list_(pa.string())
 BOM = b"\xef\xbb\xbf"
-SETTINGS = settings(max_examples=40, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 # Bytes that readers disagree on when handled carelessly.
-HOSTILE = [b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"\\ud800", b"\\udc00", b"\\ud83d\\ude00", BOM,
-           b"\t", b"\r", b"\x0b", b"\x0c", b" ", b"\n", b"{", b"}", b"[", b"]", b'"', b"\\", b"\x00", b",",
-           b"9" * 641, b"[" * 70, b"1e400", b"NaN"]
+HOSTILE = [
+    b"\xff",
+    b"\xed\xa0\x80",
+    b"\xc0\xaf",
+    b"\\ud800",
+    b"\\udc00",
+    b"\\ud83d\\ude00",
+    BOM,
+    b"\t",
+    b"\r",
+    b"\x0b",
+    b"\x0c",
+    b" ",
+    b"\n",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b"\\",
+    b"\x00",
+    b",",
+    b"9" * 641,
+    b"[" * 70,
+    b"1e400",
+    b"NaN",
+]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-20, 20) | st.floats(allow_nan=True) | st.text(max_size=6),
@@ -64,7 +92,7 @@ def lines(draw) -> bytes:
 def non_blank_lines(data: bytes) -> list[int]:
     """The line numbers that are records: every line with something besides ASCII whitespace
     (a BOM at the very start of the file is not content)."""
-    data = data[len(BOM):] if data.startswith(BOM) else data
+    data = data[len(BOM) :] if data.startswith(BOM) else data
     return [k for k, line in enumerate(data.split(b"\n"), 1) if line.strip()]
 
 
@@ -78,11 +106,14 @@ def read_everything(path, field: str, per_slice: int, fast: bool, monkeypatch) -
         for spec in plan_slices(str(path), field, per_slice):
             part = read_records(spec, field, GRID, check=lambda value: value if _strings(value) else _no(value))
             label = part.position_label
-            out.extend(zip(part.positions.tolist(), part.ids.to_pylist(), part.payloads.to_pylist(),
-                           [None] * len(part)))
+            out.extend(
+                zip(part.positions.tolist(), part.ids.to_pylist(), part.payloads.to_pylist(), [None] * len(part))
+            )
             rejected = part.rejected
-            out.extend((p, None if name == f"{label} {p}" else name, None, reason)
-                       for p, name, reason in zip(rejected.positions.tolist(), rejected.names, rejected.reasons))
+            out.extend(
+                (p, None if name == f"{label} {p}" else name, None, reason)
+                for p, name, reason in zip(rejected.positions.tolist(), rejected.names, rejected.reasons)
+            )
     return sorted(out, key=lambda record: record[0])
 
 
@@ -96,8 +127,9 @@ def _no(value):
 
 def plain_columns(columns: dict) -> dict[str, list]:
     """A shard output's columns (lists, numpy or Arrow arrays) as Python lists."""
-    return {name: values.to_pylist() if hasattr(values, "to_pylist") else list(values)
-            for name, values in columns.items()}
+    return {
+        name: values.to_pylist() if hasattr(values, "to_pylist") else list(values) for name, values in columns.items()
+    }
 
 
 def job_verdicts(job) -> dict[int, tuple]:
@@ -137,8 +169,11 @@ def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, monkeypatch, cont
         return
     records = non_blank_lines(data)
     for field in ("grid", "doors"):
-        readings = [read_everything(path, field, per_slice, fast, monkeypatch)
-                    for per_slice in (1, 3, 50) for fast in (False, True)]
+        readings = [
+            read_everything(path, field, per_slice, fast, monkeypatch)
+            for per_slice in (1, 3, 50)
+            for fast in (False, True)
+        ]
         assert all(reading == readings[0] for reading in readings)
         assert [position for position, *_ in readings[0]] == records
         for _, ident, _, error in readings[0]:
@@ -153,21 +188,32 @@ def test_jsonl_readers_agree_on_random_lines(tmp_path_factory, monkeypatch, cont
         assert sorted(seen[0]) == records  # answered + rejected = records, each once
 
 
-parquet_strings = st.one_of(st.text(max_size=5).map(lambda s: s.encode("utf-8", "surrogatepass")),
-                            st.sampled_from([b"\xff", b"a\xed\xa0\x80", b"@$", b"@", b"ok"]))
+parquet_strings = st.one_of(
+    st.text(max_size=5).map(lambda s: s.encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"\xff", b"a\xed\xa0\x80", b"@$", b"@", b"ok"]),
+)
 
 
 @SETTINGS
-@given(st.lists(st.tuples(st.one_of(st.none(), parquet_strings),
-                          st.one_of(st.none(), st.lists(st.one_of(st.none(), parquet_strings), max_size=3))),
-                max_size=8),
-       st.integers(1, 4))
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), parquet_strings),
+            st.one_of(st.none(), st.lists(st.one_of(st.none(), parquet_strings), max_size=3)),
+        ),
+        max_size=8,
+    ),
+    st.integers(1, 4),
+)
 def test_parquet_readers_agree_on_random_rows(tmp_path_factory, monkeypatch, rows, group):
     path = tmp_path_factory.mktemp("p") / "batch.parquet"
     ids = pa.array([ident for ident, _ in rows], type=pa.binary()).view(pa.string())
     grid = pa.array([value for _, value in rows], type=pa.list_(pa.binary())).cast(pa.list_(pa.binary()))
-    grid = pa.ListArray.from_arrays(grid.offsets, grid.values.view(pa.string()), mask=grid.is_null()) \
-        if len(rows) else pa.array([], type=GRID)
+    grid = (
+        pa.ListArray.from_arrays(grid.offsets, grid.values.view(pa.string()), mask=grid.is_null())
+        if len(rows)
+        else pa.array([], type=GRID)
+    )
     pq.write_table(pa.table({"id": ids, "grid": grid}), path, row_group_size=group)
     readings = [read_everything(path, "grid", per_slice, True, monkeypatch) for per_slice in (1, 3, 50)]
     assert all(reading == readings[0] for reading in readings)

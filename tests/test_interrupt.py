@@ -16,9 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 import clusters
+import pytest
 from test_faults import cli, cli_command, committed, palago_args, reused
 
 MARK = "BATCHENUM_TEST_RUN_MARK"
@@ -41,8 +40,9 @@ def marked_processes(mark: str) -> list[int]:
     return found
 
 
-def interrupt_at_a_terminal(tmp_path: Path, mode: tuple[str, ...], signum: int, ready: str,
-                            env: dict | None = None) -> tuple[int, str, list[int], str]:
+def interrupt_at_a_terminal(
+    tmp_path: Path, mode: tuple[str, ...], signum: int, ready: str, env: dict | None = None
+) -> tuple[int, str, list[int], str]:
     """Run palago in a session of its own (as a shell runs a foreground job), wait until ``ready`` is
     in its output and two more shards are committed, then send ``signum`` to its whole process
     group.  Returns the exit status, the output after the signal, the marked processes left 10 s
@@ -51,9 +51,13 @@ def interrupt_at_a_terminal(tmp_path: Path, mode: tuple[str, ...], signum: int, 
     log = tmp_path / "stderr.log"
     out = tmp_path / "run"
     with open(log, "w") as stderr:
-        driver = subprocess.Popen(cli_command(*palago_args(out, 24, 64, *mode)), stdout=subprocess.DEVNULL,
-                                  stderr=stderr, start_new_session=True,
-                                  env={**os.environ, **(env or {}), MARK: mark})
+        driver = subprocess.Popen(
+            cli_command(*palago_args(out, 24, 64, *mode)),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+            env={**os.environ, **(env or {}), MARK: mark},
+        )
     try:
         deadline = time.monotonic() + 300
         while ready not in log.read_text():
@@ -76,8 +80,9 @@ def interrupt_at_a_terminal(tmp_path: Path, mode: tuple[str, ...], signum: int, 
     return driver.returncode, text[said:], marked_processes(mark), text
 
 
-def assert_one_line_and_reused(tmp_path: Path, status: int, after: str, left: list[int], expected: int,
-                               how: str = "interrupted") -> None:
+def assert_one_line_and_reused(
+    tmp_path: Path, status: int, after: str, left: list[int], expected: int, how: str = "interrupted"
+) -> None:
     assert status == expected, after
     assert left == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left]
     lines = after.strip().splitlines()
@@ -90,11 +95,15 @@ def assert_one_line_and_reused(tmp_path: Path, status: int, after: str, left: li
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, ready", [
-    (("--workers", "2"), "computing on a local Ray with 2 CPUs"),
-    (("--workers", "2", "--no-head-start"), "computing on a local Ray with 2 CPUs"),
-    (("--serial",), "computing in this process (--serial)"),
-], ids=["head-start", "no-head-start", "serial"])
+@pytest.mark.parametrize(
+    "mode, ready",
+    [
+        (("--workers", "2"), "computing on a local Ray with 2 CPUs"),
+        (("--workers", "2", "--no-head-start"), "computing on a local Ray with 2 CPUs"),
+        (("--serial",), "computing in this process (--serial)"),
+    ],
+    ids=["head-start", "no-head-start", "serial"],
+)
 def test_ctrl_c_to_the_process_group_is_one_line_and_exit_130(tmp_path, mode, ready):
     status, after, left, _ = interrupt_at_a_terminal(tmp_path, mode, signal.SIGINT, ready)
     assert_one_line_and_reused(tmp_path, status, after, left, 130)
@@ -102,8 +111,9 @@ def test_ctrl_c_to_the_process_group_is_one_line_and_exit_130(tmp_path, mode, re
 
 @pytest.mark.slow
 def test_sigterm_to_the_process_group_is_one_line_and_exit_143(tmp_path):
-    status, after, left, _ = interrupt_at_a_terminal(tmp_path, ("--workers", "2"), signal.SIGTERM,
-                                                     "computing on a local Ray with 2 CPUs")
+    status, after, left, _ = interrupt_at_a_terminal(
+        tmp_path, ("--workers", "2"), signal.SIGTERM, "computing on a local Ray with 2 CPUs"
+    )
     assert_one_line_and_reused(tmp_path, status, after, left, 143, "stopped (SIGTERM)")
 
 
@@ -114,7 +124,8 @@ def test_ctrl_c_with_address_leaves_the_cluster_up_and_nothing_of_the_run(tmp_pa
     try:
         address = clusters.start_head(temp_dir, env, "--num-cpus", "2")
         status, after, left, _ = interrupt_at_a_terminal(
-            tmp_path, ("--address", address), signal.SIGINT, f"computing on the Ray cluster at {address}", env)
+            tmp_path, ("--address", address), signal.SIGINT, f"computing on the Ray cluster at {address}", env
+        )
         assert_one_line_and_reused(tmp_path, status, after, left, 130)
     finally:
         clusters.stop(temp_dir)

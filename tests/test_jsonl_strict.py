@@ -8,7 +8,8 @@ import json
 
 import pyarrow as pa
 import pyarrow.json as pa_json
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from batchenum.pipeline.inputs.jsonl_strict import read_id_and_strings
 
@@ -24,8 +25,10 @@ def line(ident: str, rows: list[str], spaced: bool) -> bytes:
 
 def pyarrow_rows(data: bytes) -> list[dict] | None:
     try:
-        table = pa_json.read_json(io.BytesIO(data), parse_options=pa_json.ParseOptions(
-            explicit_schema=SCHEMA, unexpected_field_behavior="ignore"))
+        table = pa_json.read_json(
+            io.BytesIO(data),
+            parse_options=pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore"),
+        )
     except pa.ArrowInvalid:
         return None
     return table.to_pylist()

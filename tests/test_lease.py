@@ -12,17 +12,18 @@ import threading
 import time
 
 import pytest
+from fault_proxy import FaultProxy
+from test_faults import assert_matches_published, cli, cli_command, committed, palago_args, reused, wait_for_commits
 
 from batchenum.pipeline.lease import Lease, LeaseError
 from batchenum.pipeline.local_ray import process_tree
 from batchenum.pipeline.storage import Storage
-from fault_proxy import FaultProxy
-from test_faults import assert_matches_published, cli, cli_command, committed, palago_args, reused, wait_for_commits
 
 
 def test_a_second_run_refuses_and_a_dead_runs_folder_is_taken_over(tmp_path):
-    first = subprocess.Popen(cli_command(*palago_args(tmp_path, 24, 64, "--serial")), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        cli_command(*palago_args(tmp_path, 24, 64, "--serial")), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         wait_for_commits(tmp_path, 2, first)
         second = cli(*palago_args(tmp_path, 24, 64, "--serial"), check=False)
@@ -59,7 +60,8 @@ LEASE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,1"}  # heartbeat 0.5 s; with --storag
 
 @pytest.mark.slow
 def test_on_s3_behind_a_slow_network_at_most_one_of_runs_starting_at_once_gets_the_folder(
-        s3_server, new_bucket, monkeypatch):
+    s3_server, new_bucket, monkeypatch
+):
     """150 ms on every request, so that a round trip exceeds any fixed wait: the claims decide."""
     with FaultProxy(int(s3_server["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), latency=0.15) as proxy:
         for name, value in {**s3_server, "AWS_ENDPOINT_URL": proxy.endpoint}.items():
@@ -120,9 +122,24 @@ def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_
     checked from here), so that its lease can be taken over once stale; resumed, its commits are
     refused by the fence and it never renews over the new lease."""
     args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
-    first = subprocess.Popen(["unshare", "-u", "-p", "-f", "--mount-proc", "sh", "-c", 'hostname elsewhere && exec "$@"',
-                              "sh", *cli_command(*args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, **LEASE_HOOK})
+    first = subprocess.Popen(
+        [
+            "unshare",
+            "-u",
+            "-p",
+            "-f",
+            "--mount-proc",
+            "sh",
+            "-c",
+            'hostname elsewhere && exec "$@"',
+            "sh",
+            *cli_command(*args),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **LEASE_HOOK},
+    )
     second = None
     try:
         wait_for_commits(tmp_path, 2, first)
@@ -153,8 +170,9 @@ def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_
 @pytest.mark.slow
 def test_a_stopped_run_on_this_host_is_never_taken_over_and_gives_the_folder_up_when_resumed(tmp_path):
     args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
-    first = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, **LEASE_HOOK})
+    first = subprocess.Popen(
+        cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **LEASE_HOOK}
+    )
     try:
         wait_for_commits(tmp_path, 2, first)
         first.send_signal(signal.SIGSTOP)

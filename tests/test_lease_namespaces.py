@@ -15,21 +15,26 @@ import subprocess
 import time
 
 import pytest
-
-from batchenum.pipeline.local_ray import process_tree
 from test_faults import cli, cli_command, palago_args, wait_for_commits
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                                reason="needs root and unshare(1) for a PID namespace")
+from batchenum.pipeline.local_ray import process_tree
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1) for a PID namespace"
+)
 
 LEASE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,1"}  # heartbeat 0.5 s; with --storage-timeout 1: stale after 3 s
 
 
 def in_pid_namespace(*args: str, env: dict | None = None) -> subprocess.Popen:
     """The CLI as pid 1 of a new PID namespace (its own /proc), same host name and file systems."""
-    return subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *cli_command(*args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", *cli_command(*args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def lease(out) -> dict:
@@ -88,9 +93,17 @@ def test_a_lease_naming_a_reused_pid_of_this_namespace_is_taken_over_at_once(tmp
     cli(*args)
     with open("/proc/sys/kernel/random/boot_id") as handle:
         boot_id = handle.read().strip()
-    stale = {"run": "f" * 32, "host": "anywhere", "pid": os.getpid(), "started_at": time.time(),
-             "heartbeat_at": time.time(), "stale_after": 3600.0, "boot_id": boot_id,
-             "pid_namespace": os.stat("/proc/self/ns/pid").st_ino, "pid_started": 1}
+    stale = {
+        "run": "f" * 32,
+        "host": "anywhere",
+        "pid": os.getpid(),
+        "started_at": time.time(),
+        "heartbeat_at": time.time(),
+        "stale_after": 3600.0,
+        "boot_id": boot_id,
+        "pid_namespace": os.stat("/proc/self/ns/pid").st_ino,
+        "pid_started": 1,
+    }
     (tmp_path / "palago" / "_lease.json").write_text(json.dumps(stale))
     rerun = cli(*args)
     assert f"taking over the folder from a dead run (host anywhere, pid {os.getpid()}" in rerun.stderr

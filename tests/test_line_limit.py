@@ -9,7 +9,8 @@ import json
 import tracemalloc
 
 import pyarrow as pa
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchenum.pipeline.inputs import plan_slices, read_records
 from batchenum.pipeline.inputs.lines import CHUNK, MAX_LINE_BYTES, cut_lines
@@ -21,7 +22,7 @@ def reference_cut(data: bytes, skip: int, lines: int | None, limit: int) -> tupl
     """The slice by splitting the whole stream at once: (its bytes with long lines emptied, the
     long lines' {offset: length}, its bytes as they are)."""
     pieces = data.split(b"\n")
-    kept = pieces[skip:] if lines is None else pieces[skip:skip + lines]
+    kept = pieces[skip:] if lines is None else pieces[skip : skip + lines]
     ending = b"" if lines is None else b"\n"
     oversized = {k: len(line) for k, line in enumerate(kept) if len(line) > limit}
     emptied = [b"" if k in oversized else line for k, line in enumerate(kept)]
@@ -34,12 +35,19 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 lines_of = st.lists(st.integers(0, 12), min_size=0, max_size=12).map(
-    lambda lengths: b"\n".join(bytes([97 + k % 26]) * n for k, n in enumerate(lengths)) + b"\n")
+    lambda lengths: b"\n".join(bytes([97 + k % 26]) * n for k, n in enumerate(lengths)) + b"\n"
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(lines_of, st.lists(st.integers(0, 200), max_size=6), st.integers(0, 4), st.integers(0, 8), st.booleans(),
-       st.integers(0, 10))
+@given(
+    lines_of,
+    st.lists(st.integers(0, 200), max_size=6),
+    st.integers(0, 4),
+    st.integers(0, 8),
+    st.booleans(),
+    st.integers(0, 10),
+)
 def test_cut_matches_splitting_the_whole_stream(data, cuts, skip, lines, to_end, limit):
     if to_end:
         data += b"x" * (limit % 3)  # the last slice of a file: its last line may lack a newline
@@ -84,8 +92,11 @@ def test_a_line_past_the_limit_is_rejected_with_bounded_memory(tmp_path):
     path.write_bytes(b"\n".join(lines) + b"\n")
     parts, peak = read_with_peak(path, per_slice=4)
     accepted = [line for part in parts for line in part.positions.tolist()]
-    rejected = [(line, reason) for part in parts
-                for line, reason in zip(part.rejected.positions.tolist(), part.rejected.reasons)]
+    rejected = [
+        (line, reason)
+        for part in parts
+        for line, reason in zip(part.rejected.positions.tolist(), part.rejected.reasons)
+    ]
     assert accepted == [1, 2, 3, 5, 6]
     assert [line for line, _ in rejected] == [4]
     assert f"{size + len(huge_line(0)):,} bytes long" in rejected[0][1]

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_faults import assert_matches_published
 
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder, process_tree
-from test_faults import assert_matches_published
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "local_toy.py"
 
@@ -38,11 +38,16 @@ def toy_command(out: Path, shards: int, seconds: float, workers: int) -> list[st
 
 
 def run_toy(out: Path, ray_tmpdir: str, *args) -> tuple[dict, str]:
-    done = subprocess.run(toy_command(out, *args), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "RAY_TMPDIR": ray_tmpdir})
+    done = subprocess.run(
+        toy_command(out, *args),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": ray_tmpdir},
+    )
     assert done.returncode == 0, done.stderr
     report = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(report[len("RESULT "):]), done.stderr
+    return json.loads(report[len("RESULT ") :]), done.stderr
 
 
 def processes_naming(text: str) -> list[int]:
@@ -59,7 +64,7 @@ def test_ray_takes_shards_from_the_front_once_it_is_up(tmp_path, ray_tmpdir):
     ran = report["ran"]
     assert len(ran) == 120 and set(ran.values()) == {"ray", "driver"}
     on_ray = [shard for shard, where in ran.items() if where == "ray"]
-    assert on_ray == sorted(ran)[:len(on_ray)]  # the front of the plan; the driver took the end
+    assert on_ray == sorted(ran)[: len(on_ray)]  # the front of the plan; the driver took the end
     assert report["values"] == list(range(605))
     assert os.listdir(ray_tmpdir) == [] and processes_naming(ray_tmpdir) == []
 
@@ -75,8 +80,12 @@ def test_a_run_finished_before_ray_is_up_never_connects(tmp_path, ray_tmpdir):
 
 
 def test_a_killed_driver_leaves_no_ray_process(tmp_path, ray_tmpdir):
-    driver = subprocess.Popen(toy_command(tmp_path, 100, 1.0, 1), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, "RAY_TMPDIR": ray_tmpdir})
+    driver = subprocess.Popen(
+        toy_command(tmp_path, 100, 1.0, 1),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RAY_TMPDIR": ray_tmpdir},
+    )
     try:
         deadline = time.monotonic() + 120
         while not any("raylet" in _command_line(pid) for pid in processes_naming(ray_tmpdir)):
@@ -103,8 +112,13 @@ def _command_line(pid: int) -> str:
 def test_a_local_ray_that_cannot_start_leaves_the_work_to_the_driver(tmp_path):
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("")
-    done = subprocess.run(toy_command(tmp_path / "out", 6, 0.2, 2), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "RAY_TMPDIR": str(not_a_folder)})
+    done = subprocess.run(
+        toy_command(tmp_path / "out", 6, 0.2, 2),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": str(not_a_folder)},
+    )
     assert done.returncode == 0, done.stderr
     assert "the local Ray did not start, so every shard is computed here: NotADirectoryError" in done.stderr
     assert '"values": ' + json.dumps(list(range(35))) in done.stdout
@@ -113,8 +127,9 @@ def test_a_local_ray_that_cannot_start_leaves_the_work_to_the_driver(tmp_path):
 # ------------------------------------------------------------------------- on a shared machine
 
 OTHER_USER = "batchenum-other"
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
-                                reason="needs root to act as a second user (useradd, runuser)")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root to act as a second user (useradd, runuser)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +141,7 @@ def other_user() -> str:
 
 
 def as_user(user: str, script: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script], capture_output=True, text=True, timeout=60)
 
 
 def listening_addresses(pids: set[int]) -> list[str]:
@@ -152,8 +166,11 @@ def test_another_user_can_neither_enter_the_private_ray_nor_reach_it_off_loopbac
         assert stat.S_IMODE(found.st_mode) == 0o700 and found.st_uid == os.geteuid()
         assert stat.S_IMODE(os.lstat(os.path.join(folder, "ray")).st_mode) == 0o700  # Ray made it 0777
         # what the attacker did: plant an address where the driver would read it
-        attack = as_user(other_user, f"ls {folder}/ray; echo 192.0.2.66:6379 > {folder}/ray/ray_current_cluster; "
-                                     f"touch {folder}/planted; ls {folder}/ray/session_latest/sockets")
+        attack = as_user(
+            other_user,
+            f"ls {folder}/ray; echo 192.0.2.66:6379 > {folder}/ray/ray_current_cluster; "
+            f"touch {folder}/planted; ls {folder}/ray/session_latest/sockets",
+        )
         assert attack.returncode != 0
         assert attack.stderr.count("Permission denied") == 4, attack.stderr
         assert not os.path.exists(os.path.join(folder, "planted"))
@@ -171,8 +188,11 @@ def test_a_temporary_folder_anyone_may_replace_is_refused(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)  # writable by all, no sticky bit
-    with pytest.raises(LocalRayError, match=f"the temporary folder {shared} is writable by every user and has no "
-                                            "sticky bit.*set RAY_TMPDIR to a folder of your own"):
+    with pytest.raises(
+        LocalRayError,
+        match=f"the temporary folder {shared} is writable by every user and has no "
+        "sticky bit.*set RAY_TMPDIR to a folder of your own",
+    ):
         private_folder(str(shared))
 
 
@@ -186,8 +206,7 @@ time.sleep(600)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root for a PID namespace")
-def test_a_live_runs_folder_survives_a_sweep_from_another_pid_namespace_and_a_dead_ones_does_not(tmp_path,
-                                                                                                 other_user):
+def test_a_live_runs_folder_survives_a_sweep_from_another_pid_namespace_and_a_dead_ones_does_not(tmp_path, other_user):
     root = tmp_path / "root"
     root.mkdir()
     root.chmod(0o1777)  # as /tmp
@@ -207,10 +226,17 @@ def test_a_live_runs_folder_survives_a_sweep_from_another_pid_namespace_and_a_de
         user = pwd.getpwnam(other_user)
         for path in (foreign, foreign / "ray", foreign / "lock"):
             os.chown(path, user.pw_uid, user.pw_gid)
-        sweep = ("import sys; from batchenum.pipeline.local_ray import remove_dead_folders; "
-                 "print(remove_dead_folders(sys.argv[1]))")
-        swept = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", sweep, str(root)],
-                               capture_output=True, text=True, timeout=60, check=True)
+        sweep = (
+            "import sys; from batchenum.pipeline.local_ray import remove_dead_folders; "
+            "print(remove_dead_folders(sys.argv[1]))"
+        )
+        swept = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", sweep, str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         assert swept.stdout.strip() == repr([dead_folder])
         assert os.path.isdir(live) and not os.path.exists(dead_folder)
         assert link.is_symlink() and (foreign / "ray").is_dir()
@@ -221,10 +247,11 @@ def test_a_live_runs_folder_survives_a_sweep_from_another_pid_namespace_and_a_de
 
 def test_runs_in_two_threads_share_one_private_ray_and_the_last_stops_it(tmp_path):
     scenario = SCENARIO.with_name("threads.py")
-    done = subprocess.run([sys.executable, str(scenario), str(tmp_path), "22", "0"], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(scenario), str(tmp_path), "22", "0"], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
-    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :])
     assert report["runs"]["a"]["ok"] and report["runs"]["b"]["ok"], report
     assert report["ray_initialised"] is False  # stopped by the last run to finish
     for name in ("a", "b"):

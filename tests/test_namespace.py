@@ -14,8 +14,12 @@ import tomllib
 from conftest import CASES
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-FOLDERS = {"batchenum": "batchenum", "pipeline": "batchenum.pipeline", "jobs": "batchenum.jobs",
-           "solvers": "batchenum.solvers"}
+FOLDERS = {
+    "batchenum": "batchenum",
+    "pipeline": "batchenum.pipeline",
+    "jobs": "batchenum.jobs",
+    "solvers": "batchenum.solvers",
+}
 
 
 def test_pyproject_installs_every_package_folder_under_batchenum():
@@ -27,10 +31,14 @@ def test_pyproject_installs_every_package_folder_under_batchenum():
         link = REPO / "batchenum" / folder
         assert link.is_symlink() and os.readlink(link) == f"../{folder}", link
     assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"] == {
-        "include": ["batchenum*"]}
-    on_disk = {".".join([FOLDERS[init.relative_to(REPO).parts[0]], *init.relative_to(REPO).parts[1:-1]])
-               for folder in FOLDERS for init in (REPO / folder).rglob("__init__.py")
-               if "__pycache__" not in init.parts}
+        "include": ["batchenum*"]
+    }
+    on_disk = {
+        ".".join([FOLDERS[init.relative_to(REPO).parts[0]], *init.relative_to(REPO).parts[1:-1]])
+        for folder in FOLDERS
+        for init in (REPO / folder).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
     assert set(find_packages(str(REPO), include=["batchenum*"])) == on_disk
 
 
@@ -64,8 +72,13 @@ USER_SCRIPT = textwrap.dedent("""
 def test_a_notebook_folder_with_its_own_pipeline_runs_batchenum_on_ray(tmp_path):
     folder = _notebook_folder(tmp_path / "notebook")
     (folder / "analysis.py").write_text(USER_SCRIPT)
-    done = subprocess.run([sys.executable, "analysis.py", str(CASES / "dungeon_seed.jsonl")], cwd=folder,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "analysis.py", str(CASES / "dungeon_seed.jsonl")],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["users"] == ["the user"] * 3  # ours did not replace theirs in sys.modules
@@ -78,15 +91,23 @@ def test_a_notebook_folder_with_its_own_pipeline_runs_batchenum_on_ray(tmp_path)
 def test_the_command_runs_from_a_folder_with_its_own_jobs_and_pipeline(tmp_path):
     folder = _notebook_folder(tmp_path / "notebook")
     for command in (["batchenum"], [sys.executable, "-m", "batchenum"]):
-        done = subprocess.run([*command, "run", "palago", "--max-n", "8", "--serial", "--out", "out", "--json"],
-                              cwd=folder, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [*command, "run", "palago", "--max-n", "8", "--serial", "--out", "out", "--json"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["tables"]["creature_counts"]["rows"] == 8
 
 
 def test_no_top_level_pipeline_jobs_or_solvers_is_installed(tmp_path):
     probe = "import importlib.util; print([importlib.util.find_spec(n) for n in ('pipeline', 'jobs', 'solvers')])"
-    installed_only = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}  # a checkout on it would show
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env=installed_only)
+    installed_only = {
+        name: value for name, value in os.environ.items() if name != "PYTHONPATH"
+    }  # a checkout on it would show
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=installed_only
+    )
     assert done.returncode == 0 and done.stdout.strip() == "[None, None, None]", done.stderr

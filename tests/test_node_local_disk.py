@@ -12,12 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import clusters
 import pandas as pd
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-
-import clusters
 from test_faults import cli, cli_command
 
 pytestmark = pytest.mark.slow
@@ -44,9 +43,13 @@ def two_nodes(tmp_path_factory):
     try:
         address = clusters.start_head(temp_dir, env, "--num-cpus", "1", "--include-dashboard", "false")
         joined = " ".join(clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()))
-        second = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
-                                 f"mount -t tmpfs tmpfs {private} && {joined}"],
-                                capture_output=True, text=True, timeout=180, env=env)
+        second = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "bash", "-c", f"mount -t tmpfs tmpfs {private} && {joined}"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
         assert second.returncode == 0, second.stderr
         clusters.wait_for_nodes(address, env, 2)
         yield {"address": address, "env": env, "private": private}
@@ -64,9 +67,23 @@ def test_local_out_on_node_local_disks_is_refused_before_computing(two_nodes, tm
     dungeons = _dungeons(tmp_path)
     out = two_nodes["private"] / "runs"
     result = subprocess.run(
-        cli_command("run", "dungeons", "--input", str(dungeons), "--records-per-shard", "500", "--out", str(out),
-                    "--address", two_nodes["address"]),
-        capture_output=True, text=True, timeout=600, env=two_nodes["env"])
+        cli_command(
+            "run",
+            "dungeons",
+            "--input",
+            str(dungeons),
+            "--records-per-shard",
+            "500",
+            "--out",
+            str(out),
+            "--address",
+            two_nodes["address"],
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=two_nodes["env"],
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     message = result.stderr.strip().splitlines()[-1]
     assert f"does not see --out {out / 'dungeons'}" in message
@@ -83,9 +100,21 @@ def test_local_input_a_node_cannot_see_is_refused(two_nodes, tmp_path, plan):
     hidden.mkdir(exist_ok=True)
     shutil.copy(_dungeons(tmp_path), hidden / "d.jsonl")
     result = subprocess.run(  # refused before any counting task looks for the file
-        cli_command("run", "dungeons", "--input", str(hidden / "d.jsonl"), "--out", str(tmp_path / "out"),
-                    "--address", two_nodes["address"]),
-        capture_output=True, text=True, timeout=600, env={**two_nodes["env"], **plan})
+        cli_command(
+            "run",
+            "dungeons",
+            "--input",
+            str(hidden / "d.jsonl"),
+            "--out",
+            str(tmp_path / "out"),
+            "--address",
+            two_nodes["address"],
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**two_nodes["env"], **plan},
+    )
     assert result.returncode == 1
     message = result.stderr.strip().splitlines()[-1]
     assert f"does not see --input {hidden / 'd.jsonl'}" in message  # --out, shared by both nodes, is fine
@@ -93,20 +122,51 @@ def test_local_input_a_node_cannot_see_is_refused(two_nodes, tmp_path, plan):
 
 def test_object_storage_on_node_local_disks_gives_the_local_tables(two_nodes, s3_server, new_bucket, tmp_path):
     dungeons = _dungeons(tmp_path)
-    fs = pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], region="us-east-1",
-                           access_key=s3_server["AWS_ACCESS_KEY_ID"], secret_key=s3_server["AWS_SECRET_ACCESS_KEY"])
+    fs = pafs.S3FileSystem(
+        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
+        region="us-east-1",
+        access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+    )
     with fs.open_output_stream(f"{new_bucket}/in/d.jsonl") as handle:
         handle.write(dungeons.read_bytes())
-    local = cli("run", "dungeons", "--input", str(dungeons), "--records-per-shard", "250", "--serial",
-                "--out", str(tmp_path / "local"))
+    local = cli(
+        "run",
+        "dungeons",
+        "--input",
+        str(dungeons),
+        "--records-per-shard",
+        "250",
+        "--serial",
+        "--out",
+        str(tmp_path / "local"),
+    )
     env = {**two_nodes["env"], **s3_server, "BATCHENUM_TEST_PLAN": "65536,2,0"}  # lines counted by tasks too
     result = subprocess.run(
-        cli_command("run", "dungeons", "--input", f"s3://{new_bucket}/in/d.jsonl", "--records-per-shard", "250",
-                    "--out", f"s3://{new_bucket}/run", "--address", two_nodes["address"]),
-        capture_output=True, text=True, timeout=900, env=env)
+        cli_command(
+            "run",
+            "dungeons",
+            "--input",
+            f"s3://{new_bucket}/in/d.jsonl",
+            "--records-per-shard",
+            "250",
+            "--out",
+            f"s3://{new_bucket}/run",
+            "--address",
+            two_nodes["address"],
+        ),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert f"tasks on the Ray cluster at {two_nodes['address']}" in result.stderr
-    assert result.stdout.splitlines()[0] == local.stdout.splitlines()[0] == "dungeons: read 4000, answered 4000, rejected 0"
+    assert (
+        result.stdout.splitlines()[0]
+        == local.stdout.splitlines()[0]
+        == "dungeons: read 4000, answered 4000, rejected 0"
+    )
     assert s3_server["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
     for table in ("answers", "errors"):
         found = pq.read_table(f"{new_bucket}/run/dungeons/{table}", filesystem=fs).to_pandas()
@@ -115,6 +175,10 @@ def test_object_storage_on_node_local_disks_gives_the_local_tables(two_nodes, s3
         pd.testing.assert_frame_equal(found.drop(columns="file"), expected.drop(columns="file"))
     # both nodes computed shards: the second one reached S3 with what the run gave it
     shard_files = fs.get_file_info(pafs.FileSelector(f"{new_bucket}/run/dungeons/_shards/answers"))
-    nodes = {re.search(r"Ray node (\w+)", pq.read_schema(info.path, filesystem=fs).metadata[b"batchenum.stats"].decode())
-             .group(1) for info in shard_files}
+    nodes = {
+        re.search(
+            r"Ray node (\w+)", pq.read_schema(info.path, filesystem=fs).metadata[b"batchenum.stats"].decode()
+        ).group(1)
+        for info in shard_files
+    }
     assert len(nodes) == 2

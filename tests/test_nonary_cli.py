@@ -8,11 +8,9 @@ import sys
 
 import pandas as pd
 import pytest
-
-from batchenum.solvers.nonary import brute_force, generate, verify_plan
-
 from test_nonary_job import ANSWERS, MIXED
 
+from batchenum.solvers.nonary import brute_force, generate, verify_plan
 
 
 def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -39,8 +37,21 @@ def mixed_batch(tmp_path_factory):
 
 def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     path, expected, doors, rejected = mixed_batch
-    done = batchenum("run", "nonary", "--input", str(path), "--out", str(tmp_path), "--workers", "2",
-                     "--records-per-shard", "40", "--max-doors", "6", "--quiet")
+    done = batchenum(
+        "run",
+        "nonary",
+        "--input",
+        str(path),
+        "--out",
+        str(tmp_path),
+        "--workers",
+        "2",
+        "--records-per-shard",
+        "40",
+        "--max-doors",
+        "6",
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     read = len(expected) + rejected
     assert f"nonary: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
@@ -52,13 +63,26 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
         assert verify_plan(doors[record], json.loads(plan)) == escaped
     assert answers["line"].is_monotonic_increasing and errors["line"].is_monotonic_increasing
     assert set(answers["line"]).isdisjoint(errors["line"])
-    assert sorted(errors["id"]) == sorted(name if name is not None else f"line {line}"
-                                          for name, line in _error_names(path))
+    assert sorted(errors["id"]) == sorted(
+        name if name is not None else f"line {line}" for name, line in _error_names(path)
+    )
     assert all(error.startswith(f"line {line}: ") for error, line in zip(errors["error"], errors["line"]))
     assert "raise it with --max-doors" in errors.set_index("id").loc["big", "error"]
 
-    serial = batchenum("run", "nonary", "--input", str(path), "--out", str(tmp_path / "serial"),
-                       "--records-per-shard", "40", "--max-doors", "6", "--serial", "--quiet")
+    serial = batchenum(
+        "run",
+        "nonary",
+        "--input",
+        str(path),
+        "--out",
+        str(tmp_path / "serial"),
+        "--records-per-shard",
+        "40",
+        "--max-doors",
+        "6",
+        "--serial",
+        "--quiet",
+    )
     assert serial.returncode == 0, serial.stderr
     assert pd.read_parquet(tmp_path / "serial" / "nonary" / "answers").equals(answers)
     assert pd.read_parquet(tmp_path / "serial" / "nonary" / "errors").equals(errors)
@@ -75,8 +99,9 @@ def _error_names(path):
 
 def test_generate_then_run(tmp_path):
     out = tmp_path / "gen.parquet"
-    made = batchenum("generate", "nonary", "--count", "40", "--rooms", "3", "--doors", "6", "--seed", "4",
-                     "--out", str(out))
+    made = batchenum(
+        "generate", "nonary", "--count", "40", "--rooms", "3", "--doors", "6", "--seed", "4", "--out", str(out)
+    )
     assert made.returncode == 0, made.stderr
     done = batchenum("run", "nonary", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
     assert done.returncode == 0, done.stderr

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchenum.pipeline.job import PlanContext
 from batchenum.jobs import nonary
 from batchenum.jobs.nonary import NonaryJob
+from batchenum.pipeline.job import PlanContext
 from batchenum.solvers.nonary import brute_force, generate, verify_plan
 
 # (line, id as reported, reason fragment or None for a valid record)
@@ -164,9 +164,10 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
     the same folder searches only the timed-out records again (here with a budget that suffices)."""
     import io
 
+    from test_nonary_solve import HARD
+
     from batchenum.pipeline.execute import RunOptions, run_job
     from batchenum.pipeline.progress import Progress
-    from test_nonary_solve import HARD
 
     lines = [json.dumps({"id": f"easy{k}", "doors": [[9, 0, -1]]}) for k in range(3)]
     lines.insert(1, json.dumps({"id": "hard", "doors": HARD[1][0]}))
@@ -179,7 +180,9 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
         return job, result
 
     job, first = run(1e-6)
-    assert job.summary(first.tables, first.totals).endswith("(1 timed out: rerun into the same folder to retry only those)")
+    assert job.summary(first.tables, first.totals).endswith(
+        "(1 timed out: rerun into the same folder to retry only those)"
+    )
     errors = pd.read_parquet(tmp_path / "out" / "nonary" / "errors")
     assert errors.id.tolist() == ["hard"] and "timed out" in errors.error[0]
     job, second = run(60)

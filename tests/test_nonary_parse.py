@@ -43,8 +43,9 @@ INVALID = [
 ]
 
 
-@pytest.mark.parametrize("doors, kind, words", INVALID,
-                         ids=[f"{kind.__name__}-{i}" for i, (_, kind, _) in enumerate(INVALID)])
+@pytest.mark.parametrize(
+    "doors, kind, words", INVALID, ids=[f"{kind.__name__}-{i}" for i, (_, kind, _) in enumerate(INVALID)]
+)
 def test_each_invalid_kind_has_its_reason(doors, kind, words):
     with pytest.raises(kind) as caught:
         parse(doors)
@@ -53,14 +54,17 @@ def test_each_invalid_kind_has_its_reason(doors, kind, words):
         assert word in str(caught.value)
 
 
-@pytest.mark.parametrize("doors", [
-    [[1, 0, 1], [2, 1, 0], [9, 1, -1]],  # a cycle back to room 0
-    [[5, 0, 0], [9, 0, -1]],  # a self-loop
-    [[3, 0, 1], [3, 0, 1], [9, 1, -1], [9, 1, -1]],  # parallel doors
-    [[9, 0, -1], [4, 7, 8], [9, 8, -1]],  # rooms that cannot be reached
-    [[9, 5, -1]],  # no door at all out of room 0
-    [[2, 0, 123456789012345678901234567890], [9, 123456789012345678901234567890, -1]],  # huge room names
-])
+@pytest.mark.parametrize(
+    "doors",
+    [
+        [[1, 0, 1], [2, 1, 0], [9, 1, -1]],  # a cycle back to room 0
+        [[5, 0, 0], [9, 0, -1]],  # a self-loop
+        [[3, 0, 1], [3, 0, 1], [9, 1, -1], [9, 1, -1]],  # parallel doors
+        [[9, 0, -1], [4, 7, 8], [9, 8, -1]],  # rooms that cannot be reached
+        [[9, 5, -1]],  # no door at all out of room 0
+        [[2, 0, 123456789012345678901234567890], [9, 123456789012345678901234567890, -1]],  # huge room names
+    ],
+)
 def test_valid_oddities_pass(doors):
     assert parse(doors) == tuple(tuple(d) for d in doors)
 

@@ -6,7 +6,8 @@ import json
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from batchenum.solvers.nonary import PlanError, SolveTimeout, brute_force, generate, parse, solve, verify_plan
 from batchenum.solvers.nonary.solve import _compile, _fits_kernel, _Search, solve_parsed
@@ -14,17 +15,103 @@ from batchenum.solvers.nonary.solve import _compile, _fits_kernel, _Search, solv
 # Graphs that a plain exhaustive search (solvers.nonary.oracle.brute_force) took 27 to 199 s to
 # answer; the answers are its results.
 HARD = [
-    ([[2, 2, 3], [6, 3, 1], [3, 0, 2], [8, 3, 2], [3, 0, 1], [1, 3, 0], [3, 3, 3], [2, 2, 3], [1, 0, 2],
-      [7, 2, 3], [3, 1, 0], [9, 2, -1], [3, 1, 2], [9, 0, -1], [6, 1, 3], [4, 2, 3], [1, 0, 3], [7, 2, 3],
-      [5, 3, 2], [1, 0, 0]], 9),
-    ([[5, 0, 3], [8, 0, 2], [6, 2, 3], [3, 2, 3], [4, 1, 3], [8, 3, 0], [8, 0, 1], [9, 3, -1], [1, 3, 2],
-      [9, 0, -1], [3, 3, 1], [1, 0, 3], [2, 1, 2], [3, 3, 2], [8, 2, 3], [2, 2, 3], [3, 3, 0]], 8),
-    ([[7, 0, 3], [9, 1, -1], [4, 1, 2], [8, 2, 3], [6, 0, 3], [1, 0, 2], [4, 0, 2], [1, 2, 3], [6, 3, 1],
-      [4, 3, 1], [7, 3, 0], [1, 3, 3], [1, 2, 3], [6, 0, 2], [6, 0, 1], [8, 1, 3], [9, 0, -1], [4, 0, 1],
-      [5, 1, 2], [1, 2, 3]], 8),
-    ([[7, 0, 1], [9, 1, -1], [9, 1, -1], [2, 0, 2], [8, 1, 2], [3, 2, 0], [4, 0, 2], [1, 2, 0], [1, 0, 2],
-      [2, 2, 0], [4, 2, 0], [3, 2, 0], [3, 2, 1], [6, 0, 0], [8, 0, 2], [5, 1, 2], [9, 1, -1], [9, 1, -1],
-      [4, 1, 2], [3, 2, 2]], 7),
+    (
+        [
+            [2, 2, 3],
+            [6, 3, 1],
+            [3, 0, 2],
+            [8, 3, 2],
+            [3, 0, 1],
+            [1, 3, 0],
+            [3, 3, 3],
+            [2, 2, 3],
+            [1, 0, 2],
+            [7, 2, 3],
+            [3, 1, 0],
+            [9, 2, -1],
+            [3, 1, 2],
+            [9, 0, -1],
+            [6, 1, 3],
+            [4, 2, 3],
+            [1, 0, 3],
+            [7, 2, 3],
+            [5, 3, 2],
+            [1, 0, 0],
+        ],
+        9,
+    ),
+    (
+        [
+            [5, 0, 3],
+            [8, 0, 2],
+            [6, 2, 3],
+            [3, 2, 3],
+            [4, 1, 3],
+            [8, 3, 0],
+            [8, 0, 1],
+            [9, 3, -1],
+            [1, 3, 2],
+            [9, 0, -1],
+            [3, 3, 1],
+            [1, 0, 3],
+            [2, 1, 2],
+            [3, 3, 2],
+            [8, 2, 3],
+            [2, 2, 3],
+            [3, 3, 0],
+        ],
+        8,
+    ),
+    (
+        [
+            [7, 0, 3],
+            [9, 1, -1],
+            [4, 1, 2],
+            [8, 2, 3],
+            [6, 0, 3],
+            [1, 0, 2],
+            [4, 0, 2],
+            [1, 2, 3],
+            [6, 3, 1],
+            [4, 3, 1],
+            [7, 3, 0],
+            [1, 3, 3],
+            [1, 2, 3],
+            [6, 0, 2],
+            [6, 0, 1],
+            [8, 1, 3],
+            [9, 0, -1],
+            [4, 0, 1],
+            [5, 1, 2],
+            [1, 2, 3],
+        ],
+        8,
+    ),
+    (
+        [
+            [7, 0, 1],
+            [9, 1, -1],
+            [9, 1, -1],
+            [2, 0, 2],
+            [8, 1, 2],
+            [3, 2, 0],
+            [4, 0, 2],
+            [1, 2, 0],
+            [1, 0, 2],
+            [2, 2, 0],
+            [4, 2, 0],
+            [3, 2, 0],
+            [3, 2, 1],
+            [6, 0, 0],
+            [8, 0, 2],
+            [5, 1, 2],
+            [9, 1, -1],
+            [9, 1, -1],
+            [4, 1, 2],
+            [3, 2, 2],
+        ],
+        7,
+    ),
 ]
 
 
@@ -57,7 +144,8 @@ def test_hard_graphs(doors, answer):
 rooms = st.integers(0, 3)
 doors_strategy = st.lists(
     st.one_of(st.tuples(st.just(9), rooms, st.just(-1)), st.tuples(st.integers(1, 8), rooms, rooms)),
-    min_size=1, max_size=6,
+    min_size=1,
+    max_size=6,
 ).filter(lambda doors: any(number == 9 for number, _, _ in doors))
 
 
@@ -130,19 +218,22 @@ class TestVerifyPlan:
         assert verify_plan(self.DOORS, [[0, [3, 4, 5, 6, 8]], [1, [3, 4, 5, 6]]]) == 4
         assert verify_plan(self.DOORS, []) == 0
 
-    @pytest.mark.parametrize("plan, words", [
-        ([[3, [1, 2, 5]]], ["move 0", "door index 3"]),
-        ([[0, [1, 2, 5]], [0, [3, 4, 1]]], ["move 1", "already used"]),
-        ([[0, [1, 7]]], ["move 0", "3 to 5 players, not 2"]),
-        ([[0, [1, 2, 3, 4, 5, 2]]], ["repeat"]),
-        ([[0, [1, 2, 3]]], ["sum to 6", "not 8 mod 9"]),
-        ([[0, [1, 2, 14]]], ["14 is not a player"]),
-        ([[1, [2, 3, 4]]], ["move 0", "player 2 is in room 0, not in room 1"]),
-        ([[0, [3, 4, 5, 6, 8]], [1, [3, 4, 5, 6]], [2, [3, 1, 2]]], ["move 2", "player 3 is in the exit"]),
-        ([[0, "123"]], ["players must be a list"]),
-        ([[0]], ["move 0", "must be [door_index"]),
-        ([[True, [1, 2, 5]]], ["door index True"]),
-    ])
+    @pytest.mark.parametrize(
+        "plan, words",
+        [
+            ([[3, [1, 2, 5]]], ["move 0", "door index 3"]),
+            ([[0, [1, 2, 5]], [0, [3, 4, 1]]], ["move 1", "already used"]),
+            ([[0, [1, 7]]], ["move 0", "3 to 5 players, not 2"]),
+            ([[0, [1, 2, 3, 4, 5, 2]]], ["repeat"]),
+            ([[0, [1, 2, 3]]], ["sum to 6", "not 8 mod 9"]),
+            ([[0, [1, 2, 14]]], ["14 is not a player"]),
+            ([[1, [2, 3, 4]]], ["move 0", "player 2 is in room 0, not in room 1"]),
+            ([[0, [3, 4, 5, 6, 8]], [1, [3, 4, 5, 6]], [2, [3, 1, 2]]], ["move 2", "player 3 is in the exit"]),
+            ([[0, "123"]], ["players must be a list"]),
+            ([[0]], ["move 0", "must be [door_index"]),
+            ([[True, [1, 2, 5]]], ["door index True"]),
+        ],
+    )
     def test_each_broken_rule_is_named(self, plan, words):
         with pytest.raises(PlanError) as caught:
             verify_plan(self.DOORS, plan)

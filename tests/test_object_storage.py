@@ -14,12 +14,12 @@ import pandas as pd
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from test_faults import PUBLISHED, cli, cli_command, reused
 
-from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.inputs.plan import load_slice, plan_slices
+from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.runner import RaySession
 from batchenum.pipeline.store import GUARD_FILE, MANIFEST_FILE
-from test_faults import PUBLISHED, cli, cli_command, reused
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,12 @@ def s3_env(s3_server: dict) -> dict:
 
 
 def s3_fs(s3_server: dict) -> pafs.S3FileSystem:
-    return pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], region="us-east-1",
-                             access_key=s3_server["AWS_ACCESS_KEY_ID"], secret_key=s3_server["AWS_SECRET_ACCESS_KEY"])
+    return pafs.S3FileSystem(
+        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
+        region="us-east-1",
+        access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+    )
 
 
 def run(s3_server: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -66,22 +70,45 @@ def assert_no_secret_in_metadata(s3_server: dict, prefix: str) -> None:
             assert s3_server["AWS_SECRET_ACCESS_KEY"] not in text and s3_server["AWS_ACCESS_KEY_ID"] not in text
 
 
-@pytest.mark.parametrize("job,field,generate", [
-    ("dungeons", "grid", ("--count", "2500", "--height", "9", "--width", "11", "--seed", "3")),
-    ("nonary", "doors", ("--count", "300", "--rooms", "4", "--doors", "10", "--seed", "5")),
-])
+@pytest.mark.parametrize(
+    "job,field,generate",
+    [
+        ("dungeons", "grid", ("--count", "2500", "--height", "9", "--width", "11", "--seed", "3")),
+        ("nonary", "doors", ("--count", "300", "--rooms", "4", "--doors", "10", "--seed", "5")),
+    ],
+)
 def test_batch_from_and_to_s3_matches_a_local_serial_run(s3_server, new_bucket, tmp_path, job, field, generate):
     local_input = tmp_path / f"{job}.jsonl"
     cli("generate", job, *generate, "--out", str(local_input))
     with open(local_input, "a", encoding="utf-8") as handle:  # one rejected record, one unreadable line
         handle.write(json.dumps({"id": "bad", field: 7}) + "\nnot json\n")
     s3_input = f"s3://{new_bucket}/in/{job}.jsonl"
-    s3_fs(s3_server).open_output_stream(s3_input[len("s3://"):]).write(local_input.read_bytes())
+    s3_fs(s3_server).open_output_stream(s3_input[len("s3://") :]).write(local_input.read_bytes())
 
-    local = cli("run", job, "--input", str(local_input), "--records-per-shard", "700", "--out", str(tmp_path / "local"),
-                "--serial")
-    remote = run(s3_server, "run", job, "--input", s3_input, "--records-per-shard", "700", "--workers", "2",
-                 "--out", f"s3://{new_bucket}/run")
+    local = cli(
+        "run",
+        job,
+        "--input",
+        str(local_input),
+        "--records-per-shard",
+        "700",
+        "--out",
+        str(tmp_path / "local"),
+        "--serial",
+    )
+    remote = run(
+        s3_server,
+        "run",
+        job,
+        "--input",
+        s3_input,
+        "--records-per-shard",
+        "700",
+        "--workers",
+        "2",
+        "--out",
+        f"s3://{new_bucket}/run",
+    )
     assert remote.stdout.splitlines()[0] == local.stdout.splitlines()[0]  # read N, answered A, rejected R
     assert f"tables in s3://{new_bucket}/run/{job}" in remote.stdout
     assert not (tmp_path / "s3:").exists() and not os.path.exists("s3:")
@@ -107,8 +134,17 @@ def test_palago_counts_and_catalogue_on_s3_match_local(s3_server, new_bucket, tm
     assert f"{new_bucket}/run/palago/creature_counts.md" in names
     table = run(s3_server, "table", "--out", f"s3://{new_bucket}/run")
     assert table.stdout.split()[-9] == "14"  # the last row, n = 14
-    gallery = run(s3_server, "palago", "gallery", "--n", "12", "--from", f"s3://{new_bucket}/run",
-                  "--out", str(tmp_path / "pictures"))
+    gallery = run(
+        s3_server,
+        "palago",
+        "gallery",
+        "--n",
+        "12",
+        "--from",
+        f"s3://{new_bucket}/run",
+        "--out",
+        str(tmp_path / "pictures"),
+    )
     assert "81 of 81 creatures of size 12" in gallery.stdout
 
 
@@ -152,8 +188,9 @@ def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
 
 
 def test_unusable_out_location_is_one_clear_message(s3_server, tmp_path):
-    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x",
-                 check=False)
+    result = run(
+        s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x", check=False
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("batchenum: error: --out: cannot write to s3://no-such")
     blocker = tmp_path / "file"
@@ -176,7 +213,9 @@ def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_sessio
         calls.append(len(items))
         return RaySession(None, None).map(fn, items)
 
-    by_tasks = plan_slices(uri, "grid", 300, PlanContext(task_map=counting_map), block=2048, task_blocks=4, driver_bytes=0)
+    by_tasks = plan_slices(
+        uri, "grid", 300, PlanContext(task_map=counting_map), block=2048, task_blocks=4, driver_bytes=0
+    )
     assert calls and calls[0] > 1
     assert by_tasks == plan_slices(uri, "grid", 300, block=2048)
     slices = [load_slice(spec).data for spec in by_tasks]

@@ -13,19 +13,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import REPO
 
 from batchenum.jobs.palago import BFILE_COLUMNS, WIDE_CREATURE_COUNTS, bfile, exact_column
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.store import table_schema
-from conftest import REPO
 
 # Published free counts (the puzzle's statement for n <= 12, then the literature's n = 13..20).
 PUBLISHED_FREE = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81, 205, 512, 1335, 3404, 8922, 23592, 62630, 167622]
 
 
 def table(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "batchenum", "table", *args], capture_output=True, text=True,
-                            timeout=120, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "batchenum", "table", *args], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -42,7 +43,8 @@ def test_bfile_free_is_the_default_and_matches_published(tmp_path):
     out = tmp_path / "palago"
     out.mkdir()
     pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet").head(20).to_parquet(
-        out / "creature_counts.parquet")
+        out / "creature_counts.parquet"
+    )
     text = table("--out", str(tmp_path), "--format", "bfile")
     assert text.endswith("\n") and not text.startswith("n")
     assert parse(text) == list(enumerate(PUBLISHED_FREE, start=1))
@@ -56,8 +58,12 @@ def test_bfile_fixed_column(tmp_path):
     rows = parse(table("--out", str(tmp_path), "--format", "bfile", "--column", "fixed"))
     assert [n for n, _ in rows] == list(range(1, len(counts) + 1))
     # Orbit counting: fixed = sum over free creatures of 6 / stabiliser, from the published table.
-    expected = counts.free_stabiliser_1 * 6 + counts.free_stabiliser_2 * 3 + counts.free_stabiliser_3 * 2 \
+    expected = (
+        counts.free_stabiliser_1 * 6
+        + counts.free_stabiliser_2 * 3
+        + counts.free_stabiliser_3 * 2
         + counts.free_stabiliser_6
+    )
     assert [v for _, v in rows] == expected.tolist()
     assert rows[2] == (3, 1) and rows[4] == (5, 3)
 
@@ -66,8 +72,10 @@ def test_bfile_stabiliser_columns_add_up_to_free_and_fixed(tmp_path):
     out = tmp_path / "palago"
     out.mkdir()
     shutil.copy(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet", out)
-    columns = {column: parse(table("--out", str(tmp_path), "--format", "bfile", "--column", column))
-               for column in BFILE_COLUMNS}
+    columns = {
+        column: parse(table("--out", str(tmp_path), "--format", "bfile", "--column", column))
+        for column in BFILE_COLUMNS
+    }
     counts = pd.read_parquet(out / "creature_counts.parquet")
     sizes = list(range(1, len(counts) + 1))
     for column, rows in columns.items():
@@ -90,20 +98,33 @@ def test_the_committed_table_past_int64_lists_exactly_and_its_columns_must_match
     out.mkdir()
     shutil.copy(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet", out)
     rows = parse(table("--out", str(tmp_path), "--format", "bfile", "--column", "fixed"))
-    assert rows == [(n, int(v)) for n, v in zip(committed.column("n").to_pylist(), committed.column("fixed").to_pylist())]
+    assert rows == [
+        (n, int(v)) for n, v in zip(committed.column("n").to_pylist(), committed.column("fixed").to_pylist())
+    ]
     narrow = committed.slice(0, 44)
-    narrow = pa.table({name: pa.array([int(v) for v in narrow.column(name).to_pylist()], pa.int64())
-                       for name in narrow.column_names}).replace_schema_metadata(committed.schema.metadata)
+    narrow = pa.table(
+        {name: pa.array([int(v) for v in narrow.column(name).to_pylist()], pa.int64()) for name in narrow.column_names}
+    ).replace_schema_metadata(committed.schema.metadata)
     pq.write_table(narrow, out / "creature_counts.parquet")
-    result = subprocess.run([sys.executable, "-m", "batchenum", "table", "--out", str(tmp_path)], capture_output=True,
-                            text=True, timeout=120, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "batchenum", "table", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert result.returncode == 1 and "is damaged (its columns (n: int64, free: int64" in result.stderr
     assert "are not the table's (n: int64, free: string" in result.stderr
 
 
 def test_bfile_column_must_be_a_count_column(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "batchenum", "table", "--format", "bfile", "--column", "nodes"],
-                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "batchenum", "table", "--format", "bfile", "--column", "nodes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert result.returncode == 2 and "invalid choice: 'nodes'" in result.stderr
 
 
@@ -124,12 +145,15 @@ def test_bfile_exact_past_int64(form):
     assert exact_column(counts, "fixed") == BIG
 
 
-@pytest.mark.parametrize("array, shown", [
-    (pa.array([1, None, 3], pa.int64()), "None in row 2"),
-    (pa.array([1.0, 2.0, 3.0]), "1.0 in row 1"),
-    (pa.array([decimal.Decimal("1"), decimal.Decimal("2.5"), decimal.Decimal("3")]), "Decimal('2.5') in row 2"),
-    (pa.array(["1", "2", "3e5"]), "'3e5' in row 3"),
-])
+@pytest.mark.parametrize(
+    "array, shown",
+    [
+        (pa.array([1, None, 3], pa.int64()), "None in row 2"),
+        (pa.array([1.0, 2.0, 3.0]), "1.0 in row 1"),
+        (pa.array([decimal.Decimal("1"), decimal.Decimal("2.5"), decimal.Decimal("3")]), "Decimal('2.5') in row 2"),
+        (pa.array(["1", "2", "3e5"]), "'3e5' in row 3"),
+    ],
+)
 def test_exact_column_refuses_what_is_not_a_whole_number(array, shown):
     with pytest.raises(PipelineError, match=re.escape(f"fixed column holds {shown}")):
         exact_column(pa.table({"n": pa.array([1, 2, 3]), "fixed": array}), "fixed")
@@ -148,7 +172,8 @@ def test_bfile_cli_past_int64(tmp_path):
     out.mkdir()
     pq.write_table(pa.table(columns, schema=schema), out / "creature_counts.parquet")
     assert parse(table("--out", str(tmp_path), "--format", "bfile", "--column", "fixed")) == list(
-        enumerate(BIG, start=1))
+        enumerate(BIG, start=1)
+    )
 
 
 def _column(values: list[int], type_: pa.DataType) -> pa.Array:

@@ -7,8 +7,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from batchenum.pipeline.job import PlanContext
 from batchenum.jobs.palago import PalagoJob
+from batchenum.pipeline.job import PlanContext
 from batchenum.solvers.palago import Catalogue, count_creatures, decode_codes, key_of
 from batchenum.solvers.palago.catalogue import catalogue_text
 from batchenum.solvers.palago.sums import decode, encode
@@ -41,8 +41,9 @@ def test_empty_catalogue():
 def test_subset_of_a_catalogue_is_encoded_independently(catalogue15):
     """Rows depend only on their own codes, whatever comes before them."""
     picks = [len(catalogue15) - 1, 0, 700]
-    subset = Catalogue(catalogue15.sizes[picks], catalogue15.stabilisers[picks], catalogue15.offsets[picks],
-                       catalogue15.codes)
+    subset = Catalogue(
+        catalogue15.sizes[picks], catalogue15.stabilisers[picks], catalogue15.offsets[picks], catalogue15.codes
+    )
     full = catalogue_text(catalogue15).column("sum")
     assert catalogue_text(subset).column("sum") == [full[k] for k in picks]
 
@@ -52,12 +53,24 @@ def test_job_shard_writes_the_same_rows_as_before():
     job = PalagoJob(12, catalogue_max_n=11, shards=3)
     out = job.run_shard(job.plan(PlanContext())[1]).tables["creatures"]
     _, catalogue = count_creatures(12, None, 11)
-    rows = sorted(zip(out["n"].tolist(), out["key"].to_pylist(), out["stabiliser"].tolist(), out["tiles"].to_pylist(),
-                      out["sum"].to_pylist()))
+    rows = sorted(
+        zip(
+            out["n"].tolist(),
+            out["key"].to_pylist(),
+            out["stabiliser"].tolist(),
+            out["tiles"].to_pylist(),
+            out["sum"].to_pylist(),
+        )
+    )
     assert all(isinstance(out[name], pa.StringArray) for name in ("key", "tiles", "sum"))
     expected = {}
     for k in range(len(catalogue)):
         creature = decode_codes(catalogue.tile_codes(k))
-        expected[key_of(creature)] = (int(catalogue.sizes[k]), key_of(creature), int(catalogue.stabilisers[k]),
-                                      json.dumps([list(t) for t in creature]), encode(creature))
+        expected[key_of(creature)] = (
+            int(catalogue.sizes[k]),
+            key_of(creature),
+            int(catalogue.stabilisers[k]),
+            json.dumps([list(t) for t in creature]),
+            encode(creature),
+        )
     assert rows and all(expected[row[1]] == row for row in rows)

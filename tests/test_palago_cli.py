@@ -8,7 +8,6 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import REPO
 
 PUBLISHED_13_TO_20 = [205, 512, 1335, 3404, 8922, 23592, 62630, 167622]
@@ -75,7 +74,9 @@ def test_bad_arguments_get_a_clear_message(tmp_path):
     result = batchenum("run", "palago", "--max-n", "50", "--out", str(tmp_path), check=False)
     assert result.returncode == 2
     assert "--max-n must be between 1 and 40, not 50" in result.stderr
-    result = batchenum("run", "palago", "--max-n", "9", "--catalogue-max-n", "10", "--serial", "--out", str(tmp_path), check=False)
+    result = batchenum(
+        "run", "palago", "--max-n", "9", "--catalogue-max-n", "10", "--serial", "--out", str(tmp_path), check=False
+    )
     assert result.returncode == 2
     assert "--catalogue-max-n must be between 0 and --max-n (9), not 10" in result.stderr
     missing = batchenum("table", "--out", str(tmp_path / "nowhere"), check=False)

@@ -20,14 +20,42 @@ import xml.etree.ElementTree as ElementTree
 
 import pyarrow.parquet as pq
 import pytest
-
-from batchenum.solvers.series import analyse, ratio_estimates, ratios
 from conftest import REPO
 
+from batchenum.solvers.series import analyse, ratio_estimates, ratios
+
 # OEIS A001168, fixed polyominoes, n = 0..28 (a(0) = 0 here: the series counts animals of n >= 1 cells)
-POLYOMINOES = [0, 1, 2, 6, 19, 63, 216, 760, 2725, 9910, 36446, 135268, 505861, 1903890, 7204874, 27394666,
-               104592937, 400795844, 1540820542, 5940738676, 22964779660, 88983512783, 345532572678,
-               1344372335524, 5239988770268, 20457802016011, 79992676367108, 313224032098244, 1228088671826973]
+POLYOMINOES = [
+    0,
+    1,
+    2,
+    6,
+    19,
+    63,
+    216,
+    760,
+    2725,
+    9910,
+    36446,
+    135268,
+    505861,
+    1903890,
+    7204874,
+    27394666,
+    104592937,
+    400795844,
+    1540820542,
+    5940738676,
+    22964779660,
+    88983512783,
+    345532572678,
+    1344372335524,
+    5239988770268,
+    20457802016011,
+    79992676367108,
+    313224032098244,
+    1228088671826973,
+]
 
 
 def motzkin(count: int) -> list[int]:
@@ -38,11 +66,14 @@ def motzkin(count: int) -> list[int]:
     return values[:count]
 
 
-@pytest.mark.parametrize("name, series, lam, theta", [
-    ("central binomial, ~ 4^n / sqrt(pi n)", [math.comb(2 * n, n) for n in range(30)], 4, 0.5),
-    ("Catalan, ~ 4^n n^(-3/2) / sqrt(pi)", [math.comb(2 * n, n) // (n + 1) for n in range(30)], 4, 1.5),
-    ("Motzkin, ~ 3^n n^(-3/2), a second singularity at x = -1", motzkin(30), 3, 1.5),
-])
+@pytest.mark.parametrize(
+    "name, series, lam, theta",
+    [
+        ("central binomial, ~ 4^n / sqrt(pi n)", [math.comb(2 * n, n) for n in range(30)], 4, 0.5),
+        ("Catalan, ~ 4^n n^(-3/2) / sqrt(pi)", [math.comb(2 * n, n) // (n + 1) for n in range(30)], 4, 1.5),
+        ("Motzkin, ~ 3^n n^(-3/2), a second singularity at x = -1", motzkin(30), 3, 1.5),
+    ],
+)
 def test_closed_forms_are_exact(name, series, lam, theta):
     assert motzkin(8) == [1, 1, 2, 4, 9, 21, 51, 127]  # OEIS A001006
     result = analyse(series)
@@ -79,11 +110,14 @@ def test_scaling_the_series_scales_lambda_past_int64():
     assert len(doubled.second_order.approximants) == len(plain.second_order.approximants)
 
 
-@pytest.mark.parametrize("series, message", [
-    (POLYOMINOES[:10], "nonzero terms"),
-    ([*POLYOMINOES[:5], -1, *POLYOMINOES[6:]], "a(5) = -1 is negative"),
-    ([*POLYOMINOES[:5], 63.0, *POLYOMINOES[6:]], "a(5) = 63.0 is not an integer"),
-])
+@pytest.mark.parametrize(
+    "series, message",
+    [
+        (POLYOMINOES[:10], "nonzero terms"),
+        ([*POLYOMINOES[:5], -1, *POLYOMINOES[6:]], "a(5) = -1 is negative"),
+        ([*POLYOMINOES[:5], 63.0, *POLYOMINOES[6:]], "a(5) = 63.0 is not an integer"),
+    ],
+)
 def test_bad_series_named(series, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         analyse(series)
@@ -97,8 +131,13 @@ def test_ratios_skip_zero_terms():
 
 
 def growth(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "batchenum", "palago", "growth", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "batchenum", "palago", "growth", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def committed_lengths() -> dict[str, int]:
@@ -151,7 +190,11 @@ def test_cli_errors_name_what_to_do(tmp_path):
     assert missing.returncode == 1 and "no count table at" in missing.stderr and "--from" in missing.stderr
     short = tmp_path / "short"
     (short / "palago").mkdir(parents=True)
-    pq.write_table(pq.read_table(REPO / "results" / "palago" / "creature_counts.parquet").slice(0, 10).replace_schema_metadata(None),
-                   short / "palago" / "creature_counts.parquet")
+    pq.write_table(
+        pq.read_table(REPO / "results" / "palago" / "creature_counts.parquet")
+        .slice(0, 10)
+        .replace_schema_metadata(None),
+        short / "palago" / "creature_counts.parquet",
+    )
     too_short = growth("--from", str(short))
     assert too_short.returncode == 1 and "fixed series" in too_short.stderr and "nonzero terms" in too_short.stderr

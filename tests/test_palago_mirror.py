@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO
-from batchenum.solvers.palago.mirror import MAX_N as MIRROR_MAX_N, reflection_counts, reflection_counts_reference
+
+from batchenum.solvers.palago.mirror import MAX_N as MIRROR_MAX_N
+from batchenum.solvers.palago.mirror import reflection_counts, reflection_counts_reference
 from batchenum.solvers.palago.symmetric import symmetric_counts
 
 MAX_N = 20
@@ -21,13 +22,13 @@ def searched():
 
 def test_reference_sweep_matches_the_search(searched):
     assert reflection_counts_reference(MAX_N).tolist() == searched.tolist()
-    assert searched[MAX_N - 4:].min() > 0  # not vacuous
+    assert searched[MAX_N - 4 :].min() > 0  # not vacuous
 
 
 def test_kernel_matches_the_search_at_every_max_n(searched):
     # every max_n, not only the largest: the pruning depends on it, the smallest sizes most
     for max_n in range(MAX_N + 1):
-        assert reflection_counts(max_n).tolist() == searched[:max_n + 1].tolist(), max_n
+        assert reflection_counts(max_n).tolist() == searched[: max_n + 1].tolist(), max_n
 
 
 def test_kernel_matches_the_reference_past_the_search():

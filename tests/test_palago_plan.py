@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from batchenum.pipeline.job import PlanContext
 from batchenum.jobs.palago import PalagoJob, packed_prefixes
+from batchenum.pipeline.job import PlanContext
 from batchenum.solvers.palago import count_creatures, frontier, prefix_nodes
 
 

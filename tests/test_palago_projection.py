@@ -40,8 +40,12 @@ def test_a_run_past_a_day_is_refused_unless_forced():
 
 
 def test_the_cli_refuses_max_n_40_at_once_and_writes_nothing(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "40", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "40", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
     assert "--max-n 40 by the direct search would take about" in run.stderr and "years" in run.stderr
     assert "Use --method transfer" in run.stderr and "Traceback" not in run.stderr
@@ -54,8 +58,23 @@ def test_sigterm_during_planning_stops_the_run_at_once(tmp_path):
     import signal
     import time
 
-    run = subprocess.Popen([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "40", "--force", "--serial",
-                            "--out", str(tmp_path)], stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "palago",
+            "--max-n",
+            "40",
+            "--force",
+            "--serial",
+            "--out",
+            str(tmp_path),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(8)  # imports and the frontier take about 2 s: the estimate's kernel is running
     assert run.poll() is None
     run.send_signal(signal.SIGTERM)

@@ -13,8 +13,15 @@ import pytest
 
 from batchenum.jobs.palago_views import gallery_items
 from batchenum.solvers.palago import count_creatures, decode_codes, key_of, tiles_from_key
-from batchenum.solvers.palago.render import (COLOURS, creature_svg, gallery_index_html, gallery_page_html, gallery_pages,
-                                   growth_plot_svg, tile_defs_svg)
+from batchenum.solvers.palago.render import (
+    COLOURS,
+    creature_svg,
+    gallery_index_html,
+    gallery_page_html,
+    gallery_pages,
+    growth_plot_svg,
+    tile_defs_svg,
+)
 from batchenum.solvers.palago.sums import decode
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -141,8 +148,12 @@ def test_gallery_pages_cut_in_order_and_the_index_links_every_page():
         gallery_pages(orders, per_page=0)
     counts = {6: 1, 3: 2, 2: 3, 1: 80}
     index = ET.fromstring(gallery_index_html(12, pages, counts, per_page=5, selection="the first 12"))
-    assert [link for link in _links(index) if "#" not in link] == ["page-1.html", "page-1.html", "page-2.html",
-                                                                    "page-3.html"]
+    assert [link for link in _links(index) if "#" not in link] == [
+        "page-1.html",
+        "page-1.html",
+        "page-2.html",
+        "page-3.html",
+    ]
     rows = {r.get("id"): [td.text for td in r.iter("td")] for r in index.iter("tr") if r.get("id")}
     assert rows["stabiliser-3"][2:4] == ["2", "0"]  # in the catalogue, not in this gallery
     assert rows["stabiliser-1"][2:4] == ["80", "8"]
@@ -180,8 +191,9 @@ def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path
         assert len(json.loads(row.tiles)) == sum(ch in "abc" for ch in row.sum) + 1
     plot = ET.parse(tmp_path / "palago" / "creature_counts.svg").getroot()
     assert plot.tag == f"{SVG}svg"
-    printed = batchenum("palago", "gallery", "--n", "9", "--from", str(tmp_path), "--out", str(tmp_path),
-                        "--per-page", "4").stdout
+    printed = batchenum(
+        "palago", "gallery", "--n", "9", "--from", str(tmp_path), "--out", str(tmp_path), "--per-page", "4"
+    ).stdout
     folder = tmp_path / "palago" / "gallery_n9"
     assert str(folder / "index.html") in printed and "9 of 9 creatures of size 9 on 3 pages" in printed
     assert sorted(p.name for p in folder.iterdir()) == ["index.html", "page-1.html", "page-2.html", "page-3.html"]
@@ -191,8 +203,20 @@ def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path
     assert {key: row[2] for key, row in rows.items()} == {"stabiliser-3": "1", "stabiliser-2": "4", "stabiliser-1": "4"}
 
     # Filters: a folder of their own; the index still counts every creature of size 9.
-    printed = batchenum("palago", "gallery", "--n", "9", "--from", str(tmp_path), "--out", str(tmp_path),
-                        "--stabiliser", "2", "--limit", "3").stdout
+    printed = batchenum(
+        "palago",
+        "gallery",
+        "--n",
+        "9",
+        "--from",
+        str(tmp_path),
+        "--out",
+        str(tmp_path),
+        "--stabiliser",
+        "2",
+        "--limit",
+        "3",
+    ).stdout
     assert "3 of 9 creatures of size 9 on 1 page" in printed
     filtered = tmp_path / "palago" / "gallery_n9_stabiliser2_first3"
     cards = _check_gallery(filtered, pages=1, creatures=3)

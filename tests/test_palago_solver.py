@@ -6,9 +6,9 @@ import json
 import random
 
 import numpy as np
+import palago_oracle as oracle
 import pytest
 
-import palago_oracle as oracle
 from batchenum.solvers.palago import (
     SearchCounts,
     Tile,
@@ -78,7 +78,9 @@ def _check_against_brute_force(n):
         canonical, stabiliser = canonical_tiles(tiles)
         assert stabiliser == 6 // len(orbit)
         oracle_keys.add(key_of(canonical))
-    solver_keys = {key_of(decode_codes(catalogue.tile_codes(k))) for k in range(len(catalogue)) if catalogue.sizes[k] == n}
+    solver_keys = {
+        key_of(decode_codes(catalogue.tile_codes(k))) for k in range(len(catalogue)) if catalogue.sizes[k] == n
+    }
     assert solver_keys == oracle_keys
 
 

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from batchenum.pipeline.tasks import InProcessTasks
-from batchenum.solvers.palago.transfer import (PHASE_STATE_STEPS, Generation, count_height, merge_generations,
-                                               next_phase, split_generation)
+from batchenum.solvers.palago.transfer import (
+    PHASE_STATE_STEPS,
+    Generation,
+    count_height,
+    merge_generations,
+    next_phase,
+    split_generation,
+)
 
 P = 2**61 - 1
 
@@ -35,8 +41,15 @@ def test_one_part_or_large_pieces_split_nothing():
 
 def test_split_sweep_resumes_from_a_save_of_a_split_column():
     saved = []
-    whole = count_height(8, 24, tasks=InProcessTasks(), parts=3, piece_states=8,
-                         save=lambda data, progress: saved.append(data), save_every=0.0)
+    whole = count_height(
+        8,
+        24,
+        tasks=InProcessTasks(),
+        parts=3,
+        piece_states=8,
+        save=lambda data, progress: saved.append(data),
+        save_every=0.0,
+    )
     assert saved and whole.tolist() == count_height(8, 24).tolist()
     for data in saved:
         assert count_height(8, 24, resume=data).tolist() == whole.tolist()
@@ -71,8 +84,9 @@ def slow_merge(pieces: list[Generation], n1: int) -> dict:
                 w, p, f = sums.get(k, (0, 0, 0.0))
                 sums[k] = ((w + int(pw[row, k])) % 2**64, (p + int(pp[row, k])) % P, f + float(pf[row, k]))
             merged[key] = (min(lo, before[0]), max(hi, before[1]), sums)
-    return {key: (lo, hi, [sums.get(k, (0, 0, 0.0)) for k in range(lo, hi + 1)])
-            for key, (lo, hi, sums) in merged.items()}
+    return {
+        key: (lo, hi, [sums.get(k, (0, 0, 0.0)) for k in range(lo, hi + 1)]) for key, (lo, hi, sums) in merged.items()
+    }
 
 
 def as_dict(generation: Generation, n1: int) -> dict:
@@ -80,8 +94,11 @@ def as_dict(generation: Generation, n1: int) -> dict:
     pw, pp, pf = generation.channels(n1)
     for row in range(generation.rows):
         lo, hi = int(generation.lo[row]), int(generation.hi[row])
-        out[tuple(generation.keys[row].tolist())] = (lo, hi, [(int(pw[row, k]), int(pp[row, k]), float(pf[row, k]))
-                                                              for k in range(lo, hi + 1)])
+        out[tuple(generation.keys[row].tolist())] = (
+            lo,
+            hi,
+            [(int(pw[row, k]), int(pp[row, k]), float(pf[row, k])) for k in range(lo, hi + 1)],
+        )
     return out
 
 
@@ -107,8 +124,10 @@ def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
     count_height(height, max_n, save=lambda data, progress: saved.append(data), save_every=0.0)
     from batchenum.solvers.palago.transfer import _SweepState
 
-    live = max((_SweepState.from_bytes(data, (height, max_n, True, 3)).generation_rows() for data in saved),
-               key=lambda generation: generation.rows)  # the largest generation
+    live = max(
+        (_SweepState.from_bytes(data, (height, max_n, True, 3)).generation_rows() for data in saved),
+        key=lambda generation: generation.rows,
+    )  # the largest generation
     for steps in ((0, 5), (5, 10), (0, 1), (3, 7), (9, 10)):
         buckets = split_generation(live, 6, height, steps)
         assert sum(b.rows for b in buckets) == live.rows
@@ -121,8 +140,11 @@ def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
             for key in bucket.keys:
                 labels = [(int(key[k // 10]) >> (6 * (k % 10))) & 63 for k in range(height)]
                 flags = int(key[0]) >> 60
-                signature = (tuple(bool(x) for k, x in enumerate(labels) if not steps[0] <= k < steps[1]),
-                             flags & 1 if steps[0] > 0 else None, flags & 2 if steps[1] < height else None)
+                signature = (
+                    tuple(bool(x) for k, x in enumerate(labels) if not steps[0] <= k < steps[1]),
+                    flags & 1 if steps[0] > 0 else None,
+                    flags & 2 if steps[1] < height else None,
+                )
                 assert where.setdefault(signature, b) == b
         assert len(where) > 6 and min(b.rows for b in buckets) > 0
 

@@ -9,8 +9,8 @@ import itertools
 import random
 
 import pytest
-
 from palago_oracle import DIRECTIONS, creatures_on
+
 from batchenum.solvers.palago import canonical_tiles, count_creatures, decode_codes, images, key_of, tiles_from_key
 from batchenum.solvers.palago.model import tile_corners
 from batchenum.solvers.palago.sums import (
@@ -38,8 +38,9 @@ def catalogue():
 def _oracle_closes(tiles) -> bool:
     """Whether the oracle finds exactly these tiles (with these regions) as a closed blue creature."""
     cells = frozenset((t.q, t.r) for t in tiles)
-    expected = frozenset(((t.q, t.r), t.t, kind) for t in tiles
-                         for kind, bit in (("tip", 1), ("body", 2)) if t.regions & bit)
+    expected = frozenset(
+        ((t.q, t.r), t.t, kind) for t in tiles for kind, bit in (("tip", 1), ("body", 2)) if t.regions & bit
+    )
     return expected in creatures_on(cells, {(t.q, t.r): t.t for t in tiles})
 
 
@@ -108,10 +109,10 @@ def test_the_fixed_convention_is_one_of_the_conventions_that_close_both_sums():
     fits = []
     for rotations in itertools.permutations(range(3)):
         letters = dict(zip("abc", rotations))
-        for up, clockwise, minus in itertools.product(range(6), (-1, 1),
-                                                      ("at child", "away from child", "kept", "up")):
-            colours = [_closes(_reference_walk(text, letters, up, clockwise, minus), n)
-                       for text, n in ((EYE, 3), (TWELVE, 12))]
+        for up, clockwise, minus in itertools.product(range(6), (-1, 1), ("at child", "away from child", "kept", "up")):
+            colours = [
+                _closes(_reference_walk(text, letters, up, clockwise, minus), n) for text, n in ((EYE, 3), (TWELVE, 12))
+            ]
             if all(colours):
                 fits.append((rotations, up, clockwise, minus, colours[0]))
     fixed = (tuple(LETTER_ROTATION[x] for x in "abc"), UP, -1, "at child", "blue")
@@ -171,19 +172,22 @@ def test_encode_refuses_tiles_that_are_not_a_creature():
 # ------------------------------------------------------------------------------ errors
 
 
-@pytest.mark.parametrize("text, error, position, token, reason", [
-    ("4b+5x", SumSyntaxError, 5, "x", "not part of a sum"),
-    ("4b+6c", SumSyntaxError, 4, "6", "not part of a sum"),
-    ("+4b5c", SumStepError, 1, "+", "nothing to step into"),
-    ("4b+5c+", None, None, None, None),  # stepping into a leaf is allowed; the sum still closes
-    ("4b++5c", SumStepError, 4, "+", "nothing to step into"),
-    ("4b-5c", SumStepError, 3, "-", "at the starting tile"),
-    ("4b+0a", SumStepError, 5, "a", "hex (0, 0) already holds the tile placed by the starting tile"),
-    ("4b+5c-1c", SumStepError, 8, "c", "already holds the tile placed by position 5"),
-    ("4b+5c5c", SumNotClosedError, 7, "c", "does not close"),
-    ("4b", SumNotClosedError, 0, "a", "does not close"),
-    ("", SumNotClosedError, 0, "a", "does not close"),
-])
+@pytest.mark.parametrize(
+    "text, error, position, token, reason",
+    [
+        ("4b+5x", SumSyntaxError, 5, "x", "not part of a sum"),
+        ("4b+6c", SumSyntaxError, 4, "6", "not part of a sum"),
+        ("+4b5c", SumStepError, 1, "+", "nothing to step into"),
+        ("4b+5c+", None, None, None, None),  # stepping into a leaf is allowed; the sum still closes
+        ("4b++5c", SumStepError, 4, "+", "nothing to step into"),
+        ("4b-5c", SumStepError, 3, "-", "at the starting tile"),
+        ("4b+0a", SumStepError, 5, "a", "hex (0, 0) already holds the tile placed by the starting tile"),
+        ("4b+5c-1c", SumStepError, 8, "c", "already holds the tile placed by position 5"),
+        ("4b+5c5c", SumNotClosedError, 7, "c", "does not close"),
+        ("4b", SumNotClosedError, 0, "a", "does not close"),
+        ("", SumNotClosedError, 0, "a", "does not close"),
+    ],
+)
 def test_malformed_sums_name_the_token(text, error, position, token, reason):
     if error is None:
         assert len(decode(text)) == 3

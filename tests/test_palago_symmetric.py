@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from batchenum.solvers.palago import count_creatures
-from batchenum.solvers.palago.symmetric import symmetric_counts, stabiliser_columns
+from batchenum.solvers.palago.symmetric import stabiliser_columns, symmetric_counts
 
 MAX_N = 18
 
@@ -26,7 +26,7 @@ def test_symmetric_counts_match_the_direct_search_stabilisers(both):
     assert sym.reflection.tolist() == (f2 + f6).tolist()
     assert sym.rotation.tolist() == (2 * f3 + f6).tolist()
     assert sym.full.tolist() == f6.tolist()
-    assert sym.reflection[MAX_N - 3:].sum() > 0 and sym.rotation[15] > 0  # not vacuous
+    assert sym.reflection[MAX_N - 3 :].sum() > 0 and sym.rotation[15] > 0  # not vacuous
 
 
 def test_stabiliser_columns_rebuild_the_free_counts(both):
@@ -55,7 +55,6 @@ def test_symmetric_counts_rebuild_the_published_table_to_24():
     # results/palago was written by the direct search (n <= 24); every stabiliser column and the
     # free counts follow from its fixed column and the symmetric counts.
     import pandas as pd
-
     from conftest import REPO
 
     table = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")

@@ -9,11 +9,20 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO
+
 from batchenum.solvers.palago import count_creatures
-from batchenum.solvers.palago.transfer import (MAX_N as TRANSFER_MAX_N, count_height, count_height_reference,
-                                               exact_counts, fixed_counts, fixed_counts_reference, max_height)
+from batchenum.solvers.palago.transfer import (
+    MAX_N as TRANSFER_MAX_N,
+)
+from batchenum.solvers.palago.transfer import (
+    count_height,
+    count_height_reference,
+    exact_counts,
+    fixed_counts,
+    fixed_counts_reference,
+    max_height,
+)
 
 MAX_N = 16
 
@@ -58,9 +67,26 @@ def test_unweighted_sweep_counts_boxes_of_one_height(direct):
 def test_job_writes_the_direct_table(tmp_path):
     out_transfer, out_direct = tmp_path / "transfer", tmp_path / "direct"
     for method, out in (("transfer", out_transfer), ("direct", out_direct)):
-        result = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(MAX_N), "--serial",
-                                 "--method", method, "--out", str(out)], capture_output=True, text=True, cwd=REPO,
-                                timeout=300)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "batchenum",
+                "run",
+                "palago",
+                "--max-n",
+                str(MAX_N),
+                "--serial",
+                "--method",
+                method,
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
     transfer = pd.read_parquet(out_transfer / "palago" / "creature_counts.parquet")
     by_search = pd.read_parquet(out_direct / "palago" / "creature_counts.parquet")
@@ -70,9 +96,28 @@ def test_job_writes_the_direct_table(tmp_path):
 
 
 def test_transfer_refuses_a_catalogue(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "10", "--method", "transfer",
-                             "--catalogue-max-n", "5", "--serial", "--out", str(tmp_path)],
-                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "palago",
+            "--max-n",
+            "10",
+            "--method",
+            "transfer",
+            "--catalogue-max-n",
+            "5",
+            "--serial",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert result.returncode == 2 and "--method transfer counts only" in result.stderr
 
 
@@ -106,9 +151,26 @@ def test_kernel_matches_the_published_table_to_24():
 def test_smallest_tables(tmp_path):
     for max_n in (1, 2):
         out = tmp_path / str(max_n)
-        result = subprocess.run([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--method",
-                                 "transfer", "--serial", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
-                                timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "batchenum",
+                "run",
+                "palago",
+                "--max-n",
+                str(max_n),
+                "--method",
+                "transfer",
+                "--serial",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr
         counts = pd.read_parquet(out / "palago" / "creature_counts.parquet")
         assert counts.n.tolist() == list(range(1, max_n + 1)) and not counts.drop(columns="n").any().any()
@@ -119,9 +181,11 @@ P = 2**61 - 1
 
 def test_exact_counts_rebuild_integers_past_int64_by_crt():
     values = [0, 1, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, 3**70, 2**64 * P - 1]
-    rebuilt = exact_counts(np.array([v % 2**64 for v in values], dtype=np.uint64),
-                           np.array([v % P for v in values], dtype=np.int64),
-                           np.array([float(v) for v in values]))
+    rebuilt = exact_counts(
+        np.array([v % 2**64 for v in values], dtype=np.uint64),
+        np.array([v % P for v in values], dtype=np.int64),
+        np.array([float(v) for v in values]),
+    )
     assert rebuilt.tolist() == values and all(type(v) is int for v in rebuilt)
 
 
@@ -129,8 +193,9 @@ def test_exact_counts_rebuild_integers_past_int64_by_crt():
 def test_exact_counts_refuse_counts_past_the_crt_range(value):
     # The residues alone would give value mod 2^64 P: the float64 channel exposes it.
     with pytest.raises(ArithmeticError, match="does not fit"):
-        exact_counts(np.array([value % 2**64], dtype=np.uint64), np.array([value % P], dtype=np.int64),
-                     np.array([float(value)]))
+        exact_counts(
+            np.array([value % 2**64], dtype=np.uint64), np.array([value % P], dtype=np.int64), np.array([float(value)])
+        )
 
 
 def test_kernel_counts_are_python_ints():
@@ -177,8 +242,9 @@ def test_the_api_takes_the_checkpoint_interval_as_the_cli_does(tmp_path):
         batchenum.run("palago", max_n=8, checkpoint_interval=15, out=str(tmp_path))
     with pytest.raises(UsageError, match="above 0, not 0"):
         batchenum.run("palago", max_n=8, method="transfer", checkpoint_interval=0, out=str(tmp_path))
-    saved = batchenum.run("palago", max_n=MAX_N, method="transfer", checkpoint_interval=1e-6, serial=True,
-                          out=str(tmp_path / "saved"))
+    saved = batchenum.run(
+        "palago", max_n=MAX_N, method="transfer", checkpoint_interval=1e-6, serial=True, out=str(tmp_path / "saved")
+    )
     plain = batchenum.run("palago", max_n=MAX_N, method="transfer", serial=True, out=str(tmp_path / "plain"))
     assert saved.tables["creature_counts"].to_pandas().equals(plain.tables["creature_counts"].to_pandas())
 
@@ -187,8 +253,21 @@ CHECKPOINT_N = 34  # its largest heights sweep for about a second each: saved ev
 
 
 def _transfer_run(out, *extra, max_n=CHECKPOINT_N) -> list[str]:
-    return [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", str(max_n), "--method", "transfer",
-            "--serial", "--out", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "batchenum",
+        "run",
+        "palago",
+        "--max-n",
+        str(max_n),
+        "--method",
+        "transfer",
+        "--serial",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_a_killed_run_resumes_from_its_checkpoints(tmp_path):
@@ -203,8 +282,12 @@ def test_a_killed_run_resumes_from_its_checkpoints(tmp_path):
     subprocess.run(_transfer_run(tmp_path / "clean"), check=True, capture_output=True, cwd=REPO, timeout=1200)
     out = tmp_path / "killed"
     saves = out / "palago" / "_checkpoints"
-    run = subprocess.Popen(_transfer_run(out, "--checkpoint-interval", "0.2"), cwd=REPO, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        _transfer_run(out, "--checkpoint-interval", "0.2"),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 1200
     saved = []
     while not saved:
@@ -218,13 +301,19 @@ def test_a_killed_run_resumes_from_its_checkpoints(tmp_path):
             os.kill(run.pid, signal.SIGCONT)
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
-    status = subprocess.run([sys.executable, "-m", "batchenum", "status", "--out", str(out)], capture_output=True,
-                            text=True, cwd=REPO, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "batchenum", "status", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     for shard in saved:
         assert f"checkpoint:  {shard}: column " in status.stdout, status.stdout
 
-    rerun = subprocess.run(_transfer_run(out, "--checkpoint-interval", "0.2"), capture_output=True, text=True,
-                           cwd=REPO, timeout=1200)
+    rerun = subprocess.run(
+        _transfer_run(out, "--checkpoint-interval", "0.2"), capture_output=True, text=True, cwd=REPO, timeout=1200
+    )
     assert rerun.returncode == 0, rerun.stderr
     for shard in saved:
         assert re.search(rf"{shard}\.ckpt: resuming from the save at column \d+", rerun.stderr), rerun.stderr
@@ -266,8 +355,10 @@ def test_a_save_holds_each_state_over_its_own_range_only():
 
     saved = []
     whole = count_height(9, 26, save=lambda data, progress: saved.append(data), save_every=0.0)
-    largest = max((_SweepState.from_bytes(data, (9, 26, True, 3)).generation_rows() for data in saved),
-                  key=lambda generation: generation.rows)
+    largest = max(
+        (_SweepState.from_bytes(data, (9, 26, True, 3)).generation_rows() for data in saved),
+        key=lambda generation: generation.rows,
+    )
     widths = 3 * (largest.hi - largest.lo + 1)
     assert largest.pool.size == widths.sum() < 3 * 27 * largest.rows / 2
     assert largest.heads[:, 5].tolist() == (np.cumsum(widths) - widths).tolist()
@@ -280,8 +371,15 @@ def test_a_save_of_the_dense_layout_is_refused_with_what_to_do(tmp_path):
     import io
 
     buffer = io.BytesIO()
-    np.savez(buffer, sweep=np.array((7, 24, 1, 3), np.int64), scalars=np.array([1, 3], np.int64),
-             data=np.zeros((1, 8), np.int64), done_w=np.zeros(25, np.uint64), done_p=np.zeros(25, np.int64),
-             done_f=np.zeros(25), stats=np.zeros(2, np.int64))
+    np.savez(
+        buffer,
+        sweep=np.array((7, 24, 1, 3), np.int64),
+        scalars=np.array([1, 3], np.int64),
+        data=np.zeros((1, 8), np.int64),
+        done_w=np.zeros(25, np.uint64),
+        done_p=np.zeros(25, np.int64),
+        done_f=np.zeros(25),
+        stats=np.zeros(2, np.int64),
+    )
     with pytest.raises(ValueError, match="delete the checkpoint"):
         count_height(7, 24, resume=buffer.getvalue())

@@ -8,16 +8,16 @@ import os
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from ray import cloudpickle
-
 import toy_job
+from ray import cloudpickle
+from toy_job import ToyJob
+
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.execute import RunOptions, code_version, run_job
 from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import ShardFailedError
 from batchenum.pipeline.store import StoreError
-from toy_job import ToyJob
 
 # Ray workers cannot import the tests folder; ship the toy job's module by value.
 cloudpickle.register_pickle_by_value(toy_job)
@@ -28,7 +28,9 @@ def quiet() -> Progress:
 
 
 def run(tmp_path, job=None, **options):
-    return run_job(job or ToyJob(), RunOptions(out_dir=str(tmp_path), serial=options.pop("serial", True), **options), quiet())
+    return run_job(
+        job or ToyJob(), RunOptions(out_dir=str(tmp_path), serial=options.pop("serial", True), **options), quiet()
+    )
 
 
 def test_merge_deduplicates_sorts_and_partitions(tmp_path):
@@ -165,8 +167,15 @@ class _PartitionedStreamedToy(ToyJob):
     """A streamed partitioned table with string keys; each shard emits its rows out of order."""
 
     name = "partitioned_toy"
-    tables = (TableSpec("rows", (Column("group", "int64"), Column("key", "string")), key=("key",),
-                        sort=("group", "key"), partition="group"),)
+    tables = (
+        TableSpec(
+            "rows",
+            (Column("group", "int64"), Column("key", "string")),
+            key=("key",),
+            sort=("group", "key"),
+            partition="group",
+        ),
+    )
     shard_tables = ("rows",)
     streamed_tables = ("rows",)
 
@@ -187,8 +196,9 @@ class _PartitionedStreamedToy(ToyJob):
 
 
 @pytest.mark.parametrize("batch_rows, group_rows, part_rows", [(4, 4, 8), (1 << 17, 1 << 17, 1 << 22)])
-def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(tmp_path, monkeypatch, batch_rows, group_rows,
-                                                                     part_rows):
+def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(
+    tmp_path, monkeypatch, batch_rows, group_rows, part_rows
+):
     # small sizes: several row groups and parts, keys checked across them
     monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)
     monkeypatch.setattr("batchenum.pipeline.store.ROW_GROUP_ROWS", group_rows)

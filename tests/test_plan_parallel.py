@@ -15,20 +15,23 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from ray import cloudpickle
+from test_faults import cli
 
 from batchenum.jobs.dungeons import DungeonJob
 from batchenum.pipeline.errors import InputError
-from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.inputs.plan import count_block_newlines, load_slice, plan_slices
+from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import RaySession, TaskFailedError
 
-from test_faults import cli
-
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import test modules
-SETTINGS = settings(max_examples=150, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def reference_cuts(data: bytes, lines_per_slice: int) -> list[tuple[int, int, int]]:
@@ -75,8 +78,15 @@ def test_block_plan_resolves_to_the_reference_slices(tmp_path_factory, data, lin
     path.write_bytes(data)
     expected = reference_cuts(data, lines_per_slice)
     by_driver = plan_slices(str(path), "grid", lines_per_slice, block=block)
-    by_tasks = plan_slices(str(path), "grid", lines_per_slice, PlanContext(task_map=in_process_map), block=block, task_blocks=task_blocks,
-                           driver_bytes=0)
+    by_tasks = plan_slices(
+        str(path),
+        "grid",
+        lines_per_slice,
+        PlanContext(task_map=in_process_map),
+        block=block,
+        task_blocks=task_blocks,
+        driver_bytes=0,
+    )
     assert by_tasks == by_driver
     assert resolved(path, by_driver, data) == expected
 
@@ -92,12 +102,16 @@ def test_counting_runs_in_ray_tasks_and_gives_the_driver_plan(tmp_path, ray_sess
         calls.append(len(items))
         return RaySession(None, None).map(fn, items)
 
-    by_tasks = plan_slices(str(path), "grid", 250, PlanContext(task_map=counting_map), block=4096, task_blocks=3, driver_bytes=0)
+    by_tasks = plan_slices(
+        str(path), "grid", 250, PlanContext(task_map=counting_map), block=4096, task_blocks=3, driver_bytes=0
+    )
     assert calls == [-(-path.stat().st_size // (4096 * 3))] and calls[0] > 1
     assert by_tasks == plan_slices(str(path), "grid", 250, block=4096)
     assert resolved(path, by_tasks, path.read_bytes()) == reference_cuts(path.read_bytes(), 250)
     assert os.getpid() not in RaySession(None, None).map(worker_pid, [1, 2])  # tasks run in Ray workers
-    assert plan_slices(str(path), "grid", 250, PlanContext(task_map=counting_map), block=4096) == by_tasks  # small: counted here
+    assert (
+        plan_slices(str(path), "grid", 250, PlanContext(task_map=counting_map), block=4096) == by_tasks
+    )  # small: counted here
     assert len(calls) == 1
 
 
@@ -135,15 +149,19 @@ def test_failed_counting_names_the_blocks_or_the_changed_file(tmp_path, ray_sess
 def run_dungeons(path, out, **options):
     """(result, progress lines) of one dungeons run."""
     stream = io.StringIO()
-    result = run_job(DungeonJob(str(path), records_per_shard=40), RunOptions(out_dir=str(out), **options),
-                     Progress("dungeons", stream=stream))
+    result = run_job(
+        DungeonJob(str(path), records_per_shard=40),
+        RunOptions(out_dir=str(out), **options),
+        Progress("dungeons", stream=stream),
+    )
     return result, stream.getvalue()
 
 
 def test_a_resumed_run_reuses_every_shard_whoever_counted(tmp_path, ray_session, monkeypatch):
     path = tmp_path / "batch.jsonl"
-    path.write_text("".join(json.dumps({"id": f"d{k}", "grid": ["@.$", ".g$"][: 1 + k % 2]}) + "\n"
-                            for k in range(300)))
+    path.write_text(
+        "".join(json.dumps({"id": f"d{k}", "grid": ["@.$", ".g$"][: 1 + k % 2]}) + "\n" for k in range(300))
+    )
     monkeypatch.setenv("BATCHENUM_TEST_PLAN", "512,2,1000000000")
     first, said = run_dungeons(path, tmp_path / "out", serial=True)  # counted by the driver
     assert "planned with" not in said
@@ -156,8 +174,7 @@ def test_a_resumed_run_reuses_every_shard_whoever_counted(tmp_path, ray_session,
 @pytest.mark.slow
 def test_cli_with_task_counting_gives_the_same_tables(tmp_path):
     path = tmp_path / "batch.jsonl"
-    cli("generate", "dungeons", "--count", "2000", "--height", "6", "--width", "1-9", "--seed", "8",
-        "--out", str(path))
+    cli("generate", "dungeons", "--count", "2000", "--height", "6", "--width", "1-9", "--seed", "8", "--out", str(path))
     with open(path, "a", encoding="utf-8") as handle:
         handle.write('{"id": "bad", "grid": 7}\nnot json\n\n{"id": "last", "grid": ["@$"]}')
     args = ("run", "dungeons", "--input", str(path), "--records-per-shard", "300", "--workers", "2")
@@ -167,6 +184,8 @@ def test_cli_with_task_counting_gives_the_same_tables(tmp_path):
     assert "planned with" not in default.stderr
     assert default.stdout.splitlines()[0] == tasks.stdout.splitlines()[0]
     for table in ("answers", "errors"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "default" / "dungeons" / table),
-                                      pd.read_parquet(tmp_path / "tasks" / "dungeons" / table))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "default" / "dungeons" / table),
+            pd.read_parquet(tmp_path / "tasks" / "dungeons" / table),
+        )
     assert len(pd.read_parquet(tmp_path / "tasks" / "dungeons" / "errors")) == 2

@@ -38,8 +38,11 @@ class TimedLines:
 
 def test_off_a_terminal_a_first_line_at_once_then_shard_lines_at_most_every_log_every(tmp_path):
     stream = TimedLines()
-    run_job(ToyJob(shards=12, seconds=0.25), RunOptions(out_dir=str(tmp_path), serial=True),
-            Progress("toy", stream=stream, log_every=1.0))
+    run_job(
+        ToyJob(shards=12, seconds=0.25),
+        RunOptions(out_dir=str(tmp_path), serial=True),
+        Progress("toy", stream=stream, log_every=1.0),
+    )
     shard_lines = [(moment, line) for moment, line in stream.lines if re.match(r"toy: \d+/12 shards", line)]
     assert shard_lines[0][1].startswith("toy: 0/12 shards") and shard_lines[-1][1].startswith("toy: 12/12 shards")
     between = [b[0] - a[0] for a, b in zip(shard_lines[1:-1], shard_lines[2:-1])]
@@ -113,8 +116,9 @@ def test_at_a_terminal_output_forwarded_from_workers_stays_above_the_bar(tmp_pat
     primary, secondary = os.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal's size
     os.set_inheritable(secondary, True)
-    driver = subprocess.Popen([sys.executable, str(script)], stdin=secondary, stdout=secondary, stderr=secondary,
-                              close_fds=True)
+    driver = subprocess.Popen(
+        [sys.executable, str(script)], stdin=secondary, stdout=secondary, stderr=secondary, close_fds=True
+    )
     os.close(secondary)
     chunks = []
     while True:
@@ -128,8 +132,10 @@ def test_at_a_terminal_output_forwarded_from_workers_stays_above_the_bar(tmp_pat
     os.close(primary)
     assert driver.wait(timeout=60) == 0
     text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))  # Ray's colours
-    screen = [line.split("\r")[-1] if line.split("\r")[-1].strip() else line  # what stays visible of each line
-              for line in text.replace("\r\n", "\n").split("\n")]
+    screen = [
+        line.split("\r")[-1] if line.split("\r")[-1].strip() else line  # what stays visible of each line
+        for line in text.replace("\r\n", "\n").split("\n")
+    ]
     hellos = [line for line in screen if "hello from" in line]
     assert len(hellos) == 6, screen
     assert all(re.fullmatch(r"\(.*pid=\d+.*\) hello from s00\d", line.strip()) for line in hellos), hellos

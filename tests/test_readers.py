@@ -16,11 +16,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from conftest import REPO
 
 import batchenum
-from batchenum.pipeline.store import GUARD_FILE, SHARDS_DIR, read_manifest
 from batchenum.pipeline.storage import Storage
-from conftest import REPO
+from batchenum.pipeline.store import GUARD_FILE, SHARDS_DIR, read_manifest
 
 # (job folder, table, the table's path below it, a column whose values identify a row)
 TABLES = [
@@ -47,14 +47,33 @@ def runs(tmp_path_factory) -> pathlib.Path:
 def _generate(path: pathlib.Path) -> None:
     from batchenum.jobs.cli import main
 
-    assert main(["generate", "dungeons", "--count", "600", "--height", "8", "--width", "8", "--seed", "3",
-                 "--out", str(path)]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "dungeons",
+                "--count",
+                "600",
+                "--height",
+                "8",
+                "--width",
+                "8",
+                "--seed",
+                "3",
+                "--out",
+                str(path),
+            ]
+        )
+        == 0
+    )
 
 
 def _arrow(table: pa.Table, key: str) -> pa.Table:
     """A reader's answer in one comparable form: strings as ``string``, rows in ``key`` order."""
-    fields = [pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) or pa.types.is_string_view(f.type)
-                       else f.type) for f in table.schema]
+    fields = [
+        pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) or pa.types.is_string_view(f.type) else f.type)
+        for f in table.schema
+    ]
     return table.cast(pa.schema(fields)).sort_by(key).replace_schema_metadata(None)
 
 
@@ -102,8 +121,10 @@ def test_a_whole_job_folder_fails_loudly_in_every_reader(runs, ray_session, job)
     for reader, attempt in attempts.items():
         with pytest.raises(Exception) as raised:
             attempt()
-        assert GUARD_FILE in str(raised.value) or "magic bytes" in str(raised.value) \
-            or "PAR1" in str(raised.value), (reader, raised.value)
+        assert GUARD_FILE in str(raised.value) or "magic bytes" in str(raised.value) or "PAR1" in str(raised.value), (
+            reader,
+            raised.value,
+        )
 
 
 def test_the_shard_store_is_outside_every_tables_folder(runs):
@@ -116,8 +137,8 @@ def test_the_shard_store_is_outside_every_tables_folder(runs):
 
 def _readme_blocks() -> list[str]:
     text = (REPO / "README.md").read_text()
-    section = text[text.index("## Reading the tables"):]
-    section = section[:section.index("\n## ", 3)]
+    section = text[text.index("## Reading the tables") :]
+    section = section[: section.index("\n## ", 3)]
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
@@ -145,7 +166,7 @@ def _cwd(path: pathlib.Path):
 
 def _cluster_doc_block() -> str:
     text = (REPO / "docs" / "cluster.md").read_text()
-    section = text[text.index("## Reading results from object storage"):]
+    section = text[text.index("## Reading results from object storage") :]
     (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     return block
 
@@ -155,13 +176,22 @@ def test_every_reader_gives_the_same_tables_from_s3(runs, ray_session, s3_server
 
     for name, value in s3_server.items():
         monkeypatch.setenv(name, value)
-    s3 = pafs.S3FileSystem(endpoint_override=s3_server["AWS_ENDPOINT_URL"], region="us-east-1",
-                           access_key=s3_server["AWS_ACCESS_KEY_ID"], secret_key=s3_server["AWS_SECRET_ACCESS_KEY"])
-    pafs.copy_files(str(runs / "runs"), f"{new_bucket}/runs", source_filesystem=pafs.LocalFileSystem(),
-                    destination_filesystem=s3)
-    polars_options = {"aws_endpoint_url": s3_server["AWS_ENDPOINT_URL"], "aws_allow_http": "true",
-                      "aws_access_key_id": s3_server["AWS_ACCESS_KEY_ID"],
-                      "aws_secret_access_key": s3_server["AWS_SECRET_ACCESS_KEY"], "aws_region": "us-east-1"}
+    s3 = pafs.S3FileSystem(
+        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
+        region="us-east-1",
+        access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+    )
+    pafs.copy_files(
+        str(runs / "runs"), f"{new_bucket}/runs", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=s3
+    )
+    polars_options = {
+        "aws_endpoint_url": s3_server["AWS_ENDPOINT_URL"],
+        "aws_allow_http": "true",
+        "aws_access_key_id": s3_server["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": s3_server["AWS_SECRET_ACCESS_KEY"],
+        "aws_region": "us-east-1",
+    }
     for job, table, where, key in TABLES:
         local = _arrow(ds.dataset(runs / "runs" / job / where).to_table(), key)
         uri = f"s3://{new_bucket}/runs/{job}/{where}"
@@ -172,8 +202,9 @@ def test_every_reader_gives_the_same_tables_from_s3(runs, ray_session, s3_server
             "pyarrow.dataset": ds.dataset(uri).to_table(),
             "duckdb": duckdb.sql("FROM dataset").to_arrow_table(),
             "polars": pl.read_parquet(glob, storage_options=polars_options).to_arrow(),
-            "ray.data": pa.concat_tables(ray_session.get(ray_session.data.read_parquet(
-                uri, filesystem=s3).to_arrow_refs())),
+            "ray.data": pa.concat_tables(
+                ray_session.get(ray_session.data.read_parquet(uri, filesystem=s3).to_arrow_refs())
+            ),
         }
         for reader, read in reads.items():
             read = _arrow(read, key)

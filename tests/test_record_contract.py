@@ -23,15 +23,14 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from test_dungeon_job import run_all  # every shard, no Ray; checks the workers' record counts
 
 from batchenum.jobs.dungeons import DungeonJob
 from batchenum.jobs.nonary import NonaryJob
-from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.inputs import plan_slices, read_records
 from batchenum.pipeline.inputs.jsonl import MAX_DEPTH, MAX_NUMBER_DIGITS
+from batchenum.pipeline.job import PlanContext
 
 GRID = pa.list_(pa.string())
 OK_DUNGEON = b'{"id": "ok", "grid": ["@$"]}'  # answer 1
@@ -121,8 +120,8 @@ def test_lone_surrogate_escapes_are_rejected(tmp_path, escape, where):
 
 def test_a_surrogate_pair_is_one_character_and_answered(tmp_path):
     dungeons, nonary = both_jobs(tmp_path, CLEAN + [record(b'"smile\\ud83d\\ude00"')])
-    assert_answered(dungeons[3], "smile\U0001F600")
-    assert_answered(nonary[3], "smile\U0001F600")
+    assert_answered(dungeons[3], "smile\U0001f600")
+    assert_answered(nonary[3], "smile\U0001f600")
 
 
 def test_cli_runs_the_issue_repro_to_the_end(tmp_path):
@@ -131,8 +130,23 @@ def test_cli_runs_the_issue_repro_to_the_end(tmp_path):
 
     path = tmp_path / "u.jsonl"
     path.write_bytes(b'{"id":"ok","grid":["@$"]}\n{"id":"bad\xff","grid":["@"]}\n{"id":"a\\ud800","grid":["@"]}\n')
-    run = subprocess.run([sys.executable, "-m", "batchenum", "run", "dungeons", "--input", str(path),
-                          "--out", str(tmp_path / "o"), "--serial", "--quiet"], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "dungeons",
+            "--input",
+            str(path),
+            "--out",
+            str(tmp_path / "o"),
+            "--serial",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert "dungeons: read 3, answered 1, rejected 2" in run.stdout + run.stderr
     errors = pd.read_parquet(tmp_path / "o" / "dungeons" / "errors")
@@ -195,8 +209,13 @@ def test_nesting_and_number_limits_hold_on_both_paths(tmp_path):
 
 def test_two_objects_on_a_line_next_to_a_blank_line(tmp_path):
     """pyarrow splits objects on one line, so two objects plus a blank line used to look clean."""
-    lines = [record(b'"a"') + b" " + record(b'"b"'), b"   ", record(b'"c"'),
-             record(b'"d"') + b"\r" + record(b'"e"'), b""]
+    lines = [
+        record(b'"a"') + b" " + record(b'"b"'),
+        b"   ",
+        record(b'"c"'),
+        record(b'"d"') + b"\r" + record(b'"e"'),
+        b"",
+    ]
     dungeons, nonary = both_jobs(tmp_path, lines)
     for result in (dungeons, nonary):
         assert sorted(result) == [1, 3, 4]
@@ -223,21 +242,24 @@ def test_control_character_message_says_at_once(tmp_path):
 # ------------------------------------------------------------------------------ plain reasons
 
 
-@pytest.mark.parametrize("doors, words", [
-    ("[[true, 0, -1]]", ["number must be an integer, not true (a boolean)", "[true, 0, -1]"]),
-    ("[[9, 0, null]]", ["to_room must be an integer, not null", "[9, 0, null]"]),
-    ('[["9", 0, -1]]', ['number must be an integer, not "9" (a string)']),
-    ("[[9.0, 0, -1]]", ["not 9.0 (a number)"]),
-    ('[[9, 0, -1], {"a": 1}]', ["door 1: must be a list [number, from_room, to_room], not an object"]),
-    ('"doors"', ['doors must be a list of [number, from_room, to_room] triples, not "doors" (a string)']),
-    ("[[" + "4" * 600 + ", 0, 1], [9, 1, -1]]", ["number must be in 1..9, not 444444... (600 digits)"]),
-    ("[[9, 0, -1], [2, 0, -" + "3" * 640 + "]]", ["to_room -333333... (640 digits) is negative"]),
-    ("[[" + "4" * 4200 + ", 0, 1], [9, 1, -1]]", ["line 1: a number of 4,200 digits (at most 640 are read)"]),
-])
+@pytest.mark.parametrize(
+    "doors, words",
+    [
+        ("[[true, 0, -1]]", ["number must be an integer, not true (a boolean)", "[true, 0, -1]"]),
+        ("[[9, 0, null]]", ["to_room must be an integer, not null", "[9, 0, null]"]),
+        ('[["9", 0, -1]]', ['number must be an integer, not "9" (a string)']),
+        ("[[9.0, 0, -1]]", ["not 9.0 (a number)"]),
+        ('[[9, 0, -1], {"a": 1}]', ["door 1: must be a list [number, from_room, to_room], not an object"]),
+        ('"doors"', ['doors must be a list of [number, from_room, to_room] triples, not "doors" (a string)']),
+        ("[[" + "4" * 600 + ", 0, 1], [9, 1, -1]]", ["number must be in 1..9, not 444444... (600 digits)"]),
+        ("[[9, 0, -1], [2, 0, -" + "3" * 640 + "]]", ["to_room -333333... (640 digits) is negative"]),
+        ("[[" + "4" * 4200 + ", 0, 1], [9, 1, -1]]", ["line 1: a number of 4,200 digits (at most 640 are read)"]),
+    ],
+)
 def test_nonary_reasons_are_plain_words(tmp_path, doors, words):
     path = tmp_path / "d.jsonl"
     path.write_text('{"id": "r", "doors": ' + doors + "}\n")
-    (_, ident, reason), = verdicts(NonaryJob(str(path))).values()
+    ((_, ident, reason),) = verdicts(NonaryJob(str(path))).values()
     assert ident == ("line 1" if "4" * 4200 in doors else "r")
     for word in words:
         assert word in reason
@@ -250,20 +272,21 @@ def test_parquet_decimals_and_binary_are_named_in_words(tmp_path):
     import decimal
 
     path = tmp_path / "d.parquet"
-    doors = pa.array([[[decimal.Decimal(9), decimal.Decimal(0), decimal.Decimal(-1)]]],
-                     type=pa.list_(pa.list_(pa.decimal128(5, 0))))
+    doors = pa.array(
+        [[[decimal.Decimal(9), decimal.Decimal(0), decimal.Decimal(-1)]]], type=pa.list_(pa.list_(pa.decimal128(5, 0)))
+    )
     pq.write_table(pa.table({"id": ["dec"], "doors": doors}), path)
-    (_, _, reason), = verdicts(NonaryJob(str(path))).values()
+    ((_, _, reason),) = verdicts(NonaryJob(str(path))).values()
     assert reason == "row 1: door 0 [9, 0, -1]: number must be an integer, not 9 (a decimal number)"
     pq.write_table(pa.table({"id": [b"bin"], "grid": [b"@$"]}), path)
-    (_, ident, reason), = verdicts(DungeonJob(str(path))).values()
+    ((_, ident, reason),) = verdicts(DungeonJob(str(path))).values()
     assert (ident, reason) == ("row 1", "row 1: 'id' must be a string or an integer, not binary data")
 
 
 def test_reasons_are_capped(tmp_path):
     path = tmp_path / "g.jsonl"
     path.write_text(json.dumps({"id": "wide", "grid": ["@" + "." * 5000, "." * 4000]}) + "\n")
-    (kind, _, reason), = verdicts(DungeonJob(str(path))).values()
+    ((kind, _, reason),) = verdicts(DungeonJob(str(path))).values()
     assert kind == "error" and "row 2 has 4000 characters but row 1 has 5001" in reason and len(reason) <= 300
 
 
@@ -320,20 +343,37 @@ def test_duplicated_parquet_column_is_refused_at_planning(tmp_path, column):
     with pytest.raises(InputError) as caught:
         DungeonJob(str(path)).plan(PlanContext())
     assert str(caught.value) == message
-    run = subprocess.run([sys.executable, "-m", "batchenum", "run", "dungeons", "--input", str(path),
-                          "--out", str(tmp_path / "o"), "--serial"], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "dungeons",
+            "--input",
+            str(path),
+            "--out",
+            str(tmp_path / "o"),
+            "--serial",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 1 and message in run.stderr and "KeyError" not in run.stderr
 
 
 # -------------------------------------------------------------------------------- compression
 
 
-@pytest.mark.parametrize("kind, tool, compress", [
-    ("gzip", "gunzip", gzip.compress),
-    ("bzip2", "bunzip2", bz2.compress),
-    ("xz", "unxz", lzma.compress),
-    ("zstd", "unzstd", lambda data: b"\x28\xb5\x2f\xfd" + data),  # the zstd frame magic
-])
+@pytest.mark.parametrize(
+    "kind, tool, compress",
+    [
+        ("gzip", "gunzip", gzip.compress),
+        ("bzip2", "bunzip2", bz2.compress),
+        ("xz", "unxz", lzma.compress),
+        ("zstd", "unzstd", lambda data: b"\x28\xb5\x2f\xfd" + data),  # the zstd frame magic
+    ],
+)
 @pytest.mark.parametrize("name", ["batch.jsonl.gz", "batch.jsonl", "batch.parquet"])
 def test_compressed_input_is_read_only_when_its_name_says_gzip_or_zstd(tmp_path, kind, tool, compress, name):
     path = tmp_path / name
@@ -342,15 +382,32 @@ def test_compressed_input_is_read_only_when_its_name_says_gzip_or_zstd(tmp_path,
         assert verdicts(DungeonJob(str(path))) == {1: ("answer", "ok", None)}
         return
     readable = {"gzip": ".gz", "zstd": ".zst"}.get(kind) if name != "batch.parquet" else None
-    advice = (f"name it .jsonl{readable} to have it read as {kind}-compressed JSONL" if readable
-              else f"decompress it first (for example with {tool})")
+    advice = (
+        f"name it .jsonl{readable} to have it read as {kind}-compressed JSONL"
+        if readable
+        else f"decompress it first (for example with {tool})"
+    )
     message = f"input {path} is {kind}-compressed: {advice}"
     with pytest.raises(InputError, match="compressed") as caught:
         plan_slices(str(path), "grid", 10)
     assert str(caught.value).startswith(message)
     if kind == "gzip":
-        run = subprocess.run([sys.executable, "-m", "batchenum", "run", "nonary", "--input", str(path),
-                              "--out", str(tmp_path / "o"), "--serial"], capture_output=True, text=True)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "batchenum",
+                "run",
+                "nonary",
+                "--input",
+                str(path),
+                "--out",
+                str(tmp_path / "o"),
+                "--serial",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert run.returncode == 1 and message in run.stderr
 
 
@@ -366,8 +423,12 @@ def test_record_timeout_covers_the_preparation_of_a_long_chain(tmp_path):
     started = time.monotonic()
     result = verdicts(NonaryJob(str(path), max_doors=100_000, record_timeout=0.5))
     elapsed = time.monotonic() - started
-    assert result[1] == ("error", "chain", "line 1: timed out: the time budget of 0.5 s ran out while preparing "
-                                           "the graph, before the search; raise it with --record-timeout")
+    assert result[1] == (
+        "error",
+        "chain",
+        "line 1: timed out: the time budget of 0.5 s ran out while preparing "
+        "the graph, before the search; raise it with --record-timeout",
+    )
     assert result[2] == ("answer", "ok", None)
     assert elapsed < 60, f"took {elapsed:.1f} s: the budget did not stop the preparation (about 100 s)"
 

@@ -13,6 +13,8 @@ import textwrap
 
 import pandas as pd
 import pytest
+from conftest import CASES, REPO
+from test_faults import cli_command
 
 import batchenum
 from batchenum.jobs import REGISTRY
@@ -20,8 +22,6 @@ from batchenum.pipeline.cli import parse_job
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.job import Column, Job, Shard, ShardResult, TableSpec
 from batchenum.pipeline.params import INPUTS, REQUIRED, spelled
-from conftest import CASES, REPO
-from test_faults import cli_command
 
 
 def _bad_values(param) -> list:
@@ -43,8 +43,9 @@ def _bad_values(param) -> list:
 @pytest.mark.parametrize("name", REGISTRY.names())
 def test_every_parameter_has_one_name_default_bound_and_message_in_the_cli_and_in_run(name, tmp_path):
     job_class = REGISTRY.job_class(name)
-    needed = {p: str(CASES / "dungeon_seed.jsonl") for p, param in job_class.declared_params().items()
-              if param.type is INPUTS}
+    needed = {
+        p: str(CASES / "dungeon_seed.jsonl") for p, param in job_class.declared_params().items() if param.type is INPUTS
+    }
     argv = [x for p, v in needed.items() for x in (spelled(p, cli=True), v)]
     from_cli, from_python = parse_job(REGISTRY, [name, *argv]), job_class.create(**needed)
     assert from_cli.params() == from_python.params()
@@ -94,26 +95,48 @@ TOY_JOB_FILE = textwrap.dedent('''
 def test_a_puzzle_is_one_job_file_run_from_the_cli_and_python(tmp_path):
     copy = tmp_path / "checkout"
     for package in ("batchenum", "jobs", "pipeline", "solvers"):
-        shutil.copytree(REPO / package, copy / package, symlinks=True,  # batchenum/jobs stays a link to jobs/
-                        ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+        shutil.copytree(
+            REPO / package,
+            copy / package,
+            symlinks=True,  # batchenum/jobs stays a link to jobs/
+            ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"),
+        )
     shutil.copy(REPO / "pyproject.toml", copy)
     (copy / "jobs" / "cells.py").write_text(TOY_JOB_FILE)  # the one file added
     batch = tmp_path / "shapes.jsonl"
-    batch.write_text("\n".join(json.dumps(r) for r in [{"id": "mono", "cells": [[0, 0]]},
-                                                        {"id": "L", "cells": [[0, 0], [0, 1], [1, 1]]},
-                                                        {"id": "none", "cells": []}]) + "\n")
+    batch.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "mono", "cells": [[0, 0]]},
+                {"id": "L", "cells": [[0, 0], [0, 1], [1, 1]]},
+                {"id": "none", "cells": []},
+            ]
+        )
+        + "\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(copy)}
-    done = subprocess.run(cli_command("run", "cells", "--input", str(batch), "--serial", "--out", str(tmp_path / "a"),
-                                      "--json"), capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        cli_command("run", "cells", "--input", str(batch), "--serial", "--out", str(tmp_path / "a"), "--json"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["summary"] == "cells: read 3, answered 2, rejected 1"
-    listed = subprocess.run(cli_command("run", "--help"), capture_output=True, text=True, env=env, timeout=300,
-                            cwd=tmp_path)
+    listed = subprocess.run(
+        cli_command("run", "--help"), capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert "cells Measure the area and perimeter of every polyomino of a batch" in " ".join(listed.stdout.split())
-    script = (f"import batchenum; r = batchenum.run('cells', input={str(batch)!r}, out={str(tmp_path / 'b')!r}, "
-              "workers=2); print(r.tables['answers'].to_pandas()[['id', 'area', 'perimeter']].to_dict('list'))")
-    python = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
-                            cwd=tmp_path)
+    script = (
+        f"import batchenum; r = batchenum.run('cells', input={str(batch)!r}, out={str(tmp_path / 'b')!r}, "
+        "workers=2); print(r.tables['answers'].to_pandas()[['id', 'area', 'perimeter']].to_dict('list'))"
+    )
+    python = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path
+    )
     assert python.returncode == 0, python.stderr
     assert python.stdout.strip().splitlines()[-1] == "{'id': ['mono', 'L'], 'area': [1, 3], 'perimeter': [4, 8]}"
 
@@ -121,9 +144,11 @@ def test_a_puzzle_is_one_job_file_run_from_the_cli_and_python(tmp_path):
 def test_an_installed_package_adds_a_job_through_the_entry_point_group(tmp_path):
     package = tmp_path / "pkg"
     (package / "toyqueens").mkdir(parents=True)
-    (package / "toyqueens" / "__init__.py").write_text((REPO / "examples" / "queens.py").read_text()
-                                                       .replace('name = "queens"', 'name = "toyqueens"'))
-    (package / "pyproject.toml").write_text(textwrap.dedent('''
+    (package / "toyqueens" / "__init__.py").write_text(
+        (REPO / "examples" / "queens.py").read_text().replace('name = "queens"', 'name = "toyqueens"')
+    )
+    (package / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [build-system]
         requires = ["setuptools>=68"]
         build-backend = "setuptools.build_meta"
@@ -134,20 +159,32 @@ def test_an_installed_package_adds_a_job_through_the_entry_point_group(tmp_path)
 
         [project.entry-points."batchenum.jobs"]
         toyqueens = "toyqueens:Queens"
-    '''))
+    """)
+    )
     pip = [sys.executable, "-m", "pip", "-q"]
-    installed = subprocess.run([*pip, "install", "--no-deps", str(package)],
-                               capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", str(package)], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
     assert installed.returncode == 0, installed.stderr
     try:
-        done = subprocess.run(cli_command("run", "toyqueens", "--n", "6", "--serial", "--out", str(tmp_path / "o"),
-                                          "--json"), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        done = subprocess.run(
+            cli_command("run", "toyqueens", "--n", "6", "--serial", "--out", str(tmp_path / "o"), "--json"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["summary"] == "toyqueens: 4 leaves, 153 nodes, 1 distinct by key"
         helped = subprocess.run(cli_command("run", "--help"), capture_output=True, text=True, timeout=300)
         assert "toyqueens" in helped.stdout
-        api = subprocess.run([sys.executable, "-c", "import batchenum; print(batchenum.job_names())"],
-                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        api = subprocess.run(
+            [sys.executable, "-c", "import batchenum; print(batchenum.job_names())"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert "'toyqueens'" in api.stdout
     finally:
         subprocess.run([*pip, "uninstall", "-y", "toyqueens"], capture_output=True, timeout=300)
@@ -170,15 +207,24 @@ class _Broken(Job):
         return ShardResult({"t": self.rows})
 
 
-@pytest.mark.parametrize("job, says", [
-    (_Broken({"k": [1, 0.5], "cells": [[1], [2]]}),
-     "shard a: table 't', column 'k' is declared int64 but row 2 holds 0.5 (float): Arrow would truncate it"),
-    (_Broken({"k": [1], "cells": ["12"]}),
-     "shard a: table 't', column 'cells' is declared list<int64> but row 1 holds '12' (str): give each row a list"),
-    (_Broken({"k": [1], "cells": [[1]]}, ids=("a", "a")), "plan() gives the shard id 'a' twice"),
-    (_Broken({"k": [1], "cells": [[1]]}, params={"n": __import__("numpy").int64(3)}),
-     "params() gives n = np.int64(3) (int64), which is not JSON"),
-])
+@pytest.mark.parametrize(
+    "job, says",
+    [
+        (
+            _Broken({"k": [1, 0.5], "cells": [[1], [2]]}),
+            "shard a: table 't', column 'k' is declared int64 but row 2 holds 0.5 (float): Arrow would truncate it",
+        ),
+        (
+            _Broken({"k": [1], "cells": ["12"]}),
+            "shard a: table 't', column 'cells' is declared list<int64> but row 1 holds '12' (str): give each row a list",
+        ),
+        (_Broken({"k": [1], "cells": [[1]]}, ids=("a", "a")), "plan() gives the shard id 'a' twice"),
+        (
+            _Broken({"k": [1], "cells": [[1]]}, params={"n": __import__("numpy").int64(3)}),
+            "params() gives n = np.int64(3) (int64), which is not JSON",
+        ),
+    ],
+)
 def test_contract_mistakes_name_the_job_s_mistake(job, says, tmp_path):
     with pytest.raises(PipelineError, match=".*".join(map(__import__("re").escape, says.split("(", 1)[:1]))) as raised:
         batchenum.run(job, out=str(tmp_path), serial=True)
@@ -192,8 +238,10 @@ def test_a_malformed_dataframe_column_is_one_error_naming_it(tmp_path):
 
 
 def test_the_job_contract_sits_below_the_cli_and_the_executor():
-    probe = ("import sys, batchenum.pipeline.job, batchenum.pipeline.batch, batchenum.pipeline.skeletons, "
-             "batchenum.jobs.palago_transfer; print(sorted(m for m in ('argparse', 'batchenum.pipeline.cli', "
-             "'batchenum.pipeline.execute', 'batchenum.jobs.palago') if m in sys.modules))")
+    probe = (
+        "import sys, batchenum.pipeline.job, batchenum.pipeline.batch, batchenum.pipeline.skeletons, "
+        "batchenum.jobs.palago_transfer; print(sorted(m for m in ('argparse', 'batchenum.pipeline.cli', "
+        "'batchenum.pipeline.execute', 'batchenum.jobs.palago') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd="/")
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

@@ -20,10 +20,10 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import REPO
 
 from batchenum.jobs.growth import read_series
 from batchenum.solvers.series import analyse, check_exponent
-from conftest import REPO
 
 DATA = REPO / "tests" / "data"
 # name: (file, whether the file's lambda error was published from the same terms the file holds)
@@ -56,10 +56,10 @@ def published_series(name: str) -> list[int]:
     return read_series(str(DATA / FILES[name][0]))[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def analysis(name: str, last: int | None = None):
     series = published_series(name)
-    return analyse(series if last is None else series[:last + 1])
+    return analyse(series if last is None else series[: last + 1])
 
 
 # --------------------------------------------------------------- the published terms, recounted
@@ -129,20 +129,24 @@ def brute_polygons(most: int) -> list[int]:
     return [closed[2 * n] // (4 * n) for n in range(1, most + 1)]
 
 
-@pytest.mark.parametrize("name, brute, count", [
-    ("polyominoes", brute_polyominoes, 10),
-    ("walks", brute_walks, 10),
-    ("polygons", brute_polygons, 6),
-])
+@pytest.mark.parametrize(
+    "name, brute, count",
+    [
+        ("polyominoes", brute_polyominoes, 10),
+        ("walks", brute_walks, 10),
+        ("polygons", brute_polygons, 6),
+    ],
+)
 def test_published_terms_match_a_brute_force_count(name, brute, count):
-    assert published_series(name)[1:count + 1] == brute(count)
+    assert published_series(name)[1 : count + 1] == brute(count)
 
 
 def test_published_files_hold_what_their_citations_say():
-    assert len(published_series("polyominoes")) - 1 == 56 and published_series("polyominoes")[56] == \
-        69150714562532896936574425480218
-    assert len(published_series("walks")) - 1 == 71 and published_series("walks")[71] == \
-        4190893020903935054619120005916
+    assert (
+        len(published_series("polyominoes")) - 1 == 56
+        and published_series("polyominoes")[56] == 69150714562532896936574425480218
+    )
+    assert len(published_series("walks")) - 1 == 71 and published_series("walks")[71] == 4190893020903935054619120005916
     assert len(published_series("polygons")) - 1 == 25 and published_series("polygons")[25] == 36556766640745936
 
 
@@ -193,11 +197,14 @@ def test_the_spread_is_not_uselessly_wide(name):
         assert whole.lam.spread <= 10 * published_error, (name, whole.lam, published_error)
 
 
-@pytest.mark.parametrize("name, wrong", [
-    ("polyominoes", (0.8, 1.2)),
-    ("walks", (-0.2, 0.0)),
-    ("polygons", (2.3, 3.0)),
-])
+@pytest.mark.parametrize(
+    "name, wrong",
+    [
+        ("polyominoes", (0.8, 1.2)),
+        ("walks", (-0.2, 0.0)),
+        ("polygons", (2.3, 3.0)),
+    ],
+)
 def test_an_assumed_exponent_is_kept_when_true_and_excluded_when_wrong(name, wrong):
     _, _, theta = PUBLISHED[name]
     series, result = published_series(name), analysis(name)
@@ -221,8 +228,9 @@ def test_drift_enters_the_error_bar():
 
 
 def growth(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "batchenum", "growth", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "batchenum", "growth", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def test_cli_json_on_a_text_file_with_theta_checks():
@@ -242,8 +250,7 @@ def test_cli_json_on_a_text_file_with_theta_checks():
 @pytest.mark.parametrize("ending", ["parquet", "csv"])
 def test_cli_reads_a_table_column_exactly(tmp_path, ending):
     walks = published_series("walks")  # past int64 from n = 44
-    table = pa.table({"n": list(range(1, 41)), "walks": [str(v) for v in walks[1:41]],
-                      "other": [1.5] * 40})
+    table = pa.table({"n": list(range(1, 41)), "walks": [str(v) for v in walks[1:41]], "other": [1.5] * 40})
     path = tmp_path / f"walks.{ending}"
     if ending == "parquet":
         pq.write_table(table, path)

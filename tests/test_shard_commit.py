@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from batchenum.pipeline.faults import KILL_BETWEEN_SHARD_TABLES
 from test_faults import cli
 
-needs_chattr = pytest.mark.skipif(shutil.which("chattr") is None or os.geteuid() != 0,
-                                  reason="chattr +i (root) makes a folder refuse every write, root's included")
+from batchenum.pipeline.faults import KILL_BETWEEN_SHARD_TABLES
+
+needs_chattr = pytest.mark.skipif(
+    shutil.which("chattr") is None or os.geteuid() != 0,
+    reason="chattr +i (root) makes a folder refuse every write, root's included",
+)
 
 
 @contextlib.contextmanager
@@ -103,8 +105,12 @@ def test_a_full_file_system_between_a_shards_tables_leaves_no_mixed_shard(tmp_pa
     answers landed; once room is made, the rerun is exact."""
     script = tmp_path / "full.py"
     script.write_text(_FULL_DISK_SCRIPT)
-    done = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, str(script), str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["full_exit"] == 1 and "takes no more" in report["full_stderr"], report
@@ -113,7 +119,7 @@ def test_a_full_file_system_between_a_shards_tables_leaves_no_mixed_shard(tmp_pa
 
 
 # Runs in a private mount namespace (unshare -m): a small tmpfs as --out, the batch outside it.
-_FULL_DISK_SCRIPT = r'''
+_FULL_DISK_SCRIPT = r"""
 import json, os, subprocess, sys
 import pandas as pd
 
@@ -156,7 +162,7 @@ print(json.dumps({"full_exit": full.returncode, "full_stderr": full.stderr[-600:
                   "overlap": sorted(set(answers["line"]) & set(errors["line"])), "records": len(set(ids)),
                   "expected": 4000, "rows": len(ids)}))
 subprocess.run(["umount", out])
-'''
+"""
 
 
 @needs_chattr

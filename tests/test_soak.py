@@ -14,7 +14,6 @@ import os
 
 import pandas as pd
 import pytest
-
 from fault_proxy import FaultProxy
 from soak import soak
 from test_faults import cli, cli_command
@@ -27,11 +26,22 @@ SHARDS = -(-(RECORDS + 2) // PER_SHARD)
 CHANGED_LINE = 150  # in the second shard, committed by the first run (a serial run goes in plan order)
 
 
-def test_ten_kills_and_three_outages_during_one_batch_on_s3_end_as_a_clean_serial_run(s3_server, new_bucket,
-                                                                                      tmp_path):
+def test_ten_kills_and_three_outages_during_one_batch_on_s3_end_as_a_clean_serial_run(s3_server, new_bucket, tmp_path):
     batch = tmp_path / "batch.jsonl"
-    cli("generate", "dungeons", "--count", str(RECORDS), "--height", "7", "--width", "9", "--seed", "11",
-        "--out", str(batch))
+    cli(
+        "generate",
+        "dungeons",
+        "--count",
+        str(RECORDS),
+        "--height",
+        "7",
+        "--width",
+        "9",
+        "--seed",
+        "11",
+        "--out",
+        str(batch),
+    )
     with open(batch, "a", encoding="utf-8") as handle:  # a rejected record and an unreadable line
         handle.write(json.dumps({"id": "bad", "grid": 7}) + "\nnot json\n")
     fs = s3_fs(s3_server)
@@ -49,13 +59,42 @@ def test_ten_kills_and_three_outages_during_one_batch_on_s3_end_as_a_clean_seria
 
     with FaultProxy(int(s3_server["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])) as proxy:
         env = {**os.environ, **s3_server, "AWS_ENDPOINT_URL": proxy.endpoint}
-        command = cli_command("run", "dungeons", "--input", f"s3://{new_bucket}/in/batch.jsonl", "--records-per-shard",
-                              str(PER_SHARD), "--serial", "--storage-timeout", "60",
-                              "--out", f"s3://{new_bucket}/run")
-        figures = soak(command, env, proxy, fs, f"{new_bucket}/run/dungeons/_shards/answers", SHARDS,
-                       kills=10, outages=3, window=1.0, on_kill=change_a_committed_record)
-    clean = cli("run", "dungeons", "--input", str(batch), "--records-per-shard", str(PER_SHARD), "--serial",
-                "--out", str(tmp_path / "clean"))
+        command = cli_command(
+            "run",
+            "dungeons",
+            "--input",
+            f"s3://{new_bucket}/in/batch.jsonl",
+            "--records-per-shard",
+            str(PER_SHARD),
+            "--serial",
+            "--storage-timeout",
+            "60",
+            "--out",
+            f"s3://{new_bucket}/run",
+        )
+        figures = soak(
+            command,
+            env,
+            proxy,
+            fs,
+            f"{new_bucket}/run/dungeons/_shards/answers",
+            SHARDS,
+            kills=10,
+            outages=3,
+            window=1.0,
+            on_kill=change_a_committed_record,
+        )
+    clean = cli(
+        "run",
+        "dungeons",
+        "--input",
+        str(batch),
+        "--records-per-shard",
+        str(PER_SHARD),
+        "--serial",
+        "--out",
+        str(tmp_path / "clean"),
+    )
     assert figures.kills == 10 and figures.outages == 3
     assert figures.window_kills >= 3, figures  # kills between a shard's answers and its errors
     assert all(count >= 2 for count in figures.commits_between_kills)  # every resume made progress

@@ -23,8 +23,9 @@ def status(out) -> subprocess.CompletedProcess:
 
 
 def test_status_during_and_after_an_interrupted_run(tmp_path):
-    driver = subprocess.Popen(cli_command(*palago_args(tmp_path, 24, 64, "--serial")), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+    driver = subprocess.Popen(
+        cli_command(*palago_args(tmp_path, 24, 64, "--serial")), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         wait_for_commits(tmp_path, 3, driver)
         during = status(tmp_path).stdout
@@ -78,8 +79,11 @@ def test_status_lists_only_folders_a_run_wrote_and_the_job_folders_one_level_bel
 def test_status_of_a_fresh_clones_results_shows_the_committed_tables_only(tmp_path):
     """``results/`` as git holds it: the tables without plan, manifest or shards, in
     ``results/palago`` and one level deeper in ``results/extended/palago`` and ``results/transfer/palago``."""
-    shutil.copytree(REPO / "results", tmp_path / "results",
-                    ignore=shutil.ignore_patterns("_*", "NOT_A_TABLE.parquet", "creatures", "gallery_*"))
+    shutil.copytree(
+        REPO / "results",
+        tmp_path / "results",
+        ignore=shutil.ignore_patterns("_*", "NOT_A_TABLE.parquet", "creatures", "gallery_*"),
+    )
     shown = status(tmp_path / "results").stdout
     assert re.findall(r"^(\S+)  \(", shown, re.M) == ["extended/palago", "palago", "transfer/palago"]
     assert "table:       creature_counts.parquet: 24 rows" in shown and "not job folders" not in shown
@@ -88,8 +92,11 @@ def test_status_of_a_fresh_clones_results_shows_the_committed_tables_only(tmp_pa
 def test_status_tells_wall_time_from_the_compute_summed_over_shards(tmp_path):
     cli(*palago_args(tmp_path, 1, 1, "--serial"))
     shown = status(tmp_path).stdout
-    wall, summed = re.search(r"the last run computed 1 shard in ([\d.]+) s of wall time "
-                             r"\(([\d.]+) s of compute summed over its shards\)", shown).groups()
+    wall, summed = re.search(
+        r"the last run computed 1 shard in ([\d.]+) s of wall time "
+        r"\(([\d.]+) s of compute summed over its shards\)",
+        shown,
+    ).groups()
     assert float(summed) <= float(wall)  # one shard, run after the plan was written
     assert "1 row," in shown and "1 rows" not in shown and "1/1 shard committed" in shown
     [job] = json.loads(cli("status", "--out", str(tmp_path), "--json").stdout)["jobs"]

@@ -12,11 +12,11 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from batchenum.pipeline.storage import Storage, StorageUnavailableError
 from fault_proxy import FAULTS, FaultProxy
 from test_faults import PUBLISHED, cli_command, reused
 from test_object_storage import objects, read_s3, run
+
+from batchenum.pipeline.storage import Storage, StorageUnavailableError
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +50,9 @@ def test_every_storage_operation_waits_out_a_short_fault(s3_server, new_bucket, 
     assert time.monotonic() - started < 60
 
 
-def test_past_the_bound_an_operation_fails_naming_the_store_and_the_operation(s3_server, new_bucket, proxy,
-                                                                             monkeypatch):
+def test_past_the_bound_an_operation_fails_naming_the_store_and_the_operation(
+    s3_server, new_bucket, proxy, monkeypatch
+):
     for name, value in through(s3_server, proxy).items():
         monkeypatch.setenv(name, value)
     store = Storage.at(f"s3://{new_bucket}/run", timeout=3)
@@ -68,8 +69,9 @@ def test_past_the_bound_an_operation_fails_naming_the_store_and_the_operation(s3
 
 def palago_over(proxy: FaultProxy, s3_server: dict, bucket: str, *extra: str) -> subprocess.Popen:
     args = cli_command("run", "palago", "--max-n", "21", "--shards", "24", "--out", f"s3://{bucket}/run", *extra)
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **through(s3_server, proxy)})
+    return subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **through(s3_server, proxy)}
+    )
 
 
 def shards_committed(s3_server: dict, bucket: str) -> int:
@@ -120,8 +122,18 @@ def test_an_outage_past_the_bound_is_one_message_and_the_rerun_reuses_every_shar
     assert "--storage-timeout 4" in last and "Every shard committed before is kept" in last
     assert waited < 60
     kept = shards_committed(s3_server, new_bucket)
-    rerun = run(through(s3_server, proxy), "run", "palago", "--max-n", "21", "--shards", "24", "--serial",
-                "--out", f"s3://{new_bucket}/run")
+    rerun = run(
+        through(s3_server, proxy),
+        "run",
+        "palago",
+        "--max-n",
+        "21",
+        "--shards",
+        "24",
+        "--serial",
+        "--out",
+        f"s3://{new_bucket}/run",
+    )
     assert reused(rerun) >= kept >= 3
     counts = read_s3(s3_server, f"s3://{new_bucket}/run/palago/creature_counts.parquet")
     assert counts.free.tolist() == PUBLISHED[PUBLISHED.n <= 21].free.tolist()

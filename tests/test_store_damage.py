@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real command line, this worktree's code (cwd=REPO puts it first on sys.path)."""
-    return subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300,
-                          cwd=REPO, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "batchenum", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def in_process(*args: str) -> tuple[int, str, str]:
@@ -112,8 +116,9 @@ def test_a_damaged_shard_is_recomputed_not_merged(palago_run, tmp_path):
     rerun = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
     assert rerun.returncode == 0, rerun.stderr
     assert "shard s0001 will be recomputed" in rerun.stderr and "(3 reused, 1 recomputed" in rerun.stdout
-    assert (out / "palago" / "creature_counts.parquet").read_bytes() == \
-        (palago_run / "palago" / "creature_counts.parquet").read_bytes()
+    assert (out / "palago" / "creature_counts.parquet").read_bytes() == (
+        palago_run / "palago" / "creature_counts.parquet"
+    ).read_bytes()
 
 
 def test_a_damaged_catalogue_is_never_shown_in_a_gallery(tmp_path):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_faults import cli
 
 from batchenum.pipeline.store import MANIFEST_FILE
-from test_faults import cli
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links as Linux makes them")
 
@@ -108,8 +108,9 @@ def test_a_table_that_is_a_link_is_refused_and_never_served(batch, tmp_path):
     answers.symlink_to(foreign)
 
     shown = cli("status", "--out", str(out))
-    assert f"{answers} is a symbolic link" in shown.stdout and "not the table the manifest names" in shown.stdout, \
+    assert f"{answers} is a symbolic link" in shown.stdout and "not the table the manifest names" in shown.stdout, (
         shown.stdout
+    )
     listed = json.loads(cli("status", "--out", str(out), "--json").stdout)["jobs"][0]
     assert any("answers" in problem and "symbolic link" in problem for problem in listed["problems"]), listed
 
@@ -141,8 +142,9 @@ def test_cleanup_refuses_a_shard_store_that_is_a_link(batch, tmp_path):
     assert f"{shards} is a symbolic link" in shown, shown
     cleaned = cli("cleanup", "--out", str(out), check=False)
     assert cleaned.returncode == 1, cleaned.stdout + cleaned.stderr
-    assert f"{shards} is a symbolic link" in cleaned.stderr and "removed" not in cleaned.stdout, \
+    assert f"{shards} is a symbolic link" in cleaned.stderr and "removed" not in cleaned.stdout, (
         cleaned.stdout + cleaned.stderr
+    )
     assert tree(victim) == before and shards.is_symlink()
 
 

@@ -15,27 +15,49 @@ import sys
 import time
 
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_store_damage import cli, palago_run  # noqa: F401  (a module fixture: one real run)
 
-from conftest import REPO
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.lease import LEASE_FILE, Lease, process_identity
 from batchenum.pipeline.status import job_statuses, render, to_json
 from batchenum.pipeline.storage import Storage
-from test_store_damage import cli, palago_run  # noqa: F401  (a module fixture: one real run)
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12)
-LEASE_KEYS = st.fixed_dictionaries({}, optional={
-    "run": JSON, "host": JSON, "pid": JSON | st.integers(-2**70, 2**70), "started_at": JSON, "heartbeat_at": JSON})
-PLAN_KEYS = st.fixed_dictionaries({}, optional={
-    "shards": JSON | st.lists(st.text(max_size=6), max_size=5), "tables": JSON, "started_at": JSON,
-    "params": JSON, "version": JSON, "host": JSON, "pid": JSON})
-CONTENT = (st.binary(max_size=64) | JSON.map(lambda value: json.dumps(value).encode())
-           | LEASE_KEYS.map(lambda value: json.dumps(value).encode())
-           | PLAN_KEYS.map(lambda value: json.dumps(value).encode()))
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+LEASE_KEYS = st.fixed_dictionaries(
+    {},
+    optional={
+        "run": JSON,
+        "host": JSON,
+        "pid": JSON | st.integers(-(2**70), 2**70),
+        "started_at": JSON,
+        "heartbeat_at": JSON,
+    },
+)
+PLAN_KEYS = st.fixed_dictionaries(
+    {},
+    optional={
+        "shards": JSON | st.lists(st.text(max_size=6), max_size=5),
+        "tables": JSON,
+        "started_at": JSON,
+        "params": JSON,
+        "version": JSON,
+        "host": JSON,
+        "pid": JSON,
+    },
+)
+CONTENT = (
+    st.binary(max_size=64)
+    | JSON.map(lambda value: json.dumps(value).encode())
+    | LEASE_KEYS.map(lambda value: json.dumps(value).encode())
+    | PLAN_KEYS.map(lambda value: json.dumps(value).encode())
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +85,12 @@ def test_any_lease_and_plan_bytes_give_a_clean_answer(folder, lease, plan):
 def test_a_foreign_lease_says_what_to_do_and_status_reports_it(palago_run, tmp_path):  # noqa: F811
     out = tmp_path / "out"
     shutil.copytree(palago_run, out)
-    for content in (b"", b"\x00\xff garbage", b"[1, 2]", b'{"run": "x", "host": "h", "pid": 1, '
-                                                               b'"started_at": 1, "heartbeat_at": "soon"}'):
+    for content in (
+        b"",
+        b"\x00\xff garbage",
+        b"[1, 2]",
+        b'{"run": "x", "host": "h", "pid": 1, "started_at": 1, "heartbeat_at": "soon"}',
+    ):
         (out / "palago" / LEASE_FILE).write_bytes(content)
         run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
         assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
@@ -94,7 +120,9 @@ def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_
     out = tmp_path / "out"
     shutil.copytree(palago_run, out)
     job = out / "palago"
-    shutil.copy(job / "_shards" / "partial_counts" / "s0000.parquet", job / "_shards" / "partial_counts" / "s99999.parquet")
+    shutil.copy(
+        job / "_shards" / "partial_counts" / "s0000.parquet", job / "_shards" / "partial_counts" / "s99999.parquet"
+    )
     plan = json.loads((job / "_plan.json").read_text())
     plan["shards"] = plan["shards"][:3] + ["s0009"]  # one planned shard not yet committed
     (job / "_plan.json").write_text(json.dumps(plan))
@@ -102,8 +130,18 @@ def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_
     gone.wait()  # a pid that was alive once on this host and is not now
     now = time.time()
     identity = {**process_identity(os.getpid()), "pid_started": 1}  # this namespace, a process gone
-    (job / LEASE_FILE).write_text(json.dumps({"run": "r", "host": os.uname().nodename, "pid": gone.pid,
-                                              "started_at": now - 5, "heartbeat_at": now - 2, **identity}))
+    (job / LEASE_FILE).write_text(
+        json.dumps(
+            {
+                "run": "r",
+                "host": os.uname().nodename,
+                "pid": gone.pid,
+                "started_at": now - 5,
+                "heartbeat_at": now - 2,
+                **identity,
+            }
+        )
+    )
     text = cli("status", "--out", str(out)).stdout
     assert "3/4 shards committed; 2 not in the plan, ignored (s0003, s99999)" in text, text
     assert "running:" not in text and "stopped:" in text and "its process is gone" in text
@@ -111,16 +149,34 @@ def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_
     [status] = json.loads(cli("status", "--out", str(out), "--json").stdout)["jobs"]
     assert status["running"]["alive"] is False and status["seconds_left"] is None
     assert status["shards"]["committed"] == 3 and status["unplanned_shards"] == 2
-    (job / LEASE_FILE).write_text(json.dumps({"run": "r", "host": "elsewhere", "pid": 1,
-                                              "started_at": now - 500, "heartbeat_at": now - 300}))
+    (job / LEASE_FILE).write_text(
+        json.dumps({"run": "r", "host": "elsewhere", "pid": 1, "started_at": now - 500, "heartbeat_at": now - 300})
+    )
     assert "no heartbeat for" in cli("status", "--out", str(out)).stdout
 
 
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
     out = tmp_path / "out"
-    driver = subprocess.Popen([sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "19", "--shards", "24",
-                               "--serial", "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "batchenum",
+            "run",
+            "palago",
+            "--max-n",
+            "19",
+            "--shards",
+            "24",
+            "--serial",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while len(list(out.glob("palago/_shards/*/*.parquet"))) < 2 and driver.poll() is None and time.time() < deadline:
         time.sleep(0.1)

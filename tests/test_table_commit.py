@@ -9,15 +9,14 @@ import os
 from pathlib import Path
 
 import pandas as pd
-
 import pytest
+from test_faults import cli
 
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import code_version
-from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
 from batchenum.pipeline.faults import KILL_BEFORE_COMMIT, KILL_BETWEEN_TABLES
+from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
 from batchenum.pipeline.store import MANIFEST_FILE, Provenance, ShardStore, part_groups
-from test_faults import cli
 
 
 def catalogue_files(out: Path) -> dict[str, bytes]:
@@ -30,8 +29,22 @@ def leftovers(out: Path) -> list[Path]:
 
 
 def run_palago(out: Path, catalogue_max_n: int, *extra: str, env: dict | None = None, check: bool = True):
-    return cli("run", "palago", "--max-n", "12", "--catalogue-max-n", str(catalogue_max_n), "--shards", "3",
-               "--serial", "--out", str(out), *extra, env=env, check=check)
+    return cli(
+        "run",
+        "palago",
+        "--max-n",
+        "12",
+        "--catalogue-max-n",
+        str(catalogue_max_n),
+        "--shards",
+        "3",
+        "--serial",
+        "--out",
+        str(out),
+        *extra,
+        env=env,
+        check=check,
+    )
 
 
 def manifest(out: Path, job: str) -> dict:
@@ -64,8 +77,18 @@ def test_the_counts_markdown_and_plot_are_published_only_by_the_commit(tmp_path)
     published = ("creature_counts.parquet", "creature_counts.md", "creature_counts.svg")
     cli("run", "palago", "--max-n", "10", "--serial", "--out", str(out))
     before = {name: (out / "palago" / name).read_bytes() for name in published}
-    killed = cli("run", "palago", "--max-n", "11", "--serial", "--overwrite", "--out", str(out),
-                 env={KILL_BEFORE_COMMIT: "1"}, check=False)
+    killed = cli(
+        "run",
+        "palago",
+        "--max-n",
+        "11",
+        "--serial",
+        "--overwrite",
+        "--out",
+        str(out),
+        env={KILL_BEFORE_COMMIT: "1"},
+        check=False,
+    )
     assert killed.returncode == -9  # SIGKILL with the n = 11 tables and files staged, unnamed
     assert {name: (out / "palago" / name).read_bytes() for name in published} == before
 
@@ -168,8 +191,12 @@ def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp
     part = {"path": "errors/part-00000.parquet", "rows": 3, "bytes": 1, "shards": ["s0"]}
     a, b = "a.jsonl", "b.jsonl"  # the key is (file, line): lines restart in each file
     store.add_parts("errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (b, 1), "last": (b, 9)}])
-    with pytest.raises(StoreError, match=r"'errors': file/line = \('a.jsonl', 3\) in shards s0..s0 repeats or comes out"):
-        store.add_parts("errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (a, 3), "last": (b, 9)}])
+    with pytest.raises(
+        StoreError, match=r"'errors': file/line = \('a.jsonl', 3\) in shards s0..s0 repeats or comes out"
+    ):
+        store.add_parts(
+            "errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (a, 3), "last": (b, 9)}]
+        )
 
 
 def test_on_s3_a_finish_killed_between_tables_is_completed_by_cleanup(s3_server, new_bucket, tmp_path):

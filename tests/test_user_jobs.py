@@ -12,10 +12,9 @@ import subprocess
 import sys
 import textwrap
 
+import clusters
 import pyarrow.parquet as pq
 import pytest
-
-import clusters
 from conftest import REPO
 from test_faults import cli_command
 
@@ -43,7 +42,7 @@ QUEENS = textwrap.dedent('''
             return len(cols) == self.n
 ''')
 
-DRIVER = textwrap.dedent('''
+DRIVER = textwrap.dedent("""
     import json, sys
     sys.path.append({folder!r})  # a folder Ray's workers are never told about
     import batchenum
@@ -51,7 +50,7 @@ DRIVER = textwrap.dedent('''
 
     result = batchenum.run(Queens, n=7, out={out!r}, workers=2, head_start=False, **{options})
     print(json.dumps({{"summary": result.summary, "reused": result.reused, "shards": result.shards}}))
-''')
+""")
 
 
 def _last_json(done: subprocess.CompletedProcess) -> dict:
@@ -67,14 +66,18 @@ def _nodes(job_folder) -> set[str]:
 
 def test_a_job_in_a_script_runs_on_ray_workers(tmp_path):
     script = tmp_path / "myjob.py"
-    script.write_text(QUEENS + textwrap.dedent(f'''
+    script.write_text(
+        QUEENS
+        + textwrap.dedent(f"""
         if __name__ == "__main__":
             import json, batchenum
             result = batchenum.run(Queens, n=7, out={str(tmp_path / "out")!r}, workers=2, head_start=False)
             print(json.dumps({{"summary": result.summary}}))
-    '''))
-    seen = _last_json(subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                                     timeout=600))
+    """)
+    )
+    seen = _last_json(
+        subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    )
     assert seen["summary"].startswith("queens: 40 leaves")  # OEIS A000170: 40 for n = 7
     assert all("Ray node" in node for node in _nodes(tmp_path / "out" / "queens"))
 
@@ -88,8 +91,11 @@ def test_a_module_elsewhere_on_sys_path_is_shipped_and_its_edits_recompute(tmp_p
     driver.write_text(DRIVER.format(folder=str(elsewhere), module="nqjob", out=str(tmp_path / "out"), options={}))
 
     def run() -> dict:
-        return _last_json(subprocess.run([sys.executable, str(driver)], cwd=driver.parent, capture_output=True,
-                                         text=True, timeout=600))
+        return _last_json(
+            subprocess.run(
+                [sys.executable, str(driver)], cwd=driver.parent, capture_output=True, text=True, timeout=600
+            )
+        )
 
     first = run()
     assert first["summary"].startswith("queens: 40 leaves") and first["reused"] == 0
@@ -103,37 +109,57 @@ def test_a_module_elsewhere_on_sys_path_is_shipped_and_its_edits_recompute(tmp_p
 def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_path):
     (tmp_path / "nqcli.py").write_text(QUEENS)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    helped = subprocess.run(cli_command("run", "nqcli:Queens", "--help"), capture_output=True, text=True, env=env,
-                            timeout=300)
+    helped = subprocess.run(
+        cli_command("run", "nqcli:Queens", "--help"), capture_output=True, text=True, env=env, timeout=300
+    )
     assert helped.returncode == 0 and "--n N" in helped.stdout and "board size (default: 8)" in helped.stdout
-    by_file = subprocess.run(cli_command("run", str(tmp_path / "nqcli.py:Queens"), "--n", "6", "--serial", "--out",
-                                         str(tmp_path / "a"), "--json"), capture_output=True, text=True, timeout=300)
+    by_file = subprocess.run(
+        cli_command(
+            "run", str(tmp_path / "nqcli.py:Queens"), "--n", "6", "--serial", "--out", str(tmp_path / "a"), "--json"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert json.loads(by_file.stdout)["summary"].startswith("queens: 4 leaves")
-    by_module = subprocess.run(cli_command("run", "nqcli:Queens", "--n", "6", "--out", str(tmp_path / "b"),
-                                           "--workers", "2", "--json"), capture_output=True, text=True, env=env,
-                               timeout=300)
+    by_module = subprocess.run(
+        cli_command("run", "nqcli:Queens", "--n", "6", "--out", str(tmp_path / "b"), "--workers", "2", "--json"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert json.loads(by_module.stdout)["summary"].startswith("queens: 4 leaves")
-    refused = subprocess.run(cli_command("run", str(tmp_path / "nqcli.py:Queens"), "--n", "13", "--serial"),
-                             capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        cli_command("run", str(tmp_path / "nqcli.py:Queens"), "--n", "13", "--serial"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.returncode == 2 and refused.stderr == "batchenum: error: --n must be between 1 and 12, not 13\n"
-    missing = subprocess.run(cli_command("run", str(tmp_path / "nqcli.py:Kings")), capture_output=True, text=True,
-                             timeout=300)
+    missing = subprocess.run(
+        cli_command("run", str(tmp_path / "nqcli.py:Kings")), capture_output=True, text=True, timeout=300
+    )
     assert missing.returncode == 2 and "has no 'Kings'" in missing.stderr
 
 
 def test_a_job_in_a_notebook_cell_runs_in_a_jupyter_kernel(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    cells = [QUEENS, textwrap.dedent(f'''
+    cells = [
+        QUEENS,
+        textwrap.dedent(f"""
         import os, batchenum
         before = dict(os.environ)
         result = batchenum.run(Queens, n=6, out={str(tmp_path / "out")!r}, workers=2, head_start=False)
         again = batchenum.run(Queens, n=6, out={str(tmp_path / "out")!r}, workers=2)
         print(result.summary, again.reused == again.shards, dict(os.environ) == before)
-    ''')]
+    """),
+    ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
-    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     printed = "".join(output.get("text", "") for output in notebook.cells[1].outputs if output.output_type == "stream")
     assert "queens: 4 leaves" in printed and printed.strip().endswith("True True")  # reused; os.environ as before
 
@@ -148,26 +174,49 @@ def test_a_cluster_whose_workers_never_saw_the_file(tmp_path):
     temp_dir, env = f"/tmp/uj{os.getpid()}", clusters.token_env()
     try:
         address = clusters.start_head(temp_dir, env, "--num-cpus", "0", "--include-dashboard", "false")
-        joined = subprocess.run(clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
-                                capture_output=True, text=True, timeout=180, env=env, cwd="/")
+        joined = subprocess.run(
+            clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            cwd="/",
+        )
         assert joined.returncode == 0, joined.stderr
         clusters.wait_for_nodes(address, env, 2)
         driver = tmp_path / "driver" / "run.py"
         driver.parent.mkdir()
-        driver.write_text(DRIVER.replace(", workers=2", "").format(
-            folder=str(elsewhere), module="clusterjob", out=str(tmp_path / "out"), options={"address": address}))
-        seen = _last_json(subprocess.run([sys.executable, str(driver)], cwd=driver.parent, capture_output=True,
-                                         text=True, timeout=600, env=env))
+        driver.write_text(
+            DRIVER.replace(", workers=2", "").format(
+                folder=str(elsewhere), module="clusterjob", out=str(tmp_path / "out"), options={"address": address}
+            )
+        )
+        seen = _last_json(
+            subprocess.run(
+                [sys.executable, str(driver)], cwd=driver.parent, capture_output=True, text=True, timeout=600, env=env
+            )
+        )
     finally:
         clusters.stop(temp_dir)
     assert seen["summary"].startswith("queens: 40 leaves")
 
 
 def test_the_examples_run_as_documented(tmp_path):
-    queens = subprocess.run(cli_command("run", str(REPO / "examples" / "queens.py:Queens"), "--n", "8", "--serial",
-                                        "--out", str(tmp_path), "--json"), capture_output=True, text=True, timeout=300)
+    queens = subprocess.run(
+        cli_command(
+            "run", str(REPO / "examples" / "queens.py:Queens"), "--n", "8", "--serial", "--out", str(tmp_path), "--json"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert json.loads(queens.stdout)["summary"] == "queens: 92 leaves, 2057 nodes, 12 distinct by key"
-    collatz = subprocess.run([sys.executable, str(REPO / "examples" / "collatz.py")], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=600)
+    collatz = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "collatz.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert collatz.returncode == 0, collatz.stderr
     assert "collatz: read 4, answered 3, rejected 1" in collatz.stdout and "111  9232" in collatz.stdout

@@ -14,7 +14,9 @@ ITEMS = TableSpec(
     sort=("value",),
     partition="parity",
 )
-TOTALS = TableSpec("totals", (Column("parity", "int64"), Column("count", "int64"), Column("sum", "int64")), sort=("parity",))
+TOTALS = TableSpec(
+    "totals", (Column("parity", "int64"), Column("count", "int64"), Column("sum", "int64")), sort=("parity",)
+)
 
 
 class ToyJob(Job):
@@ -43,8 +45,16 @@ class ToyJob(Job):
             raise ValueError(f"bad input in {shard.id}")
         time.sleep(self.seconds)
         values = list(range(shard.spec["start"], shard.spec["stop"]))
-        return ShardResult({"items": {"value": values, "square": [v * v for v in values],
-                                      "parity": [v % 2 for v in values], "label": [f"v{v}" for v in values]}})
+        return ShardResult(
+            {
+                "items": {
+                    "value": values,
+                    "square": [v * v for v in values],
+                    "parity": [v % 2 for v in values],
+                    "label": [f"v{v}" for v in values],
+                }
+            }
+        )
 
     def finalize(self, tables: dict, out) -> dict:
         items = tables["items"]

@@ -28,12 +28,21 @@ from batchenum.pipeline.inputs.plan import describe_input, input_storage, load_s
 from batchenum.pipeline.inputs.records import Check, Records, accounting_summary
 from batchenum.pipeline.storage import Storage
 
-__all__ = ["plan_slices", "read_records", "resolve_inputs", "Records", "slice_fingerprint", "describe_input", "input_storage",
-           "accounting_summary"]
+__all__ = [
+    "plan_slices",
+    "read_records",
+    "resolve_inputs",
+    "Records",
+    "slice_fingerprint",
+    "describe_input",
+    "input_storage",
+    "accounting_summary",
+]
 
 
-def read_records(spec: dict, field: str, payload_type: pa.DataType, *, check: Check | None = None,
-                 source: Storage | None = None) -> Records:
+def read_records(
+    spec: dict, field: str, payload_type: pa.DataType, *, check: Check | None = None, source: Storage | None = None
+) -> Records:
     """The records of one slice planned by ``plan_slices``, read from the input once, with the
     fingerprint of the bytes read (``Records.fingerprint``).
 
@@ -60,8 +69,9 @@ def read_records(spec: dict, field: str, payload_type: pa.DataType, *, check: Ch
     if spec["format"] == "parquet":
         records = read_parquet(spec, source, field, payload_type, check, loaded.fingerprint)
     elif loaded.data is not None:
-        records = read_jsonl(loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint,
-                             loaded.oversized)
+        records = read_jsonl(
+            loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint, loaded.oversized
+        )
     else:  # load_slice reads a JSONL slice's bytes
         raise PipelineError(f"internal error: the JSONL slice of {spec['path']} was loaded without its bytes")
     records.file = spec["path"]

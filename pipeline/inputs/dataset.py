@@ -27,7 +27,7 @@ import fnmatch
 import os
 import posixpath
 import stat
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow.fs as pafs
 
@@ -71,8 +71,10 @@ def resolve_inputs(inputs: str | Storage | Sequence[str | Storage]) -> list[Stor
         shown = value.display_root if isinstance(value, Storage) else redact(value)
         for source in _files_of(value):
             if source.display_root in found:
-                raise InputError(f"input file {source.display_root} is named twice (by {found[source.display_root][1]} "
-                                 f"and by {shown}): it would be read twice; give each file once")
+                raise InputError(
+                    f"input file {source.display_root} is named twice (by {found[source.display_root][1]} "
+                    f"and by {shown}): it would be read twice; give each file once"
+                )
             found[source.display_root] = (source, shown)
     _refuse_reached_twice(_same_files([found[path][0] for path in sorted(found)]))
     return [found[path][0] for path in sorted(found)]
@@ -105,10 +107,12 @@ def _refuse_reached_twice(again: dict[str, str]) -> None:
         return
     named = [f"{path} (the same as {first})" for path, first in list(again.items())[:_MAX_NAMED]]
     more = f", and {len(again) - _MAX_NAMED:,} more" if len(again) > _MAX_NAMED else ""
-    raise InputError(f"the input reaches {len(again):,} file{'s' if len(again) > 1 else ''} or folder"
-                     f"{'s' if len(again) > 1 else ''} a second time, through links (or a link loop such as "
-                     f"self -> .): {'; '.join(named)}{more}. Every file is read once: remove those links, or name "
-                     "each file or folder once")
+    raise InputError(
+        f"the input reaches {len(again):,} file{'s' if len(again) > 1 else ''} or folder"
+        f"{'s' if len(again) > 1 else ''} a second time, through links (or a link loop such as "
+        f"self -> .): {'; '.join(named)}{more}. Every file is read once: remove those links, or name "
+        "each file or folder once"
+    )
 
 
 def _files_of(value: str | Storage) -> list[Storage]:
@@ -127,8 +131,10 @@ def _files_of(value: str | Storage) -> list[Storage]:
     if info.type == pafs.FileType.Directory:
         files = _files_below(source, source.root)
         if not files:
-            raise InputError(f"input folder {source.display_root} holds no files (names starting with "
-                             f"{' or '.join(SKIPPED_PREFIXES)} are skipped)")
+            raise InputError(
+                f"input folder {source.display_root} holds no files (names starting with "
+                f"{' or '.join(SKIPPED_PREFIXES)} are skipped)"
+            )
         return files
     raise InputError(f"input file {source.display_root} does not exist")
 
@@ -142,8 +148,13 @@ def _glob(pattern: str) -> list[Storage]:
     parts = wildcard.split("/")
     matched: dict[str, Storage] = {}
     infos, again = _listing(base, base.root)
-    _refuse_reached_twice({path: first for path, first in again.items()
-                           if not _skipped(_relative(base, path)) and _may_hold(_relative(base, path).split("/"), parts)})
+    _refuse_reached_twice(
+        {
+            path: first
+            for path, first in again.items()
+            if not _skipped(_relative(base, path)) and _may_hold(_relative(base, path).split("/"), parts)
+        }
+    )
     for info in infos:
         relative = _relative(base, info.path)
         if _skipped(relative) or not _matches(relative.split("/"), parts):
@@ -153,8 +164,9 @@ def _glob(pattern: str) -> list[Storage]:
         elif info.type == pafs.FileType.Directory:
             matched.update({source.root: source for source in _files_below(base, info.path, (infos, again))})
     if not matched:
-        raise InputError(f"input {redact(pattern)} matches no file (names starting with "
-                         f"{' or '.join(SKIPPED_PREFIXES)} are skipped)")
+        raise InputError(
+            f"input {redact(pattern)} matches no file (names starting with {' or '.join(SKIPPED_PREFIXES)} are skipped)"
+        )
     return [matched[path] for path in sorted(matched)]
 
 
@@ -165,7 +177,7 @@ def _split_glob(pattern: str) -> tuple[str, str]:
     cut = pattern.rfind("/", scheme_end, first)
     if cut < 0:  # a pattern in the current folder (local only: a URI always has a bucket or host)
         return (pattern[:scheme_end] if scheme_end else "."), pattern[scheme_end:]
-    return pattern[:cut] or "/", pattern[cut + 1:]
+    return pattern[:cut] or "/", pattern[cut + 1 :]
 
 
 def _matches(parts: list[str], pattern: list[str]) -> bool:
@@ -185,15 +197,21 @@ def _may_hold(parts: list[str], pattern: list[str]) -> bool:
     return bool(pattern) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _may_hold(parts[1:], pattern[1:])
 
 
-def _files_below(base: Storage, folder: str,
-                 listed: tuple[list[pafs.FileInfo], dict[str, str]] | None = None) -> list[Storage]:
+def _files_below(
+    base: Storage, folder: str, listed: tuple[list[pafs.FileInfo], dict[str, str]] | None = None
+) -> list[Storage]:
     """Every file below ``folder``, recursively, sorted, skipping hidden and ``_`` names.  ``listed``:
     a listing (``_listing``) of a folder holding ``folder``, to take instead of listing again.
     InputError naming the paths below ``folder`` that reach a folder a second time."""
     infos, again = listed or _listing(base, folder)
     below = [info for info in infos if _is_below(folder, info.path) and not _skipped(_relative_to(folder, info.path))]
-    _refuse_reached_twice({path: first for path, first in again.items() if _is_below(folder, path)
-                           and not _skipped(_relative_to(folder, path))})
+    _refuse_reached_twice(
+        {
+            path: first
+            for path, first in again.items()
+            if _is_below(folder, path) and not _skipped(_relative_to(folder, path))
+        }
+    )
     return [_file_storage(base, info.path) for info in below if info.type == pafs.FileType.File]
 
 
@@ -266,8 +284,10 @@ def _check_name(path: str, where: str) -> None:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        raise InputError(f"{where}: {os.fsencode(path)!r} is a name that is not UTF-8; rename it to UTF-8 (for "
-                         "example with convmv -f latin1 -t utf8 --notest), or move it out of the batch") from None
+        raise InputError(
+            f"{where}: {os.fsencode(path)!r} is a name that is not UTF-8; rename it to UTF-8 (for "
+            "example with convmv -f latin1 -t utf8 --notest), or move it out of the batch"
+        ) from None
 
 
 def _skipped(relative: str) -> bool:
@@ -279,7 +299,7 @@ def _relative(base: Storage, path: str) -> str:
 
 
 def _relative_to(folder: str, path: str) -> str:
-    return path[len(folder):].lstrip("/").replace(os.sep, "/")
+    return path[len(folder) :].lstrip("/").replace(os.sep, "/")
 
 
 def _file_storage(base: Storage, path: str) -> Storage:

@@ -54,8 +54,15 @@ MAX_NUMBER_DIGITS = 640
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def read_jsonl(data: bytes, first_line: int, field: str, payload_type: pa.DataType, check: Check | None,
-               fingerprint: str, oversized: dict[int, int] | None = None) -> Records:
+def read_jsonl(
+    data: bytes,
+    first_line: int,
+    field: str,
+    payload_type: pa.DataType,
+    check: Check | None,
+    fingerprint: str,
+    oversized: dict[int, int] | None = None,
+) -> Records:
     """The records of a JSONL slice (its exact bytes, its first line's number): by the fast path
     when it reads the slice without doubt, else line by line (see the module's docstring).
     ``oversized`` ({offset in the slice: length}) are lines dropped as longer than
@@ -83,7 +90,7 @@ class _Numbered:
         self.data, self.first_line, self.oversized, self.numbers = data, first_line, oversized, numbers
 
     @classmethod
-    def of(cls, data: bytes, first_line: int, oversized: dict[int, int]) -> "_Numbered":
+    def of(cls, data: bytes, first_line: int, oversized: dict[int, int]) -> _Numbered:
         """The slice, without its blank lines when they are at least ``_BLANK_SHARE`` of its lines
         (and more than ``_BLANK_LEAST``): removing them copies the rest once."""
         lines = data.count(b"\n") + 1
@@ -128,8 +135,14 @@ def _fast_records(numbered: _Numbered, field: str, fingerprint: str) -> Records 
     ids, payloads = table.column("id").combine_chunks(), table.column(field).combine_chunks()
     if ids.null_count or has_nulls(payloads) or not pa.types.is_string(ids.type):
         return None
-    return Records(ids=ids, positions=numbered.numbers_of(table.num_rows), payloads=payloads, position_label="line",
-                   rejected=Rejected(), fingerprint=fingerprint)
+    return Records(
+        ids=ids,
+        positions=numbered.numbers_of(table.num_rows),
+        payloads=payloads,
+        position_label="line",
+        rejected=Rejected(),
+        fingerprint=fingerprint,
+    )
 
 
 def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
@@ -142,7 +155,7 @@ def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
     if data.startswith(_BOM):
         if first_line != 1:
             return None
-        data = data[len(_BOM):]
+        data = data[len(_BOM) :]
     table = read_id_and_strings(data, field)  # the commonest shape, compiled; None: read it as below
     if table is not None:
         return table
@@ -150,8 +163,9 @@ def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
     depth, digits, opening = _scan_lines(data)
     # Every line must open an object: pyarrow 26 crashes (SIGSEGV) on a block whose first line is
     # ``null``, and a line without content could hide a second object on another line.
-    if line_count and ((opening[:line_count] != ord("{")).any() or depth.max() > MAX_DEPTH
-                       or digits.max() > MAX_NUMBER_DIGITS):
+    if line_count and (
+        (opening[:line_count] != ord("{")).any() or depth.max() > MAX_DEPTH or digits.max() > MAX_NUMBER_DIGITS
+    ):
         return None
     schema = pa.schema([("id", pa.string()), (field, FAST_TYPE)])
     try:
@@ -238,9 +252,9 @@ def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
                 level -= 1
 
 
-
-def _read_lines(numbered: _Numbered, field: str, payload_type: pa.DataType, check: Check | None,
-                fingerprint: str) -> Records:
+def _read_lines(
+    numbered: _Numbered, field: str, payload_type: pa.DataType, check: Check | None, fingerprint: str
+) -> Records:
     """The slice line by line with ``json.loads``: every non-blank line becomes one record.  This is
     the reference reading; the fast path is used only where it gives the same records."""
     records = RecordsBuilder(field, payload_type, check, "line")
@@ -248,11 +262,16 @@ def _read_lines(numbered: _Numbered, field: str, payload_type: pa.DataType, chec
     depth, digits, _ = _scan_lines(data)
     for offset, raw in enumerate(data.split(b"\n")):
         if offset == 0 and numbered.first == 1 and raw.startswith(_BOM):
-            raw = raw[len(_BOM):]  # a byte order mark at the very start of the file is allowed
+            raw = raw[len(_BOM) :]  # a byte order mark at the very start of the file is allowed
         if oversized and offset in oversized:
             line = numbered.number(offset)
-            records.add(line, None, None, f"line {line}: {oversized[offset]:,} bytes long; lines of more than "
-                                          f"{MAX_LINE_BYTES:,} bytes are not read")
+            records.add(
+                line,
+                None,
+                None,
+                f"line {line}: {oversized[offset]:,} bytes long; lines of more than "
+                f"{MAX_LINE_BYTES:,} bytes are not read",
+            )
         elif raw.strip():
             line = numbered.number(offset)
             records.add(line, *_parse_json_line(raw, line, field, int(depth[offset]), int(digits[offset])))
@@ -303,7 +322,7 @@ def _copy_content_lines(data, keep, out, numbers):  # pragma: no cover - compile
                 k += 1
             if content or (k < len(keep) and keep[k] == line):
                 end = i + 1 if i < n else n
-                out[at:at + end - start] = data[start:end]
+                out[at : at + end - start] = data[start:end]
                 at += end - start
                 numbers[kept] = line
                 kept += 1
@@ -337,8 +356,14 @@ def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int)
     if _SURROGATE_ESCAPE.search(raw):
         surrogate = _lone_surrogate(obj)
         if surrogate is not None:
-            return None, None, (f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
-                                "surrogate pair without its other half (not a character)")
+            return (
+                None,
+                None,
+                (
+                    f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
+                    "surrogate pair without its other half (not a character)"
+                ),
+            )
     if not isinstance(obj, dict):
         return None, None, f"{where}: not a JSON object but {json_type_name(obj)}"
     id_, id_error = record_id(obj.get("id"), "id" in obj, where)
@@ -366,5 +391,3 @@ def _lone_surrogate(value: Any) -> int | None:
         elif isinstance(item, list):
             stack.extend(item)
     return None
-
-

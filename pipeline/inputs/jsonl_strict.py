@@ -39,11 +39,13 @@ def read_id_and_strings(data: bytes, field: str) -> pa.Table | None:
     lines, rows = _scan(raw, key, id_offsets, id_chars, list_offsets, row_offsets, row_chars)
     if lines < 0:
         return None
-    ids = pa.StringArray.from_buffers(lines, pa.py_buffer(id_offsets[:lines + 1]),
-                                      pa.py_buffer(id_chars[:id_offsets[lines]]))
-    strings = pa.StringArray.from_buffers(rows, pa.py_buffer(row_offsets[:rows + 1]),
-                                          pa.py_buffer(row_chars[:row_offsets[rows]]))
-    offsets = pa.Array.from_buffers(pa.int32(), lines + 1, [None, pa.py_buffer(list_offsets[:lines + 1])])
+    ids = pa.StringArray.from_buffers(
+        lines, pa.py_buffer(id_offsets[: lines + 1]), pa.py_buffer(id_chars[: id_offsets[lines]])
+    )
+    strings = pa.StringArray.from_buffers(
+        rows, pa.py_buffer(row_offsets[: rows + 1]), pa.py_buffer(row_chars[: row_offsets[rows]])
+    )
+    offsets = pa.Array.from_buffers(pa.int32(), lines + 1, [None, pa.py_buffer(list_offsets[: lines + 1])])
     # (from_buffers and from_arrays: pa.array and pa.table would import pandas, pipeline/arrow.py)
     return pa.Table.from_arrays([ids, pa.ListArray.from_arrays(offsets, strings)], names=["id", field])
 

@@ -10,8 +10,8 @@ most about ``MAX_LINE_BYTES + CHUNK`` bytes beyond its accepted lines.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class _Collector:
         if len(piece) > self.limit and (np.diff(newlines, prepend=base - 1) - 1).max() > self.limit:
             start = 0
             for end in newlines - base:
-                self.extend(piece[start:end + 1])
+                self.extend(piece[start : end + 1])
                 self.end_line(True)
                 start = end + 1
             return
@@ -85,8 +85,7 @@ class _Collector:
         self.line += len(newlines)
 
 
-def cut_lines(chunks: Iterable[bytes], skip: int = 0, lines: int | None = None,
-              limit: int = MAX_LINE_BYTES) -> Cut:
+def cut_lines(chunks: Iterable[bytes], skip: int = 0, lines: int | None = None, limit: int = MAX_LINE_BYTES) -> Cut:
     """The slice of a stream that starts after its ``skip``-th newline and holds ``lines`` lines
     (None: to the end of the stream), with over-long lines dropped (see the module's docstring)."""
     collector, digest = _Collector(limit), hashlib.sha256()
@@ -103,8 +102,8 @@ def cut_lines(chunks: Iterable[bytes], skip: int = 0, lines: int | None = None,
             view = view[start:]
             newlines = newlines - start
         if wanted is not None and len(newlines) >= wanted - taken:
-            newlines = newlines[:wanted - taken]
-            view = view[:int(newlines[-1]) + 1] if len(newlines) else view[:0]
+            newlines = newlines[: wanted - taken]
+            view = view[: int(newlines[-1]) + 1] if len(newlines) else view[:0]
         _take(collector, view, newlines)
         digest.update(view)
         taken += len(newlines)
@@ -124,9 +123,9 @@ def _take(collector: _Collector, view: memoryview, newlines: np.ndarray) -> None
             collector.extend(view)
         return
     first, last = int(newlines[0]), int(newlines[-1])
-    collector.extend(view[:first + 1])
+    collector.extend(view[: first + 1])
     collector.end_line(True)
     if len(newlines) > 1:
-        collector.whole_lines(view[first + 1:last + 1], newlines[1:], first + 1)
+        collector.whole_lines(view[first + 1 : last + 1], newlines[1:], first + 1)
     if last + 1 < len(view):
-        collector.extend(view[last + 1:])
+        collector.extend(view[last + 1 :])

@@ -22,20 +22,28 @@ from batchenum.pipeline.storage import Storage
 __all__ = ["read_parquet"]
 
 
-def read_parquet(spec: dict, source: Storage, field: str, payload_type: pa.DataType, check: Check | None,
-                 fingerprint: str) -> Records:
+def read_parquet(
+    spec: dict, source: Storage, field: str, payload_type: pa.DataType, check: Check | None, fingerprint: str
+) -> Records:
     """The records of a Parquet slice: as Arrow columns when they are clean, else row by row."""
     table = _parquet_rows(spec, field, source)
     first = spec["start_row"] + 1
-    if payload_type.equals(FAST_TYPE) and "id" in table.column_names \
-            and table.schema.field(field).type.equals(payload_type):
+    if (
+        payload_type.equals(FAST_TYPE)
+        and "id" in table.column_names
+        and table.schema.field(field).type.equals(payload_type)
+    ):
         ids, payloads = table.column("id").combine_chunks(), table.column(field).combine_chunks()
-        is_id_type = pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type) \
-            or pa.types.is_integer(ids.type)
+        is_id_type = pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type) or pa.types.is_integer(ids.type)
         if not ids.null_count and not has_nulls(payloads) and is_id_type and _valid(ids) and _valid(payloads):
-            return Records(ids=ids if ids.type.equals(pa.string()) else ids.cast(pa.string()),  # as str() writes
-                           positions=np.arange(first, first + table.num_rows, dtype=np.int64),  # integers
-                           payloads=payloads, position_label="row", rejected=Rejected(), fingerprint=fingerprint)
+            return Records(
+                ids=ids if ids.type.equals(pa.string()) else ids.cast(pa.string()),  # as str() writes
+                positions=np.arange(first, first + table.num_rows, dtype=np.int64),  # integers
+                payloads=payloads,
+                position_label="row",
+                rejected=Rejected(),
+                fingerprint=fingerprint,
+            )
     return _read_rows(table, first, field, payload_type, check, fingerprint)
 
 
@@ -54,8 +62,9 @@ def _parquet_rows(spec: dict, field: str, source: Storage) -> pa.Table:
     return table.slice(start - (first or 0), end - start)
 
 
-def _read_rows(table: pa.Table, first: int, field: str, payload_type: pa.DataType, check: Check | None,
-               fingerprint: str) -> Records:
+def _read_rows(
+    table: pa.Table, first: int, field: str, payload_type: pa.DataType, check: Check | None, fingerprint: str
+) -> Records:
     """Every row of a Parquet slice as a record; a missing or invalid id, or a string that is not
     valid UTF-8, is the row's reason."""
     values, bad_values = _column_values(table.column(field))

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,10 +31,25 @@ from batchenum.pipeline.inputs.lines import CHUNK, Cut, cut_lines
 from batchenum.pipeline.job import PlanContext, TaskMap
 from batchenum.pipeline.storage import Storage, StorageError
 
-__all__ = ["plan_slices", "SliceSize", "count_block_newlines", "BlockRange", "BLOCK", "input_storage", "describe_input",
-           "detect_format", "load_slice", "LoadedSlice", "slice_fingerprint", "open_parquet", "check_unchanged",
-           "overlapping_row_groups", "MAX_DECOMPRESSED_BYTES", "MAX_DECOMPRESSED_LINES", "MAX_SLICE_BYTES"]
-
+__all__ = [
+    "plan_slices",
+    "SliceSize",
+    "count_block_newlines",
+    "BlockRange",
+    "BLOCK",
+    "input_storage",
+    "describe_input",
+    "detect_format",
+    "load_slice",
+    "LoadedSlice",
+    "slice_fingerprint",
+    "open_parquet",
+    "check_unchanged",
+    "overlapping_row_groups",
+    "MAX_DECOMPRESSED_BYTES",
+    "MAX_DECOMPRESSED_LINES",
+    "MAX_SLICE_BYTES",
+]
 
 
 _PARQUET_MAGIC = b"PAR1"
@@ -85,7 +100,6 @@ class LoadedSlice:
     oversized: dict[int, int] = field(default_factory=dict)
 
 
-
 # ---------------------------------------------------------------------------------------- planning
 
 
@@ -120,9 +134,16 @@ class SliceSize:
         return size
 
 
-def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, records_per_slice: int | SliceSize,
-                context: PlanContext | None = None, *, block: int | None = None, task_blocks: int | None = None,
-                driver_bytes: int | None = None) -> list[dict]:
+def plan_slices(
+    inputs: str | Storage | Sequence[str | Storage],
+    field: str,
+    records_per_slice: int | SliceSize,
+    context: PlanContext | None = None,
+    *,
+    block: int | None = None,
+    task_blocks: int | None = None,
+    driver_bytes: int | None = None,
+) -> list[dict]:
     """Split a batch into JSON-serialisable slice specs: file by file in sorted path order, each
     file's slices in file order.
 
@@ -149,27 +170,38 @@ def plan_slices(inputs: str | Storage | Sequence[str | Storage], field: str, rec
     Raises InputError for a value that matches nothing, a file named twice, a missing or unreadable
     file, one whose format cannot be told, and JSONL mixed with Parquet (naming a file of each).
     """
-    if not isinstance(records_per_slice, SliceSize) and (not isinstance(records_per_slice, int) or records_per_slice < 1):
+    if not isinstance(records_per_slice, SliceSize) and (
+        not isinstance(records_per_slice, int) or records_per_slice < 1
+    ):
         raise ValueError(f"records_per_slice must be an integer of at least 1, not {records_per_slice!r}")
     files = _planned_files(resolve_inputs(inputs))
     if _one_format(files) == "parquet":
         opened = [(file, *_parquet_rows(file.source, field)) for file in files]
         per_slice = _per_slice(records_per_slice, sum(rows for _, rows, _ in opened), sum(size for *_, size in opened))
-        return [{**file.described, **rows} for file, total, size in opened
-                for rows in _cut_rows(total, min(per_slice, _rows_within(MAX_SLICE_BYTES, total, size)))]
+        return [
+            {**file.described, **rows}
+            for file, total, size in opened
+            for rows in _cut_rows(total, min(per_slice, _rows_within(MAX_SLICE_BYTES, total, size)))
+        ]
     block, task_blocks, driver_bytes, startup_bytes = _plan_sizes(block, task_blocks, driver_bytes)
     plain = [file for file in files if file.compression is None]
     counts = _count_newlines(plain, context, block, task_blocks, driver_bytes, startup_bytes)
-    lines = {file.source.root: _lines(counts[file.source.root], file.described["size"], file.ends_with_newline)
-             for file in plain}
+    lines = {
+        file.source.root: _lines(counts[file.source.root], file.described["size"], file.ends_with_newline)
+        for file in plain
+    }
     per_slice = _per_slice(records_per_slice, sum(lines.values()), sum(file.described["size"] for file in plain))
     specs = []
     for file in files:
         if file.compression is not None:
             specs += _whole_file(file)
             continue
-        specs += [{**file.described, **cut} for cut in _cut_jsonl(
-            counts[file.source.root], file.described["size"], file.ends_with_newline, per_slice, block)]
+        specs += [
+            {**file.described, **cut}
+            for cut in _cut_jsonl(
+                counts[file.source.root], file.described["size"], file.ends_with_newline, per_slice, block
+            )
+        ]
     return specs
 
 
@@ -218,13 +250,21 @@ def _one_format(files: list[_PlannedFile]) -> str | None:
     for file in files:
         first.setdefault(file.format, file.source.display_root)
     if len(first) > 1:
-        raise InputError(f"the input mixes JSONL ({first['jsonl']}) and Parquet ({first['parquet']}): a batch is "
-                         "all JSONL or all Parquet; run each format as its own batch (its own --out)")
+        raise InputError(
+            f"the input mixes JSONL ({first['jsonl']}) and Parquet ({first['parquet']}): a batch is "
+            "all JSONL or all Parquet; run each format as its own batch (its own --out)"
+        )
     return next(iter(first), None)
 
 
-def _count_newlines(files: list[_PlannedFile], context: PlanContext | None, block: int, task_blocks: int,
-                    driver_bytes: int, startup_bytes: int) -> dict[str, np.ndarray]:
+def _count_newlines(
+    files: list[_PlannedFile],
+    context: PlanContext | None,
+    block: int,
+    task_blocks: int,
+    driver_bytes: int,
+    startup_bytes: int,
+) -> dict[str, np.ndarray]:
     """The newlines per block of each plain JSONL file, by its path: counted here, or by the
     context's task map (tasks of at most ``task_blocks`` blocks of one file) for a large batch."""
     ranges = [BlockRange(file.source, file.described, 0, -(-file.described["size"] // block), block) for file in files]
@@ -245,8 +285,18 @@ def _whole_file(file: _PlannedFile) -> list[dict]:
     once it is decompressed, where it is read."""
     if not file.described["size"]:
         return []
-    return [{**file.described, "format": "jsonl", "compression": file.compression, "first_line": 1, "from": 0,
-             "skip": 0, "to": file.described["size"], "lines": None}]
+    return [
+        {
+            **file.described,
+            "format": "jsonl",
+            "compression": file.compression,
+            "first_line": 1,
+            "from": 0,
+            "skip": 0,
+            "to": file.described["size"],
+            "lines": None,
+        }
+    ]
 
 
 def _counting_map(context: PlanContext | None, size: int, driver_bytes: int, startup_bytes: int) -> TaskMap | None:
@@ -309,11 +359,15 @@ def detect_format(source: Storage) -> tuple[str, str | None]:
         if head.startswith(magic) and (kind != "bzip2" or _BZIP2_BLOCK.fullmatch(head[3:])):
             return "jsonl", _readable_codec(path, kind, tool, named)
     if named and head:
-        raise InputError(f"input {path} is named as {named}-compressed but is not (it does not start with the "
-                         f"{named} magic bytes): rename it without its compression suffix, or compress it")
+        raise InputError(
+            f"input {path} is named as {named}-compressed but is not (it does not start with the "
+            f"{named} magic bytes): rename it without its compression suffix, or compress it"
+        )
     if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
-        raise InputError(f"input {path} is UTF-16 or UTF-32 text (it starts with that byte order mark): "
-                         "convert it to UTF-8, for example with iconv -t UTF-8")
+        raise InputError(
+            f"input {path} is UTF-16 or UTF-32 text (it starts with that byte order mark): "
+            "convert it to UTF-8, for example with iconv -t UTF-8"
+        )
     if lower.endswith(".parquet") or head[:4] == _PARQUET_MAGIC:
         return "parquet", None
     if named or lower.endswith(_JSONL_SUFFIXES) or head.removeprefix(_BOM).lstrip()[:1] in (b"{", b""):
@@ -332,15 +386,18 @@ def _readable_codec(path: str, kind: str, tool: str, named: str | None) -> str:
         return kind
     suffix = next((suffix for suffix, codec in _CODEC_SUFFIXES if codec == kind), None)
     if suffix is None or parquet:
-        raise InputError(f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
-                         "and pass the .jsonl or .parquet file (JSONL may also be gzip- or zstd-compressed, "
-                         "named .jsonl.gz or .jsonl.zst; Parquet compresses inside the file)")
-    raise InputError(f"input {path} is {kind}-compressed: name it .jsonl{suffix} to have it read as {kind}-compressed "
-                     f"JSONL, or decompress it first (for example with {tool})")
+        raise InputError(
+            f"input {path} is {kind}-compressed: decompress it first (for example with {tool}) "
+            "and pass the .jsonl or .parquet file (JSONL may also be gzip- or zstd-compressed, "
+            "named .jsonl.gz or .jsonl.zst; Parquet compresses inside the file)"
+        )
+    raise InputError(
+        f"input {path} is {kind}-compressed: name it .jsonl{suffix} to have it read as {kind}-compressed "
+        f"JSONL, or decompress it first (for example with {tool})"
+    )
 
 
-def _plan_sizes(block: int | None, task_blocks: int | None,
-                driver_bytes: int | None) -> tuple[int, int, int, int]:
+def _plan_sizes(block: int | None, task_blocks: int | None, driver_bytes: int | None) -> tuple[int, int, int, int]:
     """(block, task_blocks, driver_bytes, startup_bytes): the arguments given, else the test hook's,
     else the defaults.  A driver_bytes given (or the hook's) stands for startup_bytes too."""
     hook = faults.plan_sizes()
@@ -365,14 +422,18 @@ class BlockRange:
     end: int
     block: int
 
-    def split(self, blocks_per_part: int) -> list["BlockRange"]:
-        return [BlockRange(self.source, self.described, first, min(first + blocks_per_part, self.end), self.block)
-                for first in range(self.first, self.end, blocks_per_part)]
+    def split(self, blocks_per_part: int) -> list[BlockRange]:
+        return [
+            BlockRange(self.source, self.described, first, min(first + blocks_per_part, self.end), self.block)
+            for first in range(self.first, self.end, blocks_per_part)
+        ]
 
     def __str__(self) -> str:
         size = self.described["size"]
-        return (f"blocks {self.first}..{self.end - 1} (bytes {self.first * self.block:,} to "
-                f"{min(self.end * self.block, size):,}) of {self.source.display_root}")
+        return (
+            f"blocks {self.first}..{self.end - 1} (bytes {self.first * self.block:,} to "
+            f"{min(self.end * self.block, size):,}) of {self.source.display_root}"
+        )
 
 
 def count_block_newlines(blocks: BlockRange) -> np.ndarray:
@@ -387,7 +448,7 @@ def count_block_newlines(blocks: BlockRange) -> np.ndarray:
         with blocks.source.open_input(blocks.source.root) as handle:
             for first in range(blocks.first, blocks.end, per_read):
                 last = min(first + per_read, blocks.end)
-                data = buffer[:_read_into(handle, first * blocks.block, buffer[:(last - first) * blocks.block])]
+                data = buffer[: _read_into(handle, first * blocks.block, buffer[: (last - first) * blocks.block])]
                 for k in range(first, last):
                     at = (k - first) * blocks.block
                     # numpy: 2.5x bytes.count here, and the comparison releases the GIL
@@ -414,8 +475,7 @@ def _lines(counts: np.ndarray, size: int, ends_with_newline: bool) -> int:
     return int(counts.sum()) + (0 if ends_with_newline or size == 0 else 1)
 
 
-def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per_slice: int,
-               block: int) -> list[dict]:
+def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per_slice: int, block: int) -> list[dict]:
     """Slice specs of ``lines_per_slice`` lines each (fewer where that many lines would be more
     than ``MAX_SLICE_BYTES``: ``_slice_ends``), from the newlines counted in each block.
 
@@ -434,8 +494,14 @@ def _cut_jsonl(counts: np.ndarray, size: int, ends_with_newline: bool, lines_per
     ends = [min(size, (int(b) + 1) * block) for b in mark_blocks] + [size]
     firsts = [0, *marks.tolist()]
     return [
-        {"format": "jsonl", "first_line": 1 + firsts[k], "from": start, "skip": skip, "to": end,
-         "lines": firsts[k + 1] - firsts[k] if k < len(marks) else None}
+        {
+            "format": "jsonl",
+            "first_line": 1 + firsts[k],
+            "from": start,
+            "skip": skip,
+            "to": end,
+            "lines": firsts[k + 1] - firsts[k] if k < len(marks) else None,
+        }
         for k, ((start, skip), end) in enumerate(zip(starts, ends))
     ]
 
@@ -542,7 +608,8 @@ def _decompressed_chunks(raw: bytes, spec: dict) -> Iterator[bytes]:
             raise InputError(
                 f"input file {spec['path']} decompresses to more than {_decompressed_limit(size, lines)}, the most "
                 "one compressed file may hold (it is one shard, read by one worker): split it into parts, for "
-                "example with zcat FILE | split -l 1000000 -d --additional-suffix=.jsonl - part- and gzip each")
+                "example with zcat FILE | split -l 1000000 -d --additional-suffix=.jsonl - part- and gzip each"
+            )
         yield chunk
 
 
@@ -561,8 +628,10 @@ def _next_chunk(stream, spec: dict) -> bytes:
 
 
 def _not_decompressed(spec: dict, error: Exception) -> InputError:
-    return InputError(f"cannot decompress input file {spec['path']} ({spec['compression']}): {error}; "
-                      "check the file (for example with gzip -t or zstd -t)")
+    return InputError(
+        f"cannot decompress input file {spec['path']} ({spec['compression']}): {error}; "
+        "check the file (for example with gzip -t or zstd -t)"
+    )
 
 
 def _decompressed_limit(size: int, lines: int) -> str:
@@ -580,8 +649,10 @@ def _cut_slice(spec: dict, source: Storage) -> Cut:
         chunks = (handle.read_at(min(CHUNK, spec["to"] - at), at) for at in range(spec["from"], spec["to"], CHUNK))
         cut = cut_lines(chunks, spec["skip"], spec["lines"])
     if not cut.complete:  # only when the content changed behind the same size and time
-        raise InputError(f"input file {spec['path']} changed during the run (bytes {spec['from']:,} to "
-                         f"{spec['to']:,} no longer hold the lines planned); run it again once it no longer changes")
+        raise InputError(
+            f"input file {spec['path']} changed during the run (bytes {spec['from']:,} to "
+            f"{spec['to']:,} no longer hold the lines planned); run it again once it no longer changes"
+        )
     return cut
 
 
@@ -589,8 +660,10 @@ def check_unchanged(spec: dict, source: Storage) -> None:
     """InputError when the file's size or modification time differ from the plan's: it changed
     during the run, and slices read before and after would mix two contents."""
     if _stat_input(source) != (spec["size"], spec["mtime_ns"]):
-        raise InputError(f"input file {spec['path']} changed during the run (its size or modification time "
-                         "differ from when the batch was planned); run it again once it no longer changes")
+        raise InputError(
+            f"input file {spec['path']} changed during the run (its size or modification time "
+            "differ from when the batch was planned); run it again once it no longer changes"
+        )
 
 
 def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
@@ -601,7 +674,11 @@ def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
     behind an unchanged size and modification time (cp -p, rsync -t, a restored backup) is seen."""
     source = source or input_storage(spec["path"])
     if spec["format"] == "jsonl":
-        return _fingerprint(_whole_file_bytes(spec, source)) if spec.get("compression") else _cut_slice(spec, source).digest
+        return (
+            _fingerprint(_whole_file_bytes(spec, source))
+            if spec.get("compression")
+            else _cut_slice(spec, source).digest
+        )
     digest = hashlib.sha256()
     check_unchanged(spec, source)
     metadata = open_parquet(source).metadata
@@ -630,4 +707,3 @@ def overlapping_row_groups(metadata, start: int, end: int) -> tuple[list[int], i
             first = group_start if first is None else first
         group_start = group_end
     return groups, first
-

@@ -24,8 +24,10 @@ the one place where raw values exist (the reference readers), and keeps one Arro
 from __future__ import annotations
 
 import decimal
-from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -136,7 +138,9 @@ class RecordsBuilder:
             self.rejected[1].append(id_ if id_ is not None else f"{self.position_label} {position}")
             self.rejected[2].append(plain_reason(error))
         elif id_ is None:
-            raise PipelineError(f"internal error: {self.position_label} {position} has no id and no reason to reject it")
+            raise PipelineError(
+                f"internal error: {self.position_label} {position} has no id and no reason to reject it"
+            )
         else:
             self.ids.append(id_)
             self.positions.append(position)
@@ -205,9 +209,16 @@ def record_id(value: Any, present: bool, where: str) -> tuple[str | None, str | 
 
 def json_type_name(value: Any) -> str:
     """The JSON name of a decoded value's type, for messages."""
-    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-                       (list, "an array"), (dict, "an object"), ((bytes, bytearray), "binary data"),
-                       (decimal.Decimal, "a decimal number")):
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "an array"),
+        (dict, "an object"),
+        ((bytes, bytearray), "binary data"),
+        (decimal.Decimal, "a decimal number"),
+    ):
         if isinstance(value, kind):
             return name
     return "null" if value is None else f"a value of type {type(value).__name__}"

@@ -16,8 +16,9 @@ whole batch with a lookup table.
 from __future__ import annotations
 
 import decimal
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class ParsedBatch:
     def __len__(self) -> int:
         return len(self.index)
 
-    def take(self, picks) -> "ParsedBatch":
+    def take(self, picks) -> ParsedBatch:
         """The valid dungeons ``picks`` (indices into this batch), sharing ``codes`` and ``errors``."""
         picks = np.asarray(picks, dtype=np.int64)
         return ParsedBatch(
@@ -129,7 +130,7 @@ class ParsedBatch:
         start = int(self.offsets[k])
         return self.codes[start : start + int(self.heights[k] * self.widths[k])]
 
-    def unique(self) -> tuple["ParsedBatch", np.ndarray]:
+    def unique(self) -> tuple[ParsedBatch, np.ndarray]:
         """(the distinct dungeons, inverse) with ``inverse[k]`` the distinct dungeon of dungeon k.
 
         Two dungeons are the same when their width and cell codes agree: floor written as ``.`` or
@@ -218,8 +219,9 @@ def parse_many(grids: Sequence[Any], max_cells: int | None = None) -> ParsedBatc
     return _check_cells(batch, texts, start_count=tally[:, 2], first_bad=tally[:, 3])
 
 
-def parse_flat(chars: np.ndarray, row_offsets: np.ndarray, grid_offsets: np.ndarray,
-               max_cells: int | None = None) -> ParsedBatch:
+def parse_flat(
+    chars: np.ndarray, row_offsets: np.ndarray, grid_offsets: np.ndarray, max_cells: int | None = None
+) -> ParsedBatch:
     """Validate many grids given as flat UTF-8 bytes (for example Arrow list<string> buffers),
     with no Python object per grid; same results and errors as ``parse_many`` on the row lists.
 
@@ -235,8 +237,7 @@ def parse_flat(chars: np.ndarray, row_offsets: np.ndarray, grid_offsets: np.ndar
     n = len(grid_offsets) - 1
     heights, widths, starts_at = (np.empty(n, dtype=np.int64) for _ in range(3))
     suspect = np.empty(n, dtype=np.bool_)
-    shape_kernel(row_offsets, grid_offsets, -1 if max_cells is None else max_cells, heights, widths, starts_at,
-                 suspect)
+    shape_kernel(row_offsets, grid_offsets, -1 if max_cells is None else max_cells, heights, widths, starts_at, suspect)
     sizes = heights * widths
     codes = np.empty(len(chars), dtype=np.uint8)
     tally = np.empty((n, 5), dtype=np.int64)
@@ -263,6 +264,7 @@ def _errors_of_suspects(suspects, n, chars, row_offsets, grid_offsets, max_cells
     bytes, a byte outside the ASCII alphabet or not one start; with non-ASCII rows the byte checks
     can misjudge which rule broke, but never that one did.
     """
+
     def rows_of(k: int) -> list[str]:
         bounds = row_offsets[grid_offsets[k] : grid_offsets[k + 1] + 1].tolist()
         return [chars[lo:hi].tobytes().decode("utf-8") for lo, hi in zip(bounds, bounds[1:])]
@@ -364,8 +366,18 @@ def _first_bad_character(text: str, width: int) -> BadCharacterError:
 
 def _type_name(value: Any) -> str:
     """A JSON-ish name of a value's type, for messages."""
-    names = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number", dict: "an object",
-             list: "a list", tuple: "a list", str: "a string", bytes: "binary data", bytearray: "binary data"}
+    names = {
+        type(None): "null",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        dict: "an object",
+        list: "a list",
+        tuple: "a list",
+        str: "a string",
+        bytes: "binary data",
+        bytearray: "binary data",
+    }
     if type(value) in names:
         return names[type(value)]
     return "a decimal number" if isinstance(value, decimal.Decimal) else f"a value of type {type(value).__name__}"

@@ -9,7 +9,8 @@ a path against the rules.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,9 @@ def solve_batch(batch: ParsedBatch) -> np.ndarray:
     """
     gold = np.empty(len(batch), dtype=np.int64)
     if len(batch):
-        solve_kernel(batch.codes, batch.offsets, batch.heights, batch.widths, batch.starts,
-                     batch.gold_total, COMMON, gold)
+        solve_kernel(
+            batch.codes, batch.offsets, batch.heights, batch.widths, batch.starts, batch.gold_total, COMMON, gold
+        )
     return gold
 
 

@@ -11,7 +11,7 @@ such a graph is still solved correctly, only possibly more than once.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from .parse import EXIT, Door
 from .solve import SolveTimeout
@@ -68,8 +68,9 @@ def _leaves(doors: Sequence[Door], colours: Colours, incident, budget: list[int]
         yield from _leaves(doors, _refine(split, incident, deadline), incident, budget, deadline)
 
 
-def canonical_form(doors: Sequence[Door], max_leaves: int = _MAX_LEAVES,
-                   deadline: float | None = None) -> tuple[tuple, list[int]]:
+def canonical_form(
+    doors: Sequence[Door], max_leaves: int = _MAX_LEAVES, deadline: float | None = None
+) -> tuple[tuple, list[int]]:
     """(key, order) for a checked door list ``doors``; raises SolveTimeout (stage "preparation")
     when ``time.monotonic()`` passes ``deadline`` (None: no deadline) before it is done.
 

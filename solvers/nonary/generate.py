@@ -9,8 +9,9 @@ from .parse import EXIT
 __all__ = ["generate", "random_graph"]
 
 
-def random_graph(rng: random.Random, rooms: int, doors: int, cycles: float = 0.2, parallel: float = 0.2,
-                 nines: float = 0.25) -> list[list[int]]:
+def random_graph(
+    rng: random.Random, rooms: int, doors: int, cycles: float = 0.2, parallel: float = 0.2, nines: float = 0.25
+) -> list[list[int]]:
     """One door list over rooms ``0..rooms-1`` with ``doors`` doors, drawn from ``rng``.
 
     ``cycles``:   chance that a non-9 door goes back (to a room with a number not above its own,
@@ -48,8 +49,9 @@ def _endpoints(rng: random.Random, rooms: int, is_nine: bool, cycles: float, src
     return src, rng.randint(src + 1, rooms - 1)
 
 
-def generate(count: int, rooms: int, doors: int, seed: int, cycles: float = 0.2, parallel: float = 0.2,
-             nines: float = 0.25) -> list[list[list[int]]]:
+def generate(
+    count: int, rooms: int, doors: int, seed: int, cycles: float = 0.2, parallel: float = 0.2, nines: float = 0.25
+) -> list[list[list[int]]]:
     """``count`` random door lists (see :func:`random_graph` for the other parameters), the same
     for the same ``seed``.
 

@@ -10,7 +10,7 @@ continue in the arrays it was given.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from numba import njit
@@ -24,12 +24,22 @@ GROW = 2  # the memo table is half full; grow it with grow_memo() (or set C_MEMO
 GROW_NETS = 3  # the nets table is half full; grow it with Nets.grow() (or set C_NETS_FROZEN) and call again
 
 # Slots of the small int64 array `ctl` that carries the search's scalars across calls.
-(C_DEPTH, C_BEST, C_BEST_LEN, C_TARGET, C_NODES, C_STARTED, C_MEMO_COUNT, C_MEMO_FROZEN, C_NETS_COUNT,
- C_NETS_FROZEN) = range(10)
+(
+    C_DEPTH,
+    C_BEST,
+    C_BEST_LEN,
+    C_TARGET,
+    C_NODES,
+    C_STARTED,
+    C_MEMO_COUNT,
+    C_MEMO_FROZEN,
+    C_NETS_COUNT,
+    C_NETS_FROZEN,
+) = range(10)
 CTL_SIZE = 10
 
 MAX_RESIDUE_COORDS = 3  # rooms whose residues the escape test tracks
-MAX_NET_STATES = 9 ** 4  # bits per door multiset in the escape test's cache
+MAX_NET_STATES = 9**4  # bits per door multiset in the escape test's cache
 
 MAX_NINES = 3  # 3 groups of at least 3 players cover all 9
 
@@ -110,10 +120,10 @@ def grow_memo(memo: np.ndarray) -> np.ndarray:
     return bigger
 
 
-@lru_cache(maxsize=None)
+@cache
 def _digits(coordinates: int) -> np.ndarray:
     """int64[9 ** coordinates, coordinates]: the base-9 digits of every vector index."""
-    index = np.arange(9 ** coordinates, dtype=np.int64)
+    index = np.arange(9**coordinates, dtype=np.int64)
     return index[:, None] // 9 ** np.arange(coordinates, dtype=np.int64)[None, :] % 9
 
 
@@ -159,7 +169,7 @@ class Nets:
         tracked = 0
         while tracked < len(exits) and size * 3 ** (tracked + 1) <= MAX_NET_STATES:
             tracked += 1
-        flags = 3 ** tracked
+        flags = 3**tracked
         self.coord = np.full(rooms, -1, dtype=np.int64)
         self.coord[tracked_rooms] = np.arange(len(tracked_rooms))
         self.exits = np.array(exits, dtype=np.int64)
@@ -218,10 +228,10 @@ def _tracked_rooms(types: list[tuple[int, int, int]], rooms: int, exits: list[in
 def _counted(exits: int, into: int) -> np.ndarray:
     """int64[3 ** exits]: each exit-count index after one more door into tracked exit ``into``
     (-1: into none), counts capped at 2."""
-    out = np.arange(3 ** exits, dtype=np.int64)
+    out = np.arange(3**exits, dtype=np.int64)
     if into >= 0:
-        digit = out // 3 ** into % 3
-        out = out + np.where(digit < 2, 3 ** into, 0)
+        digit = out // 3**into % 3
+        out = out + np.where(digit < 2, 3**into, 0)
     return out
 
 
@@ -531,8 +541,9 @@ def _enter(d, frames, doors, tables, memo, ctl, nets):
         bound = min(bound, known)
     # A fresh tuple, dropped after the call: passing `doors` itself would keep it alive through
     # _enter, 5 more reference counts a node (optimised LLVM IR).
-    if not _escapes_possible(f_occ[d], alive, counts, avail, best + 1 - f_esc[d], (t_src, t_off, t_field, nines),
-                             masks, nets, ctl):
+    if not _escapes_possible(
+        f_occ[d], alive, counts, avail, best + 1 - f_esc[d], (t_src, t_off, t_field, nines), masks, nets, ctl
+    ):
         return best - f_esc[d]
     f_bound[d] = bound
     f_known[d] = known

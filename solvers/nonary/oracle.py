@@ -7,8 +7,9 @@ references: :func:`verify_plan` checks every plan the solver returns, and :func:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import combinations
-from typing import Any, Iterable
+from typing import Any
 
 from .parse import EXIT, Door, NonaryError, parse
 
@@ -28,8 +29,9 @@ def _fits(number: int, group: Iterable[int]) -> bool:
     return sum(group) % 9 == number % 9
 
 
-def _check_move(step: int, move: Any, doors: tuple[Door, ...], used: set[int],
-                where: dict[int, int]) -> tuple[int, list[int]]:
+def _check_move(
+    step: int, move: Any, doors: tuple[Door, ...], used: set[int], where: dict[int, int]
+) -> tuple[int, list[int]]:
     """Check move number ``step`` against the ``doors``, the ``used`` door indices and the players'
     rooms ``where``; return (door index, players) or raise :class:`PlanError`."""
     if not isinstance(move, (list, tuple)) or len(move) != 2:

@@ -136,9 +136,16 @@ def _integer_text(value: int) -> str:
 
 def _kind(value: Any) -> str:
     """The JSON kind of a value, in words, for messages."""
-    for kind, name in ((bool, "a boolean"), (numbers.Integral, "an integer"), (float, "a number"),
-                       (str, "a string"), ((list, tuple), "a list"), (dict, "an object"),
-                       ((bytes, bytearray), "binary data"), (decimal.Decimal, "a decimal number")):
+    for kind, name in (
+        (bool, "a boolean"),
+        (numbers.Integral, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        ((list, tuple), "a list"),
+        (dict, "an object"),
+        ((bytes, bytearray), "binary data"),
+        (decimal.Decimal, "a decimal number"),
+    ):
         if isinstance(value, kind):
             return name
     return "null" if value is None else f"a value of type {type(value).__name__}"
@@ -159,7 +166,8 @@ def _check_door(index: int, door: Any) -> Door:
         raise DoorShapeError(f"door {index}: must be a list [number, from_room, to_room], not {_describe(door)}")
     if len(door) != 3:
         raise DoorShapeError(
-            f"door {index} {_show(door)}: must have 3 fields [number, from_room, to_room], not {len(door)}")
+            f"door {index} {_show(door)}: must have 3 fields [number, from_room, to_room], not {len(door)}"
+        )
     for name, value in zip(("number", "from_room", "to_room"), door):
         if not _is_integer(value):
             raise DoorTypeError(f"door {index} {_show(door)}: {name} must be an integer, not {_describe(value)}")
@@ -172,10 +180,10 @@ def _check_door(index: int, door: Any) -> Door:
     for name, room in (("from_room", src), ("to_room", dst)):
         if room < 0 and room != EXIT:
             raise RoomError(
-                f"door {index} {shown}: {name} {_show(room)} is negative; the only negative room is the exit -1")
+                f"door {index} {shown}: {name} {_show(room)} is negative; the only negative room is the exit -1"
+            )
     if number == 9 and dst != EXIT:
-        raise ExitRuleError(
-            f"door {index} {shown}: a door numbered 9 must lead to the exit -1, not room {_show(dst)}")
+        raise ExitRuleError(f"door {index} {shown}: a door numbered 9 must lead to the exit -1, not room {_show(dst)}")
     if number != 9 and dst == EXIT:
         raise ExitRuleError(f"door {index} {shown}: only doors numbered 9 may lead to the exit -1")
     return number, src, dst

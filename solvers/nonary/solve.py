@@ -41,8 +41,9 @@ from __future__ import annotations
 import itertools
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -466,8 +467,14 @@ class _KernelRun:
         while True:
             nets = self.nets
             status = kernel.search(
-                (self.f_occ, *self.frames), tuple(self.paths), tuple(self.types),
-                _TABLES.arrays(), self.memo, ctl, _NODE_BUDGET, nets.arrays(),
+                (self.f_occ, *self.frames),
+                tuple(self.paths),
+                tuple(self.types),
+                _TABLES.arrays(),
+                self.memo,
+                ctl,
+                _NODE_BUDGET,
+                nets.arrays(),
             )
             if status == kernel.DONE:
                 return

@@ -13,7 +13,8 @@ and its key is the text form of its sorted codes: ``"q,r,t,regions"`` per tile, 
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from .model import GROUP, transform_tile
 

@@ -73,8 +73,14 @@ def catalogue_text(catalogue: Catalogue) -> CatalogueText:
     as_int64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731  (no copy when it already is)
     creatures = (as_int64(catalogue.sizes), as_int64(catalogue.offsets), as_int64(catalogue.codes))
     _encode_all(creatures, _DIRECTIONS, _LETTERS, (key, key_offsets), (tiles, tiles_offsets), (sums, sum_offsets))
-    return CatalogueText(key[: key_offsets[-1]], key_offsets, tiles[: tiles_offsets[-1]], tiles_offsets,
-                         sums[: sum_offsets[-1]], sum_offsets)
+    return CatalogueText(
+        key[: key_offsets[-1]],
+        key_offsets,
+        tiles[: tiles_offsets[-1]],
+        tiles_offsets,
+        sums[: sum_offsets[-1]],
+        sum_offsets,
+    )
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

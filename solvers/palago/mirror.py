@@ -66,9 +66,9 @@ def _options(f: list, c: int, j: int, flags: int) -> list[tuple[list, int, int, 
         out.append((f[:j] + [fresh], base + 1, flags | row0 | _JOINED, a))  # body B-C, tip on A
         return out
     b = f[j + 1]
-    g = f[:j] + [0] + f[j + 1:]
+    g = f[:j] + [0] + f[j + 1 :]
     out.append((_merged(g, a, b) if (a and b) else g, base + (2 if (a or b) else 0), flags, a))
-    g = f[:j] + [fresh] + f[j + 1:]
+    g = f[:j] + [fresh] + f[j + 1 :]
     if a and b:
         for other in (None, a, b):  # bodies A-B (C the tip), A-C, B-C
             out.append((_merged(g, a, b) if other is None else _merged(g, other, fresh), base + 2, flags | row0, a))
@@ -103,8 +103,7 @@ def _reference_bound(g: list, c: int, j: int, flags: int) -> int:
     for k, x in enumerate(g):
         if x:
             spans[x] = (spans.get(x, (k, k))[0], k)
-    need += sum(1 for k in range(lowest + 1, highest)
-                if not g[k] and not any(lo < k < hi for lo, hi in spans.values()))
+    need += sum(1 for k in range(lowest + 1, highest) if not g[k] and not any(lo < k < hi for lo, hi in spans.values()))
     return lb + 2 * need
 
 
@@ -120,7 +119,7 @@ def reflection_counts_reference(max_n: int) -> np.ndarray:
             for (f, flags), poly in states.items():
                 for g, add, fl, leaving in _options(list(f), c, j, flags):
                     shifted = np.zeros(n1, dtype=np.int64)
-                    shifted[add:] = poly[:max(0, n1 - add)]
+                    shifted[add:] = poly[: max(0, n1 - add)]
                     if leaving and leaving not in g:
                         if not any(g) and fl == _ROW0 | _JOINED:
                             done += shifted  # complete; another S vertex left behind: never connected
@@ -130,7 +129,7 @@ def reflection_counts_reference(max_n: int) -> np.ndarray:
                             continue  # X+ starting in column c+1 or later spans its mirror's c+1 columns
                     else:
                         lb = _reference_bound(g, c, j, fl)
-                        shifted[max(0, max_n - lb + 1):] = 0
+                        shifted[max(0, max_n - lb + 1) :] = 0
                     if shifted.any():
                         key = (_relabel(g), fl)
                         new[key] = new[key] + shifted if key in new else shifted
@@ -348,19 +347,39 @@ def _step(c, j, max_n, generation, done, stats, spare):
     while size < 4 * count:
         size *= 2
     slots = np.full(size, -1, dtype=np.int64)
-    scratch = (np.zeros(40, dtype=np.int64), np.zeros((4, 40), dtype=np.int64), np.zeros(4, dtype=np.int64),
-               np.zeros(4, dtype=np.int64), np.full(64, -1, dtype=np.int64), np.zeros(64, dtype=np.int64),
-               np.zeros(64, dtype=np.int64), np.zeros((1, _WORDS), dtype=np.int64))
+    scratch = (
+        np.zeros(40, dtype=np.int64),
+        np.zeros((4, 40), dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+        np.full(64, -1, dtype=np.int64),
+        np.zeros(64, dtype=np.int64),
+        np.zeros(64, dtype=np.int64),
+        np.zeros((1, _WORDS), dtype=np.int64),
+    )
     s = 0
     while s < count:
         # room for the next states' options before the loop, which swaps no array (_no_refcounts)
         if out_count + 4 > out_keys.shape[0]:
-            out_keys, out_polys, out_polyf = _grown(out_keys, out_count), _grown(out_polys, out_count), \
-                _grown(out_polyf, out_count)
+            out_keys, out_polys, out_polyf = (
+                _grown(out_keys, out_count),
+                _grown(out_polys, out_count),
+                _grown(out_polyf, out_count),
+            )
         if 2 * (out_count + 4) > slots.shape[0]:
             slots = _rehashed(out_keys, out_count, 2 * slots.shape[0])
-        s, out_count = _step_states(c, j, max_n, (keys, polys, polyf), s, count,
-                                    (out_keys, out_polys, out_polyf, out_count, slots), done, stats, scratch)
+        s, out_count = _step_states(
+            c,
+            j,
+            max_n,
+            (keys, polys, polyf),
+            s,
+            count,
+            (out_keys, out_polys, out_polyf, out_count, slots),
+            done,
+            stats,
+            scratch,
+        )
     if out_count > stats[0]:
         stats[0] = out_count
     return out_keys, out_polys, out_polyf, out_count

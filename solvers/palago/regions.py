@@ -8,7 +8,7 @@ which swaps the colours.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .canonical import REGION_BODY, REGION_TIP, Tile, decode_codes, encode_tiles
 from .model import DIRECTIONS
@@ -90,4 +90,3 @@ def creatures_of_either_colour(hexes: Hexes) -> tuple[str, list[list[Tile]]]:
         return "blue", blue
     yellow = closed_creatures(turn_60(hexes))
     return ("yellow", yellow) if yellow else ("none", [])
-

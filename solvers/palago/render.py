@@ -20,13 +20,25 @@ regions); the rest of each tile is in muted blue and yellow.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from html import escape as _html_escape
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from .canonical import REGION_BODY, REGION_TIP, Tile
 
-__all__ = ["COLOURS", "GalleryItem", "GalleryPage", "creature_svg", "gallery_index_html", "gallery_page_html",
-           "gallery_page_name", "gallery_pages", "growth_plot_svg", "ratio_plot_svg", "tile_defs_svg"]
+__all__ = [
+    "COLOURS",
+    "GalleryItem",
+    "GalleryPage",
+    "creature_svg",
+    "gallery_index_html",
+    "gallery_page_html",
+    "gallery_page_name",
+    "gallery_pages",
+    "growth_plot_svg",
+    "ratio_plot_svg",
+    "tile_defs_svg",
+]
 
 COLOURS = {
     "creature": "#1f4fa3",  # the creature's blue regions
@@ -50,8 +62,14 @@ def escape(value) -> str:
 # ----------------------------------------------------------------------------------- creatures
 
 
-def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | None = None,
-                 standalone: bool = True, shared_tiles: bool = False) -> str:
+def creature_svg(
+    tiles: Iterable[Tile],
+    *,
+    radius: float = 24.0,
+    title: str | None = None,
+    standalone: bool = True,
+    shared_tiles: bool = False,
+) -> str:
     """An SVG picture of the creature ``tiles``: one element of class ``tile`` per tile.
 
     radius:       a hex's circumradius in pixels (its side length);
@@ -74,8 +92,10 @@ def creature_svg(tiles: Iterable[Tile], *, radius: float = 24.0, title: str | No
     xs, ys = zip(*(_point(_corner(tile.q, tile.r, k), scale) for tile in tiles for k in range(6)))
     left, top = min(xs) - margin, min(ys) - margin
     width, height = max(xs) - min(xs) + 2 * margin, max(ys) - min(ys) + 2 * margin
-    parts = [f'<svg{_SVG_NS if standalone else ""} class="creature" width="{width:.0f}" height="{height:.0f}" '
-             f'viewBox="{left:.2f} {top:.2f} {width:.2f} {height:.2f}" role="img">']
+    parts = [
+        f'<svg{_SVG_NS if standalone else ""} class="creature" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="{left:.2f} {top:.2f} {width:.2f} {height:.2f}" role="img">'
+    ]
     if title:
         parts.append(f"<title>{escape(title)}</title>")
     draw = _tile_use if shared_tiles else _tile_svg
@@ -129,12 +149,16 @@ def _tile_paths(tile: Tile, scale: float) -> dict[str, str]:
     return {
         "blue_tip": f"{blue_arc} L{_fmt(corner(c))} Z",
         "yellow_tip": f"{yellow_arc} L{_fmt(corner(c + 3))} Z",
-        "blue_body": (f"M{_fmt(mid(c + 2))} L{_fmt(corner(c + 2))} L{_fmt(mid(c + 3))} "
-                      f"{_arc_to(corner(c + 3), mid(c + 3), mid(c + 4), arc_radius)} "
-                      f"L{_fmt(corner(c + 4))} L{_fmt(mid(c + 5))} Z"),
-        "yellow_body": (f"M{_fmt(mid(c + 5))} L{_fmt(corner(c + 5))} L{_fmt(mid(c))} "
-                        f"{_arc_to(corner(c), mid(c), mid(c + 1), arc_radius)} "
-                        f"L{_fmt(corner(c + 1))} L{_fmt(mid(c + 2))} Z"),
+        "blue_body": (
+            f"M{_fmt(mid(c + 2))} L{_fmt(corner(c + 2))} L{_fmt(mid(c + 3))} "
+            f"{_arc_to(corner(c + 3), mid(c + 3), mid(c + 4), arc_radius)} "
+            f"L{_fmt(corner(c + 4))} L{_fmt(mid(c + 5))} Z"
+        ),
+        "yellow_body": (
+            f"M{_fmt(mid(c + 5))} L{_fmt(corner(c + 5))} L{_fmt(mid(c))} "
+            f"{_arc_to(corner(c), mid(c), mid(c + 1), arc_radius)} "
+            f"L{_fmt(corner(c + 1))} L{_fmt(mid(c + 2))} Z"
+        ),
         "blue_arc": blue_arc,
         "yellow_arc": yellow_arc,
         "line": line,
@@ -144,11 +168,13 @@ def _tile_paths(tile: Tile, scale: float) -> dict[str, str]:
 
 def _tile_svg(tile: Tile, scale: float) -> str:
     """One tile as ``<g class="tile">``: four filled regions, the creature's outline, the border."""
-    return "\n".join([
-        f'<g class="tile" {_tile_data(tile)}>',
-        *_tile_parts(tile, scale),
-        "</g>",
-    ])
+    return "\n".join(
+        [
+            f'<g class="tile" {_tile_data(tile)}>',
+            *_tile_parts(tile, scale),
+            "</g>",
+        ]
+    )
 
 
 def _tile_parts(tile: Tile, scale: float) -> list[str]:
@@ -170,8 +196,11 @@ def _tile_parts(tile: Tile, scale: float) -> list[str]:
         f'<path class="yellow body" d="{paths["yellow_body"]}" fill="{COLOURS["yellow"]}"/>',
         f'<path class="border" d="{paths["hex"]}" fill="none" stroke="{COLOURS["edge"]}" '
         f'stroke-width="{stroke_width:.2f}" stroke-linejoin="round"/>',
-        *(f'<path class="outline" d="{d}" fill="none" stroke="{COLOURS["outline"]}" '
-          f'stroke-width="{2.5 * stroke_width:.2f}" stroke-linecap="round"/>' for d in outline),
+        *(
+            f'<path class="outline" d="{d}" fill="none" stroke="{COLOURS["outline"]}" '
+            f'stroke-width="{2.5 * stroke_width:.2f}" stroke-linecap="round"/>'
+            for d in outline
+        ),
     ]
 
 
@@ -182,14 +211,18 @@ def _tile_id(t: int, regions: int) -> str:
 def _tile_use(tile: Tile, scale: float) -> str:
     """One tile as ``<use class="tile">`` of its drawing at hex (0, 0), moved to its hex."""
     x, y = _point(_centre(tile.q, tile.r), scale)
-    return (f'<use class="tile" href="#{escape(_tile_id(tile.t, tile.regions))}" x="{x:.2f}" y="{y:.2f}" '
-            f'{_tile_data(tile)}/>')
+    return (
+        f'<use class="tile" href="#{escape(_tile_id(tile.t, tile.regions))}" x="{x:.2f}" y="{y:.2f}" '
+        f"{_tile_data(tile)}/>"
+    )
 
 
 def _tile_data(tile: Tile) -> str:
     """A tile's ``data-`` attributes, each value escaped."""
-    return (f'data-q="{escape(tile.q)}" data-r="{escape(tile.r)}" data-t="{escape(tile.t)}" '
-            f'data-regions="{escape(tile.regions)}"')
+    return (
+        f'data-q="{escape(tile.q)}" data-r="{escape(tile.r)}" data-t="{escape(tile.t)}" '
+        f'data-regions="{escape(tile.regions)}"'
+    )
 
 
 def tile_defs_svg(radius: float = 24.0) -> str:
@@ -211,8 +244,10 @@ def tile_defs_svg(radius: float = 24.0) -> str:
 # ----------------------------------------------------------------------------------- growth plot
 
 _PLOT = {"width": 640, "height": 400, "left": 78, "right": 20, "top": 44, "bottom": 52}
-_SERIES = (("free", "#1f4fa3", "free (up to rotation and reflection)"),
-           ("fixed", "#c48a00", "fixed (up to translation)"))
+_SERIES = (
+    ("free", "#1f4fa3", "free (up to rotation and reflection)"),
+    ("fixed", "#c48a00", "fixed (up to translation)"),
+)
 _BELOW_ONE = 0.3  # decades of room between the n axis and the count 1
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -255,8 +290,10 @@ def growth_plot_svg(rows: Iterable[tuple[int, int, int]], *, title: str = "Palag
     parts += _legend(p["left"] + 12, p["top"] + 10)
     empty = [str(n) for n, free, fixed in rows if free == fixed == 0]
     if empty:  # say why those sizes have no points rather than leave the reader guessing
-        parts.append(f'<text x="{p["width"] - p["right"]}" y="{p["height"] - 10}" text-anchor="end" font-size="11" '
-                     f'fill="#666666">no creatures for n = {", ".join(empty)}</text>')
+        parts.append(
+            f'<text x="{p["width"] - p["right"]}" y="{p["height"] - 10}" text-anchor="end" font-size="11" '
+            f'fill="#666666">no creatures for n = {", ".join(empty)}</text>'
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -274,26 +311,31 @@ def _runs(points: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
 
 def _power_label(k: int) -> str:
     """10**k as text: plain digits up to a thousand, then 10 with a superscript exponent."""
-    return f"{10 ** k:,}" if k <= 3 else "10" + str(k).translate(_SUPERSCRIPT)
+    return f"{10**k:,}" if k <= 3 else "10" + str(k).translate(_SUPERSCRIPT)
 
 
 def _y_axis(decades: int, y_of, x_left: float, x_right: float, y_bottom: float) -> list[str]:
     """Grid lines and labels at every power of ten, faint lines at 2..9 times each."""
-    parts = [f'<line x1="{x_left}" y1="{y_bottom}" x2="{x_left}" y2="{y_of(10 ** decades):.1f}" stroke="black"/>']
+    parts = [f'<line x1="{x_left}" y1="{y_bottom}" x2="{x_left}" y2="{y_of(10**decades):.1f}" stroke="black"/>']
     for k in range(decades + 1):
-        y = y_of(10 ** k)
+        y = y_of(10**k)
         parts.append(f'<line x1="{x_left - 5}" y1="{y:.1f}" x2="{x_right}" y2="{y:.1f}" stroke="#cccccc"/>')
         parts.append(f'<text x="{x_left - 8}" y="{y + 4:.1f}" text-anchor="end">{_power_label(k)}</text>')
         if k < decades:
-            parts += [f'<line x1="{x_left}" y1="{y_of(m * 10 ** k):.1f}" x2="{x_right}" y2="{y_of(m * 10 ** k):.1f}" '
-                      'stroke="#eeeeee"/>' for m in range(2, 10)]
+            parts += [
+                f'<line x1="{x_left}" y1="{y_of(m * 10**k):.1f}" x2="{x_right}" y2="{y_of(m * 10**k):.1f}" '
+                'stroke="#eeeeee"/>'
+                for m in range(2, 10)
+            ]
     return parts
 
 
 def _x_axis(sizes: list[int], x_of, y_bottom: float) -> list[str]:
     """The n axis: a tick per size, a label on every one (every other one past 20 sizes)."""
     step = 1 if len(sizes) <= 20 else 2
-    parts = [f'<line x1="{x_of(sizes[0]):.1f}" y1="{y_bottom}" x2="{x_of(sizes[-1]):.1f}" y2="{y_bottom}" stroke="black"/>']
+    parts = [
+        f'<line x1="{x_of(sizes[0]):.1f}" y1="{y_bottom}" x2="{x_of(sizes[-1]):.1f}" y2="{y_bottom}" stroke="black"/>'
+    ]
     for index, n in enumerate(sizes):
         x = x_of(n)
         parts.append(f'<line x1="{x:.1f}" y1="{y_bottom}" x2="{x:.1f}" y2="{y_bottom + 5}" stroke="black"/>')
@@ -306,19 +348,28 @@ def _legend(x: float, y: float) -> list[str]:
     parts = [f'<rect x="{x}" y="{y}" width="250" height="{14 + 18 * len(_SERIES)}" fill="white" stroke="#999999"/>']
     for row, (name, colour, label) in enumerate(_SERIES):
         line_y = y + 16 + 18 * row
-        parts.append(f'<line class="legend {name}" x1="{x + 8}" y1="{line_y}" x2="{x + 32}" y2="{line_y}" '
-                     f'stroke="{colour}" stroke-width="2"/>')
+        parts.append(
+            f'<line class="legend {name}" x1="{x + 8}" y1="{line_y}" x2="{x + 32}" y2="{line_y}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+        )
         parts.append(f'<text x="{x + 40}" y="{line_y + 4}">{label}</text>')
     return parts
 
 
 _RATIO_SERIES = (("fixed", "#c0392b"), ("free", "#1f4fa3"))
-_RATIO_MARK = {"fixed": lambda colour: f'r="2.5" fill="{colour}"',
-               "free": lambda colour: f'r="3.5" fill="none" stroke="{colour}" stroke-width="1.2"'}
+_RATIO_MARK = {
+    "fixed": lambda colour: f'r="2.5" fill="{colour}"',
+    "free": lambda colour: f'r="3.5" fill="none" stroke="{colour}" stroke-width="1.2"',
+}
 
 
-def ratio_plot_svg(ratios: dict[str, list[tuple[int, float]]], lam: float, spread: float, *,
-                   title: str = "Ratio plot: a(n)/a(n-1) against 1/n") -> str:
+def ratio_plot_svg(
+    ratios: dict[str, list[tuple[int, float]]],
+    lam: float,
+    spread: float,
+    *,
+    title: str = "Ratio plot: a(n)/a(n-1) against 1/n",
+) -> str:
     """The ratio plot of growth analysis (docs/palago_growth.md) as standalone SVG: each series'
     ratios a(n)/a(n-1) against 1/n, which approach the growth constant as 1/n -> 0 along a line
     of slope -lam * theta, and the estimate ``lam`` +- ``spread`` drawn at 1/n = 0.
@@ -352,15 +403,21 @@ def ratio_plot_svg(ratios: dict[str, list[tuple[int, float]]], lam: float, sprea
         "a(n) / a(n-1)</text>",
     ]
     for value in _nice_ticks(0, x_high):
-        parts.append(f'<line x1="{x_of(value):.1f}" y1="{bottom}" x2="{x_of(value):.1f}" y2="{bottom + 5}" stroke="black"/>')
+        parts.append(
+            f'<line x1="{x_of(value):.1f}" y1="{bottom}" x2="{x_of(value):.1f}" y2="{bottom + 5}" stroke="black"/>'
+        )
         parts.append(f'<text x="{x_of(value):.1f}" y="{bottom + 18}" text-anchor="middle">{value:g}</text>')
     for value in _nice_ticks(y_low, y_high):
         y = y_of(value)
-        parts.append(f'<line x1="{p["left"] - 5}" y1="{y:.1f}" x2="{p["left"] + plot_w}" y2="{y:.1f}" stroke="#e4e4e4"/>')
+        parts.append(
+            f'<line x1="{p["left"] - 5}" y1="{y:.1f}" x2="{p["left"] + plot_w}" y2="{y:.1f}" stroke="#e4e4e4"/>'
+        )
         parts.append(f'<text x="{p["left"] - 8}" y="{y + 4:.1f}" text-anchor="end">{value:g}</text>')
     for name, colour in _RATIO_SERIES:  # free drawn hollow over fixed: where they meet, both show
-        parts += [f'<circle class="{name}" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" {_RATIO_MARK[name](colour)}/>'
-                  for x, y in points.get(name, [])]
+        parts += [
+            f'<circle class="{name}" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" {_RATIO_MARK[name](colour)}/>'
+            for x, y in points.get(name, [])
+        ]
     top, low = y_of(lam + spread), y_of(lam - spread)
     parts += [
         f'<line class="estimate" x1="{x_of(0):.1f}" y1="{y_of(lam):.1f}" x2="{p["left"] + plot_w}" y2="{y_of(lam):.1f}" '
@@ -372,8 +429,10 @@ def ratio_plot_svg(ratios: dict[str, list[tuple[int, float]]], lam: float, sprea
     ]
     names = [(name, colour) for name, colour in _RATIO_SERIES if name in points]
     legend_x, legend_y = p["left"] + plot_w - 110, bottom - 14 - 18 * len(names) - 8
-    parts.append(f'<rect x="{legend_x}" y="{legend_y}" width="100" height="{10 + 18 * len(names)}" fill="white" '
-                 'stroke="#999999"/>')
+    parts.append(
+        f'<rect x="{legend_x}" y="{legend_y}" width="100" height="{10 + 18 * len(names)}" fill="white" '
+        'stroke="#999999"/>'
+    )
     for row, (name, colour) in enumerate(names):
         y = legend_y + 14 + 18 * row
         parts.append(f'<circle cx="{legend_x + 14}" cy="{y - 4}" {_RATIO_MARK[name](colour)}/>')
@@ -460,16 +519,20 @@ def gallery_pages(stabilisers: Iterable[int], per_page: int) -> list[GalleryPage
     orders = [int(s) for s in stabilisers]
     pages: list[GalleryPage] = []
     for start in range(0, max(len(orders), 1), per_page):
-        chunk = orders[start:start + per_page]
+        chunk = orders[start : start + per_page]
         counts = {order: chunk.count(order) for order in sorted(set(chunk), reverse=True)}
         pages.append(GalleryPage(len(pages) + 1, start + 1, start + len(chunk), counts))
     return pages
 
 
 def _head(title: str) -> list[str]:
-    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"/>',
-            '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
-            f"<title>{escape(title)}</title>", f"<style>{_GALLERY_CSS}</style></head><body>"]
+    return [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"/>',
+        '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
+        f"<title>{escape(title)}</title>",
+        f"<style>{_GALLERY_CSS}</style></head><body>",
+    ]
 
 
 def _plural(count: int, word: str) -> str:
@@ -477,21 +540,24 @@ def _plural(count: int, word: str) -> str:
 
 
 def _legend_html() -> str:
-    return " ".join(f'<span class="key-item"><span class="swatch" style="background:{COLOURS[name]}"></span> '
-                    f"{label}</span>"
-                    for name, label in (("creature", "the creature"), ("blue", "other blue regions"),
-                                        ("yellow", "yellow regions")))
+    return " ".join(
+        f'<span class="key-item"><span class="swatch" style="background:{COLOURS[name]}"></span> {label}</span>'
+        for name, label in (("creature", "the creature"), ("blue", "other blue regions"), ("yellow", "yellow regions"))
+    )
 
 
-_SUM_HELP = ("<p>The sum under each picture rebuilds it: start on a tile <code>a</code> with the pointer up "
-             "(towards the upper-left neighbour); a digit turns the pointer that many 60&#176; steps clockwise; "
-             "<code>a</code>, <code>b</code>, <code>c</code> place a tile there with its blue tip at its "
-             "lower-left, top and lower-right corner; <code>+</code> steps into the tile just placed, "
-             "<code>-</code> steps back out.</p>")
+_SUM_HELP = (
+    "<p>The sum under each picture rebuilds it: start on a tile <code>a</code> with the pointer up "
+    "(towards the upper-left neighbour); a digit turns the pointer that many 60&#176; steps clockwise; "
+    "<code>a</code>, <code>b</code>, <code>c</code> place a tile there with its blue tip at its "
+    "lower-left, top and lower-right corner; <code>+</code> steps into the tile just placed, "
+    "<code>-</code> steps back out.</p>"
+)
 
 
 def _pager(number: int | None, pages: int) -> str:
     """Links to the previous page, the index and the next page (``number`` None: the index)."""
+
     def link(target: int, rel: str) -> str:
         if not 1 <= target <= pages:  # greyed, not a link, so the others keep their places
             return f'<span class="none {rel}">{"&#8592; first page" if rel == "prev" else "last page &#8594;"}</span>'
@@ -500,13 +566,16 @@ def _pager(number: int | None, pages: int) -> str:
 
     if number is None:
         return f'<nav class="pager"><span class="here">index</span> {link(1, "next")}</nav>'
-    return (f'<nav class="pager">{link(number - 1, "prev")} '
-            f'<a class="index" href="index.html">index</a> <span class="here">page {number} of {pages}</span> '
-            f'{link(number + 1, "next")}</nav>')
+    return (
+        f'<nav class="pager">{link(number - 1, "prev")} '
+        f'<a class="index" href="index.html">index</a> <span class="here">page {number} of {pages}</span> '
+        f"{link(number + 1, 'next')}</nav>"
+    )
 
 
-def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_page: int,
-                       selection: str | None = None) -> str:
+def gallery_index_html(
+    n: int, pages: list[GalleryPage], counts: dict, *, per_page: int, selection: str | None = None
+) -> str:
     """The gallery's index page (self-contained HTML, no scripts, no external links): how many
     creatures of size ``n`` there are by stabiliser order, how many the gallery shows, and a link to
     every page with the creatures it holds.  Well-formed XML.
@@ -539,19 +608,25 @@ def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_pa
     ]
     for order in sorted(set(counts) | set(shown), reverse=True):
         first = first_page.get(order)
-        where = (f'<a href="{gallery_page_name(first)}#stabiliser-{order}">page {first}</a>' if first else "&#8212;")
-        parts.append(f'<tr id="stabiliser-{order}"><td>order {order}</td><td>{escape(_SYMMETRY.get(order, "unknown"))}'
-                     f'</td><td class="number">{counts.get(order, 0):,}</td><td class="number">{shown.get(order, 0):,}'
-                     f"</td><td>{where}</td></tr>")
-    parts.append(f'<tr><th colspan="2">all</th><td class="number">{total:,}</td>'
-                 f'<td class="number">{total_shown:,}</td><td></td></tr></tbody></table>')
+        where = f'<a href="{gallery_page_name(first)}#stabiliser-{order}">page {first}</a>' if first else "&#8212;"
+        parts.append(
+            f'<tr id="stabiliser-{order}"><td>order {order}</td><td>{escape(_SYMMETRY.get(order, "unknown"))}'
+            f'</td><td class="number">{counts.get(order, 0):,}</td><td class="number">{shown.get(order, 0):,}'
+            f"</td><td>{where}</td></tr>"
+        )
+    parts.append(
+        f'<tr><th colspan="2">all</th><td class="number">{total:,}</td>'
+        f'<td class="number">{total_shown:,}</td><td></td></tr></tbody></table>'
+    )
     if total_shown:
         parts.append("<h2>Pages</h2>")
         parts.append('<ol class="pages">')
         for page in pages:
             detail = ", ".join(f"order {order}: {count:,}" for order, count in page.stabilisers.items())
-            parts.append(f'<li><a href="{gallery_page_name(page.number)}">page {page.number}</a> '
-                         f'<span class="detail">creatures {page.first:,}&#8211;{page.last:,} ({detail})</span></li>')
+            parts.append(
+                f'<li><a href="{gallery_page_name(page.number)}">page {page.number}</a> '
+                f'<span class="detail">creatures {page.first:,}&#8211;{page.last:,} ({detail})</span></li>'
+            )
         parts.append("</ol>")
     else:
         parts.append(f"<p>No creature of size {n} to show.</p>")
@@ -559,8 +634,9 @@ def gallery_index_html(n: int, pages: list[GalleryPage], counts: dict, *, per_pa
     return "\n".join(parts)
 
 
-def gallery_page_html(n: int, items: Iterable[GalleryItem], page: GalleryPage, pages: int, counts: dict, *,
-                      radius: float = 20.0) -> str:
+def gallery_page_html(
+    n: int, items: Iterable[GalleryItem], page: GalleryPage, pages: int, counts: dict, *, radius: float = 20.0
+) -> str:
     """One gallery page (self-contained HTML: inline CSS and SVG, no scripts, no external links):
     the creatures ``items`` of size ``n``, in gallery order, under a heading per stabiliser order,
     each with its place in the gallery, sum and key, between links to the previous page, the index
@@ -576,17 +652,22 @@ def gallery_page_html(n: int, items: Iterable[GalleryItem], page: GalleryPage, p
     parts = _head(title) + [
         _pager(page.number, pages),
         f"<h1>{title}</h1>",
-        (f"<p>Creatures {page.first:,}&#8211;{page.last:,} of the gallery, drawn on their {n} tiles: "
-         f"{_legend_html()}. The sum under each picture rebuilds it (the index says how).</p>" if items else
-         f"<p>No creature of size {n} to show.</p>"),
+        (
+            f"<p>Creatures {page.first:,}&#8211;{page.last:,} of the gallery, drawn on their {n} tiles: "
+            f"{_legend_html()}. The sum under each picture rebuilds it (the index says how).</p>"
+            if items
+            else f"<p>No creature of size {n} to show.</p>"
+        ),
         tile_defs_svg(radius),
     ]
     place = page.first
     for order in sorted({int(item.stabiliser) for item in items}, reverse=True):
         group = [item for item in items if int(item.stabiliser) == order]
-        parts.append(f'<h2 id="stabiliser-{order}">Symmetry group of order {order} '
-                     f"({escape(_SYMMETRY.get(order, 'unknown'))}): {len(group):,} here, "
-                     f"{counts.get(order, len(group)):,} of size {n} in all</h2>")
+        parts.append(
+            f'<h2 id="stabiliser-{order}">Symmetry group of order {order} '
+            f"({escape(_SYMMETRY.get(order, 'unknown'))}): {len(group):,} here, "
+            f"{counts.get(order, len(group)):,} of size {n} in all</h2>"
+        )
         parts.append('<div class="grid">')
         for item in group:
             parts.append(_gallery_figure(item, radius, place))
@@ -599,7 +680,9 @@ def gallery_page_html(n: int, items: Iterable[GalleryItem], page: GalleryPage, p
 
 def _gallery_figure(item: GalleryItem, radius: float, place: int) -> str:
     picture = creature_svg(item.tiles, radius=radius, title=item.sum, standalone=False, shared_tiles=True)
-    return (f'<figure class="creature-card" id="creature-{place}">{picture}<figcaption>'
-            f'<span class="place">no. {place:,}</span><span class="label">sum</span>'
-            f'<code class="sum">{escape(item.sum)}</code>'
-            f'<span class="label">key</span><code class="key">{escape(item.key)}</code></figcaption></figure>')
+    return (
+        f'<figure class="creature-card" id="creature-{place}">{picture}<figcaption>'
+        f'<span class="place">no. {place:,}</span><span class="label">sum</span>'
+        f'<code class="sum">{escape(item.sum)}</code>'
+        f'<span class="label">key</span><code class="key">{escape(item.key)}</code></figcaption></figure>'
+    )

@@ -108,11 +108,11 @@ class SearchCounts:
     nodes: np.ndarray
 
     @classmethod
-    def zeros(cls, max_n: int) -> "SearchCounts":
+    def zeros(cls, max_n: int) -> SearchCounts:
         z = lambda: np.zeros(max_n + 1, dtype=np.int64)  # noqa: E731
         return cls(z(), z(), np.zeros((max_n + 1, 4), dtype=np.int64), z(), z())
 
-    def __iadd__(self, other: "SearchCounts") -> "SearchCounts":
+    def __iadd__(self, other: SearchCounts) -> SearchCounts:
         for name in ("fixed", "free", "by_stabiliser", "stabiliser_sum", "nodes"):
             getattr(self, name)[...] += getattr(other, name)
         return self
@@ -196,7 +196,7 @@ def _compare_sorted(x, y, n):
     smallest codes are found by scans, which settle most asymmetric pairs; pairs still equal
     (symmetric creatures) are sorted in place and compared.  Codes of one creature are distinct."""
     previous = -1
-    for k in range(min(n, 2)):
+    for _k in range(min(n, 2)):
         next_x = 1 << 62
         next_y = 1 << 62
         for m in range(n):
@@ -396,18 +396,27 @@ def _search(grid, work, prefix, counts, cut, shelf):
                 mask = 0
                 # rotation 0: body a1 - t
                 j0 = -1 if s1 == s2 else (t if s1 else a1)
-                if j0 < 0 or (j0 >= anchor and (req[np.uint64(j0 - 1)] == 0) + (req[np.uint64(j0 - width)] == 0)
-                                          + (req[np.uint64(j0)] == 0) <= room):
+                if j0 < 0 or (
+                    j0 >= anchor
+                    and (req[np.uint64(j0 - 1)] == 0) + (req[np.uint64(j0 - width)] == 0) + (req[np.uint64(j0)] == 0)
+                    <= room
+                ):
                     mask |= 1
                 # rotation 1: body t - a0
                 j1 = -1 if s2 == s0 else (a0 if s2 else t)
-                if j1 < 0 or (j1 >= anchor and (req[np.uint64(j1 - 1)] == 0) + (req[np.uint64(j1 - width)] == 0)
-                                          + (req[np.uint64(j1)] == 0) <= room):
+                if j1 < 0 or (
+                    j1 >= anchor
+                    and (req[np.uint64(j1 - 1)] == 0) + (req[np.uint64(j1 - width)] == 0) + (req[np.uint64(j1)] == 0)
+                    <= room
+                ):
                     mask |= 2
                 # rotation 2: body a0 - a1
                 j2 = -1 if s0 == s1 else (a1 if s0 else a0)
-                if j2 < 0 or (j2 >= anchor and (req[np.uint64(j2 - 1)] == 0) + (req[np.uint64(j2 - width)] == 0)
-                                          + (req[np.uint64(j2)] == 0) <= room):
+                if j2 < 0 or (
+                    j2 >= anchor
+                    and (req[np.uint64(j2 - 1)] == 0) + (req[np.uint64(j2 - width)] == 0) + (req[np.uint64(j2)] == 0)
+                    <= room
+                ):
                     mask |= 4
                 if depth < prefix_len:
                     mask &= 1 << prefix[depth]
@@ -581,8 +590,14 @@ class _Workspace:
         """Search below ``prefix`` into ``counts`` (a SearchCounts); frontier mode when a _Cut with
         depth >= 0 is given, the catalogue kept in ``shelf`` when given."""
         c = counts
-        _search(self.grid, self.work, prefix, _Tally(c.fixed, c.free, c.by_stabiliser, c.stabiliser_sum, c.nodes),
-                cut or _NO_CUT, shelf or _NO_SHELF)
+        _search(
+            self.grid,
+            self.work,
+            prefix,
+            _Tally(c.fixed, c.free, c.by_stabiliser, c.stabiliser_sum, c.nodes),
+            cut or _NO_CUT,
+            shelf or _NO_SHELF,
+        )
 
 
 _NO_CUT = _Cut(-1, np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))

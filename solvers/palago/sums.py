@@ -43,8 +43,8 @@ always returns blue tiles.  ``encode`` always describes a blue creature.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .canonical import Tile, key_of
 from .model import DIRECTIONS
@@ -130,8 +130,13 @@ def decode(text: str) -> list[Tile]:
         return creatures[0]
     end = len(text) + 1
     if creatures:
-        raise SumNotClosedError(text, end, "", f"its tiles hold {len(creatures)} closed {colour} creatures "
-                                               "through all of them; a sum must name exactly one")
+        raise SumNotClosedError(
+            text,
+            end,
+            "",
+            f"its tiles hold {len(creatures)} closed {colour} creatures "
+            "through all of them; a sum must name exactly one",
+        )
     raise _not_closed(text, placements)
 
 
@@ -149,27 +154,44 @@ def _walk(text: str) -> list[_Placement]:
             target = (here[0] + DIRECTIONS[pointer][0], here[1] + DIRECTIONS[pointer][1])
             if target in by_hex:
                 earlier = by_hex[target]
-                raise SumStepError(text, position, token, f"hex {target} already holds the tile placed by "
-                                   + ("the starting tile" if earlier.position == 0 else f"position {earlier.position}"))
+                raise SumStepError(
+                    text,
+                    position,
+                    token,
+                    f"hex {target} already holds the tile placed by "
+                    + ("the starting tile" if earlier.position == 0 else f"position {earlier.position}"),
+                )
             by_hex[target] = _Placement(target, LETTER_ROTATION[token], position, token)
             placements.append(by_hex[target])
             just_placed = (target, pointer)
         elif token == "+":
             if just_placed is None:
-                raise SumStepError(text, position, token, "nothing to step into: '+' must follow a letter "
-                                   "that placed a tile from the tile we stand on")
+                raise SumStepError(
+                    text,
+                    position,
+                    token,
+                    "nothing to step into: '+' must follow a letter that placed a tile from the tile we stand on",
+                )
             stack.append((here, just_placed[1]))
             here, pointer = just_placed[0], (just_placed[1] + 3) % 6
             just_placed = None
         elif token == "-":
             if not stack:
-                raise SumStepError(text, position, token, "'-' at the starting tile: there is no tile to step "
-                                   "back out to (each '-' needs an earlier '+')")
+                raise SumStepError(
+                    text,
+                    position,
+                    token,
+                    "'-' at the starting tile: there is no tile to step back out to (each '-' needs an earlier '+')",
+                )
             here, pointer = stack.pop()
             just_placed = None
         else:
-            raise SumSyntaxError(text, position, token, "not part of a sum: expected a digit 0-5, a rotation "
-                                 "letter a, b or c, '+' or '-'")
+            raise SumSyntaxError(
+                text,
+                position,
+                token,
+                "not part of a sum: expected a digit 0-5, a rotation letter a, b or c, '+' or '-'",
+            )
     return placements
 
 
@@ -181,11 +203,20 @@ def _not_closed(text: str, placements: list[_Placement]) -> SumNotClosedError:
     open_both = open_hexes(hexes) & {turned_back[h] for h in open_hexes(turn_60(hexes))}
     for placement in placements:
         if placement.hex in open_both:
-            return SumNotClosedError(text, placement.position, placement.token,
-                                     f"the sum does not close: every region of the tile placed here (hex "
-                                     f"{placement.hex}), blue or yellow, opens onto empty space")
-    return SumNotClosedError(text, len(text) + 1, "", f"the sum does not close: its {len(placements)} tiles "
-                             "hold closed creatures, but none passes through all of them")
+            return SumNotClosedError(
+                text,
+                placement.position,
+                placement.token,
+                f"the sum does not close: every region of the tile placed here (hex "
+                f"{placement.hex}), blue or yellow, opens onto empty space",
+            )
+    return SumNotClosedError(
+        text,
+        len(text) + 1,
+        "",
+        f"the sum does not close: its {len(placements)} tiles "
+        "hold closed creatures, but none passes through all of them",
+    )
 
 
 # ------------------------------------------------------------------------------------- encode
@@ -216,8 +247,10 @@ def _checked_creature(tiles: Iterable[Tile]) -> list[Tile]:
     if not tiles or len(hexes) != len(tiles):
         raise NotACreatureError("a creature needs at least one tile and at most one tile per hex")
     if key_of(tiles) not in {key_of(creature) for creature in closed_creatures(hexes)}:
-        raise NotACreatureError(f"tiles {key_of(tiles)!r} are not a closed blue creature through all of them "
-                                "(check the rotations and the regions column)")
+        raise NotACreatureError(
+            f"tiles {key_of(tiles)!r} are not a closed blue creature through all of them "
+            "(check the rotations and the regions column)"
+        )
     return tiles
 
 

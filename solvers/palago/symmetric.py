@@ -49,16 +49,24 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["SymmetricCounts", "SymmetricPart", "symmetric_counts", "symmetric_parts", "count_symmetric_part",
-           "stabiliser_columns", "GROUPS", "KINDS"]
+__all__ = [
+    "SymmetricCounts",
+    "SymmetricPart",
+    "symmetric_counts",
+    "symmetric_parts",
+    "count_symmetric_part",
+    "stabiliser_columns",
+    "GROUPS",
+    "KINDS",
+]
 
 # Affine maps (i, j) -> (a i + b j + e, c i + d j + f) as (a, b, c, d, e, f).
-_SWAP = (0, 1, 1, 0, 0, 0)                 # reflection in the line i = j (through a vertex, and
-                                           # through the centres of up-triangle (0, 0) and of
-                                           # down-triangle (1, 0), (0, 1), (1, 1))
-_ROT_VERTEX = (0, 1, -1, -1, 0, 0)         # 120 degrees about vertex (0, 0)
-_ROT_UP = (-1, -1, 1, 0, 1, 0)             # 120 degrees about the centre of up-triangle (0, 0)
-_ROT_DOWN = (0, 1, -1, -1, 0, 2)           # 120 degrees about the centre of down-triangle (1, 0), (0, 1), (1, 1)
+_SWAP = (0, 1, 1, 0, 0, 0)  # reflection in the line i = j (through a vertex, and
+# through the centres of up-triangle (0, 0) and of
+# down-triangle (1, 0), (0, 1), (1, 1))
+_ROT_VERTEX = (0, 1, -1, -1, 0, 0)  # 120 degrees about vertex (0, 0)
+_ROT_UP = (-1, -1, 1, 0, 1, 0)  # 120 degrees about the centre of up-triangle (0, 0)
+_ROT_DOWN = (0, 1, -1, -1, 0, 2)  # 120 degrees about the centre of down-triangle (1, 0), (0, 1), (1, 1)
 _Affine = tuple[int, int, int, int, int, int]
 
 GROUPS: dict[str, list[tuple[_Affine, ...]]] = {  # each group by its generators
@@ -81,8 +89,14 @@ def _compose(m2, m1):
     """m2 after m1."""
     a1, b1, c1, d1, e1, f1 = m1
     a2, b2, c2, d2, e2, f2 = m2
-    return (a2 * a1 + b2 * c1, a2 * b1 + b2 * d1, c2 * a1 + d2 * c1, c2 * b1 + d2 * d1,
-            a2 * e1 + b2 * f1 + e2, c2 * e1 + d2 * f1 + f2)
+    return (
+        a2 * a1 + b2 * c1,
+        a2 * b1 + b2 * d1,
+        c2 * a1 + d2 * c1,
+        c2 * b1 + d2 * d1,
+        a2 * e1 + b2 * f1 + e2,
+        c2 * e1 + d2 * f1 + f2,
+    )
 
 
 def _closure(generators) -> list[tuple]:
@@ -379,9 +393,11 @@ def _count_group(max_n: int, generators, anchors: list[tuple[int, int]]) -> tupl
     for i, j in anchors:
         orbit = [_apply(m, i, j) for m in group]
         # A creature spanning d steps along a lattice axis has at least 2 d + 3 hexes.
-        span = max(max(p[0] for p in orbit) - min(p[0] for p in orbit),
-                   max(p[1] for p in orbit) - min(p[1] for p in orbit),
-                   max(p[0] + p[1] for p in orbit) - min(p[0] + p[1] for p in orbit))
+        span = max(
+            max(p[0] for p in orbit) - min(p[0] for p in orbit),
+            max(p[1] for p in orbit) - min(p[1] for p in orbit),
+            max(p[0] + p[1] for p in orbit) - min(p[0] + p[1] for p in orbit),
+        )
         if 2 * span + 3 > max_n or any((q, p) < (j, i) for p, q in orbit):
             continue
         _symmetric_search(max_n, grid.index(i, j), tables, work, counts, nodes)
@@ -422,15 +438,19 @@ def symmetric_parts(parts: int, rotation_parts: int = 1) -> list[SymmetricPart]:
     if parts < 1 or rotation_parts < 1:
         raise ValueError(f"parts must be at least 1, not {min(parts, rotation_parts)}")
     split = {"reflection": parts, "rotation": rotation_parts, "full": 1}
-    return [SymmetricPart(kind, group, part, split[kind])
-            for kind in KINDS for group in range(len(GROUPS[kind])) for part in range(split[kind])]
+    return [
+        SymmetricPart(kind, group, part, split[kind])
+        for kind in KINDS
+        for group in range(len(GROUPS[kind]))
+        for part in range(split[kind])
+    ]
 
 
 def count_symmetric_part(max_n: int, piece: SymmetricPart) -> tuple[np.ndarray, int]:
     """(counts indexed by n = 0..max_n, search nodes) of one piece's creatures (``piece.kind``)."""
     if max_n < 1:
         raise ValueError(f"max_n must be at least 1, not {max_n}")
-    anchors = _ANCHORS[piece.kind](max_n)[piece.part::piece.parts]
+    anchors = _ANCHORS[piece.kind](max_n)[piece.part :: piece.parts]
     return _count_group(max_n, GROUPS[piece.kind][piece.group], anchors)
 
 
@@ -456,8 +476,9 @@ def stabiliser_columns(fixed: np.ndarray, sym: SymmetricCounts) -> dict[str, np.
     int64 columns, an object array of Python ints (past 2^63) gives Python ints."""
     exact = np.asarray(fixed).dtype == object
     fixed = np.asarray(fixed, dtype=object if exact else np.int64)
-    a_ref, a_rot, a_full = (np.asarray(column[: len(fixed)], dtype=fixed.dtype)
-                            for column in (sym.reflection, sym.rotation, sym.full))
+    a_ref, a_rot, a_full = (
+        np.asarray(column[: len(fixed)], dtype=fixed.dtype) for column in (sym.reflection, sym.rotation, sym.full)
+    )
     f6 = a_full
     f3, r3 = _divmod(a_rot - a_full, 2)
     f2 = a_ref - a_full
@@ -465,8 +486,13 @@ def stabiliser_columns(fixed: np.ndarray, sym: SymmetricCounts) -> dict[str, np.
     free, r = _divmod(fixed + 2 * a_rot + 3 * a_ref, 6)
     if r3.any() or r1.any() or r.any() or (np.minimum.reduce([f1, f2, f3, f6]) < 0).any():
         raise ValueError("fixed and symmetric counts are inconsistent (Burnside divisions are not exact)")
-    return {"free": free, "free_stabiliser_1": f1, "free_stabiliser_2": f2, "free_stabiliser_3": f3,
-            "free_stabiliser_6": f6}
+    return {
+        "free": free,
+        "free_stabiliser_1": f1,
+        "free_stabiliser_2": f2,
+        "free_stabiliser_3": f3,
+        "free_stabiliser_6": f6,
+    }
 
 
 def _divmod(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -35,9 +35,23 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["max_height", "count_height", "fixed_counts", "exact_counts", "MAX_N", "count_height_reference",
-           "fixed_counts_reference", "Generation", "PieceSummary", "split_generation", "merge_generations",
-           "advance_piece", "next_phase", "PIECE_STATES", "PHASE_STATE_STEPS"]
+__all__ = [
+    "max_height",
+    "count_height",
+    "fixed_counts",
+    "exact_counts",
+    "MAX_N",
+    "count_height_reference",
+    "fixed_counts_reference",
+    "Generation",
+    "PieceSummary",
+    "split_generation",
+    "merge_generations",
+    "advance_piece",
+    "next_phase",
+    "PIECE_STATES",
+    "PHASE_STATE_STEPS",
+]
 
 
 def max_height(max_n: int) -> int:
@@ -149,7 +163,7 @@ def count_height_reference(height: int, max_n: int, weights: bool = True) -> np.
                     if lb > max_n:
                         continue
                     if lb:
-                        shifted[max_n - lb + 1:] = 0
+                        shifted[max_n - lb + 1 :] = 0
                         if not shifted.any():
                             continue
                     key = (_relabel(g), fl)
@@ -218,7 +232,7 @@ _no_refcounts = njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-ov
 # The helpers of those loops are also inlined where they are called (numba's inline='always'): a call
 # passed their tuples of arrays word by word, and H = 11 at n = 38 took 2.5-2.9 s inlined against
 # 3.3-3.9 s called (four runs each, in turn).
-_inlined = njit(cache=True, nogil=True, _nrt=False, inline='always')  # type: ignore[call-overload]  # as above
+_inlined = njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]  # as above
 
 
 @_inlined
@@ -366,8 +380,11 @@ def _hash_slot(key, mask):
 @_no_refcounts
 def _hash_key(key):
     """A multiply-xorshift mix of the key's three words."""
-    h = key[0] * np.int64(-7046029254386353131) ^ key[1] * np.int64(-4658895280553007687) ^ key[2] * np.int64(
-        -3372029247567499371)
+    h = (
+        key[0] * np.int64(-7046029254386353131)
+        ^ key[1] * np.int64(-4658895280553007687)
+        ^ key[2] * np.int64(-3372029247567499371)
+    )
     h ^= (h >> 31) & np.int64(0x1FFFFFFFF)
     h *= np.int64(-4265267296055464877)
     h ^= (h >> 29) & np.int64(0x7FFFFFFFF)
@@ -378,16 +395,19 @@ def _hash_key(key):
 def _prefetch(typingctx, array, index):
     """Ask the CPU to fetch array[index] (a one-dimensional array) into its caches, without waiting
     for it (LLVM's prefetch: read, high locality)."""
+
     def codegen(context, builder, signature, args):
         array_type = signature.args[0]
         data = context.make_array(array_type)(context, builder, args[0])
         pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]])
         byte_pointer = ir.IntType(8).as_pointer()
-        prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
-            ir.VoidType(), [byte_pointer] + [ir.IntType(32)] * 3), "llvm.prefetch.p0")
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer] + [ir.IntType(32)] * 3), "llvm.prefetch.p0"
+        )
         int32 = ir.IntType(32)
         builder.call(prefetch, [builder.bitcast(pointer, byte_pointer), int32(0), int32(3), int32(1)])
         return context.get_dummy_value()
+
     return types.void(array, index), codegen
 
 
@@ -592,8 +612,7 @@ def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=_NO_SPARE)
     (heads, pool) of ``count`` states before column ``c``, and return (rows, count, c, spare) after
     them.  The arguments are _sweep_steps's, in columns; no spare: new buffers."""
     height = sweep[0]
-    rows, count, step, spare = _sweep_steps(sweep, stats, done, rows, count, c * height, (c + columns) * height,
-                                            spare)
+    rows, count, step, spare = _sweep_steps(sweep, stats, done, rows, count, c * height, (c + columns) * height, spare)
     return rows, count, -(-step // height), spare
 
 
@@ -659,8 +678,9 @@ def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, sl
             if s_lo + add > max_n:
                 continue
             stamp += 1
-            key, occupied, components = _scan((f, j, opt_at_j[o], opt_renamed[o], a), height, fl, stamp,
-                                              (seen[0], seen[1]), span_lo, span_hi)
+            key, occupied, components = _scan(
+                (f, j, opt_at_j[o], opt_renamed[o], a), height, fl, stamp, (seen[0], seen[1]), span_lo, span_hi
+            )
             if a != 0:
                 alive = seen[0][a] == stamp
                 others = components > (1 if alive else 0)
@@ -725,13 +745,27 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end, spare):
     seen = (np.full(height + 3, -1, dtype=np.int64), np.zeros(height + 3, dtype=np.int64), np.zeros(1, np.int64))
     # a state's options: row j's label, the label renamed, hexes added, flags, and d when 2^d choices
     # of body reach the option
-    options = (np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
-               np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64))
-    scratch = (np.zeros(height + 1, dtype=np.int64), seen, np.zeros(height + 2, dtype=np.int64),
-               np.zeros(height + 2, dtype=np.int64), options)
+    options = (
+        np.zeros(4, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+    )
+    scratch = (
+        np.zeros(height + 1, dtype=np.int64),
+        seen,
+        np.zeros(height + 2, dtype=np.int64),
+        np.zeros(height + 2, dtype=np.int64),
+        options,
+    )
     # options waiting for their lookup: key, full hash, (source row, add, t_hi, doublings), row
-    batch = (np.zeros((_BATCH, _WORDS), dtype=np.int64), np.zeros(_BATCH, dtype=np.int64),
-             np.zeros((_BATCH, 4), dtype=np.int64), np.zeros(_BATCH, dtype=np.int64))
+    batch = (
+        np.zeros((_BATCH, _WORDS), dtype=np.int64),
+        np.zeros(_BATCH, dtype=np.int64),
+        np.zeros((_BATCH, 4), dtype=np.int64),
+        np.zeros(_BATCH, dtype=np.int64),
+    )
     step = first
     while count > 0 and step < end:
         size = 64
@@ -743,10 +777,12 @@ def _sweep_steps(sweep, stats, done, rows, count, first, end, spare):
         source = (heads, pool, pool.view(np.uint64), pool.view(np.float64))
         s = 0
         while s < count:
-            s, n_batch = _make_options(sweep, step // height, step % height, source, s, count, scratch, batch, done,
-                                       stats, slots)
-            out, out_pool, out_count, used, slots = _add_batch(batch, n_batch, source,
-                                                               (out, out_pool, out_count, used, slots), n1)
+            s, n_batch = _make_options(
+                sweep, step // height, step % height, source, s, count, scratch, batch, done, stats, slots
+            )
+            out, out_pool, out_count, used, slots = _add_batch(
+                batch, n_batch, source, (out, out_pool, out_count, used, slots), n1
+            )
         # the new generation becomes current; the old one's buffers hold the next
         heads, out = out, heads
         pool, out_pool = out_pool, pool
@@ -785,16 +821,27 @@ def exact_counts(residues_2_64: np.ndarray, residues_p: np.ndarray, approximatio
     for k, (r, q, approx) in enumerate(zip(residues_2_64.tolist(), residues_p.tolist(), approximations.tolist())):
         x = int(r) + (1 << 64) * (((int(q) - int(r)) * _INV_2_64) % _P)
         if abs(x - approx) > _FLOAT_AGREEMENT * approx + 0.5:
-            raise ArithmeticError(f"coefficient {k}: the residues give {x}, the float64 channel {approx:.6e}; "
-                                  "the count does not fit below 2^64 (2^61 - 1)")
+            raise ArithmeticError(
+                f"coefficient {k}: the residues give {x}, the float64 channel {approx:.6e}; "
+                "the count does not fit below 2^64 (2^61 - 1)"
+            )
         out[k] = x
     return out
 
 
-def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarray | None = None,
-                 bound: int = 3, resume: bytes | None = None, save: Callable[[bytes, str], None] | None = None,
-                 save_every: float = 300.0, tasks=None, parts: int = 1,
-                 piece_states: int | None = None) -> np.ndarray:
+def count_height(
+    height: int,
+    max_n: int,
+    weights: bool = True,
+    stats: np.ndarray | None = None,
+    bound: int = 3,
+    resume: bytes | None = None,
+    save: Callable[[bytes, str], None] | None = None,
+    save_every: float = 300.0,
+    tasks=None,
+    parts: int = 1,
+    piece_states: int | None = None,
+) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
     as exact Python ints in a numpy object array.
@@ -838,8 +885,15 @@ def count_height(height: int, max_n: int, weights: bool = True, stats: np.ndarra
         before = stats[:2].copy()
         done = (state.done_w, state.done_p, state.done_f)
         data, count, c, spare = _sweep_columns(sweep, stats, done, state.data, state.count, state.c, 1, spare)
-        state = _SweepState(data, count=count, c=c, done_w=state.done_w, done_p=state.done_p,
-                            done_f=state.done_f, stats=state.stats + (stats[:2] - before))
+        state = _SweepState(
+            data,
+            count=count,
+            c=c,
+            done_w=state.done_w,
+            done_p=state.done_p,
+            done_f=state.done_f,
+            stats=state.stats + (stats[:2] - before),
+        )
         saver.maybe(state)
     return exact_counts(state.done_w, state.done_p, state.done_f)
 
@@ -856,16 +910,17 @@ class _Saver:
     def due(self) -> bool:
         return self.save is not None and time.monotonic() - self.last >= self.gap
 
-    def maybe(self, state: "_SweepState") -> None:
+    def maybe(self, state: _SweepState) -> None:
         if state.count > 0 and self.due():
             self.now(state)
 
-    def now(self, state: "_SweepState") -> None:
+    def now(self, state: _SweepState) -> None:
         if self.save is None:  # a sweep that saves nothing
             return
         saving = time.monotonic()
-        self.save(state.to_bytes(self.sweep),
-                  f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed")
+        self.save(
+            state.to_bytes(self.sweep), f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed"
+        )
         self.last = time.monotonic()
         self.gap = max(self.every, 9 * (self.last - saving))
 
@@ -886,14 +941,21 @@ class _SweepState:
     stats: np.ndarray
 
     @classmethod
-    def start(cls, max_n: int) -> "_SweepState":
+    def start(cls, max_n: int) -> _SweepState:
         """One state before column 0: the empty frontier, polynomial 1."""
         n1 = max_n + 1
         start = Generation.start(n1)
-        return cls((start.heads, start.pool), 1, 0, np.zeros(n1, np.uint64), np.zeros(n1, np.int64),
-                   np.zeros(n1, np.float64), np.zeros(2, np.int64))
+        return cls(
+            (start.heads, start.pool),
+            1,
+            0,
+            np.zeros(n1, np.uint64),
+            np.zeros(n1, np.int64),
+            np.zeros(n1, np.float64),
+            np.zeros(2, np.int64),
+        )
 
-    def generation_rows(self) -> "Generation":
+    def generation_rows(self) -> Generation:
         """The live rows (the arrays have room for more), their pool packed."""
         return Generation(*_compacted(*self.data, self.count))
 
@@ -902,23 +964,39 @@ class _SweepState:
         weights, bound)."""
         live = self.generation_rows()
         buffer = io.BytesIO()
-        np.savez(buffer, sweep=np.array(sweep, np.int64), scalars=np.array([self.count, self.c], np.int64),
-                 heads=live.heads, pool=live.pool, done_w=self.done_w, done_p=self.done_p, done_f=self.done_f,
-                 stats=self.stats)
+        np.savez(
+            buffer,
+            sweep=np.array(sweep, np.int64),
+            scalars=np.array([self.count, self.c], np.int64),
+            heads=live.heads,
+            pool=live.pool,
+            done_w=self.done_w,
+            done_p=self.done_p,
+            done_f=self.done_f,
+            stats=self.stats,
+        )
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes, sweep: tuple) -> "_SweepState":
+    def from_bytes(cls, data: bytes, sweep: tuple) -> _SweepState:
         with np.load(io.BytesIO(data)) as saved:
             if tuple(saved["sweep"].tolist()) != sweep:
-                raise ValueError(f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
-                                 f"not {sweep}")
+                raise ValueError(
+                    f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
+                    f"not {sweep}"
+                )
             if "pool" not in saved.files:
-                raise ValueError("the saved sweep has rows as wide as the widest range, a layout this version "
-                                 "no longer reads: delete the checkpoint to sweep that height afresh")
+                raise ValueError(
+                    "the saved sweep has rows as wide as the widest range, a layout this version "
+                    "no longer reads: delete the checkpoint to sweep that height afresh"
+                )
             count, c = saved["scalars"].tolist()
-            return cls((saved["heads"], saved["pool"]), count=count, c=c,
-                       **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")})
+            return cls(
+                (saved["heads"], saved["pool"]),
+                count=count,
+                c=c,
+                **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")},
+            )
 
 
 def fixed_counts(max_n: int, bound: int = 3, halved: bool = True) -> np.ndarray:
@@ -964,13 +1042,19 @@ class Generation:
     pool: np.ndarray
 
     @classmethod
-    def start(cls, n1: int) -> "Generation":
+    def start(cls, n1: int) -> Generation:
         """The sweep's first generation: the empty frontier, polynomial 1."""
-        return cls.pack(np.zeros((1, _WORDS), np.int64), np.eye(1, n1, dtype=np.uint64), np.eye(1, n1, dtype=np.int64),
-                        np.eye(1, n1, dtype=np.float64), np.zeros(1, np.int64), np.zeros(1, np.int64))
+        return cls.pack(
+            np.zeros((1, _WORDS), np.int64),
+            np.eye(1, n1, dtype=np.uint64),
+            np.eye(1, n1, dtype=np.int64),
+            np.eye(1, n1, dtype=np.float64),
+            np.zeros(1, np.int64),
+            np.zeros(1, np.int64),
+        )
 
     @classmethod
-    def pack(cls, keys, pw, pp, pf, lo, hi) -> "Generation":
+    def pack(cls, keys, pw, pp, pf, lo, hi) -> Generation:
         """A generation of these states: keys int64[rows, 3], the polynomials' channels dense (pw
         uint64 mod 2^64, pp int64 mod P, pf float64, each [rows, max_n + 1]) and their ranges lo, hi
         (coefficient lo nonzero; only lo..hi is kept)."""
@@ -984,7 +1068,7 @@ class Generation:
             values = np.ascontiguousarray(values).view(np.int64)
             for row in range(len(keys)):
                 at = heads[row, _AT] + channel
-                pool[at:at + words[row]:3] = values[row, lo[row]:hi[row] + 1]
+                pool[at : at + words[row] : 3] = values[row, lo[row] : hi[row] + 1]
         return cls(heads, pool)
 
     @property
@@ -1012,12 +1096,12 @@ class Generation:
         """The polynomials, dense: (uint64 mod 2^64, int64 mod P, float64), each [rows, n1], zero
         outside lo..hi."""
         dense = np.zeros((3, self.rows, n1), np.int64)
-        for row, (lo, hi, at) in enumerate(self.heads[:, _LO:_AT + 1].tolist()):
+        for row, (lo, hi, at) in enumerate(self.heads[:, _LO : _AT + 1].tolist()):
             for channel in range(3):
-                dense[channel, row, lo:hi + 1] = self.pool[at + channel:at + 3 * (hi - lo + 1):3]
+                dense[channel, row, lo : hi + 1] = self.pool[at + channel : at + 3 * (hi - lo + 1) : 3]
         return dense[0].view(np.uint64), dense[1], dense[2].view(np.float64)
 
-    def take(self, rows: np.ndarray | slice) -> "Generation":
+    def take(self, rows: np.ndarray | slice) -> Generation:
         """These rows, their coefficients packed into a pool of their own."""
         heads = self.heads[rows]
         return Generation(*_compacted(heads, self.pool, heads.shape[0]))
@@ -1106,8 +1190,9 @@ def _merge_rows(heads, pool, n1):
     first, count, used = 0, 0, 0
     while first < heads.shape[0]:
         out_pool = _with_room(out_pool, used, 3 * n1 + pool.shape[0] // 4)
-        first, count, used = _merge_from(source, first, slots, (out, out_pool, out_pool.view(np.uint64),
-                                                                out_pool.view(np.float64)), count, used, n1)
+        first, count, used = _merge_from(
+            source, first, slots, (out, out_pool, out_pool.view(np.uint64), out_pool.view(np.float64)), count, used, n1
+        )
     return out, out_pool, count
 
 
@@ -1134,11 +1219,12 @@ def split_generation(generation: Generation, parts: int, height: int, steps: tup
     _bucket_of(generation.heads, generation.rows, height, steps[0], steps[1], parts, bucket)
     order = np.argsort(bucket, kind="stable")
     bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
-    return [generation.take(order[bounds[b]:bounds[b + 1]]) for b in range(parts)]
+    return [generation.take(order[bounds[b] : bounds[b + 1]]) for b in range(parts)]
 
 
-def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int,
-                  *pieces: Generation) -> tuple:
+def advance_piece(
+    sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int, *pieces: Generation
+) -> tuple:
     """Merge ``pieces`` (parts of the generation before rows ``rows`` = (a, b) of column ``c``,
     whose signatures no other task holds), sweep those steps and hash the output by the signature
     of the phase of rows ``following`` into ``buckets`` generations.  ``sweep``: (height, max_n,
@@ -1147,8 +1233,16 @@ def advance_piece(sweep: tuple, c: int, rows: tuple[int, int], following: tuple[
     merged = merge_generations(list(pieces), n1)
     stats = np.zeros(2, np.int64)
     done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
-    data, count, _, _ = _sweep_steps(sweep, stats, done, (merged.heads, merged.pool), merged.rows,
-                                     c * height + rows[0], c * height + rows[1], _NO_SPARE)
+    data, count, _, _ = _sweep_steps(
+        sweep,
+        stats,
+        done,
+        (merged.heads, merged.pool),
+        merged.rows,
+        c * height + rows[0],
+        c * height + rows[1],
+        _NO_SPARE,
+    )
     out = split_generation(Generation(data[0][:count], data[1]), buckets, height, following)
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
@@ -1162,7 +1256,7 @@ def _tasks_for(states: int, parts: int, piece_states: int) -> int:
     return min(parts, states // piece_states)
 
 
-def _add_done(state: "_SweepState", piece: PieceSummary) -> None:
+def _add_done(state: _SweepState, piece: PieceSummary) -> None:
     """Add a piece's completed creatures to the sweep's (in place; each channel's own arithmetic)."""
     state.done_w += piece.done_w  # wraps modulo 2^64
     summed = state.done_p + piece.done_p  # both below P < 2^61: no overflow
@@ -1170,8 +1264,9 @@ def _add_done(state: "_SweepState", piece: PieceSummary) -> None:
     state.done_f += piece.done_f
 
 
-def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: _Saver, tasks, parts: int,
-                  piece_states: int) -> "_SweepState":
+def _sweep_spread(
+    sweep: tuple, state: _SweepState, stats: np.ndarray, saver: _Saver, tasks, parts: int, piece_states: int
+) -> _SweepState:
     """Columns advanced as tasks, phase by phase, while the generation keeps at least 2
     piece_states states at a column's end; returns the sweep gathered back into this process (or
     finished).  Saves at a column's end as count_height does."""
@@ -1184,8 +1279,20 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
         following = next_phase(height, steps[1], rows, len(groups))
         buckets = min(parts, 2 * len(groups))  # room for the next phase to use twice the tasks
         phase = f"h{height:03d} column {c} rows {steps[0]}-{steps[1] - 1}"
-        outputs = [tasks.submit(advance_piece, sweep, c, steps, following, buckets, *group, returns=buckets + 1,
-                                name=f"{phase} part {t + 1}/{len(groups)}") for t, group in enumerate(groups)]
+        outputs = [
+            tasks.submit(
+                advance_piece,
+                sweep,
+                c,
+                steps,
+                following,
+                buckets,
+                *group,
+                returns=buckets + 1,
+                name=f"{phase} part {t + 1}/{len(groups)}",
+            )
+            for t, group in enumerate(groups)
+        ]
         summaries = tasks.get([output[0] for output in outputs])
         for piece in summaries:
             _add_done(state, piece)
@@ -1207,8 +1314,15 @@ def _sweep_spread(sweep: tuple, state: "_SweepState", stats: np.ndarray, saver: 
         steps = following
 
 
-def _gathered(state: "_SweepState", tasks, handles: list[list], n1: int, c: int) -> "_SweepState":
+def _gathered(state: _SweepState, tasks, handles: list[list], n1: int, c: int) -> _SweepState:
     """The split generation (``handles[b]``: bucket b of every piece) merged in this process."""
     live = merge_generations(tasks.get([h for bucket in handles for h in bucket]), n1)
-    return _SweepState((live.heads, live.pool), count=live.rows, c=c, done_w=state.done_w, done_p=state.done_p,
-                       done_f=state.done_f, stats=state.stats)
+    return _SweepState(
+        (live.heads, live.pool),
+        count=live.rows,
+        c=c,
+        done_w=state.done_w,
+        done_p=state.done_p,
+        done_f=state.done_f,
+        stats=state.stats,
+    )

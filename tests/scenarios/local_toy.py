@@ -18,9 +18,10 @@ TESTS = str(pathlib.Path(__file__).resolve().parents[1])  # for toy_job, here an
 sys.path.insert(0, TESTS)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))
 
+from toy_job import ToyJob  # noqa: E402
+
 from batchenum.pipeline.execute import RunOptions, run_job  # noqa: E402
 from batchenum.pipeline.progress import Progress  # noqa: E402
-from toy_job import ToyJob  # noqa: E402
 
 
 def main(out: str, shards: str, seconds: str, workers: str) -> None:

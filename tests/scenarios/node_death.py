@@ -25,7 +25,6 @@ from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
 
-
 # Shards of the run the node dies under: enough that some are still to run when it dies, even if the
 # worker of a dead raylet finishes the tasks already pushed to it (on a fast machine, with 4 shards,
 # it once finished them all and the run succeeded).
@@ -64,7 +63,9 @@ def main(out: str) -> None:
 
     def run_without_retries() -> None:
         try:
-            run_job(PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
+            run_job(
+                PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True)
+            )
             events["error"] = None
         except PipelineError as error:
             events["error"] = str(error)
@@ -88,8 +89,19 @@ def main(out: str) -> None:
     rerun = run_job(PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out), Progress("palago", quiet=True))
     events["waited"] = wait_for_a_new_node(cluster, pathlib.Path(out) / "waits")
     counts = rerun.tables["creature_counts"]
-    print("RESULT " + json.dumps({**events, "reused": rerun.reused, "shards": rerun.shards,
-                                  "free": counts.free.tolist(), "fixed": counts.fixed.tolist()}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                **events,
+                "reused": rerun.reused,
+                "shards": rerun.shards,
+                "free": counts.free.tolist(),
+                "fixed": counts.fixed.tolist(),
+            }
+        ),
+        flush=True,
+    )
     ray.shutdown()
     cluster.shutdown()
 

@@ -40,13 +40,19 @@ def main(out: str) -> None:
     result = run_job(PalagoJob(max_n=21, shards=48), RunOptions(out_dir=out), Progress("palago"))
     events["finished_at"] = time.monotonic()
     counts = result.tables["creature_counts"]
-    print("RESULT " + json.dumps({
-        "removed_mid_run": "removed_at" in events and events["removed_at"] < events["finished_at"],
-        "committed_before_removal": events.get("committed_before_removal"),
-        "shards": result.shards,
-        "free": counts.free.tolist(),
-        "fixed": counts.fixed.tolist(),
-    }), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "removed_mid_run": "removed_at" in events and events["removed_at"] < events["finished_at"],
+                "committed_before_removal": events.get("committed_before_removal"),
+                "shards": result.shards,
+                "free": counts.free.tolist(),
+                "fixed": counts.fixed.tolist(),
+            }
+        ),
+        flush=True,
+    )
     ray.shutdown()
     cluster.shutdown()
 
