@@ -27,7 +27,12 @@ def test_code_version_covers_every_package_and_the_libraries():
 def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
     copy = tmp_path / "other_code"
     for package in ("batchenum", "jobs", "pipeline", "solvers"):  # a checkout: batchenum/ finds the rest
-        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+        shutil.copytree(
+            REPO / package,
+            copy / package,
+            symlinks=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"),
+        )
     shutil.copy(REPO / "pyproject.toml", copy)
     with open(copy / "solvers" / "palago" / "canonical.py", "a") as handle:
         handle.write("\n# a local edit on one node\n")

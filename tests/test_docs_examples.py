@@ -27,6 +27,7 @@ PAGES = [
     "README.md",
     "docs/cli.md",
     "docs/api.md",
+    "docs/jobs.md",
     "docs/batch_input.md",
     "docs/faults.md",
     "docs/cluster.md",
@@ -102,7 +103,7 @@ def test_every_block_is_runnable_or_marked():
     """A language the test does not run, or a marker it does not know, would skip a block silently."""
     for page in PAGES:
         for block in blocks(page):
-            assert block.language in LANGUAGES | {"json"}, f"{block}: a block in a language the test cannot run"
+            assert block.language in LANGUAGES | {"json", "toml"}, f"{block}: a block in a language the test cannot run"
             assert block.needs in SKIPPED_NEEDS | {None}, f"{block}: unknown marker needs: {block.needs}"
     assert {path.relative_to(REPO).as_posix() for path in (REPO / "docs").glob("*.md")} | {"README.md"} == set(PAGES)
 

@@ -96,9 +96,9 @@ import toy_job
 cloudpickle.register_pickle_by_value(toy_job)  # Ray's workers cannot import the tests
 
 class Chatty(toy_job.ToyJob):
-    def run_shard(self, shard):
+    def run_shard(self, shard, context=None):
         print("hello from", shard.id, flush=True)  # forwarded by Ray to this terminal
-        return super().run_shard(shard)
+        return super().run_shard(shard, context)
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 from batchenum.pipeline.execute import RunOptions, run_job
