@@ -18,7 +18,7 @@ from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.progress import Progress
-from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
+from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
 from batchenum.pipeline.store import (
     OTHER_PARAMETERS,
@@ -48,9 +48,12 @@ class RunOptions:
     overwrite: bool = False  # replace final tables that another run (other input or parameters) made
     retries: int = TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
     storage_timeout: float = STORAGE_TIMEOUT  # seconds the store may stay unreachable (storage.py)
+    ray_after: float = RAY_AFTER_SECONDS  # the head start starts Ray only for more work left (s)
 
     def execution(self) -> ExecutorOptions:
-        return ExecutorOptions(self.address, self.workers, self.serial, self.head_start, self.window, self.retries)
+        return ExecutorOptions(
+            self.address, self.workers, self.serial, self.head_start, self.window, self.retries, self.ray_after
+        )
 
 
 @dataclass

@@ -11,9 +11,9 @@ A run is made of two parts:
   runs shards as tasks in a bounded window and lends the plan a task map.
 
 Serial is the first part alone, Ray the second alone, and the head start (the default on one
-machine) both over one ``ShardQueue``: the threads take shards from the end of the plan while the
-private Ray starts in the background, Ray takes from the front once it is up, and a run the threads
-finish first never connects.  A shard's files are the same wherever it ran.
+machine) both over one ``ShardQueue``: the threads take shards from the end of the plan, a private
+Ray starts in the background only if they have more than ``RAY_AFTER_SECONDS`` of work left, Ray
+takes from the front once it is up, and a run the threads finish first never connects.  A shard's files are the same wherever it ran.
 """
 
 from __future__ import annotations
@@ -60,8 +60,14 @@ __all__ = [
 # A dead worker (SIGKILL, lost node) is retried this many times by default (--retries); a Python
 # exception never is, since rerunning a bad input or a bug gives the same failure.
 TASK_MAX_RETRIES = 3
-# How long a private local Ray may take to come up when a run waits for it (it needs 3 to 7 s here).
+# How long a private local Ray may take to come up when a run waits for it (docs/benchmarks.md).
 LOCAL_RAY_TIMEOUT = 180.0
+# The head start starts a private Ray only when its threads have more work left than this, in wall
+# seconds: on one machine Ray's workers add no CPU (the kernels release the GIL), and starting Ray
+# and its workers costs seconds of CPU that a short run would lose (docs/design.md, the head start).
+RAY_AFTER_SECONDS = 20.0
+# ... and only when they keep less than this share of their CPUs busy (Python holding the GIL).
+RAY_WHEN_BUSY = 0.75
 
 
 class ClusterError(PipelineError):
@@ -90,7 +96,8 @@ class ExecutorOptions:
     address:    a Ray cluster; None: ``RAY_ADDRESS``, else a private local Ray.
     workers:    CPUs of the private local Ray (default: all cores).
     serial:     every shard in this thread, without Ray.
-    head_start: compute shards in the driver's threads while a private local Ray starts.
+    head_start: compute shards in the driver's threads, starting a private local Ray only once they
+                have more than ``ray_after`` seconds of work left.
     window:     tasks in flight (default: twice the cluster's CPUs, at least 8).
     retries:    times a task whose worker or node dies is run again.
     """
@@ -101,6 +108,7 @@ class ExecutorOptions:
     head_start: bool = True
     window: int | None = None
     retries: int = TASK_MAX_RETRIES
+    ray_after: float = RAY_AFTER_SECONDS
 
 
 class Executor:
@@ -154,7 +162,7 @@ class Executor:
                 self.say("one shard to compute: computing it here, without starting Ray")
                 here.run(queue)
             elif head_start:
-                self.say("computing shards here while a local Ray starts in the background")
+                self.say("computing shards here; a local Ray starts if much work is left")
                 self._head_start(queue, here)
             else:
                 self.say(f"computing on {self.ray.connect()}")
@@ -163,9 +171,9 @@ class Executor:
             self.ray.release()  # in the background: the driver writes its tables meanwhile
 
     def _head_start(self, queue: ShardQueue, here: _Here) -> None:
-        """The driver's threads take shards from the end while the private Ray starts; Ray takes
-        from the front once it is up, and once its workers deliver the threads take no more."""
-        self.ray.start_local(in_background=True)
+        """The driver's threads take shards from the end.  A private Ray is started only once they
+        have more than ``ray_after`` seconds of work left, and takes shards from the front once it
+        is up; once its workers deliver, the threads take no more."""
         ray_delivers = threading.Event()
         threads = here.start(queue, min(self.ray.local_cpus, len(queue)), stop=ray_delivers)
 
@@ -174,7 +182,7 @@ class Executor:
             here.on_done(shard, attempt)
 
         try:  # one try: Ctrl-C while Ray is still starting must stop what has started
-            if self._local_ray_wanted(queue, here):
+            if self._ray_worth_starting(queue, here, len(threads)) and self._local_ray_wanted(queue, here):
                 self.ray.connect()
                 self.say(
                     f"computing on a local Ray with {self.ray.local_cpus} CPUs (and here until its workers deliver)"
@@ -184,9 +192,33 @@ class Executor:
         finally:
             ray_delivers.set()
 
+    def _ray_worth_starting(self, queue: ShardQueue, here: _Here, threads: int) -> bool:
+        """Wait until Ray is worth starting, then start it in the background (True); False if the
+        threads took every shard first.  Worth it: the threads have more than ``ray_after`` seconds
+        of work left (from the shards they finished, or from the time spent before they finish one)
+        and keep less than ``RAY_WHEN_BUSY`` of their CPUs busy (Python holding the GIL, say).  On
+        one machine Ray's workers add no CPU to threads that keep theirs busy, and starting them
+        costs seconds of it."""
+        started, cpu_started = time.monotonic(), time.process_time()
+        while not here.failed():
+            if not queue:
+                self.say("no local Ray needed: the threads here took every shard")
+                return False
+            elapsed = time.monotonic() - started
+            left = here.seconds_left(len(queue), threads)
+            busy = (time.process_time() - cpu_started) / max(elapsed, 1e-3) / threads
+            if (elapsed if left is None else left) > self.options.ray_after and (
+                busy < RAY_WHEN_BUSY or not self.options.ray_after
+            ):
+                self.say("starting a local Ray in the background for the shards left")
+                self.ray.start_local(in_background=True)
+                return True
+            time.sleep(0.05)
+        return False
+
     def _local_ray_wanted(self, queue: ShardQueue, here: _Here) -> bool:
         """Wait until the private Ray is up (True) or not needed: the threads took every shard, or
-        it could not start (then they compute everything)."""
+        it could not start (then they compute everything).  Not needed, it is stopped at once."""
         while not here.failed():
             try:
                 address = self.ray.local_address()
@@ -195,6 +227,7 @@ class Executor:
                 return False
             if not queue:
                 self.say("the local Ray is not needed: every shard was taken here before it was up")
+                self.ray.release()
                 return False
             if address is not None:
                 return True
@@ -240,6 +273,13 @@ class _Here:
         self.verify = verify
         self.on_done = on_done
         self._failures: list[BaseException] = []
+        self._seconds: list[float] = []  # of each shard the threads finished
+
+    def seconds_left(self, shards: int, threads: int) -> float | None:
+        """Wall seconds the threads would take for ``shards`` more, at their mean so far; None
+        before they finish one."""
+        done = list(self._seconds)
+        return shards * sum(done) / len(done) / threads if done else None
 
     def failed(self) -> bool:
         return bool(self._failures)
@@ -271,11 +311,13 @@ class _Here:
             shard = queue.pop_back()
             if shard is None:
                 return
+            started = time.monotonic()
             try:
                 attempt = self._attempt(shard)
             except BaseException as error:  # raised by join, in the main thread
                 self._failures.append(error)
                 return
+            self._seconds.append(time.monotonic() - started)
             self.on_done(shard, attempt)
 
     def _attempt(self, shard: Shard) -> Attempt:

@@ -110,7 +110,7 @@ def run_with(tmp_path, job, fake: FakeRay, **options) -> tuple[dict[str, str], l
 
 def test_the_head_start_hands_the_front_of_the_plan_to_ray_once_it_is_up(tmp_path):
     fake, delivered = FakeRay(), threading.Event()
-    ran, said = run_with(tmp_path, HandOverJob(fake, up_after=2, delivered=delivered), fake)
+    ran, said = run_with(tmp_path, HandOverJob(fake, up_after=2, delivered=delivered), fake, ray_after=0)
     on_ray = sorted(shard for shard, node in ran.items() if node == FAKE_NODE)
     assert on_ray == [f"s{k:03d}" for k in range(7)]  # the front, until none was left
     assert sorted(set(ran) - set(on_ray)) == ["s007", "s008", "s009"]  # the end: two, and the one held
@@ -120,15 +120,27 @@ def test_the_head_start_hands_the_front_of_the_plan_to_ray_once_it_is_up(tmp_pat
 
 def test_a_run_the_threads_finish_first_never_connects(tmp_path):
     fake = FakeRay()
-    ran, said = run_with(tmp_path, ToyJob(shards=5), fake)
+    ran, said = run_with(tmp_path, ToyJob(shards=5), fake, ray_after=0)
     assert set(ran.values()) == {f"{socket.gethostname()} (the driver)"} and len(ran) == 5
     assert "the local Ray is not needed: every shard was taken here before it was up" in said
     assert fake.started and not fake.connected
 
 
+def test_ray_starts_only_when_the_threads_have_more_work_left_than_ray_after(tmp_path):
+    # 20 shards of 0.05 s on one thread: about 1 s of work, estimated from the first shard
+    short, said = FakeRay(), []
+    ran, said = run_with(tmp_path / "short", ToyJob(shards=20, seconds=0.05), short, ray_after=5)
+    assert len(ran) == 20 and not short.started
+    assert "no local Ray needed: the threads here took every shard" in said
+    long = FakeRay()
+    ran, said = run_with(tmp_path / "long", ToyJob(shards=20, seconds=0.05), long, ray_after=0.2)
+    assert len(ran) == 20 and long.started  # never up: the threads finished every shard
+    assert "starting a local Ray in the background for the shards left" in said
+
+
 def test_a_ray_that_cannot_start_leaves_every_shard_to_the_driver(tmp_path):
     fake = FakeRay(failure="NotADirectoryError: no place for Ray's files")
-    ran, said = run_with(tmp_path, ToyJob(shards=6), fake)
+    ran, said = run_with(tmp_path, ToyJob(shards=6), fake, ray_after=0)
     assert len(ran) == 6 and FAKE_NODE not in ran.values()
     assert (
         "the local Ray did not start, so every shard is computed here: NotADirectoryError: no place for Ray's files"

@@ -71,7 +71,7 @@ def test_ray_takes_shards_from_the_front_once_it_is_up(tmp_path, ray_tmpdir):
 
 def test_a_run_finished_before_ray_is_up_never_connects(tmp_path, ray_tmpdir):
     started = time.monotonic()
-    report, log = run_toy(tmp_path, ray_tmpdir, 4, 0.0, 2)
+    report, log = run_toy(tmp_path, ray_tmpdir, 4, 0.0, 2)  # RAY_AFTER 0: Ray starts at once
     assert "the local Ray is not needed: every shard was taken here before it was up" in log
     assert "computing on a local Ray" not in log
     assert set(report["ran"].values()) == {"driver"} and report["values"] == list(range(25))

@@ -1,7 +1,8 @@
 """The toy job on the default local path (threads here while a private Ray starts), for tests that
 need their own process: the private Ray is a child of this one.
 
-Usage: python local_toy.py OUT_DIR SHARDS SECONDS_PER_SHARD WORKERS.  Progress goes to stderr; the
+Usage: python local_toy.py OUT_DIR SHARDS SECONDS_PER_SHARD WORKERS [RAY_AFTER].  RAY_AFTER (default 0:
+at once) is the work left, in seconds, above which the head start starts the private Ray.  Progress goes to stderr; the
 last stdout line is "RESULT " and JSON: where each shard ran ("driver" or "ray") and the rows.
 """
 
@@ -24,9 +25,10 @@ from batchenum.pipeline.execute import RunOptions, run_job  # noqa: E402
 from batchenum.pipeline.progress import Progress  # noqa: E402
 
 
-def main(out: str, shards: str, seconds: str, workers: str) -> None:
+def main(out: str, shards: str, seconds: str, workers: str, ray_after: str = "0") -> None:
     job = ToyJob(shards=int(shards), seconds=float(seconds))
-    result = run_job(job, RunOptions(out_dir=out, workers=int(workers)), Progress("toy"))
+    options = RunOptions(out_dir=out, workers=int(workers), ray_after=float(ray_after))
+    result = run_job(job, options, Progress("toy"))
     ran = {}
     for path in sorted(pathlib.Path(result.location, "_shards", "items").glob("*.parquet")):
         node = json.loads(pq.read_metadata(path).metadata[b"batchenum.stats"])["node"]
