@@ -32,7 +32,7 @@ from batchenum.pipeline.cli import (
 )
 from batchenum.pipeline.inputs import read_records
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
-from batchenum.solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
+from batchenum.solvers.dungeon import DungeonError, GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
 from batchenum.solvers.dungeon.parse import grid_rows
 
 __all__ = ["DungeonJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
@@ -129,8 +129,8 @@ class DungeonJob(RecordBatchJob):
         }
 
     @staticmethod
-    def _reason(error: Exception) -> str:
-        """The plain reason for a rejected grid; the size limit says how to raise it."""
+    def _reason(error: DungeonError | None) -> str:
+        """The plain reason for a grid ``parse_flat`` rejected; the size limit says how to raise it."""
         if isinstance(error, GridTooLargeError):
             return f"grid has {error.cells} cells, more than the limit of {error.limit} (raise it with --max-cells)"
         return str(error)

@@ -90,7 +90,7 @@ class PalagoCountsJob(Job):
 
     name = "palago"
     version = "2"
-    tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
+    tables: tuple[TableSpec, ...] = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
     code_packages = CODE_PACKAGES
 
     max_n = Param(int, default=24, low=1, metavar="N", help="count creatures of every size 1..N")

@@ -13,6 +13,7 @@ There is no search tree, so the nodes column is 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -110,7 +111,7 @@ class PalagoTransferJob(PalagoCountsJob):
             return self._symmetric_shard(shard.spec)
         return self._height_shard(shard, context)
 
-    def _symmetric_shard(self, spec: dict) -> ShardResult:
+    def _symmetric_shard(self, spec: Mapping[str, Any]) -> ShardResult:
         from batchenum.solvers.palago.mirror import reflection_counts
         from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
 
@@ -146,7 +147,7 @@ class PalagoTransferJob(PalagoCountsJob):
         fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
-            fixed, zeros = [str(x) for x in fixed], ["0"] * max_n
+            fixed, zeros = [str(x) for x in fixed], ["0"] * max_n  # type: ignore[list-item]  # wide: strings
         partial = {
             "n": list(range(1, max_n + 1)),
             "free": zeros,
@@ -204,7 +205,8 @@ def complete(counts: pd.DataFrame, symmetric: pd.DataFrame) -> pd.DataFrame:
     fixed = np.zeros(max_n + 1, dtype=object)
     fixed[n] = [int(x) for x in counts.fixed]
     summed = symmetric.groupby("n").sum().reindex(range(max_n + 1), fill_value=0)
-    sym = SymmetricCounts(*(summed[kind].to_numpy(dtype=np.int64) for kind in SYMMETRIC_KINDS), nodes=0)
+    reflection, rotation, full = (summed[kind].to_numpy(dtype=np.int64) for kind in SYMMETRIC_KINDS)
+    sym = SymmetricCounts(reflection, rotation, full, nodes=0)
     try:
         columns = stabiliser_columns(fixed, sym)
     except ValueError as error:

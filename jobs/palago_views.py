@@ -171,7 +171,8 @@ def _search(n: int, stabilisers):
     from batchenum.solvers.palago.sums import encode
 
     _, catalogue = count_creatures(n, catalogue_max_n=n)
-    rows, counts = [], {}
+    rows: list = []
+    counts: dict[int, int] = {}
     for k in range(len(catalogue)):
         if catalogue.sizes[k] != n:
             continue
@@ -223,7 +224,7 @@ def _read_catalogue(n: int, source: str, stabilisers):
             f"creature from it is shown. Run `batchenum run palago --max-n M --catalogue-max-n M "
             f"--out {source}` (M >= {n}) again to rebuild it"
         ) from None
-    counts = {}
+    counts: dict[int, int] = {}
     for order in orders:
         counts[order] = counts.get(order, 0) + 1
     frame = table.to_pandas()
