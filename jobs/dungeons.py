@@ -37,7 +37,9 @@ from batchenum.solvers.dungeon.parse import grid_rows
 
 __all__ = ["DungeonJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
 
-RECORDS_PER_SHARD = 25_000  # enough work (~0.5 s) per task to amortise Ray's per-task cost
+# Enough work per task to amortise Ray's per-task cost (docs/benchmarks.md#record-batches-and-first-shards).
+# It shapes the plan: docs/design.md#constants-that-shape-a-plan.
+RECORDS_PER_SHARD = 25_000
 MAX_CELLS = 1_000_000
 _GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
 
@@ -101,7 +103,7 @@ class DungeonJob(RecordBatchJob):
         is_rejected = np.ones(len(records), dtype=np.bool_)
         is_rejected[batch.index] = False
         rejected = np.flatnonzero(is_rejected)  # (numpy: no Python loop over the slice's records)
-        clean = not len(rejected)  # then no take, which imports pyarrow.compute (0.1 s, first shard)
+        clean = not len(rejected)  # then no take, which imports pyarrow.compute (a first-shard cost)
         outputs = {
             "answers": self._answers(
                 records.ids if clean else records.ids.take(from_numpy(batch.index)),

@@ -43,8 +43,8 @@ STABILISER_ORDERS = (1, 2, 3, 6)
 BFILE_COLUMNS = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS))
 # Seconds of work between saves of a transfer-matrix height's sweep (--checkpoint-interval)
 CHECKPOINT_INTERVAL = 300.0
-# The direct search's cost, measured (docs/palago.md): n = 28 took 33 minutes on 2 cores, and each
-# tile more costs about 2.8 times as much.  A run projected past a day on this machine is refused.
+# The direct search's cost, measured once (CPU-seconds at n = 28) and its growth per tile
+# (docs/benchmarks.md#palago-direct-search-plan): a run projected past a day is refused.
 DIRECT_MEASURED = (28, 33 * 60 * 2)  # (n, CPU-seconds)
 DIRECT_GROWTH = 2.8
 _DAY = 86_400.0

@@ -23,8 +23,9 @@ from batchenum.pipeline.storage import Storage
 
 __all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items", "SEARCH_MAX_N", "MAX_SHOWN"]
 
-# Sizes a gallery searches for on the spot (n = 16 takes seconds, n = 18 a minute: about threefold per
-# tile), and creatures it shows without --limit or --force (50 pages of 500).
+# Sizes a gallery searches for on the spot (about threefold more time per tile:
+# docs/benchmarks.md#palago-direct-search-plan), and creatures it shows without --limit or --force
+# (50 pages of 500).
 SEARCH_MAX_N = 16
 MAX_SHOWN = 25_000
 
