@@ -13,7 +13,6 @@ There is no search tree, so the nodes column is 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +34,8 @@ from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardConte
 from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pandas as pd
 
 __all__ = ["PalagoTransferJob", "complete", "rotation_group_seconds", "rotation_parts"]
