@@ -30,9 +30,9 @@ def _exit_now(status: int) -> NoReturn:
     met their destructors still running: CI saw `batchenum status --out s3://...` abort with
     "terminate called without an active exception" (exit -6) after its output was written, twice,
     the second time with pyarrow's S3 finalizer already called first (apache/arrow issues 34314
-    and 39862).  Every file we write is closed before ``main`` returns, so nothing is lost; the
-    teardown also cost about 0.3 s of every run (measured)."""
-    threading._shutdown()  # what the interpreter's exit does first: join non-daemon threads
+    and 39862).  Every file we write is closed before ``main`` returns, so nothing is lost; skipping
+    the teardown also saves time on every run (docs/benchmarks.md#leaving-the-process)."""
+    threading._shutdown()  # type: ignore[attr-defined]  # private: what the interpreter's exit does first, join non-daemon threads
     _skip_s3_finalizer()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -32,12 +32,14 @@ from batchenum.pipeline.cli import (
 )
 from batchenum.pipeline.inputs import read_records
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
-from batchenum.solvers.dungeon import GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
+from batchenum.solvers.dungeon import DungeonError, GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
 from batchenum.solvers.dungeon.parse import grid_rows
 
 __all__ = ["DungeonJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
 
-RECORDS_PER_SHARD = 25_000  # enough work (~0.5 s) per task to amortise Ray's per-task cost
+# Enough work per task to amortise Ray's per-task cost (docs/benchmarks.md#record-batches-and-first-shards).
+# It shapes the plan: docs/design.md#constants-that-shape-a-plan.
+RECORDS_PER_SHARD = 25_000
 MAX_CELLS = 1_000_000
 _GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
 
@@ -101,7 +103,7 @@ class DungeonJob(RecordBatchJob):
         is_rejected = np.ones(len(records), dtype=np.bool_)
         is_rejected[batch.index] = False
         rejected = np.flatnonzero(is_rejected)  # (numpy: no Python loop over the slice's records)
-        clean = not len(rejected)  # then no take, which imports pyarrow.compute (0.1 s, first shard)
+        clean = not len(rejected)  # then no take, which imports pyarrow.compute (a first-shard cost)
         outputs = {
             "answers": self._answers(
                 records.ids if clean else records.ids.take(from_numpy(batch.index)),
@@ -129,8 +131,8 @@ class DungeonJob(RecordBatchJob):
         }
 
     @staticmethod
-    def _reason(error: Exception) -> str:
-        """The plain reason for a rejected grid; the size limit says how to raise it."""
+    def _reason(error: DungeonError | None) -> str:
+        """The plain reason for a grid ``parse_flat`` rejected; the size limit says how to raise it."""
         if isinstance(error, GridTooLargeError):
             return f"grid has {error.cells} cells, more than the limit of {error.limit} (raise it with --max-cells)"
         return str(error)

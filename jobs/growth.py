@@ -71,7 +71,7 @@ def _whole_number(text: str, where: str) -> int:
     return value
 
 
-def _parquet_columns(path: str) -> dict[str, list]:
+def _parquet_columns(path: str) -> dict[str, list[int] | None]:
     import pyarrow.parquet as pq
 
     from batchenum.jobs.palago import exact_column
@@ -80,7 +80,7 @@ def _parquet_columns(path: str) -> dict[str, list]:
         table = pq.read_table(path)
     except Exception as error:  # pyarrow raises several types for files that are not Parquet
         raise PipelineError(f"cannot read {path} as Parquet: {error}") from None
-    columns = {}
+    columns: dict[str, list[int] | None] = {}
     for name in table.column_names:
         try:
             columns[name] = exact_column(table, name)
@@ -89,13 +89,13 @@ def _parquet_columns(path: str) -> dict[str, list]:
     return columns
 
 
-def _csv_columns(path: str) -> dict[str, list]:
+def _csv_columns(path: str) -> dict[str, list[int] | None]:
     with open(path, newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     if not rows:
         raise PipelineError(f"{path} is empty: give a header line (n and the count columns) and one row per n")
     header, body = [name.strip() for name in rows[0]], rows[1:]
-    columns = {}
+    columns: dict[str, list[int] | None] = {}
     for index, name in enumerate(header):
         try:
             columns[name] = [
@@ -107,7 +107,7 @@ def _csv_columns(path: str) -> dict[str, list]:
     return columns
 
 
-def _table_series(path: str, columns: dict[str, list | None], column: str | None) -> tuple[list[int], str]:
+def _table_series(path: str, columns: dict[str, list[int] | None], column: str | None) -> tuple[list[int], str]:
     if "n" not in columns or columns["n"] is None:
         raise PipelineError(
             f"{path} has no column n of whole numbers (it has {', '.join(columns) or 'none'}): name the sizes' column n"
@@ -121,15 +121,15 @@ def _table_series(path: str, columns: dict[str, list | None], column: str | None
         column = counts[0]
     if column not in counts:
         raise UsageError(f"{path} has no column {column!r}: choose one of {', '.join(counts) or 'none'}")
-    if columns[column] is None:
+    values, sizes = columns[column], columns["n"]
+    if values is None:
         raise PipelineError(f"{path}'s column {column} holds something other than whole numbers: give exact counts")
-    sizes = columns["n"]
     if not sizes or sizes != list(range(sizes[0], sizes[0] + len(sizes))) or sizes[0] < 0:
         raise PipelineError(
             f"{path}'s column n does not hold consecutive sizes in order from n >= 0: sort the "
             "table by n and fill every size"
         )
-    return [0] * sizes[0] + columns[column], column
+    return [0] * sizes[0] + values, column
 
 
 # ------------------------------------------------------------------------------------- output

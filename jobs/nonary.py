@@ -39,7 +39,9 @@ from batchenum.solvers.nonary.canonical import canonical_form
 
 __all__ = ["NonaryJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
 
-RECORDS_PER_SHARD = 2_000  # a hard graph can take a good fraction of a second
+# A hard graph can take a good fraction of a second.  It shapes the plan:
+# docs/design.md#constants-that-shape-a-plan.
+RECORDS_PER_SHARD = 2_000
 MAX_DOORS = 200
 RECORD_TIMEOUT = 60.0  # seconds of preparation and search per distinct graph before it becomes an error row
 _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))

@@ -56,10 +56,11 @@ __all__ = [
 ]
 
 # (depth, prefixes at that depth for n >= 24): deeper cuts for more shards.  A shard recomputes the
-# frontier itself: 0.03 s at depth 10, 0.3 s at 12, 1 s at 14.
+# frontier itself, which costs more the deeper the cut (docs/benchmarks.md#palago-direct-search-plan).
 SPLIT_DEPTHS = ((10, 3_820), (12, 28_984), (14, 219_877))
-# Work is estimated in the tree of max_n - ESTIMATE_DROP: at n = 24 its node counts correlate
-# 0.92 (log scale) with the real ones and cost 0.1 s against 14 s.
+# Work is estimated in the tree of max_n - ESTIMATE_DROP: close enough to the real node counts for a
+# small part of their cost (docs/benchmarks.md#palago-direct-search-plan).
+# Both shape the plan's shards (their prefixes): docs/design.md#constants-that-shape-a-plan.
 ESTIMATE_DROP = 6
 
 
@@ -187,8 +188,8 @@ def packed_prefixes(max_n: int, depth: int, count: int) -> list[list[int]]:
     """The frontier of the tree cut at ``depth``, dealt into ``count`` shards by estimated work:
     longest-processing-time-first (heaviest prefix onto the least loaded shard, ties to the lower
     index), so shard k's list of prefix indices is the same on every run and every node.  The
-    estimate is ``estimated_work``; at n = 24 it brings the heaviest shard from 1.14x the mean
-    (every K-th prefix) to 1.05x with 32 shards, and from 1.20x to 1.06x with 64."""
+    estimate is ``estimated_work``; it brings the heaviest shard close to the mean
+    (docs/benchmarks.md#palago-direct-search-plan)."""
     import heapq
 
     from batchenum.solvers.palago import frontier
@@ -246,8 +247,8 @@ def _string_array(data, offsets) -> pa.Array:
 
 def _check_symmetric(counts: pd.DataFrame) -> None:
     """Every row's stabiliser columns against an independent count of symmetric creatures (an
-    orbit-closed search, solvers/palago/symmetric.py; under a second at n = 28, 4 s at n = 36,
-    32 s at n = 40)."""
+    orbit-closed search, solvers/palago/symmetric.py, whose cost grows with n:
+    docs/benchmarks.md#palago-symmetric-shards)."""
     import numpy as np
 
     from batchenum.solvers.palago.symmetric import stabiliser_columns, symmetric_counts

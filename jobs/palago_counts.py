@@ -43,8 +43,8 @@ STABILISER_ORDERS = (1, 2, 3, 6)
 BFILE_COLUMNS = ("free", "fixed", *(f"free_stabiliser_{s}" for s in STABILISER_ORDERS))
 # Seconds of work between saves of a transfer-matrix height's sweep (--checkpoint-interval)
 CHECKPOINT_INTERVAL = 300.0
-# The direct search's cost, measured (docs/palago.md): n = 28 took 33 minutes on 2 cores, and each
-# tile more costs about 2.8 times as much.  A run projected past a day on this machine is refused.
+# The direct search's cost, measured once (CPU-seconds at n = 28) and its growth per tile
+# (docs/benchmarks.md#palago-direct-search-plan): a run projected past a day is refused.
 DIRECT_MEASURED = (28, 33 * 60 * 2)  # (n, CPU-seconds)
 DIRECT_GROWTH = 2.8
 _DAY = 86_400.0
@@ -90,7 +90,7 @@ class PalagoCountsJob(Job):
 
     name = "palago"
     version = "2"
-    tables = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
+    tables: tuple[TableSpec, ...] = (PARTIAL_COUNTS, CREATURE_COUNTS, CREATURES)
     code_packages = CODE_PACKAGES
 
     max_n = Param(int, default=24, low=1, metavar="N", help="count creatures of every size 1..N")
@@ -132,7 +132,8 @@ class PalagoCountsJob(Job):
         default=False,
         recorded=False,
         help="run a direct search projected to take more than a day on this machine's CPUs "
-        "(refused otherwise, pointing to the transfer method)",
+        "(refused otherwise, pointing to the transfer method; checked before the run connects to "
+        "a cluster, so a run on a larger cluster needs it)",
     )
 
     @classmethod
@@ -262,7 +263,10 @@ def direct_seconds(max_n: int, cpus: int) -> float:
 
 def _check_direct_time(max_n: int) -> None:
     """ParamError, at once, for a direct run projected to take more than a day on this machine's
-    CPUs (``force`` lifts it: a larger cluster, say)."""
+    CPUs (``force`` lifts it: a larger cluster, say).  The parameters are checked when the job is
+    made, before the run knows where it will run: a cluster's CPUs are known only once the run has
+    connected, after the job folder is leased, and a refusal there would come late and leave a
+    job folder behind, so the projection counts this machine's CPUs and says so."""
     cpus = os.cpu_count() or 1
     seconds = direct_seconds(max_n, cpus)
     if seconds > _DAY:
@@ -270,7 +274,8 @@ def _check_direct_time(max_n: int) -> None:
             f"{{max_n}} {max_n} by the direct search would take about {_duration(seconds)} on this "
             f"machine's {cpus} CPUs (n = {DIRECT_MEASURED[0]} takes {DIRECT_MEASURED[1] / 3600:.1f} "
             f"CPU-hours, about {DIRECT_GROWTH}x more per tile: docs/palago.md). Use {{method}} transfer "
-            "(n = 40 in minutes), or give {force} to run the direct search anyway (on a larger cluster)"
+            "(n = 40 in minutes), or give {force} to run the direct search anyway (on a larger cluster: "
+            "this check counts this machine's CPUs, before the run connects to any cluster)"
         )
 
 

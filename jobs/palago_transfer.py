@@ -34,12 +34,18 @@ from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardConte
 from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pandas as pd
 
 __all__ = ["PalagoTransferJob", "complete", "rotation_group_seconds", "rotation_parts"]
 
-# the largest rotation group's search took 4.0 CPU s at n = 48 and grows about 1.73 per tile
-# (docs/palago_transfer.md, "The table to n = 50"); rotation_parts cuts it into pieces of a minute
+# The largest rotation group's search: its CPU seconds at n = 48 and growth per tile, measured once
+# (docs/benchmarks.md#palago-symmetric-shards); rotation_parts cuts it into pieces of
+# SYMMETRIC_PIECE_SECONDS.  These shape the plan: how many pieces ("parts", in the spec of every
+# s-rotation-G-P shard) a rotation group gets at max_n.  They are constants, not parameters, since
+# they cut the work and change no count; changing one recomputes the rotation shards whose parts
+# change, and keeps every other (docs/design.md#constants-that-shape-a-plan).
 ROTATION_GROUP_SECONDS_AT_48 = 4.0
 ROTATION_GROUP_GROWTH = 1.73
 SYMMETRIC_PIECE_SECONDS = 60.0
@@ -82,8 +88,8 @@ class PalagoTransferJob(PalagoCountsJob):
             Shard(f"h{height:03d}", {**run, "height": height, **wide})
             for height in range(1, max(1, max_height(self.max_n)) + 1)
         ]
-        # the reflection by the half-plane sweep (0.6 s at n = 40, 10 s at n = 50), the rotations
-        # by the search (1.1 s at n = 38 for all six groups)
+        # the reflection by the half-plane sweep (faster than its search), the rotations by the
+        # search (docs/benchmarks.md#palago-symmetric-shards)
         mirror = [Shard("s-reflection", {**run, "symmetric": "reflection", "sweep": "half-plane", **wide})]
         pieces = symmetric_parts(1, rotation_parts(self.max_n, self.symmetric_piece_seconds))
         searched = [
@@ -110,7 +116,7 @@ class PalagoTransferJob(PalagoCountsJob):
             return self._symmetric_shard(shard.spec)
         return self._height_shard(shard, context)
 
-    def _symmetric_shard(self, spec: dict) -> ShardResult:
+    def _symmetric_shard(self, spec: Mapping[str, Any]) -> ShardResult:
         from batchenum.solvers.palago.mirror import reflection_counts
         from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
 
@@ -146,7 +152,7 @@ class PalagoTransferJob(PalagoCountsJob):
         fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
-            fixed, zeros = [str(x) for x in fixed], ["0"] * max_n
+            fixed, zeros = [str(x) for x in fixed], ["0"] * max_n  # type: ignore[list-item]  # wide: strings
         partial = {
             "n": list(range(1, max_n + 1)),
             "free": zeros,
@@ -188,9 +194,8 @@ def rotation_group_seconds(max_n: int) -> float:
 
 def rotation_parts(max_n: int, piece_seconds: float = SYMMETRIC_PIECE_SECONDS) -> int:
     """Pieces of each rotation group's search: about ``piece_seconds`` of CPU each (by default a
-    minute: 1 piece up to n = 52), so that on a cluster no symmetric piece outlasts the heights (at
-    n = 60 one whole group would take about 48 min, the heights' longest chain of tasks about 21
-    min) and a killed run loses little."""
+    minute: 1 piece up to n = 52), so that on a cluster no symmetric piece outlasts the heights
+    (docs/benchmarks.md#palago-symmetric-shards) and a killed run loses little."""
     return max(1, math.ceil(rotation_group_seconds(max_n) / piece_seconds))
 
 
@@ -204,7 +209,8 @@ def complete(counts: pd.DataFrame, symmetric: pd.DataFrame) -> pd.DataFrame:
     fixed = np.zeros(max_n + 1, dtype=object)
     fixed[n] = [int(x) for x in counts.fixed]
     summed = symmetric.groupby("n").sum().reindex(range(max_n + 1), fill_value=0)
-    sym = SymmetricCounts(*(summed[kind].to_numpy(dtype=np.int64) for kind in SYMMETRIC_KINDS), nodes=0)
+    reflection, rotation, full = (summed[kind].to_numpy(dtype=np.int64) for kind in SYMMETRIC_KINDS)
+    sym = SymmetricCounts(reflection, rotation, full, nodes=0)
     try:
         columns = stabiliser_columns(fixed, sym)
     except ValueError as error:

@@ -23,8 +23,9 @@ from batchenum.pipeline.storage import Storage
 
 __all__ = ["COMMANDS", "creature_from_text", "gallery_frame", "gallery_items", "SEARCH_MAX_N", "MAX_SHOWN"]
 
-# Sizes a gallery searches for on the spot (n = 16 takes seconds, n = 18 a minute: about threefold per
-# tile), and creatures it shows without --limit or --force (50 pages of 500).
+# Sizes a gallery searches for on the spot (about threefold more time per tile:
+# docs/benchmarks.md#palago-direct-search-plan), and creatures it shows without --limit or --force
+# (50 pages of 500).
 SEARCH_MAX_N = 16
 MAX_SHOWN = 25_000
 
@@ -171,7 +172,8 @@ def _search(n: int, stabilisers):
     from batchenum.solvers.palago.sums import encode
 
     _, catalogue = count_creatures(n, catalogue_max_n=n)
-    rows, counts = [], {}
+    rows: list = []
+    counts: dict[int, int] = {}
     for k in range(len(catalogue)):
         if catalogue.sizes[k] != n:
             continue
@@ -223,7 +225,7 @@ def _read_catalogue(n: int, source: str, stabilisers):
             f"creature from it is shown. Run `batchenum run palago --max-n M --catalogue-max-n M "
             f"--out {source}` (M >= {n}) again to rebuild it"
         ) from None
-    counts = {}
+    counts: dict[int, int] = {}
     for order in orders:
         counts[order] = counts.get(order, 0) + 1
     frame = table.to_pandas()

@@ -68,7 +68,8 @@ def has_nulls(array: pa.Array) -> bool:
         return True
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
         # all the child values (a slice's and others'), when none of them is null; else exactly the
-        # slice's (flatten imports pyarrow.compute: 0.1 s of the first shard in each process)
+        # slice's (flatten imports pyarrow.compute, a cost on the first shard in each process:
+        # docs/benchmarks.md#record-batches-and-first-shards)
         return not _null_free(array.values) and has_nulls(array.flatten())
     return False
 

@@ -3,23 +3,13 @@ frames and Arrow tables as batch input, and clear errors."""
 
 from __future__ import annotations
 
-import doctest
-
 import pandas as pd
 import pyarrow as pa
 import pytest
 from conftest import CASES
 
 import batchenum
-import batchenum.api
 from batchenum.pipeline.errors import UsageError
-
-
-@pytest.mark.parametrize("module", [batchenum, batchenum.api], ids=["batchenum", "batchenum.api"])
-def test_docstring_examples_run(module, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    failed, attempted = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert attempted and not failed
 
 
 def test_every_job_gives_one_result_type_with_readable_tables(tmp_path):

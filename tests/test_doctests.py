@@ -33,7 +33,9 @@ def _with_examples() -> list[str]:
 
 
 def test_examples_are_found():
-    assert len(_with_examples()) >= 15  # guards the discovery itself: a broken walk finds nothing
+    found = _with_examples()
+    assert len(found) >= 15  # guards the discovery itself: a broken walk finds nothing
+    assert {"batchenum", "batchenum.api"} <= set(found)  # the Python API's examples run here
 
 
 @pytest.mark.parametrize("name", _with_examples())

@@ -34,6 +34,8 @@ def test_a_run_past_a_day_is_refused_unless_forced():
     with pytest.raises(UsageError, match=f"max_n {refused} by the direct search would take about") as caught:
         PalagoJob.create(max_n=refused)
     assert "Use method transfer" in str(caught.value) and "give force" in str(caught.value)
+    assert f"this machine's {os.cpu_count() or 1} CPUs" in str(caught.value)
+    assert "before the run connects to any cluster" in str(caught.value)  # so --address needs force
     assert PalagoJob.create(max_n=refused, force=True).max_n == refused
     assert PalagoJob.create(max_n=refused - 1).max_n == refused - 1
     assert PalagoJob.create(max_n=40, method="transfer").max_n == 40  # the transfer method is never refused

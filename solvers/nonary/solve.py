@@ -57,7 +57,9 @@ Move = tuple[int, list[int]]  # (door index into the input list, players in incr
 _FULL = (1 << 9) - 1
 _MAX_NINES = 3  # 3 groups of at least 3 players already cover all 9 players
 _CHECK_EVERY = 4096  # nodes between two looks at the clock (pure-Python search)
-_NODE_BUDGET = 100_000  # kernel nodes between two looks at the clock (about 10-50 ms)
+# kernel nodes between two looks at the clock: a small fraction of a second
+# (docs/benchmarks.md#record-batches-and-first-shards)
+_NODE_BUDGET = 100_000
 _MAX_MEMO_BYTES = 1 << 28  # memory for the memo table (256 MiB)
 _MAX_NETS_BYTES = 1 << 26  # memory for the escape test's sets (64 MiB)
 _KERNEL_MAX_ROOMS = 62  # a player's room + 1 must fit in 6 bits of the kernel's memo key
@@ -523,8 +525,8 @@ def solve(doors: Any, timeout: float | None = None) -> tuple[int, list[Move]]:
 
     ``doors`` is a door list as in the input (checked with :func:`parse`); ``timeout`` is a time
     budget in seconds (``None``: unlimited) after which :class:`SolveTimeout` is raised (the
-    search looks at the clock every 100,000 states in the kernel, a few hundredths of a second,
-    and every 4,096 in the pure-Python search).  The plan is a list of moves
+    search looks at the clock every 100,000 states in the kernel and every 4,096 in the
+    pure-Python search).  The plan is a list of moves
     ``(door_index, [players...])`` in order.
 
     >>> solve([[9, 0, -1]])

@@ -332,8 +332,7 @@ def _step(c, j, max_n, generation, done, stats, spare):
     completed creatures to done = (int64, float64) and returns the next generation.  ``spare`` =
     (keys, polys, polyf) arrays the next generation may be written into (their rows are cleared as
     they are taken), used when they have room for ``count`` rows: a new generation each step made
-    the kernel fault its pages in again (319,656 page faults, 0.8 s of system time of 4.4 s at
-    n = 46)."""
+    the kernel fault its pages in again (docs/benchmarks.md#palago-sweep-kernels)."""
     keys, polys, polyf, count = generation
     n1 = max_n + 1
     cap = max(64, count)

@@ -286,9 +286,9 @@ def _pop_vertices(keep, in_s, s_list, s_len, req, tri_len, sums, moments, off):
 
 # The kernel's arguments, grouped.  _search unpacks each group once on entry: an array read from
 # a tuple is reference-counted (atomic increments and decrements), which in the hot loop or in
-# the helpers it calls per node costs about 5x, so _push_vertex and _pop_vertices take the arrays
-# themselves.  _classify and _raw_codes, run only for finished creatures whose variances tie, take
-# the groups: there it does not show (benchmarks/palago_kernels.py).
+# the helpers it calls per node costs several times the work, so _push_vertex and _pop_vertices
+# take the arrays themselves.  _classify and _raw_codes, run only for finished creatures whose
+# variances tie, take the groups: there it does not show (see docs/benchmarks.md#palago-search-kernel).
 _Grid = namedtuple("_Grid", ["max_n", "width", "anchor", "off", "moments", "perm", "matrices"])
 # max_n, width, anchor: ints (see SearchGrid); off: int64[3], the tip of rotation r is hex +
 # off[r]; moments: int64[cells, 5] each cell's (i, j, i*i, j*j, i*j), its coordinates relative to
@@ -321,17 +321,17 @@ def _search(grid, work, prefix, counts, cut, shelf):
     cut.depth >= 0: instead of counting, record every node at that depth and every creature
     completed above it in the cut.  shelf.max_n: canonical creatures up to this size are appended
     to the catalogue buffers; when they are full, overflowed is set and the search goes on counting
-    without appending.  (Growing the buffers in here instead slows the whole kernel down by about
-    1.6x, even when nothing is collected.)
+    without appending.  (Growing the buffers in here instead slows the whole kernel down, even when
+    nothing is collected: docs/benchmarks.md#palago-search-kernel.)
     stack: int64[max_n + 2, 10] frames (hex, bit mask of the rotations still to try, rotation being
     tried, saved |S|, saved head, for rotations 0, 1, 2 the vertex it pulls into S or -1, the
     frame's depth in decisions, the length of ``forced`` when it was made).  Forced decisions
     get no frame, so frames and depths differ below the prefix; in frontier mode they coincide.
 
     The three modes (count, count and catalogue, frontier) still share this one loop.  One kernel
-    per mode, with the loop's steps as inlined helpers taking these groups, ran 5-9x slower (the
-    reference counting above); with helpers taking the arrays one by one, the shared steps need up
-    to 17 arguments each.
+    per mode, with the loop's steps as inlined helpers taking these groups, ran several times slower
+    (the reference counting above; docs/benchmarks.md#palago-search-kernel); with helpers taking the
+    arrays one by one, the shared steps need up to 17 arguments each.
     """
     max_n, width, anchor, off, moments = grid.max_n, grid.width, grid.anchor, grid.off, grid.moments
     in_s, rot, req, s_list, tri_list, stack = work
@@ -340,7 +340,7 @@ def _search(grid, work, prefix, counts, cut, shelf):
     catalogue_max_n, cat_codes, cat_meta, cat_count = shelf
     prefix_len = prefix.shape[0]
     # Hot-path indices are cast to np.uint64: numba then leaves out the negative-index wraparound
-    # it adds to every signed index (about 1.1x at n = 20, 21).  They are never negative: cells
+    # it adds to every signed index (docs/benchmarks.md#palago-search-kernel).  Never negative: cells
     # around S lie at or above row 0, S at or above the anchor's row 1.
     sums = np.zeros(5, dtype=np.int64)
     own = np.empty(max_n + 1, dtype=np.int64)

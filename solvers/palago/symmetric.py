@@ -432,9 +432,9 @@ class SymmetricPart:
 
 def symmetric_parts(parts: int, rotation_parts: int = 1) -> list[SymmetricPart]:
     """The whole symmetric count in pieces: each reflection group's in ``parts``, each rotation
-    group's in ``rotation_parts``, each full group's whole (at n = 38 the reflection holds 16.2 of
-    the 17.3 CPU s; at n = 46 a rotation group takes 1.4-2.0 s and a full group 0.04 s, and the
-    largest of 8 pieces of a rotation group 1.18-1.25 times their mean)."""
+    group's in ``rotation_parts``, each full group's whole: the reflection holds most of the work,
+    a full group little, and a rotation group's pieces come out nearly even
+    (docs/benchmarks.md#palago-symmetric-shards)."""
     if parts < 1 or rotation_parts < 1:
         raise ValueError(f"parts must be at least 1, not {min(parts, rotation_parts)}")
     split = {"reflection": parts, "rotation": rotation_parts, "full": 1}

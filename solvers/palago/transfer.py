@@ -230,8 +230,8 @@ _NO_SPARE = (np.zeros((0, _HEAD), dtype=np.int64), np.zeros(0, dtype=np.int64)) 
 # allocate (_add_batch, _sweep_steps) make room before such a loop instead of growing arrays in it.
 _no_refcounts = njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]  # _nrt: private, no stub
 # The helpers of those loops are also inlined where they are called (numba's inline='always'): a call
-# passed their tuples of arrays word by word, and H = 11 at n = 38 took 2.5-2.9 s inlined against
-# 3.3-3.9 s called (four runs each, in turn).
+# passed their tuples of arrays word by word, which made the sweep slower
+# (docs/benchmarks.md#palago-sweep-kernels).
 _inlined = njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]  # as above
 
 
@@ -1021,9 +1021,8 @@ def fixed_counts(max_n: int, bound: int = 3, halved: bool = True) -> np.ndarray:
 # next phase's signature into buckets, and task t of the next phase merges bucket t of every task
 # (a shuffle per phase): no generation passes through one process while it is split.
 
-# The fewest states a task advances: a nested Ray task costs a few ms with its arguments, a step of
-# one state 1-3 us (H = 8..12 at n = 36 on this machine, quiet or loaded): 2,000 states over a
-# phase of several steps are 15-60 ms of sweeping (docs/palago_transfer.md, section 6).
+# The fewest states a task advances: a nested Ray task has a fixed cost, which a piece's sweep over a
+# phase of several steps must outweigh (docs/benchmarks.md#palago-sweep-kernels).
 PIECE_STATES = 2000
 # A phase has as few steps as keep each task at this many state-steps (2,000 states over 5 steps;
 # one step once a task holds 10,000 states): the fewer its steps, the more rows its signature has,
