@@ -25,7 +25,7 @@ from typing import Any
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
-from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, spelled
+from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.registry import JobRegistry, is_job_path
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
@@ -274,7 +274,10 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
         retries=args.retries,
         storage_timeout=args.storage_timeout,
     )
-    result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+    try:
+        result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+    except SpokenError as error:  # the run's words for its options, in the command line's spelling
+        raise error.spoken(cli=True) from None
     summary = job.summary(result.tables, result.totals)
     if args.json:
         print(json.dumps(_run_json(job, result, summary), indent=2))

@@ -17,6 +17,7 @@ from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
+from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
@@ -193,24 +194,25 @@ def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -
 
 
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
-    """Final tables made with other input or parameters are replaced only with --overwrite."""
+    """Final tables made with other input or parameters are replaced only with ``overwrite``; the
+    message names the options in the caller's words (pipeline/cli.py re-spells it for the CLI)."""
     found = store.final_params()
     expected = store.provenance.final_metadata("")["params"]
     if found is None or found == expected or overwrite:
         return
-    raise PipelineError(
-        f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). "
-        "Give another --out to keep both, or --overwrite to replace them."
+    raise SpokenError(
+        literal(f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). ")
+        + "Give {out=} another folder to keep both, or {overwrite=True} to replace this job's tables."
     )
 
 
 def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
-    """The --out location, checked writable before anything is computed."""
+    """The ``out`` location, checked writable before anything is computed."""
     try:
         out = Storage.at(location, timeout)
         out.check_writable()
     except StorageError as error:
-        raise PipelineError(f"--out: {error}") from None
+        raise SpokenError("{out}: " + literal(str(error))) from None
     return out
 
 
