@@ -239,7 +239,8 @@ def build_parser(
         description="For every job folder under DIR (or --job's) whose tables are committed: "
         "delete the shard store (_shards/), after completing an interrupted commit. "
         "A rerun then computes every shard again. Folders without committed tables "
-        "keep their shards.",
+        "keep their shards. Without --job, also delete the inputs batchenum.run wrote to "
+        "DIR/_inputs/ (DataFrames) that no job's tables or plan name, but those of the last hour.",
     )
     _add_runs_folder(cleanup)
     cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
@@ -371,7 +372,27 @@ def _cleanup(args: argparse.Namespace) -> int:
             f"{name}: removed {files} shard files ({size:,} bytes freed) from {folder.display_root}; "
             "a rerun computes its shards again"
         )
+    if not args.job:
+        _cleanup_inputs(out)
     return 0
+
+
+def _cleanup_inputs(out: Storage) -> None:
+    """The frames ``batchenum.run`` wrote to ``OUT/_inputs/`` that no job's tables or plan name."""
+    from batchenum.pipeline.cleanup import INPUTS_DIR, RECENT_SECONDS, remove_unreferenced_inputs
+
+    swept = remove_unreferenced_inputs(out)
+    if swept.removed or swept.kept_recent:
+        print(
+            f"{INPUTS_DIR}: removed {_plural(swept.removed, 'input file')} that no job's tables or plan name "
+            f"({swept.freed:,} bytes freed)"
+            + (
+                f"; kept {swept.kept_recent} written in the last {RECENT_SECONDS // 60} minutes "
+                "(a run may be starting with them)"
+                if swept.kept_recent
+                else ""
+            )
+        )
 
 
 def _refuse_relative_out_under_job_submit(out: str) -> None:
