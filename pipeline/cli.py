@@ -286,14 +286,17 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
     print(summary)
     print(
         f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
-        + (
-            f", {len(result.recomputed)} recomputed: damaged, stale or made with other parameters"
-            if result.recomputed
-            else ""
-        )
+        + (f", {len(result.recomputed)} recomputed: {_why_recomputed(result)}" if result.recomputed else "")
         + f") in {result.seconds:.1f}s; tables in {result.location}"
     )
     return 0
+
+
+def _why_recomputed(result) -> str:
+    reasons = ["their input changed"] if result.input_changed else []
+    if len(result.recomputed) > len(result.input_changed):
+        reasons.append("damaged, stale or made with other parameters")
+    return " or ".join(reasons)
 
 
 def _job_from_args(job_class: type[Job], args: argparse.Namespace) -> Job:

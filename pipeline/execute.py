@@ -60,10 +60,11 @@ class RunResult:
     paths: dict[str, str]  # where each was written
     shards: int
     reused: int
-    recomputed: list[str] = field(default_factory=list)  # shards whose committed files were bad
+    recomputed: list[str] = field(default_factory=list)  # shards whose committed files were not reused
     seconds: float = 0.0
     totals: dict[str, int] = field(default_factory=dict)  # stats the shards recorded, summed
     location: str = ""  # the job folder, as a path or URI
+    input_changed: list[str] = field(default_factory=list)  # recomputed since their input bytes changed
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -112,7 +113,6 @@ def _run_holding_the_folder(
     )
     nodes, verified, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
     reused += verified
-    damaged += changed
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
@@ -130,7 +130,9 @@ def _run_holding_the_folder(
         final[name] = StreamedTable(rows[name], paths[name])
     store.commit_tables(_run_identity(store, run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
-    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+    return RunResult(
+        final, paths, len(shards), reused, damaged + changed, time.monotonic() - started, totals, store.where, changed
+    )
 
 
 def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
@@ -335,8 +337,6 @@ def _compute(
                 verified[0] += 1
             elif attempt.verified:
                 changed.append(shard.id)
-                if len(changed) <= _DAMAGE_LINES:
-                    progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
             progress.shard_done(attempt.records)
 
     progress.start_shards(total, reused)
@@ -344,7 +344,14 @@ def _compute(
         executor.run(job, pending, store, on_done, verify)
     finally:
         progress.finish_shards()
+    if changed:  # one line for the run: an append or an edit changes many shards' bytes at once
+        listed = ", ".join(sorted(changed)[:_DAMAGE_LINES]) + (", ..." if len(changed) > _DAMAGE_LINES else "")
+        progress.stage(f"input changed: {_plural(len(changed), 'shard')} recomputed ({listed})")
     return nodes, verified[0], changed
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> None:
