@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.inputs import accounting_summary, plan_slices, resolve_inputs, slice_fingerprint
+from batchenum.pipeline.inputs import accounting_summary, plan_slices, resolve_inputs, slice_fingerprint, slice_identity
 from batchenum.pipeline.inputs.dataset import input_values
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
@@ -104,10 +104,10 @@ class RecordBatchJob(Job):
         return {}
 
     def params(self) -> dict[str, Any]:
-        """The input values (one string, or a sorted list), the slicing and the limits.  Each file's
-        size and modification time are in its shards' specs, and each shard records a checksum of
-        the bytes it read (``input_fingerprint``), so a changed file is never taken for the one
-        already processed, and only its own shards are computed again."""
+        """The input values (one string, or a sorted list), the slicing and the limits.  A shard is
+        its slice's place in its file (``slice_identity``) and records a checksum of the bytes it
+        read (``input_fingerprint``), so a changed file is never taken for the one already
+        processed, and only the shards whose bytes changed are computed again."""
         return {"input": self.input_param, "records_per_shard": self.records_per_shard or "auto", **self.limits()}
 
     def shard_label(self, shard: Shard) -> str:
@@ -150,7 +150,7 @@ class RecordBatchJob(Job):
         for spec in slices:
             k = counts[spec["path"]] = counts.get(spec["path"], -1) + 1
             prefix = "" if len(self.files) == 1 else f"f{place[spec['path']]:0{width}d}-"
-            shards.append(Shard(id=f"{prefix}s{k:05d}", spec=spec))
+            shards.append(Shard(id=f"{prefix}s{k:05d}", spec=spec, identity=slice_identity(spec)))
         return shards
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:

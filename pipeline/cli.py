@@ -25,7 +25,7 @@ from typing import Any
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
-from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, spelled
+from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.registry import JobRegistry, is_job_path
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
@@ -239,7 +239,8 @@ def build_parser(
         description="For every job folder under DIR (or --job's) whose tables are committed: "
         "delete the shard store (_shards/), after completing an interrupted commit. "
         "A rerun then computes every shard again. Folders without committed tables "
-        "keep their shards.",
+        "keep their shards. Without --job, also delete the inputs batchenum.run wrote to "
+        "DIR/_inputs/ (DataFrames) that no job's tables or plan name, but those of the last hour.",
     )
     _add_runs_folder(cleanup)
     cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
@@ -274,7 +275,10 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
         retries=args.retries,
         storage_timeout=args.storage_timeout,
     )
-    result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+    try:
+        result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+    except SpokenError as error:  # the run's words for its options, in the command line's spelling
+        raise error.spoken(cli=True) from None
     summary = job.summary(result.tables, result.totals)
     if args.json:
         print(json.dumps(_run_json(job, result, summary), indent=2))
@@ -282,14 +286,17 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
     print(summary)
     print(
         f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
-        + (
-            f", {len(result.recomputed)} recomputed: damaged, stale or made with other parameters"
-            if result.recomputed
-            else ""
-        )
+        + (f", {len(result.recomputed)} recomputed: {_why_recomputed(result)}" if result.recomputed else "")
         + f") in {result.seconds:.1f}s; tables in {result.location}"
     )
     return 0
+
+
+def _why_recomputed(result) -> str:
+    reasons = ["their input changed"] if result.input_changed else []
+    if len(result.recomputed) > len(result.input_changed):
+        reasons.append("damaged, stale or made with other parameters")
+    return " or ".join(reasons)
 
 
 def _job_from_args(job_class: type[Job], args: argparse.Namespace) -> Job:
@@ -368,7 +375,27 @@ def _cleanup(args: argparse.Namespace) -> int:
             f"{name}: removed {files} shard files ({size:,} bytes freed) from {folder.display_root}; "
             "a rerun computes its shards again"
         )
+    if not args.job:
+        _cleanup_inputs(out)
     return 0
+
+
+def _cleanup_inputs(out: Storage) -> None:
+    """The frames ``batchenum.run`` wrote to ``OUT/_inputs/`` that no job's tables or plan name."""
+    from batchenum.pipeline.cleanup import INPUTS_DIR, RECENT_SECONDS, remove_unreferenced_inputs
+
+    swept = remove_unreferenced_inputs(out)
+    if swept.removed or swept.kept_recent:
+        print(
+            f"{INPUTS_DIR}: removed {_plural(swept.removed, 'input file')} that no job's tables or plan name "
+            f"({swept.freed:,} bytes freed)"
+            + (
+                f"; kept {swept.kept_recent} written in the last {RECENT_SECONDS // 60} minutes "
+                "(a run may be starting with them)"
+                if swept.kept_recent
+                else ""
+            )
+        )
 
 
 def _refuse_relative_out_under_job_submit(out: str) -> None:

@@ -1,7 +1,8 @@
 """Checks of what a job hands the pipeline, each failure one message that names the job's mistake
 and how to fix it: parameters that are not JSON, shard ids planned twice, shard tables the job does
-not declare, and values of the wrong type for their column (a float into an int64 column would
-otherwise be truncated silently by Arrow, a string into a list split into characters).
+not declare, and values of the wrong type for their column, as Python lists, numpy arrays or Arrow
+arrays (a float into an int64 column would otherwise be truncated silently by Arrow or fail without
+the shard's name, a string into a list split into characters).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
@@ -85,6 +87,10 @@ def _check_columns(spec: TableSpec, shard: Shard, columns: Any) -> None:
         values = columns.get(column.name)
         if isinstance(values, (list, tuple)):
             _check_values(spec.name, column.name, column.type, shard, values)
+        elif isinstance(values, np.ndarray):
+            _check_numpy(spec.name, column.name, column.type, shard, values)
+        elif isinstance(values, (pa.Array, pa.ChunkedArray)):
+            _check_arrow(spec.name, column.name, column.type, shard, values)
 
 
 _SCALAR = {"int64": (int,), "float64": (float, int), "bool": (bool,), "string": (str,)}
@@ -101,6 +107,71 @@ def _check_values(table: str, name: str, kind: str, shard: Shard, values: list |
                 f"shard {shard.id}: table {table!r}, column {name!r} is declared {kind} but row {row + 1} holds "
                 f"{value!r} ({type(value).__name__}): {_advice(kind, value)}"
             )
+
+
+# The numpy dtype kinds and Arrow types each column takes as they are, without losing a value (an
+# unsigned 64-bit value past int64's range is checked apart).  Anything else is refused, never cast:
+# a float64 array of whole numbers included (astype or cast it first, where the job knows it may).
+_NUMPY_KINDS = {"int64": "iu", "float64": "fiu", "bool": "b", "string": "U"}
+_ARROW_TYPES = {
+    "int64": pa.types.is_integer,
+    "float64": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t),
+    "bool": pa.types.is_boolean,
+    "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "list<int64>": lambda t: (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type),
+}
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _check_numpy(table: str, name: str, kind: str, shard: Shard, values: np.ndarray) -> None:
+    """A numpy array of a dtype the column takes (an object array: value by value, as a list)."""
+    if values.ndim != 1:
+        raise ContractError(
+            f"shard {shard.id}: table {table!r}, column {name!r} is a numpy array of shape {values.shape}: "
+            "a column is one-dimensional (for a list<int64> column give a list of arrays, one per row)"
+        )
+    if values.dtype.kind == "O":
+        _check_values(table, name, kind, shard, values.tolist())
+    elif values.dtype.kind not in _NUMPY_KINDS.get(kind, ""):
+        _refuse_array(table, name, kind, shard, f"a numpy {values.dtype} array", values.tolist(), 0)
+    elif kind == "int64" and values.dtype == np.uint64 and len(values) and values.max() > _INT64_MAX:
+        row = int(np.argmax(values > _INT64_MAX))
+        raise ContractError(
+            f"shard {shard.id}: table {table!r}, column {name!r} is declared int64 but row {row + 1} holds "
+            f"{int(values[row])} (numpy uint64), past int64's range: declare the column float64, or keep "
+            "the values below 2**63"
+        )
+
+
+def _check_arrow(table: str, name: str, kind: str, shard: Shard, values: pa.Array | pa.ChunkedArray) -> None:
+    """An Arrow array of a type the column takes as it is."""
+    fits = _ARROW_TYPES.get(kind)
+    if fits is not None and not fits(values.type):
+        rows = values.to_pylist()
+        _refuse_array(table, name, kind, shard, f"an Arrow {values.type} array", rows, _first_valid(rows))
+
+
+def _first_valid(rows: list) -> int:
+    return next((row for row, value in enumerate(rows) if value is not None), 0)
+
+
+def _refuse_array(table: str, name: str, kind: str, shard: Shard, holds: str, rows: list, row: int) -> None:
+    shown = f"; row {row + 1} holds {rows[row]!r}" if rows else ""
+    raise ContractError(
+        f"shard {shard.id}: table {table!r}, column {name!r} is declared {kind} but is {holds}{shown}: "
+        f"{_array_advice(kind, holds)}"
+    )
+
+
+def _array_advice(kind: str, holds: str) -> str:
+    if kind == "int64" and ("float" in holds or "double" in holds):
+        return (
+            "a float is not converted, even a whole one; convert the array where you know every value is "
+            "whole (values.astype(np.int64), or .cast(pa.int64()) for Arrow), or declare the column float64"
+        )
+    if kind == "list<int64>":
+        return "give each row a list of whole numbers (a string is not a list)"
+    return f"convert the values to {kind}, or declare the column with the type it holds"
 
 
 def _fits(kind: str, value: Any) -> bool:

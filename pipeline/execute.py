@@ -17,6 +17,7 @@ from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
+from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
@@ -62,10 +63,11 @@ class RunResult:
     paths: dict[str, str]  # where each was written
     shards: int
     reused: int
-    recomputed: list[str] = field(default_factory=list)  # shards whose committed files were bad
+    recomputed: list[str] = field(default_factory=list)  # shards whose committed files were not reused
     seconds: float = 0.0
     totals: dict[str, int] = field(default_factory=dict)  # stats the shards recorded, summed
     location: str = ""  # the job folder, as a path or URI
+    input_changed: list[str] = field(default_factory=list)  # recomputed since their input bytes changed
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -114,7 +116,6 @@ def _run_holding_the_folder(
     )
     nodes, verified, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
     reused += verified
-    damaged += changed
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
@@ -132,7 +133,9 @@ def _run_holding_the_folder(
         final[name] = StreamedTable(rows[name], paths[name])
     store.commit_tables(_run_identity(store, run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
-    return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
+    return RunResult(
+        final, paths, len(shards), reused, damaged + changed, time.monotonic() - started, totals, store.where, changed
+    )
 
 
 def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
@@ -196,24 +199,25 @@ def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -
 
 
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
-    """Final tables made with other input or parameters are replaced only with --overwrite."""
+    """Final tables made with other input or parameters are replaced only with ``overwrite``; the
+    message names the options in the caller's words (pipeline/cli.py re-spells it for the CLI)."""
     found = store.final_params()
     expected = store.provenance.final_metadata("")["params"]
     if found is None or found == expected or overwrite:
         return
-    raise PipelineError(
-        f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). "
-        "Give another --out to keep both, or --overwrite to replace them."
+    raise SpokenError(
+        literal(f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). ")
+        + "Give {out=} another folder to keep both, or {overwrite=True} to replace this job's tables."
     )
 
 
 def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
-    """The --out location, checked writable before anything is computed."""
+    """The ``out`` location, checked writable before anything is computed."""
     try:
         out = Storage.at(location, timeout)
         out.check_writable()
     except StorageError as error:
-        raise PipelineError(f"--out: {error}") from None
+        raise SpokenError("{out}: " + literal(str(error))) from None
     return out
 
 
@@ -336,8 +340,6 @@ def _compute(
                 verified[0] += 1
             elif attempt.verified:
                 changed.append(shard.id)
-                if len(changed) <= _DAMAGE_LINES:
-                    progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
             progress.shard_done(attempt.records)
 
     progress.start_shards(total, reused)
@@ -345,7 +347,14 @@ def _compute(
         executor.run(job, pending, store, on_done, verify)
     finally:
         progress.finish_shards()
+    if changed:  # one line for the run: an append or an edit changes many shards' bytes at once
+        listed = ", ".join(sorted(changed)[:_DAMAGE_LINES]) + (", ..." if len(changed) > _DAMAGE_LINES else "")
+        progress.stage(f"input changed: {_plural(len(changed), 'shard')} recomputed ({listed})")
     return nodes, verified[0], changed
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> None:

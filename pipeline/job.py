@@ -171,12 +171,21 @@ class TableSpec:
 class Shard:
     """A small, JSON-serialisable description of one piece of work (never the data itself).
 
-    id:   deterministic and filesystem-safe; the shard's committed files are named after it.
-    spec: whatever the job needs to run the piece (a search-tree slice, a byte range of a file).
+    id:       deterministic and filesystem-safe; the shard's committed files are named after it.
+    spec:     whatever the job needs to run the piece (a search-tree slice, a byte range of a file).
+    identity: what a committed shard must have been made for to be reused (None: the whole spec).
+              A slice of an input names its place only (file and first line), not the file's size,
+              time or byte range: its input checksum then decides whether its bytes changed.
     """
 
     id: str
     spec: Mapping[str, Any] = field(default_factory=dict)
+    identity: Mapping[str, Any] | None = None
+
+    @property
+    def recorded_identity(self) -> Mapping[str, Any]:
+        """The identity its files record: ``identity``, or the whole spec."""
+        return self.spec if self.identity is None else self.identity
 
 
 @dataclass(frozen=True)

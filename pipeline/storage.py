@@ -26,8 +26,10 @@ stays committed.  docs/faults.md, "Storage outages".
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import posixpath
@@ -38,7 +40,7 @@ import stat
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -58,7 +60,7 @@ __all__ = [
     "is_temporary",
     "is_uri",
     "redact",
-    "scratch_folder",
+    "scratch",
     "temporary_name",
     "transient",
 ]
@@ -448,14 +450,11 @@ class Storage:
         if self.local:
             _write_local_atomic(path, write, self._check_guard)
             return
-        scratch = scratch_folder("upload")
-        try:
-            local = os.path.join(scratch, "file")
+        with scratch("upload") as folder:
+            local = os.path.join(folder, "file")
             write(local)
             self._check_guard()
             self.retrying("uploading", path, lambda: self._upload(local, path))
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
 
     def _check_guard(self) -> None:
         if self.guard is not None:
@@ -631,20 +630,37 @@ class Storage:
 
 
 _SWEPT: set[tuple[str, str]] = set()  # (kind, folder) whose stale scratch this process removed
+# A scratch folder younger than this is never swept: between its creation and its lock, its maker
+# does not hold the lock yet.
+_SCRATCH_GRACE_SECONDS = 60
 
 
-def scratch_folder(kind: str, root: str | None = None) -> str:
+@contextlib.contextmanager
+def scratch(kind: str, root: str | None = None) -> Iterator[str]:
     """A new temporary folder ``batchenum-<kind>-<pid>-XXXXXXXX`` in ``root`` (default: the system's
-    temporary folder).  A killed run cannot remove its own, so the first call in a process removes
-    those whose process is gone (names without a pid, as older versions made them, are left alone)."""
+    temporary folder), locked while in use (``flock`` on the folder itself) and removed afterwards.
+    A killed run cannot remove its own, so the first use in a process removes those whose lock can
+    be taken: the kernel releases a lock with the last process holding it, in whatever PID namespace
+    (a container sharing /tmp sees other pids, so a pid alone cannot tell a live run from a dead
+    one)."""
     root = root or tempfile.gettempdir()
     if (kind, root) not in _SWEPT:
         _SWEPT.add((kind, root))
         _remove_stale_scratch(kind, root)
-    return tempfile.mkdtemp(prefix=f"batchenum-{kind}-{os.getpid()}-", dir=root)
+    path = tempfile.mkdtemp(prefix=f"batchenum-{kind}-{os.getpid()}-", dir=root)
+    handle = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(handle)
 
 
 def _remove_stale_scratch(kind: str, root: str) -> None:
+    """Remove the scratch folders of ``kind`` in ``root`` that no process holds: not locked, older
+    than ``_SCRATCH_GRACE_SECONDS``, and (for those of older versions, made without a lock) whose
+    pid is gone here.  Names without a pid are left alone; so is anything reached through a link."""
     pattern = re.compile(rf"batchenum-{re.escape(kind)}-(\d+)-\w+")
     try:
         names = os.listdir(root)
@@ -653,7 +669,24 @@ def _remove_stale_scratch(kind: str, root: str) -> None:
     for name in names:
         found = pattern.fullmatch(name)
         if found and not _alive(int(found.group(1))):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            _remove_if_unheld(os.path.join(root, name))
+
+
+def _remove_if_unheld(path: str) -> None:
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # gone, a link, not a folder
+        return
+    try:
+        if time.time() - os.fstat(handle).st_mtime < _SCRATCH_GRACE_SECONDS:
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a live run's, in this PID namespace or another
+            return
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(handle)
 
 
 def _alive(pid: int) -> bool:

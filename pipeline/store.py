@@ -243,7 +243,7 @@ class Provenance:
             **self.final_metadata(table),
             "code": self.version,
             "shard": shard.id,
-            "shard_spec": json.dumps(dict(shard.spec), sort_keys=True),
+            "shard_spec": json.dumps(dict(shard.recorded_identity), sort_keys=True),
             "rows": str(rows),
         }
 

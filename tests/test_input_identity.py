@@ -62,6 +62,55 @@ def test_content_changed_behind_same_size_and_mtime_is_recomputed(tmp_path):
     assert answers.gold[1] == 2 and first.tables["answers"].rows == len(GRIDS)
 
 
+def run_saying(path, out, records_per_shard=5):
+    said = io.StringIO()
+    job = DungeonJob(str(path), records_per_shard=records_per_shard)
+    result = run_job(job, RunOptions(out_dir=str(out), serial=True), Progress("dungeons", stream=said))
+    return result, said.getvalue()
+
+
+def append(path, grids, first_id: int) -> None:
+    with open(path, "a") as handle:
+        handle.write("".join(json.dumps({"id": f"d{first_id + k}", "grid": g}) + "\n" for k, g in enumerate(grids)))
+
+
+@pytest.mark.parametrize("lines", [24, 25], ids=["last-slice-partial", "last-slice-full"])
+def test_appending_lines_reuses_every_shard_whose_bytes_did_not_change(tmp_path, lines):
+    batch = tmp_path / "d.jsonl"
+    write(batch, (GRIDS * 2)[:lines])
+    first, _ = run_saying(batch, tmp_path / "out")
+    assert first.shards == 5
+    append(batch, (GRIDS * 5)[:100], lines)
+    second, said = run_saying(batch, tmp_path / "out")
+    assert second.shards == -(-(lines + 100) // 5)
+    if lines == 25:  # the five slices keep their bytes: all reused, only the new ones computed
+        assert (second.reused, second.recomputed) == (5, [])
+        assert "input changed" not in said
+    else:  # the last slice (4 lines) now holds 5: its bytes changed, the other four are reused
+        assert (second.reused, second.recomputed, second.input_changed) == (4, ["s00004"], ["s00004"])
+        assert said.count("input changed") == 1 and "input changed: 1 shard recomputed (s00004)" in said
+    for word in ("damaged", "provenance", "mtime_ns", "stale"):
+        assert word not in said
+    run_saying(batch, tmp_path / "fresh")
+    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers")
+    assert len(answers) == lines + 100
+    pd.testing.assert_frame_equal(answers, pd.read_parquet(tmp_path / "fresh" / "dungeons" / "answers"))
+
+
+def test_appending_rows_to_a_parquet_input_reuses_the_slices_whose_row_groups_did_not_change(tmp_path):
+    path = tmp_path / "d.parquet"
+    grids = GRIDS * 5
+    pq.write_table(pa.table({"id": [f"d{k}" for k in range(24)], "grid": grids[:24]}), path, row_group_size=4)
+    first, _ = run_saying(path, tmp_path / "out", records_per_shard=4)
+    pq.write_table(pa.table({"id": [f"d{k}" for k in range(120)], "grid": grids}), path, row_group_size=4)
+    second, said = run_saying(path, tmp_path / "out", records_per_shard=4)
+    assert (first.shards, second.shards) == (6, 30)
+    assert (second.reused, second.recomputed) == (6, [])
+    run_saying(path, tmp_path / "fresh", records_per_shard=4)
+    answers = pd.read_parquet(tmp_path / "out" / "dungeons" / "answers")
+    pd.testing.assert_frame_equal(answers, pd.read_parquet(tmp_path / "fresh" / "dungeons" / "answers"))
+
+
 def test_unchanged_input_is_reused_after_a_check(tmp_path):
     batch = tmp_path / "d.jsonl"
     write(batch, GRIDS)

@@ -53,7 +53,7 @@ def test_rerun_reuses_every_committed_shard(tmp_path):
 
 def test_changed_parameters_are_not_reused(tmp_path):
     run(tmp_path)
-    with pytest.raises(PipelineError, match=r"holds the tables of another run .* --overwrite to replace them"):
+    with pytest.raises(PipelineError, match=r"holds the tables of another run .* overwrite=True to replace"):
         run(tmp_path, ToyJob(width=4))
     result = run(tmp_path, ToyJob(width=4), overwrite=True)
     assert result.reused == 0

@@ -24,7 +24,14 @@ from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.inputs.jsonl import read_jsonl
 from batchenum.pipeline.inputs.parquet import read_parquet
-from batchenum.pipeline.inputs.plan import describe_input, input_storage, load_slice, plan_slices, slice_fingerprint
+from batchenum.pipeline.inputs.plan import (
+    describe_input,
+    input_storage,
+    load_slice,
+    plan_slices,
+    slice_fingerprint,
+    slice_identity,
+)
 from batchenum.pipeline.inputs.records import Check, Records, accounting_summary
 from batchenum.pipeline.storage import Storage
 
@@ -34,6 +41,7 @@ __all__ = [
     "resolve_inputs",
     "Records",
     "slice_fingerprint",
+    "slice_identity",
     "describe_input",
     "input_storage",
     "accounting_summary",

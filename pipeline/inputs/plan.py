@@ -43,6 +43,7 @@ __all__ = [
     "load_slice",
     "LoadedSlice",
     "slice_fingerprint",
+    "slice_identity",
     "open_parquet",
     "check_unchanged",
     "overlapping_row_groups",
@@ -664,6 +665,19 @@ def check_unchanged(spec: dict, source: Storage) -> None:
             f"input file {spec['path']} changed during the run (its size or modification time "
             "differ from when the batch was planned); run it again once it no longer changes"
         )
+
+
+# What locates a slice's bytes in this plan but not its place in the input: the file's size and
+# time (an append changes them), the byte range read and the line or row count (the last slice's
+# grows with an append).  Left out of a slice's identity, where its checksum decides instead.
+_READ_HINTS = ("size", "mtime_ns", "from", "skip", "to", "lines", "end_row")
+
+
+def slice_identity(spec: dict) -> dict:
+    """A slice's identity (``Shard.identity``): its file, format and first line or row.  A committed
+    shard of the same identity is reused when its ``slice_fingerprint`` is unchanged, so appending
+    lines to a file reuses every slice whose bytes stay the same."""
+    return {key: value for key, value in spec.items() if key not in _READ_HINTS}
 
 
 def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:

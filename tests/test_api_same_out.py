@@ -1,0 +1,45 @@
+"""A new DataFrame into the same ``out`` from Python: the refusal speaks Python (``out=``,
+``overwrite=True``), the command line keeps its flags, and ``overwrite=True`` replaces only that
+job's tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_faults import cli
+
+import batchenum
+from batchenum.pipeline.errors import PipelineError
+
+FIRST = pd.DataFrame({"id": ["a", "b"], "grid": [["@$"], ["@#$"]]})
+SECOND = pd.DataFrame({"id": ["c", "d", "e"], "grid": [["@$$"], ["@.$"], ["@"]]})
+
+
+def test_a_second_dataframe_is_refused_in_pythons_words(tmp_path):
+    batchenum.run("dungeons", input=FIRST, out=str(tmp_path), serial=True)
+    with pytest.raises(PipelineError) as refused:
+        batchenum.run("dungeons", input=SECOND, out=str(tmp_path), serial=True)
+    message = str(refused.value)
+    assert "holds the tables of another run" in message
+    assert "Give out= another folder to keep both, or overwrite=True to replace this job's tables" in message
+    assert "--" not in message.split("). ", 1)[1]  # no flag in the advice
+
+
+def test_overwrite_replaces_only_that_jobs_tables(tmp_path):
+    batchenum.run("palago", max_n=8, out=str(tmp_path), serial=True)
+    counts = (tmp_path / "palago" / "creature_counts.parquet").read_bytes()
+    batchenum.run("dungeons", input=FIRST, out=str(tmp_path), serial=True)
+    second = batchenum.run("dungeons", input=SECOND, out=str(tmp_path), serial=True, overwrite=True)
+    assert sorted(second.tables["answers"].to_pandas().id) == ["c", "d", "e"]
+    assert second.totals["records"] == 3 and second.reused == 0
+    assert (tmp_path / "palago" / "creature_counts.parquet").read_bytes() == counts  # another job's, untouched
+    again = batchenum.run("dungeons", input=SECOND, out=str(tmp_path), serial=True)  # no overwrite needed now
+    assert again.reused == again.shards
+
+
+def test_the_command_line_keeps_its_flags(tmp_path):
+    cli("run", "palago", "--max-n", "8", "--serial", "--quiet", "--out", str(tmp_path))
+    refused = cli("run", "palago", "--max-n", "9", "--serial", "--quiet", "--out", str(tmp_path), check=False)
+    assert refused.returncode == 1
+    assert "Give --out another folder to keep both, or --overwrite to replace this job's tables" in refused.stderr
+    assert "overwrite=True" not in refused.stderr
