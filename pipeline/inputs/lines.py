@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = ["Cut", "cut_lines", "MAX_LINE_BYTES", "CHUNK"]
 
-MAX_LINE_BYTES = 32 << 20  # 32 MiB: a 2,000 x 2,000 dungeon as JSON is about 4.1 MB
+MAX_LINE_BYTES = 32 << 20  # 32 MiB: room for a 2,000 x 2,000 dungeon as JSON (docs/benchmarks.md)
 CHUNK = 16 << 20
 
 

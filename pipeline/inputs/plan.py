@@ -56,11 +56,11 @@ __all__ = [
 _PARQUET_MAGIC = b"PAR1"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines", ".json")
 # JSONL planning: newlines are counted per block of BLOCK bytes, TASK_BLOCKS blocks per counting task
-# (128 MiB: 100 GB is about 800 tasks, and the driver keeps one int per block); an input of at most
+# (few tasks for a huge input, and the driver keeps one int per block); an input of at most
 # DRIVER_BYTES is counted by the driver itself, since starting tasks would cost it more.  When the
 # tasks' workers are not up yet (a private local Ray, not started), counting with tasks would first
-# cost Ray's start-up and the head start, while the driver counts about 1 GB/s: the driver counts
-# inputs of up to STARTUP_BYTES itself then.
+# cost Ray's start-up and the head start, while the driver counts fast: the driver counts inputs of
+# up to STARTUP_BYTES itself then (figures: docs/benchmarks.md#planning-and-reading-record-inputs).
 BLOCK = 1 << 20
 TASK_BLOCKS = 128
 DRIVER_BYTES = 64 << 20
@@ -452,7 +452,7 @@ def count_block_newlines(blocks: BlockRange) -> np.ndarray:
                 data = buffer[: _read_into(handle, first * blocks.block, buffer[: (last - first) * blocks.block])]
                 for k in range(first, last):
                     at = (k - first) * blocks.block
-                    # numpy: 2.5x bytes.count here, and the comparison releases the GIL
+                    # numpy: faster than bytes.count, and the comparison releases the GIL (docs/benchmarks.md)
                     counts[k - blocks.first] = np.count_nonzero(data[at : at + blocks.block] == 0x0A)
     except Exception as error:
         raise InputError(f"cannot count the lines of {blocks}: {type(error).__name__}: {error}") from None
@@ -707,7 +707,8 @@ def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
 
 
 def _fingerprint(data: bytes) -> str:
-    """SHA-256 (hardware-accelerated here: about 1.2 GB/s, 1.6x blake2b) of a JSONL slice's bytes."""
+    """SHA-256 (hardware-accelerated on common CPUs, faster than blake2b: docs/benchmarks.md) of a JSONL
+    slice's bytes."""
     return hashlib.sha256(data).hexdigest()[:32]
 
 

@@ -104,7 +104,7 @@ class Records:
         that the job rejects, for ``reasons`` (without their position, which is prefixed here)."""
         picks = np.asarray(rejected, dtype=np.int64)
         lines = self.positions[picks].tolist()
-        # (no take when nothing is rejected: it imports pyarrow.compute, 0.1 s of a first shard)
+        # (no take when nothing is rejected: it imports pyarrow.compute; docs/benchmarks.md#record-batches-and-first-shards)
         names = self.ids.take(from_numpy(picks)).to_pylist() if len(picks) else []
         reasons = [plain_reason(f"{self.position_label} {line}: {reason}") for line, reason in zip(lines, reasons)]
         if read_errors and len(self.rejected):
