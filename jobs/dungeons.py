@@ -137,7 +137,7 @@ class DungeonJob(RecordBatchJob):
 
     @classmethod
     def warm(cls, scratch: str) -> None:
-        from batchenum.pipeline.store import write_batch
+        from batchenum.pipeline.batch_writer import write_batch
 
         path = os.path.join(scratch, "dungeons.jsonl")
         write_batch(path, "grid", [f"d{k}" for k in range(8)], generate(8, 6, 6, 0), None)

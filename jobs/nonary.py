@@ -121,7 +121,7 @@ class NonaryJob(RecordBatchJob):
 
     @classmethod
     def warm(cls, scratch: str) -> None:
-        from batchenum.pipeline.store import write_batch
+        from batchenum.pipeline.batch_writer import write_batch
 
         path = os.path.join(scratch, "nonary.jsonl")
         write_batch(path, "doors", [f"g{k}" for k in range(8)], generate(8, 4, 8, 0), None)

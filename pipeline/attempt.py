@@ -14,7 +14,7 @@ from batchenum.pipeline.codeversion import installed_part
 from batchenum.pipeline.contract import completed_tables
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardContext, ShardResult
-from batchenum.pipeline.store import ShardStore
+from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.tasks import ShardTasks
 
 __all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]

@@ -18,8 +18,8 @@ from batchenum.pipeline.inputs.dataset import input_values
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
 from batchenum.pipeline.params import INPUTS, Param
+from batchenum.pipeline.parquet_format import TAKEOVER_ROWS
 from batchenum.pipeline.storage import Storage, is_uri, redact
-from batchenum.pipeline.store import TAKEOVER_ROWS
 
 __all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
 

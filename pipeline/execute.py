@@ -17,19 +17,12 @@ from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
+from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
+from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardStore
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
-from batchenum.pipeline.store import (
-    OTHER_PARAMETERS,
-    SHARDS_DIR,
-    PartTask,
-    Provenance,
-    ShardStore,
-    complete_commit,
-    part_plan,
-    write_part,
-)
+from batchenum.pipeline.table_commit import PartTask, complete_commit, part_plan, write_part
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 

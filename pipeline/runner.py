@@ -42,7 +42,7 @@ from batchenum.pipeline.codeversion import user_modules
 from batchenum.pipeline.errors import PipelineError, RunStoppedError, UsageError
 from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
-from batchenum.pipeline.store import ShardStore
+from batchenum.pipeline.shard_store import ShardStore
 
 __all__ = [
     "Executor",

@@ -16,19 +16,10 @@ from typing import Any
 
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
+from batchenum.pipeline.parquet_format import DamagedFileError, read_metadata, read_verified
+from batchenum.pipeline.shard_store import PLAN_FILE, SHARDS_DIR, plan_problem
 from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import (
-    GUARD_FILE,
-    MANIFEST_FILE,
-    PLAN_FILE,
-    SHARDS_DIR,
-    STAGED_DIR,
-    DamagedFileError,
-    manifest_problem,
-    plan_problem,
-    read_metadata,
-    read_verified,
-)
+from batchenum.pipeline.table_commit import GUARD_FILE, MANIFEST_FILE, STAGED_DIR, manifest_problem
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).

@@ -15,8 +15,10 @@ from test_faults import cli
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import code_version
 from batchenum.pipeline.faults import KILL_BEFORE_COMMIT, KILL_BETWEEN_TABLES
+from batchenum.pipeline.parquet_format import Provenance
+from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
-from batchenum.pipeline.store import MANIFEST_FILE, Provenance, ShardStore, part_groups
+from batchenum.pipeline.table_commit import MANIFEST_FILE, part_groups
 
 
 def catalogue_files(out: Path) -> dict[str, bytes]:
@@ -178,7 +180,7 @@ def test_shards_are_grouped_into_parts_of_at_least_part_rows_in_plan_order():
 def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp_path):
     from batchenum.pipeline.batch import ERRORS_TABLE
     from batchenum.pipeline.job import Job
-    from batchenum.pipeline.store import StoreError
+    from batchenum.pipeline.parquet_format import StoreError
 
     class Errors(Job):
         name, tables, streamed_tables = "errs", (ERRORS_TABLE,), ("errors",)
