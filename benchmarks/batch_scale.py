@@ -186,12 +186,12 @@ def finish_only(path: str, out: str, mode: str) -> None:
         read_before, started = _rchar(), time.perf_counter()
         _, rows, shard_rows, _ = execute._check_complete(job, store, shards, {})
         ids = [shard.id for shard in shards]
-        run_id = store.start_tables()
+        staged = table_commit.StagedTables(store)
         if mode == "rewrite":
             table_commit.TAKEOVER_ROWS = 1 << 62  # no shard is large enough: every part written anew
         for name in job.streamed_tables:
-            execute._compact(store, executor, name, ids, shard_rows[name])
-        store.commit_tables({"job": job.name, "run_id": run_id})
+            execute._compact(staged, executor, name, ids, shard_rows[name])
+        staged.commit({"job": job.name, "run_id": staged.run_id})
         seconds, read = time.perf_counter() - started, _rchar() - read_before
     print(json.dumps({"seconds": seconds, "read": read, "peak": _vm_hwm(os.getpid()), "rows": rows}))
 

@@ -22,7 +22,14 @@ from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardStore
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
-from batchenum.pipeline.table_commit import PartTask, complete_commit, part_plan, write_part
+from batchenum.pipeline.table_commit import (
+    PartTask,
+    StagedTables,
+    complete_commit,
+    final_params,
+    part_plan,
+    write_part,
+)
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -112,44 +119,46 @@ def _run_holding_the_folder(
     merged = _merge(job, store, ids)
     streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
     job.check_totals({**merged, **streamed}, totals)
-    run_id = store.start_tables()
+    staged = StagedTables(store)
     final = job.finalize(merged, store.storage)
-    paths = {name: store.write_final(name, frame) for name, frame in final.items()}
+    paths = {name: staged.write_final(name, frame) for name, frame in final.items()}
     for name, text in job.side_files(final, store.storage).items():
-        store.write_side_file(name, text)
+        staged.write_side_file(name, text)
     for name in job.streamed_tables:
-        paths[name] = _compact(store, executor, name, ids, shard_rows[name])
+        paths[name] = _compact(staged, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
-    store.commit_tables(_run_identity(store, run_id, shards, fingerprints, totals))
+    staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
 
 
-def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
+def _compact(staged: StagedTables, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
     """Stage streamed table ``name`` (``part_plan``): a shard large enough to be a part is taken over
     by the driver's threads (a link or server-side copy: no row read); runs of smaller shards are
     grouped into parts of ``PART_ROWS`` rows, each written by a task where the run's Ray runs, else by
     the driver's threads.  A grouped table's parts are runs of its values (``value_groups``), each
     merged by such a task.  The driver then checks that the parts follow one another (docs/design.md,
     "The tables")."""
-    if store.job.table_spec(name).partition is not None:  # the catalogue: merged one n at a time by tasks
-        groups = store.value_groups(name, ids)
+    if staged.job.table_spec(name).partition is not None:  # the catalogue: merged one n at a time by tasks
+        groups = staged.value_groups(name, ids)
         plan = [(False, ids)] * len(groups)
-        written = [PartTask(store, name, index, tuple(ids), values) for index, values in enumerate(groups)]
+        written = [PartTask(staged, name, index, tuple(ids), values) for index, values in enumerate(groups)]
     else:
         plan = part_plan(ids, rows)
-        written = [PartTask(store, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken]
+        written = [
+            PartTask(staged, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken
+        ]
     taken = [(index, group[0]) for index, (is_taken, group) in enumerate(plan) if is_taken]
     threads = max(1, min(len(written) + len(taken), _SHARE_THREADS))
     with ThreadPoolExecutor(threads, "batchenum-part") as pool:
-        shared = [pool.submit(store.take_over, name, index, shard_id) for index, shard_id in taken]
+        shared = [pool.submit(staged.take_over, name, index, shard_id) for index, shard_id in taken]
         if written and not executor.options.serial and (executor.ray.connected or executor.on_cluster):
             parts = executor.ray.map(write_part, written)
         else:
             parts = list(pool.map(write_part, written))
         by_index = {task.index: part for task, part in zip(written, parts)}
         by_index.update({index: future.result() for (index, _), future in zip(taken, shared)})
-    return store.add_parts(name, [by_index[index] for index in range(len(plan))])
+    return staged.add_parts(name, [by_index[index] for index in range(len(plan))])
 
 
 def _run_identity(
@@ -187,7 +196,7 @@ def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -
 
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
     """Final tables made with other input or parameters are replaced only with --overwrite."""
-    found = store.final_params()
+    found = final_params(store.storage, store.job)
     expected = store.provenance.final_metadata("")["params"]
     if found is None or found == expected or overwrite:
         return

@@ -71,7 +71,7 @@ def arrow_type(type_name: str) -> pa.DataType:
     return _ARROW_TYPES[type_name]
 
 
-def _parquet_options(spec: TableSpec, compression: str = "zstd") -> dict[str, Any]:
+def parquet_options(spec: TableSpec, compression: str = "zstd") -> dict[str, Any]:
     """How every Parquet file of ``spec`` is written: with page checksums (a reader tells a damaged
     file from a good one), and a dictionary for every column but the distinct ones."""
     return {
@@ -81,13 +81,9 @@ def _parquet_options(spec: TableSpec, compression: str = "zstd") -> dict[str, An
     }
 
 
-def _schema(spec: TableSpec, drop: str | None = None) -> pa.Schema:
-    return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in spec.columns if c.name != drop])
-
-
 def table_schema(spec: TableSpec) -> pa.Schema:
     """The columns every file of ``spec`` holds, with their Arrow types."""
-    return _schema(spec)
+    return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in spec.columns])
 
 
 def read_verified(
@@ -113,7 +109,7 @@ def read_verified(
     except StorageUnavailableError:  # the store, not the file: never reported as damage
         raise
     except Exception as error:  # whatever the reader trips on, the file cannot be trusted
-        raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({_reason(error)})") from None
+        raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({short_reason(error)})") from None
     problem = _footer_problem(metadata, table, schema, columns, row_groups)
     if problem:
         raise DamagedFileError(f"{where or 'a Parquet file'} is damaged ({problem})")
@@ -146,7 +142,7 @@ def _columns(schema: pa.Schema) -> str:
     return "(" + ", ".join(f"{field.name}: {field.type}" for field in schema) + ")"
 
 
-def _reason(error: BaseException) -> str:
+def short_reason(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= 200 else text[:200] + "..."
 
@@ -181,21 +177,21 @@ class Provenance:
         }
 
 
-def _encode_metadata(meta: dict[str, str]) -> dict[bytes, bytes]:
+def encode_metadata(meta: dict[str, str]) -> dict[bytes, bytes]:
     return {(_META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
 
 
 def read_metadata(path: str, filesystem: Any) -> dict[str, str]:
     """The batchenum metadata of a Parquet file (provenance, stats) from its footer alone."""
-    return _decode_metadata(pq.read_schema(path, filesystem=filesystem).metadata)
+    return decode_metadata(pq.read_schema(path, filesystem=filesystem).metadata)
 
 
 def recorded_metadata(schema: pa.Schema) -> dict[str, str]:
     """The batchenum metadata (provenance, stats) a table read from a file carries on its schema."""
-    return _decode_metadata(schema.metadata)
+    return decode_metadata(schema.metadata)
 
 
-def _decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
+def decode_metadata(raw: dict[bytes, bytes] | None) -> dict[str, str]:
     out = {}
     for k, v in (raw or {}).items():
         key = k.decode(errors="replace")
@@ -216,7 +212,7 @@ def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
             arrays.append(_column_array(columns[column.name], arrow_type(column.type)))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as error:
             raise StoreError(f"table {spec.name!r}, column {column.name!r}: {error}") from error
-    return pa.Table.from_arrays(arrays, schema=_schema(spec))
+    return pa.Table.from_arrays(arrays, schema=table_schema(spec))
 
 
 def _column_array(values: Any, arrow_type: pa.DataType) -> pa.Array:
@@ -232,7 +228,7 @@ def _column_array(values: Any, arrow_type: pa.DataType) -> pa.Array:
     return pa.array(values, type=arrow_type)
 
 
-def _stats(found: dict[str, str]) -> dict | None:
+def decode_stats(found: dict[str, str]) -> dict | None:
     """The stats a shard recorded (``{}`` when none), or None when they are not a JSON object."""
     try:
         stats = json.loads(found.get("stats") or "{}")
@@ -241,25 +237,25 @@ def _stats(found: dict[str, str]) -> dict | None:
     return stats if isinstance(stats, dict) else None
 
 
-def _partition_column(spec: TableSpec) -> str:
+def partition_column(spec: TableSpec) -> str:
     """The partition column of grouped table ``spec``; StoreError if the table is not grouped."""
     if spec.partition is None:
         raise StoreError(f"internal error: table {spec.name} has no partition column, so it cannot be read by value")
     return spec.partition
 
 
-def _partition_order(spec: TableSpec) -> list[str]:
+def partition_order(spec: TableSpec) -> list[str]:
     """The partition column, then the sort columns within a partition."""
-    partition = _partition_column(spec)
+    partition = partition_column(spec)
     return [partition, *(column for column in spec.sort if column != partition)]
 
 
-def _key_columns(spec: TableSpec) -> tuple[str, ...]:
+def key_columns(spec: TableSpec) -> tuple[str, ...]:
     """The columns whose values rise strictly through a streamed table: its key, else its first sort column."""
     return tuple(spec.key) or tuple(spec.sort[:1])
 
 
-def _check_rising(
+def check_rising(
     columns: list[pa.ChunkedArray], last: tuple | None, table: str, key: tuple[str, ...], shard_id: str
 ) -> tuple:
     """The last row's key (a tuple), after checking that the key rises strictly from ``last``, row
@@ -281,12 +277,12 @@ def _check_rising(
     shown = bad[0] if len(bad) == 1 else bad
     raise StoreError(
         f"table {table!r}: {'/'.join(key)} = {shown!r} in shard {shard_id} repeats or comes out of order; "
-        f"its rows would be lost or misplaced, so no table was written{_STREAMED_ORDER}"
+        f"its rows would be lost or misplaced, so no table was written{STREAMED_ORDER}"
     )
 
 
 # What a job that streams a table must do (pipeline/job.py, Job.streamed_tables)
-_STREAMED_ORDER = (
+STREAMED_ORDER = (
     ": a streamed table's rows must come from each shard in its sort order, shards following one "
     "another in plan order, its key rising strictly throughout; have run_shard sort its rows and plan "
     "the shards in key order, or leave the table out of streamed_tables (it is then merged and "

@@ -20,9 +20,8 @@ import json
 import os
 import posixpath
 import re
-import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -34,41 +33,23 @@ from batchenum.pipeline.checkpoint import CHECKPOINTS
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
 from batchenum.pipeline.parquet_format import (
-    PART_ROWS,
-    ROW_GROUP_ROWS,
     SHARD_ROW_GROUP_ROWS,
     DamagedFileError,
     Provenance,
     StoreError,
-    _check_rising,
-    _decode_metadata,
-    _encode_metadata,
-    _key_columns,
-    _parquet_options,
-    _partition_column,
-    _partition_order,
-    _reason,
-    _schema,
-    _stats,
+    check_rising,
+    decode_metadata,
+    decode_stats,
+    encode_metadata,
+    key_columns,
+    parquet_options,
+    partition_order,
     read_verified,
+    short_reason,
+    table_schema,
     to_arrow,
 )
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary
-from batchenum.pipeline.table_commit import (
-    _NAME,
-    MANIFEST_FORMAT,
-    _install,
-    _merged_batches,
-    _plain_name,
-    _prefetched,
-    _refuse_linked_targets,
-    _row_groups,
-    _row_groups_by_value,
-    _staged_path,
-    _write_guard,
-    _write_manifest,
-    read_manifest,
-)
 
 __all__ = ["NOT_TOGETHER", "OTHER_PARAMETERS", "PLAN_FILE", "SHARDS_DIR", "ShardStore", "plan_problem"]
 
@@ -82,6 +63,9 @@ PLAN_FILE = "_plan.json"
 # The lease's own scratch file (lease.py, ``_create_exclusively``), left by a writer killed there.
 _LEASE_SCRATCH = re.compile(re.escape(LEASE_FILE + TMP_MARK) + "[0-9a-f]{32}")
 SHARDS_DIR = "_shards"  # the shard store: committed shard files, outside every table's folder
+# A table's or shard's name as the store's own files may give them: names read from a file in the
+# folder are used only as these, so none leads outside.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def plan_problem(plan: Any) -> str | None:
@@ -90,7 +74,9 @@ def plan_problem(plan: Any) -> str | None:
         return f"it holds a JSON {type(plan).__name__}, not an object"
     for key in ("shards", "tables"):
         value = plan.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) and _NAME.fullmatch(item) for item in value):
+        if not isinstance(value, list) or not all(
+            isinstance(item, str) and PLAIN_NAME.fullmatch(item) for item in value
+        ):
             return f"its {key} are not a list of plain names"
     for key in ("started_at",):
         value = plan.get(key)
@@ -104,7 +90,8 @@ def plan_problem(plan: Any) -> str | None:
 
 
 class ShardStore:
-    """Committed shard files and final tables of one job under ``<out>/<job>`` (any Storage)."""
+    """Committed shard files of one job under ``<out>/<job>`` (any Storage); the final tables are
+    ``table_commit.StagedTables``'s."""
 
     def __init__(self, out: Storage, job: Job, provenance: Provenance):
         self.storage = out.child(job.name)
@@ -115,8 +102,6 @@ class ShardStore:
     def where(self) -> str:
         """The job folder as people type it (a path or a URI)."""
         return self.storage.display_root
-
-    # ------------------------------------------------------------------------------------ shards
 
     def shard_path(self, table: str, shard_id: str) -> str:
         return self.storage.join(SHARDS_DIR, table, f"{shard_id}.parquet")
@@ -136,7 +121,7 @@ class ShardStore:
             spec = self.job.table_spec(name)
             table = to_arrow(spec, columns)
             keys = self._key_range(spec, table, shard.id) if name in self.job.streamed_tables else {}
-            meta = _encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra, **keys})
+            meta = encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra, **keys})
             table = table.replace_schema_metadata(meta)
             if spec.partition is None:
                 self._write_parquet(table, spec, self.shard_path(name, shard.id))
@@ -151,10 +136,10 @@ class ShardStore:
         the key rises strictly through the shard (so that the finish can take the file over as a
         part, checking the order across parts from footers alone); nothing for a grouped table or
         one without rows."""
-        key = _key_columns(spec)
+        key = key_columns(spec)
         if spec.partition is not None or not key or not table.num_rows:
             return {}
-        last = _check_rising([table.column(k) for k in key], None, spec.name, key, shard_id)
+        last = check_rising([table.column(k) for k in key], None, spec.name, key, shard_id)
         first = tuple(table.column(k)[0].as_py() for k in key)
         return {"first_key": json.dumps(first), "last_key": json.dumps(last)}
 
@@ -193,7 +178,7 @@ class ShardStore:
                 )
                 return problem, {}, {}
             if stats is None:
-                stats = _stats(found)
+                stats = decode_stats(found)
                 if stats is None:
                     return f"{self.storage.relative(path)}: its recorded stats are unreadable", {}, {}
             commits[name] = found.get("commit")
@@ -221,22 +206,6 @@ class ShardStore:
             )
         self.storage.write_text(path, json.dumps(record, sort_keys=True) + "\n")
 
-    def final_params(self) -> str | None:
-        """The parameters (JSON) recorded in the job's final tables already in place, if any: from the
-        manifest, else (tables of an older batchenum) from a table file's footer."""
-        manifest = read_manifest(self.storage)
-        if manifest is not None and "params" in manifest:
-            return json.dumps(manifest["params"], sort_keys=True)
-        for spec in self.job.tables:
-            path = self.storage.join(f"{spec.name}.parquet")
-            if spec.partition is None and self.storage.is_file(path):
-                try:
-                    metadata = pq.read_schema(path, filesystem=self.storage.fs).metadata
-                except Exception:  # an unreadable table is replaced, whatever made it
-                    continue
-                return _decode_metadata(metadata).get("params")
-        return None
-
     def _check_file(self, path: str, shard: Shard, name: str, full: bool = True) -> tuple[str | None, int, dict]:
         """(problem or None, rows, the decoded metadata) of one committed shard file."""
         spec = self.job.table_spec(name)
@@ -258,8 +227,8 @@ class ShardStore:
         except StorageUnavailableError:  # the store, not the file
             raise
         except Exception as error:  # any failure to read means the file cannot be trusted
-            return f"unreadable ({type(error).__name__}: {_reason(error)})", 0, {}
-        found = _decode_metadata(schema.metadata)
+            return f"unreadable ({type(error).__name__}: {short_reason(error)})", 0, {}
+        found = decode_metadata(schema.metadata)
         return self._provenance_problem(found, schema, rows, shard, name), rows, found
 
     def _provenance_problem(self, found: dict, schema: pa.Schema, rows: int, shard: Shard, name: str) -> str | None:
@@ -272,20 +241,20 @@ class ShardStore:
         if found.get("rows") != str(rows):
             return f"row count {rows} does not match the {found.get('rows')} recorded"
         spec = self.job.table_spec(name)
-        if schema.remove_metadata() != _schema(spec):
+        if schema.remove_metadata() != table_schema(spec):
             return "columns do not match the table's declaration"
         return None
 
     def shard_stats(self, table: str, shard_id: str) -> dict[str, Any]:
         """What a committed shard recorded about its run (node, seconds, records read)."""
         metadata = pq.read_schema(self.shard_path(table, shard_id), filesystem=self.storage.fs).metadata
-        return _stats(_decode_metadata(metadata)) or {}
+        return decode_stats(decode_metadata(metadata)) or {}
 
     def read_shard_tables(self, shard: Shard) -> dict[str, pa.Table]:
         """Every committed table of one shard (for a job that redoes only some of its records)."""
         tables = self.job.shard_tables or [spec.name for spec in self.job.tables]
         return {
-            name: self._read_shard_file(self.shard_path(name, shard.id), name).replace_schema_metadata(None)
+            name: self.read_shard_file(self.shard_path(name, shard.id), name).replace_schema_metadata(None)
             for name in tables
         }
 
@@ -298,21 +267,21 @@ class ShardStore:
         except Exception:  # damaged or gone since it was checked: it is then computed again
             return {}
 
-    def _read_shard_file(self, path: str, name: str, row_groups: list[int] | None = None) -> pa.Table:
+    def read_shard_file(self, path: str, name: str, row_groups: list[int] | None = None) -> pa.Table:
         """A committed shard file read for the finish, every check of ``read_verified`` made; a
         damaged or vanished file is one StoreError naming it, raised before any table is written."""
         try:
             self.storage.refuse_links(path)
             with self.storage.open_input(path) as handle:
                 return read_verified(
-                    handle, _schema(self.job.table_spec(name)), row_groups=row_groups, where=self.storage.uri(path)
+                    handle, table_schema(self.job.table_spec(name)), row_groups=row_groups, where=self.storage.uri(path)
                 )
         except DamagedFileError as error:
-            raise self._damaged(path, str(error).removeprefix(f"{self.storage.uri(path)} ")) from None
+            raise self.damaged_error(path, str(error).removeprefix(f"{self.storage.uri(path)} ")) from None
         except (OSError, pa.ArrowException) as error:  # gone or unreachable since it was checked
-            raise self._damaged(path, f"cannot be read: {_reason(error)}") from None
+            raise self.damaged_error(path, f"cannot be read: {short_reason(error)}") from None
 
-    def _damaged(self, path: str, why: str) -> StoreError:
+    def damaged_error(self, path: str, why: str) -> StoreError:
         return DamagedFileError(
             f"shard file {self.storage.uri(path)} {why}; no table was written. Run the same command "
             "again: it checks every committed shard, recomputes this one and reuses the rest"
@@ -373,247 +342,25 @@ class ShardStore:
         be there: a missing one is an error, never skipped."""
         spec = self.job.table_spec(name)
         parts = [
-            self._read_shard_file(self.shard_path(name, shard_id), name).replace_schema_metadata(None)
+            self.read_shard_file(self.shard_path(name, shard_id), name).replace_schema_metadata(None)
             for shard_id in shard_ids
         ]
         if not parts:
-            return _schema(spec).empty_table()
+            return table_schema(spec).empty_table()
         return pa.concat_tables(parts)
-
-    # ------------------------------------------------------------------------------ final tables
-    #
-    # A run's final tables are written under _staged/<run id>/ (no reader looks there), then the
-    # manifest naming every part of every table, with the run's identity, is written with state
-    # "committing", each table is moved into place, and the manifest is marked "committed".  A
-    # finish killed before the manifest leaves the old tables; one killed after it is completed by
-    # the next run (or `batchenum cleanup`) before anything else: the new tables then, never a mix
-    # that a reader going through the manifest could see (docs/design.md, "The tables").
-
-    def table_location(self, name: str) -> str:
-        """Where table ``name`` lives in the job folder: a streamed table is a folder of parts
-        (``answers/part-00000.parquet``...), a table the driver builds whole one file (``creature_counts.parquet``)."""
-        return f"{name}/" if name in self.job.streamed_tables else f"{name}.parquet"
-
-    def start_tables(self) -> str:
-        """Begin writing a run's final tables; returns the run id the manifest will carry."""
-        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-        self._parts: dict[str, list[dict[str, Any]]] = {}
-        self._side_files: list[str] = []
-        return self.run_id
-
-    def _staged(self, relative: str = "") -> str:
-        return _staged_path(self.storage, self.run_id, relative)
-
-    def write_final(self, name: str, frame: Any) -> str:
-        """Stage a final table built by the driver (a pandas DataFrame); returns where it will be."""
-        spec = self.job.table_spec(name)
-        table = to_arrow(
-            spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy() for c in frame.columns}
-        )
-        if spec.partition is not None:  # one file, its rows grouped by the partition column's values
-            table = table.sort_by([(column, "ascending") for column in _partition_order(spec)])
-        table = table.replace_schema_metadata(_encode_metadata(self.provenance.final_metadata(name)))
-        location = self.table_location(name)
-        path = self._staged(location)
-        sizes = {}
-
-        def write(local: str) -> None:
-            pq.write_table(table, local, **_parquet_options(spec))
-            sizes["bytes"] = os.path.getsize(local)
-
-        self.storage.write_atomic(path, write)
-        self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
-        return self.storage.uri(self.storage.join(location))
-
-    def write_side_file(self, name: str, text: str) -> None:
-        """Stage a text file that is published beside the tables (``Job.side_files``); it is
-        moved into place with them, after the manifest names it."""
-        if not _plain_name(name):
-            raise StoreError(f"internal error: a side file must be a plain name in the job folder, not {name!r}")
-        self.storage.write_text(self._staged(name), text)
-        self._side_files.append(name)
-
-    def value_groups(self, name: str, shard_ids: list[str]) -> list[dict[Any, list[list[int]]]]:
-        """The parts of grouped table ``name``, from its shards' footers alone: consecutive values of
-        the partition column (in order) grouped into parts of at least ``PART_ROWS`` rows, each as
-        {value: for each shard, its row groups holding that value} (``write_values`` writes one)."""
-        spec = self.job.table_spec(name)
-        paths = [self.shard_path(name, shard_id) for shard_id in shard_ids]
-        found, rows = _row_groups_by_value(paths, _partition_column(spec), self.storage)
-        groups: list[dict[Any, list[list[int]]]] = [{}]
-        size = 0
-        for value in sorted(found):
-            if size >= PART_ROWS:
-                groups.append({})
-                size = 0
-            groups[-1][value] = found[value]
-            size += rows[value]
-        return groups
-
-    def write_part(self, name: str, index: int, shard_ids: list[str]) -> dict[str, Any]:
-        """Part ``index`` of streamed table ``name`` from a run of consecutive shards, their keys
-        checked to rise strictly (``PartTask``: where Ray runs it, so that the driver never reads
-        the rows); returns its path, rows, bytes and first and last keys (the driver checks that the
-        parts follow one another)."""
-        spec = self.job.table_spec(name)
-        key = _key_columns(spec)
-        seen: dict[str, Any] = {}
-
-        def batches() -> Iterator[pa.Table]:
-            for part in self._in_shard_order(spec, shard_ids):
-                if key and part.num_rows:
-                    seen.setdefault("first", tuple(part.column(k)[0].as_py() for k in key))
-                    seen["last"] = tuple(part.column(k)[-1].as_py() for k in key)
-                yield part
-
-        return {
-            **self._write_part_file(spec, index, batches()),
-            "first": seen.get("first"),
-            "last": seen.get("last"),
-            "shards": shard_ids,
-        }
-
-    def write_values(
-        self, name: str, index: int, shard_ids: list[str], values: dict[Any, list[list[int]]]
-    ) -> dict[str, Any]:
-        """Part ``index`` of grouped table ``name``: each of ``values`` (from ``value_groups``) read
-        from every shard's row groups holding it, merged in ``sort`` order and checked for a
-        repeated key (an error naming it, never a dropped row), in row groups of ``ROW_GROUP_ROWS``
-        rows or more (``PartTask``: where Ray runs it, so that the driver reads no row); holds one
-        value's rows at a time."""
-        spec = self.job.table_spec(name)
-        paths = [self.shard_path(name, shard_id) for shard_id in shard_ids]
-        batches = (
-            batch
-            for value in sorted(values)
-            for batch in _merged_batches(self._read_partition(paths, values[value], spec), spec, value)
-        )
-        return {**self._write_part_file(spec, index, batches), "first": None, "last": None, "shards": shard_ids}
-
-    def _write_part_file(self, spec: TableSpec, index: int, tables: Iterable[pa.Table]) -> dict[str, Any]:
-        """``tables`` staged as part ``index`` of ``spec``'s table in row groups of ``ROW_GROUP_ROWS``
-        rows or more (a part without rows is a footer alone, the columns still declared); returns
-        its path, rows and bytes."""
-        schema = _schema(spec).with_metadata(_encode_metadata(self.provenance.final_metadata(spec.name)))
-        location = f"{spec.name}/part-{index:05d}.parquet"
-        written = {"path": location, "rows": 0}
-
-        def write(local: str) -> None:
-            with pq.ParquetWriter(local, schema, **_parquet_options(spec)) as writer:
-                for group in _row_groups(_prefetched(tables), ROW_GROUP_ROWS):
-                    writer.write_table(group.replace_schema_metadata(schema.metadata), row_group_size=group.num_rows)
-                    written["rows"] += group.num_rows
-            written["bytes"] = os.path.getsize(local)
-
-        self.storage.write_atomic(self._staged(location), write)
-        return written
-
-    def take_over(self, name: str, index: int, shard_id: str) -> dict[str, Any]:
-        """Part ``index`` of streamed table ``name``: the committed file of shard ``shard_id`` itself,
-        shared into the staged table (``Storage.share``: a hard link, or a server-side copy) without a
-        row read here; returns what ``write_part`` returns, its keys from the shard's footer."""
-        source = self.shard_path(name, shard_id)
-        with self.storage.open_input(source) as handle:
-            footer = pq.ParquetFile(handle).metadata
-        found = _decode_metadata(footer.schema.to_arrow_schema().metadata)
-        if footer.num_rows and ("first_key" not in found or "last_key" not in found):
-            raise self._damaged(source, "records no key range (first_key, last_key) for its rows")
-        location = f"{name}/part-{index:05d}.parquet"
-        self.storage.share(source, self._staged(location))
-        first, last = (tuple(json.loads(found[k])) if k in found else None for k in ("first_key", "last_key"))
-        return {
-            "path": location,
-            "rows": footer.num_rows,
-            "bytes": self.storage.stat(source)[0],
-            "first": first,
-            "last": last,
-            "shards": [shard_id],
-        }
-
-    def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
-        """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
-        part's keys come after the previous part's (together with ``write_part``'s own check: the
-        key rises strictly across the whole table, no row repeated or lost); returns where it will be."""
-        spec = self.job.table_spec(name)
-        key = _key_columns(spec)
-        last = None
-        for part in parts:
-            if key and part["first"] is not None:
-                if last is not None and part["first"] <= last:
-                    shown = part["first"][0] if len(key) == 1 else part["first"]
-                    raise StoreError(
-                        f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part['shards'][0]}.."
-                        f"{part['shards'][-1]} repeats or comes out of order; no table was written "
-                        "(a bug: please report it)"
-                    )
-                last = part["last"]
-        self._parts[name] = [{k: part[k] for k in ("path", "rows", "bytes")} for part in parts]
-        return self.storage.uri(self.storage.join(self.table_location(name)))
-
-    def commit_tables(self, identity: dict[str, Any]) -> dict[str, Any]:
-        """Make the staged tables (and side files) the job's, all of them or (killed before the
-        manifest) none; returns the manifest.  ``identity``: the run's job, parameters, code version and input."""
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "run_id": self.run_id,
-            **identity,
-            "state": "committing",
-            "tables": {
-                name: {
-                    "path": self.table_location(name),
-                    "rows": sum(p["rows"] for p in parts),
-                    "bytes": sum(p["bytes"] for p in parts),
-                    "parts": parts,
-                }
-                for name, parts in self._parts.items()
-            },
-        }
-        if self._side_files:
-            manifest["files"] = sorted(self._side_files)
-        _refuse_linked_targets(self.storage, manifest)  # before the manifest names this run
-        faults.maybe_kill_before_commit()
-        _write_guard(self.storage)
-        _write_manifest(self.storage, manifest)
-        return _install(self.storage, manifest)
-
-    def _read_partition(self, paths: list[str], groups: list[list[int]], spec: TableSpec) -> pa.Table:
-        """One partition's rows from every shard, one chunk per shard, each in ``sort`` order."""
-        parts = []
-        for path, indices in zip(paths, groups):
-            if indices:
-                part = self._read_shard_file(path, spec.name, row_groups=indices)
-                values = to_numpy(part.column(spec.partition))
-                if len(values) and not (values == values[0]).all():  # the footer's statistics pointed elsewhere
-                    raise self._damaged(
-                        path, f"is damaged (row groups {indices} do not hold one {spec.partition} value)"
-                    )
-                parts.append(part)
-        return pa.concat_tables(parts).replace_schema_metadata(None) if parts else _schema(spec).empty_table()
-
-    def _in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> Iterator[pa.Table]:
-        """Shard files in plan order, checking that the key rises strictly across the whole table: a
-        duplicate or an out-of-order key is an error naming it and the shard."""
-        key = _key_columns(spec)
-        last = None
-        for shard_id in shard_ids:
-            # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
-            part = self._read_shard_file(self.shard_path(spec.name, shard_id), spec.name).replace_schema_metadata(None)
-            if key and part.num_rows:
-                last = _check_rising([part.column(k) for k in key], last, spec.name, key, shard_id)
-            yield part
 
     def _write_grouped(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         """A shard of a partitioned table: one row group per value of the partition column, its rows
         in ``sort`` order, so that the finish reads each shard's rows once (row-group statistics
         point at them) and merges sorted runs instead of sorting."""
-        table = table.sort_by([(column, "ascending") for column in _partition_order(spec)])
+        table = table.sort_by([(column, "ascending") for column in partition_order(spec)])
         values = table.column(spec.partition).to_numpy()
         bounds = [0, *(int(i) + 1 for i in (values[1:] != values[:-1]).nonzero()[0]), len(values)]
 
         def write(local: str) -> None:
             # lz4: these files are read once, by the finish, which reads them faster than zstd files
             # for more bytes (docs/design.md, "The finish reads ahead")
-            with pq.ParquetWriter(local, table.schema, **_parquet_options(spec, compression="lz4")) as writer:
+            with pq.ParquetWriter(local, table.schema, **parquet_options(spec, compression="lz4")) as writer:
                 for start, stop in zip(bounds, bounds[1:]):
                     writer.write_table(table.slice(start, stop - start))
                 if not len(values):
@@ -624,7 +371,7 @@ class ShardStore:
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
         self.storage.write_atomic(
             path,
-            lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS, **_parquet_options(spec)),
+            lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS, **parquet_options(spec)),
         )
 
 

@@ -25,35 +25,46 @@ import re
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchenum.pipeline import faults
-from batchenum.pipeline.job import TableSpec
+from batchenum.pipeline.arrow import to_numpy
+from batchenum.pipeline.job import Job, TableSpec
 from batchenum.pipeline.parquet_format import (
-    _STREAMED_ORDER,
     PART_ROWS,
+    ROW_GROUP_ROWS,
+    STREAMED_ORDER,
     TAKEOVER_ROWS,
     StoreError,
-    _partition_order,
-    _reason,
+    check_rising,
+    decode_metadata,
+    encode_metadata,
+    key_columns,
+    parquet_options,
+    partition_column,
+    partition_order,
+    short_reason,
+    table_schema,
+    to_arrow,
 )
+from batchenum.pipeline.shard_store import PLAIN_NAME, SHARDS_DIR, ShardStore
 from batchenum.pipeline.storage import TMP_MARK, Storage, link_refused
-
-if TYPE_CHECKING:
-    from batchenum.pipeline.shard_store import ShardStore
 
 __all__ = [
     "GUARD_FILE",
     "MANIFEST_FILE",
     "PartTask",
     "STAGED_DIR",
+    "StagedTables",
     "complete_commit",
+    "final_params",
     "manifest_problem",
     "part_groups",
     "part_plan",
@@ -66,10 +77,10 @@ __all__ = [
 # that no reader of a folder takes it for data.
 MANIFEST_FILE = "_manifest.json"
 MANIFEST_FORMAT = 1
-# A run id (``start_tables``), a table's or shard's name and a part's name as the store's own files
-# may give them: names read from a file in the folder are used only as these, so none leads outside.
+# A run id (``StagedTables``) and a part's name as the store's own files give them (a table's or
+# shard's name: ``PLAIN_NAME``): names read from a file in the folder are used only as these, so
+# none leads outside.
 _RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _PART_NAME = re.compile(r"part-\d{5}\.parquet")
 STAGED_DIR = "_staged"  # a run's final tables before they are moved into place
 # Not Parquet, though named so: every reader that globs or walks the whole job folder (pandas,
@@ -83,12 +94,259 @@ GUARD_TEXT = (
 )
 
 
+class StagedTables:
+    """The final tables of one run, built from the committed shards of a ``ShardStore``.
+
+    They are written under ``_staged/<run id>/`` (no reader looks there), then the manifest naming
+    every part of every table, with the run's identity, is written with state "committing", each
+    table is moved into place, and the manifest is marked "committed" (``commit``).  A finish killed
+    before the manifest leaves the old tables; one killed after it is completed by the next run (or
+    `batchenum cleanup`) before anything else: the new tables then, never a mix that a reader going
+    through the manifest could see (docs/design.md, "The tables")."""
+
+    def __init__(self, shards: ShardStore):
+        """Begin writing a run's final tables, read from ``shards``, under a new run id (``run_id``),
+        which the manifest will carry."""
+        self.shards = shards
+        self.storage = shards.storage
+        self.job = shards.job
+        self.provenance = shards.provenance
+        self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        self._parts: dict[str, list[dict[str, Any]]] = {}
+        self._side_files: list[str] = []
+
+    def table_location(self, name: str) -> str:
+        """Where table ``name`` lives in the job folder: a streamed table is a folder of parts
+        (``answers/part-00000.parquet``...), a table the driver builds whole one file (``creature_counts.parquet``)."""
+        return f"{name}/" if name in self.job.streamed_tables else f"{name}.parquet"
+
+    def _staged(self, relative: str = "") -> str:
+        return _staged_path(self.storage, self.run_id, relative)
+
+    def write_final(self, name: str, frame: Any) -> str:
+        """Stage a final table built by the driver (a pandas DataFrame); returns where it will be."""
+        spec = self.job.table_spec(name)
+        table = to_arrow(
+            spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy() for c in frame.columns}
+        )
+        if spec.partition is not None:  # one file, its rows grouped by the partition column's values
+            table = table.sort_by([(column, "ascending") for column in partition_order(spec)])
+        table = table.replace_schema_metadata(encode_metadata(self.provenance.final_metadata(name)))
+        location = self.table_location(name)
+        path = self._staged(location)
+        sizes = {}
+
+        def write(local: str) -> None:
+            pq.write_table(table, local, **parquet_options(spec))
+            sizes["bytes"] = os.path.getsize(local)
+
+        self.storage.write_atomic(path, write)
+        self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
+        return self.storage.uri(self.storage.join(location))
+
+    def write_side_file(self, name: str, text: str) -> None:
+        """Stage a text file that is published beside the tables (``Job.side_files``); it is
+        moved into place with them, after the manifest names it."""
+        if not _plain_name(name):
+            raise StoreError(f"internal error: a side file must be a plain name in the job folder, not {name!r}")
+        self.storage.write_text(self._staged(name), text)
+        self._side_files.append(name)
+
+    def value_groups(self, name: str, shard_ids: list[str]) -> list[dict[Any, list[list[int]]]]:
+        """The parts of grouped table ``name``, from its shards' footers alone: consecutive values of
+        the partition column (in order) grouped into parts of at least ``PART_ROWS`` rows, each as
+        {value: for each shard, its row groups holding that value} (``write_values`` writes one)."""
+        spec = self.job.table_spec(name)
+        paths = [self.shards.shard_path(name, shard_id) for shard_id in shard_ids]
+        found, rows = _row_groups_by_value(paths, partition_column(spec), self.storage)
+        groups: list[dict[Any, list[list[int]]]] = [{}]
+        size = 0
+        for value in sorted(found):
+            if size >= PART_ROWS:
+                groups.append({})
+                size = 0
+            groups[-1][value] = found[value]
+            size += rows[value]
+        return groups
+
+    def write_part(self, name: str, index: int, shard_ids: list[str]) -> dict[str, Any]:
+        """Part ``index`` of streamed table ``name`` from a run of consecutive shards, their keys
+        checked to rise strictly (``PartTask``: where Ray runs it, so that the driver never reads
+        the rows); returns its path, rows, bytes and first and last keys (the driver checks that the
+        parts follow one another)."""
+        spec = self.job.table_spec(name)
+        key = key_columns(spec)
+        seen: dict[str, Any] = {}
+
+        def batches() -> Iterator[pa.Table]:
+            for part in self._in_shard_order(spec, shard_ids):
+                if key and part.num_rows:
+                    seen.setdefault("first", tuple(part.column(k)[0].as_py() for k in key))
+                    seen["last"] = tuple(part.column(k)[-1].as_py() for k in key)
+                yield part
+
+        return {
+            **self._write_part_file(spec, index, batches()),
+            "first": seen.get("first"),
+            "last": seen.get("last"),
+            "shards": shard_ids,
+        }
+
+    def write_values(
+        self, name: str, index: int, shard_ids: list[str], values: dict[Any, list[list[int]]]
+    ) -> dict[str, Any]:
+        """Part ``index`` of grouped table ``name``: each of ``values`` (from ``value_groups``) read
+        from every shard's row groups holding it, merged in ``sort`` order and checked for a
+        repeated key (an error naming it, never a dropped row), in row groups of ``ROW_GROUP_ROWS``
+        rows or more (``PartTask``: where Ray runs it, so that the driver reads no row); holds one
+        value's rows at a time."""
+        spec = self.job.table_spec(name)
+        paths = [self.shards.shard_path(name, shard_id) for shard_id in shard_ids]
+        batches = (
+            batch
+            for value in sorted(values)
+            for batch in _merged_batches(self._read_partition(paths, values[value], spec), spec, value)
+        )
+        return {**self._write_part_file(spec, index, batches), "first": None, "last": None, "shards": shard_ids}
+
+    def _write_part_file(self, spec: TableSpec, index: int, tables: Iterable[pa.Table]) -> dict[str, Any]:
+        """``tables`` staged as part ``index`` of ``spec``'s table in row groups of ``ROW_GROUP_ROWS``
+        rows or more (a part without rows is a footer alone, the columns still declared); returns
+        its path, rows and bytes."""
+        schema = table_schema(spec).with_metadata(encode_metadata(self.provenance.final_metadata(spec.name)))
+        location = f"{spec.name}/part-{index:05d}.parquet"
+        written = {"path": location, "rows": 0}
+
+        def write(local: str) -> None:
+            with pq.ParquetWriter(local, schema, **parquet_options(spec)) as writer:
+                for group in _row_groups(_prefetched(tables), ROW_GROUP_ROWS):
+                    writer.write_table(group.replace_schema_metadata(schema.metadata), row_group_size=group.num_rows)
+                    written["rows"] += group.num_rows
+            written["bytes"] = os.path.getsize(local)
+
+        self.storage.write_atomic(self._staged(location), write)
+        return written
+
+    def take_over(self, name: str, index: int, shard_id: str) -> dict[str, Any]:
+        """Part ``index`` of streamed table ``name``: the committed file of shard ``shard_id`` itself,
+        shared into the staged table (``Storage.share``: a hard link, or a server-side copy) without a
+        row read here; returns what ``write_part`` returns, its keys from the shard's footer."""
+        source = self.shards.shard_path(name, shard_id)
+        with self.storage.open_input(source) as handle:
+            footer = pq.ParquetFile(handle).metadata
+        found = decode_metadata(footer.schema.to_arrow_schema().metadata)
+        if footer.num_rows and ("first_key" not in found or "last_key" not in found):
+            raise self.shards.damaged_error(source, "records no key range (first_key, last_key) for its rows")
+        location = f"{name}/part-{index:05d}.parquet"
+        self.storage.share(source, self._staged(location))
+        first, last = (tuple(json.loads(found[k])) if k in found else None for k in ("first_key", "last_key"))
+        return {
+            "path": location,
+            "rows": footer.num_rows,
+            "bytes": self.storage.stat(source)[0],
+            "first": first,
+            "last": last,
+            "shards": [shard_id],
+        }
+
+    def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
+        """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
+        part's keys come after the previous part's (together with ``write_part``'s own check: the
+        key rises strictly across the whole table, no row repeated or lost); returns where it will be."""
+        spec = self.job.table_spec(name)
+        key = key_columns(spec)
+        last = None
+        for part in parts:
+            if key and part["first"] is not None:
+                if last is not None and part["first"] <= last:
+                    shown = part["first"][0] if len(key) == 1 else part["first"]
+                    raise StoreError(
+                        f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part['shards'][0]}.."
+                        f"{part['shards'][-1]} repeats or comes out of order; no table was written "
+                        "(a bug: please report it)"
+                    )
+                last = part["last"]
+        self._parts[name] = [{k: part[k] for k in ("path", "rows", "bytes")} for part in parts]
+        return self.storage.uri(self.storage.join(self.table_location(name)))
+
+    def commit(self, identity: dict[str, Any]) -> dict[str, Any]:
+        """Make the staged tables (and side files) the job's, all of them or (killed before the
+        manifest) none; returns the manifest.  ``identity``: the run's job, parameters, code version and input."""
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "run_id": self.run_id,
+            **identity,
+            "state": "committing",
+            "tables": {
+                name: {
+                    "path": self.table_location(name),
+                    "rows": sum(p["rows"] for p in parts),
+                    "bytes": sum(p["bytes"] for p in parts),
+                    "parts": parts,
+                }
+                for name, parts in self._parts.items()
+            },
+        }
+        if self._side_files:
+            manifest["files"] = sorted(self._side_files)
+        _refuse_linked_targets(self.storage, manifest)  # before the manifest names this run
+        faults.maybe_kill_before_commit()
+        _write_guard(self.storage)
+        _write_manifest(self.storage, manifest)
+        return _install(self.storage, manifest)
+
+    def _read_partition(self, paths: list[str], groups: list[list[int]], spec: TableSpec) -> pa.Table:
+        """One partition's rows from every shard, one chunk per shard, each in ``sort`` order."""
+        parts = []
+        for path, indices in zip(paths, groups):
+            if indices:
+                part = self.shards.read_shard_file(path, spec.name, row_groups=indices)
+                values = to_numpy(part.column(spec.partition))
+                if len(values) and not (values == values[0]).all():  # the footer's statistics pointed elsewhere
+                    raise self.shards.damaged_error(
+                        path, f"is damaged (row groups {indices} do not hold one {spec.partition} value)"
+                    )
+                parts.append(part)
+        return pa.concat_tables(parts).replace_schema_metadata(None) if parts else table_schema(spec).empty_table()
+
+    def _in_shard_order(self, spec: TableSpec, shard_ids: list[str]) -> Iterator[pa.Table]:
+        """Shard files in plan order, checking that the key rises strictly across the whole table: a
+        duplicate or an out-of-order key is an error naming it and the shard."""
+        key = key_columns(spec)
+        last = None
+        for shard_id in shard_ids:
+            # not pq.read_table, which imports pandas (docs/design.md, "No pandas ...")
+            part = self.shards.read_shard_file(
+                self.shards.shard_path(spec.name, shard_id), spec.name
+            ).replace_schema_metadata(None)
+            if key and part.num_rows:
+                last = check_rising([part.column(k) for k in key], last, spec.name, key, shard_id)
+            yield part
+
+
+def final_params(storage: Storage, job: Job) -> str | None:
+    """The parameters (JSON) recorded in the job's final tables already in place, if any: from the
+    manifest, else (tables of an older batchenum) from a table file's footer."""
+    manifest = read_manifest(storage)
+    if manifest is not None and "params" in manifest:
+        return json.dumps(manifest["params"], sort_keys=True)
+    for spec in job.tables:
+        path = storage.join(f"{spec.name}.parquet")
+        if spec.partition is None and storage.is_file(path):
+            try:
+                metadata = pq.read_schema(path, filesystem=storage.fs).metadata
+            except Exception:  # an unreadable table is replaced, whatever made it
+                continue
+            return decode_metadata(metadata).get("params")
+    return None
+
+
 @dataclass(frozen=True)
 class PartTask:
     """One task of the finish: part ``index`` of ``table`` from ``shard_ids``; of a grouped table,
     from the row groups ``values`` names (``value_groups``)."""
 
-    store: ShardStore
+    staged: StagedTables
     table: str
     index: int
     shard_ids: tuple[str, ...]
@@ -97,15 +355,15 @@ class PartTask:
     def __str__(self) -> str:
         if self.values is not None:
             shown = f"{min(self.values)}..{max(self.values)}" if self.values else "none"
-            return f"{self.table} part {self.index} ({self.store.job.table_spec(self.table).partition} {shown})"
+            return f"{self.table} part {self.index} ({self.staged.job.table_spec(self.table).partition} {shown})"
         return f"{self.table} part {self.index} (shards {self.shard_ids[0]}..{self.shard_ids[-1]})"
 
 
 def write_part(task: PartTask) -> dict[str, Any]:
     """Run one ``PartTask`` (a module-level function, for Ray's workers)."""
     if task.values is not None:
-        return task.store.write_values(task.table, task.index, list(task.shard_ids), task.values)
-    return task.store.write_part(task.table, task.index, list(task.shard_ids))
+        return task.staged.write_values(task.table, task.index, list(task.shard_ids), task.values)
+    return task.staged.write_part(task.table, task.index, list(task.shard_ids))
 
 
 def part_groups(shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None) -> list[list[str]]:
@@ -176,8 +434,6 @@ def remove_shards(storage: Storage) -> tuple[int, int]:
             f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
             "record of the work done, so they are kept. Run the job to the end first"
         )
-    from batchenum.pipeline.shard_store import SHARDS_DIR  # (shard_store imports this module)
-
     shards = storage.join(SHARDS_DIR)
     storage.refuse_links(shards)
     if not storage.local:
@@ -231,7 +487,7 @@ def read_manifest(storage: Storage) -> dict[str, Any] | None:
         manifest = json.loads(storage.read_bytes(path))
     except (ValueError, UnicodeDecodeError, OSError) as error:
         raise StoreError(
-            f"{storage.uri(path)} is damaged ({_reason(error)}): delete it and run the same "
+            f"{storage.uri(path)} is damaged ({short_reason(error)}): delete it and run the same "
             "command again to write the tables anew"
         ) from None
     problem = manifest_problem(manifest)
@@ -334,7 +590,7 @@ def _merged_batches(body: pa.Table, spec: TableSpec, value: Any) -> Iterable[pa.
     ``_BATCH_ROWS`` at a time; keys checked unique as they go."""
     import pyarrow.compute as pc
 
-    order = _partition_order(spec)[1:]
+    order = partition_order(spec)[1:]
     by_key = len(spec.key) == 1 and tuple(order[:1]) == spec.key
     if spec.key and not by_key:
         _check_unique(body, spec, value)
@@ -401,7 +657,7 @@ def _table_entry_problem(name: str, table: Any) -> str | None:
         and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])
     ):
         return "not described by a path and its parts"
-    if not _NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
+    if not PLAIN_NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
         return f"its path {json.dumps(table['path'])[:60]} is not the table's own ({name}/ or {name}.parquet)"
     for part in table["parts"]:
         folder, _, file = part["path"].partition("/")
@@ -526,5 +782,5 @@ def _repeated(spec: TableSpec, partition_value: Any, key: Any) -> StoreError:
     return StoreError(
         f"table {spec.name!r}, {spec.partition} = {partition_value}: {'/'.join(spec.key)} "
         f"{key!r} appears more than once; no row is dropped silently, so no table was "
-        f"written{_STREAMED_ORDER}"
+        f"written{STREAMED_ORDER}"
     )

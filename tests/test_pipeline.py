@@ -202,8 +202,8 @@ def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(
 ):
     # small sizes: several row groups and parts, keys checked across them
     monkeypatch.setattr("batchenum.pipeline.table_commit._BATCH_ROWS", batch_rows)
-    monkeypatch.setattr("batchenum.pipeline.shard_store.ROW_GROUP_ROWS", group_rows)
-    monkeypatch.setattr("batchenum.pipeline.shard_store.PART_ROWS", part_rows)
+    monkeypatch.setattr("batchenum.pipeline.table_commit.ROW_GROUP_ROWS", group_rows)
+    monkeypatch.setattr("batchenum.pipeline.table_commit.PART_ROWS", part_rows)
     run(tmp_path, _PartitionedStreamedToy())
     parts = sorted((tmp_path / "partitioned_toy" / "rows").iterdir())
     # a part closes at the first value boundary past part_rows: one part per group value (30 rows each) here
