@@ -20,10 +20,11 @@ from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import TASK_MAX_RETRIES, Executor, ExecutorOptions
-from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardStore
+from batchenum.pipeline.shard_store import SHARDS_DIR, ShardProblemKind, ShardStore
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
 from batchenum.pipeline.table_commit import (
     PartTask,
+    PlannedPart,
     StagedTables,
     complete_commit,
     final_params,
@@ -141,14 +142,14 @@ def _compact(staged: StagedTables, executor: Executor, name: str, ids: list[str]
     "The tables")."""
     if staged.job.table_spec(name).partition is not None:  # the catalogue: merged one n at a time by tasks
         groups = staged.value_groups(name, ids)
-        plan = [(False, ids)] * len(groups)
+        plan = [PlannedPart(False, ids)] * len(groups)
         written = [PartTask(staged, name, index, tuple(ids), values) for index, values in enumerate(groups)]
     else:
         plan = part_plan(ids, rows)
         written = [
-            PartTask(staged, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken
+            PartTask(staged, name, index, tuple(part.shards)) for index, part in enumerate(plan) if not part.taken_over
         ]
-    taken = [(index, group[0]) for index, (is_taken, group) in enumerate(plan) if is_taken]
+    taken = [(index, part.shards[0]) for index, part in enumerate(plan) if part.taken_over]
     threads = max(1, min(len(written) + len(taken), _SHARE_THREADS))
     with ThreadPoolExecutor(threads, "batchenum-part") as pool:
         shared = [pool.submit(staged.take_over, name, index, shard_id) for index, shard_id in taken]
@@ -230,18 +231,19 @@ def _check_complete(
     rows, fingerprints = dict.fromkeys(tables, 0), []
     by_shard: dict[str, dict[str, int]] = {name: {} for name in tables}
     for shard in shards:
-        problem, shard_rows, stats = store.committed_footers(shard, tables)  # the merge checks the pages
-        if problem is not None:
-            missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {problem})")
+        found = store.committed_footers(shard, tables)  # the merge checks the pages
+        if found.problem is not None:
+            missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {found.problem})")
             continue
+        stats = found.stats
         for name, value in stats.items():
             if isinstance(value, int):
                 totals[name] = totals.get(name, 0) + value
         if isinstance(stats.get(INPUT_FINGERPRINT), str):
             fingerprints.append(stats[INPUT_FINGERPRINT])
         for name in tables:
-            rows[name] += shard_rows[name]
-            by_shard[name][shard.id] = shard_rows[name]
+            rows[name] += found.rows[name]
+            by_shard[name][shard.id] = found.rows[name]
     if missing:
         listed = "; ".join(missing[:_DAMAGE_LINES]) + (
             f"; and {len(missing) - _DAMAGE_LINES} more" if len(missing) > _DAMAGE_LINES else ""
@@ -264,9 +266,9 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         if problem is None:
             continue
         pending.append(shard)
-        if problem.startswith(OTHER_PARAMETERS):
+        if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
             other_runs.append(shard.id)
-        elif problem != "missing":
+        elif problem.kind is not ShardProblemKind.MISSING:
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")

@@ -21,7 +21,9 @@ import os
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 import pyarrow as pa
@@ -51,13 +53,21 @@ from batchenum.pipeline.parquet_format import (
 )
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary
 
-__all__ = ["NOT_TOGETHER", "OTHER_PARAMETERS", "PLAN_FILE", "SHARDS_DIR", "ShardStore", "plan_problem"]
+__all__ = [
+    "PLAN_FILE",
+    "SHARDS_DIR",
+    "ShardCheck",
+    "ShardProblem",
+    "ShardProblemKind",
+    "ShardStore",
+    "inspect_shard",
+    "plan_problem",
+]
 
-# How check_shard's answer starts when a shard was committed by a run with other parameters: not
-# damage, just another run's work.
+# How a problem of kind OTHER_PARAMETERS starts: not damage, just another run's work.
 OTHER_PARAMETERS = "committed with other parameters"
-# How check_shard's answer starts when a shard's tables carry different commits: a writer stopped
-# between two of them (killed, a full or read-only folder); not damage, an unfinished commit.
+# How a problem of kind NOT_TOGETHER starts: a writer stopped between two of a shard's tables
+# (killed, a full or read-only folder); not damage, an unfinished commit.
 NOT_TOGETHER = "its tables were not committed together"
 PLAN_FILE = "_plan.json"
 # The lease's own scratch file (lease.py, ``_create_exclusively``), left by a writer killed there.
@@ -143,49 +153,27 @@ class ShardStore:
         first = tuple(table.column(k)[0].as_py() for k in key)
         return {"first_key": json.dumps(first), "last_key": json.dumps(last)}
 
-    def check_shard(self, shard: Shard, tables: Iterable[str], full: bool = True) -> str | None:
+    def check_shard(self, shard: Shard, tables: Iterable[str], full: bool = True) -> ShardProblem | None:
         """None when every table of the shard is committed with matching provenance; otherwise
-        why not ("missing" when it simply was never written).  ``full`` reads every page and checks
-        its checksum (before reusing a shard); otherwise only the footer is read (a shard this run
-        has just committed, whose pages the merge reads, and checks, anyway)."""
-        return self._inspect(shard, tables, full)[0]
+        why not (``ShardProblemKind.MISSING`` when it simply was never written).  ``full`` reads every
+        page and checks its checksum (before reusing a shard); otherwise only the footer is read (a
+        shard this run has just committed, whose pages the merge reads, and checks, anyway)."""
+        return self._inspect(shard, tables, full).problem
 
-    def committed_footers(self, shard: Shard, tables: Iterable[str]) -> tuple[str | None, dict[str, int], dict]:
+    def committed_footers(self, shard: Shard, tables: Iterable[str]) -> ShardCheck:
         """``check_shard(shard, tables, full=False)`` with what the same footer reads also tell: the
         rows of each table and the stats the shard recorded (one read per file, not three)."""
         return self._inspect(shard, tables, full=False)
 
-    def _inspect(self, shard: Shard, tables: Iterable[str], full: bool) -> tuple[str | None, dict[str, int], dict]:
-        """(problem or None, {table: rows}, the stats recorded with the first table)."""
-        rows: dict[str, int] = {}
-        stats = None
-        commits: dict[str, str | None] = {}
-        for name in tables:
-            path = self.shard_path(name, shard.id)
-            self.storage.refuse_links(path)
-            kind = self.storage.kind(path)
-            if kind == "missing":
-                return "missing", {}, {}
-            if kind != "file":  # not ours to delete: it may hold someone's files
-                raise StoreError(
-                    f"{self.storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
-                    "makes one there): move it away and run the same command again"
-                )
-            problem, rows[name], found = self._check_file(path, shard, name, full)
-            if problem:
-                problem = (
-                    problem if problem.startswith(OTHER_PARAMETERS) else f"{self.storage.relative(path)}: {problem}"
-                )
-                return problem, {}, {}
-            if stats is None:
-                stats = decode_stats(found)
-                if stats is None:
-                    return f"{self.storage.relative(path)}: its recorded stats are unreadable", {}, {}
-            commits[name] = found.get("commit")
-        if len(set(commits.values())) > 1 or None in commits.values():
-            shown = ", ".join(f"{name} {commit or 'none'}" for name, commit in commits.items())
-            return f"{NOT_TOGETHER} (commits {shown}): a writer stopped between them", {}, {}
-        return None, rows, stats or {}
+    def _inspect(self, shard: Shard, tables: Iterable[str], full: bool) -> ShardCheck:
+        return inspect_shard(
+            self.storage,
+            shard.id,
+            tables,
+            lambda table: self.provenance.shard_metadata(shard, table, 0),
+            self.job.table_spec,
+            full,
+        )
 
     def write_plan(self, shards: list[Shard], run: dict[str, Any]) -> None:
         """Record the plan when a run starts (``_plan.json``), so that ``batchenum status`` knows the
@@ -205,45 +193,6 @@ class ShardStore:
                 "makes one there): move it away and run the same command again"
             )
         self.storage.write_text(path, json.dumps(record, sort_keys=True) + "\n")
-
-    def _check_file(self, path: str, shard: Shard, name: str, full: bool = True) -> tuple[str | None, int, dict]:
-        """(problem or None, rows, the decoded metadata) of one committed shard file."""
-        spec = self.job.table_spec(name)
-        try:
-            with self.storage.open_input(path) as handle:
-                if full:
-                    table = read_verified(handle)
-                    schema, rows = table.schema, table.num_rows
-                    problem = _grouping_problem(handle, table, spec)
-                    if problem:
-                        return problem, 0, {}
-                else:
-                    footer = pq.ParquetFile(handle).metadata
-                    schema, rows = footer.schema.to_arrow_schema(), footer.num_rows
-                    if rows != sum(footer.row_group(k).num_rows for k in range(footer.num_row_groups)):
-                        return "damaged (its footer's row counts disagree)", 0, {}
-        except DamagedFileError as error:
-            return str(error).removeprefix("a Parquet file is "), 0, {}
-        except StorageUnavailableError:  # the store, not the file
-            raise
-        except Exception as error:  # any failure to read means the file cannot be trusted
-            return f"unreadable ({type(error).__name__}: {short_reason(error)})", 0, {}
-        found = decode_metadata(schema.metadata)
-        return self._provenance_problem(found, schema, rows, shard, name), rows, found
-
-    def _provenance_problem(self, found: dict, schema: pa.Schema, rows: int, shard: Shard, name: str) -> str | None:
-        expected = self.provenance.shard_metadata(shard, name, rows)
-        if found.get("job") == expected["job"] and found.get("params") != expected["params"]:
-            return f"{OTHER_PARAMETERS} ({found.get('params')})"
-        for key in ("job", "code", "params", "table", "shard", "shard_spec"):
-            if found.get(key) != expected[key]:
-                return f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
-        if found.get("rows") != str(rows):
-            return f"row count {rows} does not match the {found.get('rows')} recorded"
-        spec = self.job.table_spec(name)
-        if schema.remove_metadata() != table_schema(spec):
-            return "columns do not match the table's declaration"
-        return None
 
     def shard_stats(self, table: str, shard_id: str) -> dict[str, Any]:
         """What a committed shard recorded about its run (node, seconds, records read)."""
@@ -373,6 +322,144 @@ class ShardStore:
             path,
             lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS, **parquet_options(spec)),
         )
+
+
+class ShardProblemKind(Enum):
+    """Why a shard is not committed as a run would reuse it."""
+
+    MISSING = "missing"  # a table's file is not there: never written, or not yet
+    DAMAGED = "damaged"  # a file that cannot be read or fails a check
+    STALE = "stale"  # committed by another job, code version or shard, or with other columns
+    OTHER_PARAMETERS = "other parameters"  # committed by a run with other parameters: not damage
+    NOT_TOGETHER = "not together"  # its tables carry different commits: a writer stopped between them
+
+
+@dataclass(frozen=True)
+class ShardProblem:
+    """Why a shard is not current, as a kind and in words (``str``)."""
+
+    kind: ShardProblemKind
+    detail: str  # what a person reads: the file and what is wrong with it
+    field: str | None = None  # STALE and OTHER_PARAMETERS: the provenance field that differs
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+@dataclass(frozen=True)
+class ShardCheck:
+    """What the committed files of one shard say: why it is not current, or (when it is) each
+    table's rows and the stats recorded with the first table."""
+
+    problem: ShardProblem | None
+    rows: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+# The provenance fields a committed shard file records and a current one matches (Provenance.shard_metadata)
+_PROVENANCE_FIELDS = ("job", "code", "params", "table", "shard", "shard_spec")
+
+
+def inspect_shard(
+    storage: Storage,
+    shard_id: str,
+    tables: Iterable[str],
+    expected: Callable[[str], dict[str, str]],
+    spec: Callable[[str], TableSpec] | None = None,
+    full: bool = False,
+) -> ShardCheck:
+    """Whether shard ``shard_id``'s committed files in ``storage`` make a current shard: each of
+    ``tables`` has its file, readable, recording the provenance fields ``expected(table)`` holds, its
+    row count and readable stats, and all of them one commit id.  With ``spec`` (the job's table
+    declarations) each file's columns are checked too, and with ``full`` every page and a grouped
+    table's row-group statistics (before reusing a shard); otherwise only the footers are read.
+    ``ShardStore`` checks its shards here, and ``batchenum status``, which knows the plan but not the
+    job, the shards it counts.  StoreError when something other than a file is where a file belongs."""
+    rows: dict[str, int] = {}
+    stats = None
+    commits: dict[str, str | None] = {}
+    for name in tables:
+        path = storage.join(SHARDS_DIR, name, f"{shard_id}.parquet")
+        storage.refuse_links(path)
+        kind = storage.kind(path)
+        if kind == "missing":
+            return ShardCheck(ShardProblem(ShardProblemKind.MISSING, "missing"))
+        if kind != "file":  # not ours to delete: it may hold someone's files
+            raise StoreError(
+                f"{storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
+                "makes one there): move it away and run the same command again"
+            )
+        problem, rows[name], found = _check_file(storage, path, name, expected(name), spec, full)
+        if problem:
+            if problem.kind is not ShardProblemKind.OTHER_PARAMETERS:
+                problem = replace(problem, detail=f"{storage.relative(path)}: {problem.detail}")
+            return ShardCheck(problem)
+        if stats is None:
+            stats = decode_stats(found)
+            if stats is None:
+                detail = f"{storage.relative(path)}: its recorded stats are unreadable"
+                return ShardCheck(ShardProblem(ShardProblemKind.DAMAGED, detail))
+        commits[name] = found.get("commit")
+    if len(set(commits.values())) > 1 or None in commits.values():
+        shown = ", ".join(f"{name} {commit or 'none'}" for name, commit in commits.items())
+        detail = f"{NOT_TOGETHER} (commits {shown}): a writer stopped between them"
+        return ShardCheck(ShardProblem(ShardProblemKind.NOT_TOGETHER, detail))
+    return ShardCheck(None, rows, stats or {})
+
+
+def _check_file(
+    storage: Storage,
+    path: str,
+    name: str,
+    expected: dict[str, str],
+    spec: Callable[[str], TableSpec] | None,
+    full: bool,
+) -> tuple[ShardProblem | None, int, dict]:
+    """(problem or None, rows, the decoded metadata) of one committed shard file."""
+    damaged = ShardProblemKind.DAMAGED
+    try:
+        with storage.open_input(path) as handle:
+            if full and spec is not None:
+                table = read_verified(handle)
+                schema, rows = table.schema, table.num_rows
+                problem = _grouping_problem(handle, table, spec(name))
+                if problem:
+                    return ShardProblem(damaged, problem), 0, {}
+            else:
+                footer = pq.ParquetFile(handle).metadata
+                schema, rows = footer.schema.to_arrow_schema(), footer.num_rows
+                if rows != sum(footer.row_group(k).num_rows for k in range(footer.num_row_groups)):
+                    return ShardProblem(damaged, "damaged (its footer's row counts disagree)"), 0, {}
+    except DamagedFileError as error:
+        return ShardProblem(damaged, str(error).removeprefix("a Parquet file is ")), 0, {}
+    except StorageUnavailableError:  # the store, not the file
+        raise
+    except Exception as error:  # any failure to read means the file cannot be trusted
+        return ShardProblem(damaged, f"unreadable ({type(error).__name__}: {short_reason(error)})"), 0, {}
+    found = decode_metadata(schema.metadata)
+    columns = table_schema(spec(name)) if spec is not None else None
+    return _provenance_problem(found, expected, schema, rows, columns), rows, found
+
+
+def _provenance_problem(
+    found: dict[str, str], expected: dict[str, str], schema: pa.Schema, rows: int, columns: pa.Schema | None
+) -> ShardProblem | None:
+    """Why a file recording ``found`` is not current: a provenance field ``expected`` holds that
+    differs, a row count other than the recorded one, or (``columns`` given) other columns."""
+    if "params" in expected and found.get("job") == expected.get("job") and found.get("params") != expected["params"]:
+        detail = f"{OTHER_PARAMETERS} ({found.get('params')})"
+        return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, detail, "params")
+    for key in _PROVENANCE_FIELDS:
+        if key in expected and found.get(key) != expected[key]:
+            detail = f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
+            return ShardProblem(ShardProblemKind.STALE, detail, key)
+    if found.get("rows") != str(rows):
+        return ShardProblem(
+            ShardProblemKind.DAMAGED, f"row count {rows} does not match the {found.get('rows')} recorded"
+        )
+    if columns is not None and schema.remove_metadata() != columns:
+        return ShardProblem(ShardProblemKind.STALE, "columns do not match the table's declaration", "columns")
+    return None
 
 
 def _grouping_problem(handle: Any, table: pa.Table, spec: TableSpec) -> str | None:

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -61,6 +61,8 @@ __all__ = [
     "GUARD_FILE",
     "MANIFEST_FILE",
     "PartTask",
+    "PlannedPart",
+    "RemovedShards",
     "STAGED_DIR",
     "StagedTables",
     "complete_commit",
@@ -385,26 +387,33 @@ def part_groups(shard_ids: list[str], rows: dict[str, int], part_rows: int | Non
     return groups
 
 
+class PlannedPart(NamedTuple):
+    """One part of a streamed table, as ``part_plan`` plans it."""
+
+    taken_over: bool  # the one shard's file becomes the part as it is (``StagedTables.take_over``)
+    shards: list[str]  # the consecutive shards whose rows it holds
+
+
 def part_plan(
     shard_ids: list[str], rows: dict[str, int], part_rows: int | None = None, takeover_rows: int | None = None
-) -> list[tuple[bool, list[str]]]:
-    """A streamed table's parts from its consecutive shards, as (taken over, shards): a shard of at
+) -> list[PlannedPart]:
+    """A streamed table's parts from its consecutive shards: a shard of at
     least ``takeover_rows`` rows is a part by itself, its file taken over; each run of smaller shards
     between them is grouped into parts of ``part_rows`` rows or more (``part_groups``), written anew,
     and dropped if it holds no row.  A table without rows is one part written anew."""
     takeover_rows = TAKEOVER_ROWS if takeover_rows is None else takeover_rows
-    plan: list[tuple[bool, list[str]]] = []
+    plan: list[PlannedPart] = []
     run: list[str] = []
     for shard_id in [*shard_ids, None]:
         if shard_id is not None and rows.get(shard_id, 0) < takeover_rows:
             run.append(shard_id)
             continue
         if sum(rows.get(s, 0) for s in run):
-            plan += [(False, group) for group in part_groups(run, rows, part_rows)]
+            plan += [PlannedPart(False, group) for group in part_groups(run, rows, part_rows)]
         run = []
         if shard_id is not None:
-            plan.append((True, [shard_id]))
-    return plan or [(False, list(shard_ids))]
+            plan.append(PlannedPart(True, [shard_id]))
+    return plan or [PlannedPart(False, list(shard_ids))]
 
 
 def complete_commit(storage: Storage) -> str | None:
@@ -421,10 +430,16 @@ def complete_commit(storage: Storage) -> str | None:
     return completed
 
 
-def remove_shards(storage: Storage) -> tuple[int, int]:
+class RemovedShards(NamedTuple):
+    """What ``remove_shards`` removed."""
+
+    files: int
+    bytes: int  # freed: on a disk, not those a table's part still holds by a hard link
+
+
+def remove_shards(storage: Storage) -> RemovedShards:
     """Delete the shard store of a job folder whose tables are committed (completing an interrupted
-    commit first); returns (files removed, bytes freed: on a disk, not those a table's part still
-    holds by a hard link), counted as each file is removed.  The caller holds the folder's lease.
+    commit first); returns the files removed and bytes freed, counted as each file is removed.  The caller holds the folder's lease.
     A link anywhere in the shard store (LinkRefusedError naming it) removes nothing.  A rerun then
     finds no committed shard and computes every one again: never a stale table."""
     complete_commit(storage)
@@ -442,8 +457,8 @@ def remove_shards(storage: Storage) -> tuple[int, int]:
         for path in files:
             storage.delete_file(path)
         storage.delete_dir(shards)
-        return len(files), sum(sizes)
-    return _remove_local_tree(shards)
+        return RemovedShards(len(files), sum(sizes))
+    return RemovedShards(*_remove_local_tree(shards))
 
 
 def _remove_local_tree(root: str) -> tuple[int, int]:
