@@ -190,7 +190,7 @@ def finish_only(path: str, out: str, mode: str) -> None:
         if mode == "rewrite":
             table_commit.TAKEOVER_ROWS = 1 << 62  # no shard is large enough: every part written anew
         for name in job.streamed_tables:
-            execute._compact(staged, executor, name, ids, shard_rows[name])
+            execute._stage_streamed(staged, executor, name, ids, shard_rows[name])
         staged.commit({"job": job.name, "run_id": staged.run_id})
         seconds, read = time.perf_counter() - started, _rchar() - read_before
     print(json.dumps({"seconds": seconds, "read": read, "peak": _vm_hwm(os.getpid()), "rows": rows}))

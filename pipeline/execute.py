@@ -110,8 +110,8 @@ def _run_holding_the_folder(
         + f", {len(pending) - len(verify)} to compute"
         + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else "")
     )
-    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
-    reused += verified
+    nodes, still_current, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
+    reused += still_current
     damaged += changed
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
@@ -126,14 +126,14 @@ def _run_holding_the_folder(
     for name, text in job.side_files(final, store.storage).items():
         staged.write_side_file(name, text)
     for name in job.streamed_tables:
-        paths[name] = _compact(staged, executor, name, ids, shard_rows[name])
+        paths[name] = _stage_streamed(staged, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
     staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(final, paths, len(shards), reused, damaged, time.monotonic() - started, totals, store.where)
 
 
-def _compact(staged: StagedTables, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
+def _stage_streamed(staged: StagedTables, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
     """Stage streamed table ``name`` (``part_plan``): a shard large enough to be a part is taken over
     by the driver's threads (a link or server-side copy: no row read); runs of smaller shards are
     grouped into parts of ``PART_ROWS`` rows, each written by a task where the run's Ray runs, else by
@@ -319,7 +319,7 @@ def _compute(
     returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
     those whose input had changed."""
     nodes: dict[str, str] = {}
-    verified = [0]
+    still_current = [0]  # checked against their input and reused
     changed: list[str] = []
     if not pending:
         return nodes, 0, changed
@@ -334,8 +334,8 @@ def _compute(
                     "(timeouts) computed again"
                 )
             if attempt.reused:
-                verified[0] += 1
-            elif attempt.verified:
+                still_current[0] += 1
+            elif attempt.input_changed:
                 changed.append(shard.id)
                 if len(changed) <= _DAMAGE_LINES:
                     progress.stage(f"shard {shard.id}: its input changed since it was committed; recomputed")
@@ -346,7 +346,7 @@ def _compute(
         executor.run(job, pending, store, on_done, verify)
     finally:
         progress.finish_shards()
-    return nodes, verified[0], changed
+    return nodes, still_current[0], changed
 
 
 def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> None:

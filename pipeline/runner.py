@@ -4,7 +4,7 @@ are put together, and why the head start earns its complexity: docs/design.md, "
 
 A run is made of two parts:
 
-- ``_Here``: the driver computes shards itself, in this thread (``--serial``) or in one thread
+- ``_InDriver``: the driver computes shards itself, in this thread (``--serial``) or in one thread
   per CPU (the kernels release the GIL).
 - ``RaySession``: the Ray the run uses, connected on demand: a cluster (``--address`` or
   ``RAY_ADDRESS``) or a private local Ray, which only ``LocalRay`` starts, whatever the mode.  It
@@ -143,7 +143,7 @@ class Executor:
         """Run ``shards`` (those in ``verify`` are committed: check their input first), calling
         ``on_done`` as each finishes, from whichever thread ran it."""
         queue = ShardQueue(shards)
-        here = _Here(job, store, verify, on_done)
+        here = _InDriver(job, store, verify, on_done)
         head_start = self.options.head_start and self.ray.private and not self.ray.connected
         try:
             if self.options.serial:
@@ -162,7 +162,7 @@ class Executor:
         finally:
             self.ray.release()  # in the background: the driver writes its tables meanwhile
 
-    def _head_start(self, queue: ShardQueue, here: _Here) -> None:
+    def _head_start(self, queue: ShardQueue, here: _InDriver) -> None:
         """The driver's threads take shards from the end while the private Ray starts; Ray takes
         from the front once it is up, and once its workers deliver the threads take no more."""
         self.ray.start_local(in_background=True)
@@ -184,7 +184,7 @@ class Executor:
         finally:
             ray_delivers.set()
 
-    def _local_ray_wanted(self, queue: ShardQueue, here: _Here) -> bool:
+    def _local_ray_wanted(self, queue: ShardQueue, here: _InDriver) -> bool:
         """Wait until the private Ray is up (True) or not needed: the threads took every shard, or
         it could not start (then they compute everything)."""
         while not here.failed():
@@ -230,7 +230,7 @@ class ShardQueue:
             yield shard
 
 
-class _Here:
+class _InDriver:
     """Shards computed in this process, named as the driver's: in this thread (``run``), or in
     threads taking from the end of the queue (``start``, then ``join``)."""
 
