@@ -64,6 +64,7 @@ __all__ = [
     "PlannedPart",
     "RemovedShards",
     "STAGED_DIR",
+    "StagedPart",
     "StagedTables",
     "complete_commit",
     "final_params",
@@ -94,6 +95,24 @@ GUARD_TEXT = (
     "instead of mixing several tables. Read one table: <folder>/<table>/ (a folder of parts) or "
     "<folder>/<table>.parquet; the tables and their parts are listed in _manifest.json.\n"
 )
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    """A part of a streamed table, staged: its path in the job folder, rows and bytes, the shards
+    whose rows it holds, and its first and last keys (None for a grouped table or a part without
+    rows), which the driver checks follow one another (``StagedTables.add_parts``)."""
+
+    path: str
+    rows: int
+    bytes: int
+    shards: list[str]
+    first: tuple | None = None
+    last: tuple | None = None
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """What the manifest records of the part."""
+        return {"path": self.path, "rows": self.rows, "bytes": self.bytes}
 
 
 class StagedTables:
@@ -171,7 +190,7 @@ class StagedTables:
             size += rows[value]
         return groups
 
-    def write_part(self, name: str, index: int, shard_ids: list[str]) -> dict[str, Any]:
+    def write_part(self, name: str, index: int, shard_ids: list[str]) -> StagedPart:
         """Part ``index`` of streamed table ``name`` from a run of consecutive shards, their keys
         checked to rise strictly (``PartTask``: where Ray runs it, so that the driver never reads
         the rows); returns its path, rows, bytes and first and last keys (the driver checks that the
@@ -187,16 +206,12 @@ class StagedTables:
                     seen["last"] = tuple(part.column(k)[-1].as_py() for k in key)
                 yield part
 
-        return {
-            **self._write_part_file(spec, index, batches()),
-            "first": seen.get("first"),
-            "last": seen.get("last"),
-            "shards": shard_ids,
-        }
+        written = self._write_part_file(spec, index, batches())  # fills ``seen`` as it writes
+        return StagedPart(**written, shards=shard_ids, first=seen.get("first"), last=seen.get("last"))
 
     def write_values(
         self, name: str, index: int, shard_ids: list[str], values: dict[Any, list[list[int]]]
-    ) -> dict[str, Any]:
+    ) -> StagedPart:
         """Part ``index`` of grouped table ``name``: each of ``values`` (from ``value_groups``) read
         from every shard's row groups holding it, merged in ``sort`` order and checked for a
         repeated key (an error naming it, never a dropped row), in row groups of ``ROW_GROUP_ROWS``
@@ -209,7 +224,7 @@ class StagedTables:
             for value in sorted(values)
             for batch in _merged_batches(self._read_partition(paths, values[value], spec), spec, value)
         )
-        return {**self._write_part_file(spec, index, batches), "first": None, "last": None, "shards": shard_ids}
+        return StagedPart(**self._write_part_file(spec, index, batches), shards=shard_ids)
 
     def _write_part_file(self, spec: TableSpec, index: int, tables: Iterable[pa.Table]) -> dict[str, Any]:
         """``tables`` staged as part ``index`` of ``spec``'s table in row groups of ``ROW_GROUP_ROWS``
@@ -229,7 +244,7 @@ class StagedTables:
         self.storage.write_atomic(self._staged(location), write)
         return written
 
-    def take_over(self, name: str, index: int, shard_id: str) -> dict[str, Any]:
+    def take_over(self, name: str, index: int, shard_id: str) -> StagedPart:
         """Part ``index`` of streamed table ``name``: the committed file of shard ``shard_id`` itself,
         shared into the staged table (``Storage.share``: a hard link, or a server-side copy) without a
         row read here; returns what ``write_part`` returns, its keys from the shard's footer."""
@@ -242,16 +257,9 @@ class StagedTables:
         location = f"{name}/part-{index:05d}.parquet"
         self.storage.share(source, self._staged(location))
         first, last = (tuple(json.loads(found[k])) if k in found else None for k in ("first_key", "last_key"))
-        return {
-            "path": location,
-            "rows": footer.num_rows,
-            "bytes": self.storage.stat(source)[0],
-            "first": first,
-            "last": last,
-            "shards": [shard_id],
-        }
+        return StagedPart(location, footer.num_rows, self.storage.stat(source)[0], [shard_id], first, last)
 
-    def add_parts(self, name: str, parts: list[dict[str, Any]]) -> str:
+    def add_parts(self, name: str, parts: list[StagedPart]) -> str:
         """Record the parts that ``write_part`` wrote for table ``name``, after checking that each
         part's keys come after the previous part's (together with ``write_part``'s own check: the
         key rises strictly across the whole table, no row repeated or lost); returns where it will be."""
@@ -259,16 +267,16 @@ class StagedTables:
         key = key_columns(spec)
         last = None
         for part in parts:
-            if key and part["first"] is not None:
-                if last is not None and part["first"] <= last:
-                    shown = part["first"][0] if len(key) == 1 else part["first"]
+            if key and part.first is not None:
+                if last is not None and part.first <= last:
+                    shown = part.first[0] if len(key) == 1 else part.first
                     raise StoreError(
-                        f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part['shards'][0]}.."
-                        f"{part['shards'][-1]} repeats or comes out of order; no table was written "
+                        f"table {name!r}: {'/'.join(key)} = {shown!r} in shards {part.shards[0]}.."
+                        f"{part.shards[-1]} repeats or comes out of order; no table was written "
                         "(a bug: please report it)"
                     )
-                last = part["last"]
-        self._parts[name] = [{k: part[k] for k in ("path", "rows", "bytes")} for part in parts]
+                last = part.last
+        self._parts[name] = [part.manifest_entry() for part in parts]
         return self.storage.uri(self.storage.join(self.table_location(name)))
 
     def commit(self, identity: dict[str, Any]) -> dict[str, Any]:
@@ -361,7 +369,7 @@ class PartTask:
         return f"{self.table} part {self.index} (shards {self.shard_ids[0]}..{self.shard_ids[-1]})"
 
 
-def write_part(task: PartTask) -> dict[str, Any]:
+def write_part(task: PartTask) -> StagedPart:
     """Run one ``PartTask`` (a module-level function, for Ray's workers)."""
     if task.values is not None:
         return task.staged.write_values(task.table, task.index, list(task.shard_ids), task.values)
