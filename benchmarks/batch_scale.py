@@ -168,13 +168,13 @@ def _finish_once(path: str, out: str, mode: str, tries: int = 3) -> dict:
 def finish_only(path: str, out: str, mode: str) -> None:
     """One finish of the committed run in ``out`` (a child process of ``finish``); prints one JSON line."""
     from batchenum.jobs.dungeons import DungeonJob
-    from batchenum.pipeline import execute
-    from batchenum.pipeline import store as store_module
+    from batchenum.pipeline import execute, table_commit
     from batchenum.pipeline.codeversion import code_version
+    from batchenum.pipeline.parquet_format import Provenance
     from batchenum.pipeline.progress import Progress
     from batchenum.pipeline.runner import Executor
+    from batchenum.pipeline.shard_store import ShardStore
     from batchenum.pipeline.storage import Storage
-    from batchenum.pipeline.store import Provenance, ShardStore
 
     job = DungeonJob(path)
     store = ShardStore(Storage.at(out), job, Provenance(job.name, code_version(job), job.params()))
@@ -186,19 +186,19 @@ def finish_only(path: str, out: str, mode: str) -> None:
         read_before, started = _rchar(), time.perf_counter()
         _, rows, shard_rows, _ = execute._check_complete(job, store, shards, {})
         ids = [shard.id for shard in shards]
-        run_id = store.start_tables()
+        staged = table_commit.StagedTables(store)
         if mode == "rewrite":
-            store_module.TAKEOVER_ROWS = 1 << 62  # no shard is large enough: every part written anew
+            table_commit.TAKEOVER_ROWS = 1 << 62  # no shard is large enough: every part written anew
         for name in job.streamed_tables:
-            execute._compact(store, executor, name, ids, shard_rows[name])
-        store.commit_tables({"job": job.name, "run_id": run_id})
+            execute._stage_streamed(staged, executor, name, ids, shard_rows[name])
+        staged.commit({"job": job.name, "run_id": staged.run_id})
         seconds, read = time.perf_counter() - started, _rchar() - read_before
     print(json.dumps({"seconds": seconds, "read": read, "peak": _vm_hwm(os.getpid()), "rows": rows}))
 
 
 def _warm(_: int) -> None:
     import batchenum.jobs.dungeons  # noqa: F401  (the job a part task unpickles, and its kernels)
-    import batchenum.pipeline.store  # noqa: F401
+    import batchenum.pipeline.table_commit  # noqa: F401
 
 
 def _rchar() -> int:

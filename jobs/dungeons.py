@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline.arrow import from_numpy, string_list_buffers
-from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, BatchInputJob
 from batchenum.pipeline.cli import (
     Command,
     positive_int,
@@ -44,14 +44,14 @@ MAX_CELLS = 1_000_000
 _GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
 
 
-class DungeonJob(RecordBatchJob):
+class DungeonJob(BatchInputJob):
     """Count the gold a rogue can reach in every dungeon of a JSONL or Parquet batch.
 
     input:             a file, a folder, a glob or a list of them: JSONL (one object per line with
                        ``id`` and ``grid``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
                        ``grid``).
     records_per_shard: input lines (or rows) per shard; None: chosen from the batch and the run's
-                       CPUs, at least ``RECORDS_PER_SHARD`` (``RecordBatchJob``).
+                       CPUs, at least ``RECORDS_PER_SHARD`` (``BatchInputJob``).
     max_cells:         larger grids are rejected as errors, not solved.
     """
 
@@ -139,7 +139,7 @@ class DungeonJob(RecordBatchJob):
 
     @classmethod
     def warm(cls, scratch: str) -> None:
-        from batchenum.pipeline.store import write_batch
+        from batchenum.pipeline.batch_writer import write_batch
 
         path = os.path.join(scratch, "dungeons.jsonl")
         write_batch(path, "grid", [f"d{k}" for k in range(8)], generate(8, 6, 6, 0), None)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
-from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, BatchInputJob
 from batchenum.pipeline.cli import (
     Command,
     positive_int,
@@ -47,14 +47,14 @@ RECORD_TIMEOUT = 60.0  # seconds of preparation and search per distinct graph be
 _DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 
 
-class NonaryJob(RecordBatchJob):
+class NonaryJob(BatchInputJob):
     """Find how many players can escape, with a plan, for every door graph of a batch.
 
     input:             a file, a folder, a glob or a list of them: JSONL (one object per line with
                        ``id`` and ``doors``; plain, ``.gz`` or ``.zst``) or Parquet (columns ``id``,
                        ``doors``).
     records_per_shard: input lines (or rows) per shard; None: chosen from the batch and the run's
-                       CPUs, at least ``RECORDS_PER_SHARD`` (``RecordBatchJob``).
+                       CPUs, at least ``RECORDS_PER_SHARD`` (``BatchInputJob``).
     max_doors:         longer door lists are rejected as errors, not solved.
     record_timeout:    seconds allowed per distinct graph, for preparing it (its canonical form)
                        and searching it; past it the record (and any identical one in the shard)
@@ -123,7 +123,7 @@ class NonaryJob(RecordBatchJob):
 
     @classmethod
     def warm(cls, scratch: str) -> None:
-        from batchenum.pipeline.store import write_batch
+        from batchenum.pipeline.batch_writer import write_batch
 
         path = os.path.join(scratch, "nonary.jsonl")
         write_batch(path, "doors", [f"g{k}" for k in range(8)], generate(8, 4, 8, 0), None)

@@ -313,11 +313,11 @@ def _print_table(args: argparse.Namespace) -> int:
 
 
 def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
-    """The count table, verified (pipeline.store.read_verified: page checksums, footer, columns) and
+    """The count table, verified (pipeline.parquet_format.read_verified: page checksums, footer, columns) and
     checked for what its footer's unprotected parts could still get wrong: it holds n = 1..max_n, in
     order, for the max_n its parameters record.  A damaged table is one error naming it, never
     other numbers."""
-    from batchenum.pipeline.store import DamagedFileError, read_verified, recorded_metadata
+    from batchenum.pipeline.parquet_format import DamagedFileError, read_verified, recorded_metadata
 
     where = folder.uri(path)
     rebuild = (
@@ -352,7 +352,7 @@ def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
 def _count_columns_problem(schema: pa.Schema, params: dict | None) -> str | None:
     """The count table has int64 columns, or decimal strings where its run counted past int64
     (params ``"counts": "decimal strings"``); a table without provenance may be either."""
-    from batchenum.pipeline.store import columns_problem, table_schema
+    from batchenum.pipeline.parquet_format import columns_problem, table_schema
 
     if params is None:
         wide = "fixed" in schema.names and pa.types.is_string(schema.field("fixed").type)

@@ -239,7 +239,8 @@ class _DamagedCatalogue(Exception):
 
 def _catalogue_max_n(job_folder: Storage) -> int | None:
     """The largest n the committed catalogue covers, from its manifest (None when it has none)."""
-    from batchenum.pipeline.store import StoreError, read_manifest
+    from batchenum.pipeline.parquet_format import StoreError
+    from batchenum.pipeline.table_commit import read_manifest
 
     try:
         manifest = read_manifest(job_folder)
@@ -256,7 +257,7 @@ def _check_catalogue_footers(dataset, size) -> None:
     agree with one another and with the rows of its n column, and its columns have the catalogue's
     types (a damaged footer could otherwise turn a column into another type, or hide rows)."""
     from batchenum.jobs.palago import CREATURES
-    from batchenum.pipeline.store import table_schema
+    from batchenum.pipeline.parquet_format import table_schema
 
     declared = table_schema(CREATURES)
     for fragment in dataset.get_fragments(filter=size):

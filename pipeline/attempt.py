@@ -14,7 +14,7 @@ from batchenum.pipeline.codeversion import installed_part
 from batchenum.pipeline.contract import completed_tables
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardContext, ShardResult
-from batchenum.pipeline.store import ShardStore
+from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.tasks import ShardTasks
 
 __all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]
@@ -32,16 +32,16 @@ class CodeMismatchError(PipelineError):
 class Attempt:
     """What one attempt at a shard did, as the driver hears of it.
 
-    node:     where it ran, as an operator can find it.
-    reused:   the committed shard was checked against its input and kept, nothing computed.
-    verified: a committed shard was checked and its input had changed: it was computed again.
-    retried:  how many of the committed shard's records were computed again (``ShardResult.retry``).
-    records:  the input records it read (its ``records`` stat), for progress; None when it read none.
+    node:          where it ran, as an operator can find it.
+    reused:        the committed shard was checked against its input and kept, nothing computed.
+    input_changed: the committed shard was checked and its input had changed: it was computed again.
+    retried:       how many of the committed shard's records were computed again (``ShardResult.retry``).
+    records:       the input records it read (its ``records`` stat), for progress; None when it read none.
     """
 
     node: str
     reused: bool = False
-    verified: bool = False
+    input_changed: bool = False
     retried: int = 0
     records: int | None = None
 
@@ -93,7 +93,7 @@ def run_attempt(
     )
     if context.used_checkpoint is not None:
         context.used_checkpoint.clear()  # the committed shard supersedes it
-    return Attempt(node, verified=verify and not retry, retried=len(retry), records=result.stats.get("records"))
+    return Attempt(node, input_changed=verify and not retry, retried=len(retry), records=result.stats.get("records"))
 
 
 def _recorded_stats(

@@ -18,10 +18,10 @@ from batchenum.pipeline.inputs.dataset import input_values
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, TableSpec
 from batchenum.pipeline.params import INPUTS, Param
+from batchenum.pipeline.parquet_format import TAKEOVER_ROWS
 from batchenum.pipeline.storage import Storage, is_uri, redact
-from batchenum.pipeline.store import TAKEOVER_ROWS
 
-__all__ = ["RecordBatchJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
+__all__ = ["BatchInputJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
 
 # A record's identity, the key and order of both tables: its file (files are planned in sorted path
 # order, so the key rises from shard to shard) and its line (JSONL) or row (Parquet) in that file.
@@ -42,7 +42,7 @@ ERRORS_TABLE = TableSpec(
 )
 
 
-class RecordBatchJob(Job):
+class BatchInputJob(Job):
     """Base of jobs that answer every record of a batch of input files.
 
     input:             a file, a folder, a glob, or a list of them (``pipeline.inputs.dataset``),

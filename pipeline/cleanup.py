@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.shard_store import PLAN_FILE
 from batchenum.pipeline.storage import Storage
-from batchenum.pipeline.store import MANIFEST_FILE, PLAN_FILE
+from batchenum.pipeline.table_commit import MANIFEST_FILE
 
 __all__ = ["INPUTS_DIR", "RECENT_SECONDS", "InputsSwept", "remove_unreferenced_inputs"]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
@@ -30,7 +31,6 @@ from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.registry import JobRegistry, is_job_path
 from batchenum.pipeline.runner import TASK_MAX_RETRIES
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, is_uri
-from batchenum.pipeline.store import write_batch
 
 __all__ = [
     "Command",
@@ -357,7 +357,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _cleanup(args: argparse.Namespace) -> int:
     from batchenum.pipeline.lease import Lease
-    from batchenum.pipeline.store import MANIFEST_FILE, remove_shards
+    from batchenum.pipeline.table_commit import MANIFEST_FILE, remove_shards
 
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):

@@ -18,16 +18,17 @@ from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.params import SpokenError, literal
+from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
+from batchenum.pipeline.shard_store import SHARDS_DIR, ShardProblemKind, ShardStore
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
-from batchenum.pipeline.store import (
-    OTHER_PARAMETERS,
-    SHARDS_DIR,
+from batchenum.pipeline.table_commit import (
     PartTask,
-    Provenance,
-    ShardStore,
+    PlannedPart,
+    StagedTables,
     complete_commit,
+    final_params,
     part_plan,
     write_part,
 )
@@ -114,8 +115,8 @@ def _run_holding_the_folder(
         + f", {len(pending) - len(verify)} to compute"
         + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else "")
     )
-    nodes, verified, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
-    reused += verified
+    nodes, still_current, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
+    reused += still_current
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
@@ -123,46 +124,48 @@ def _run_holding_the_folder(
     merged = _merge(job, store, ids)
     streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
     job.check_totals({**merged, **streamed}, totals)
-    run_id = store.start_tables()
+    staged = StagedTables(store)
     final = job.finalize(merged, store.storage)
-    paths = {name: store.write_final(name, frame) for name, frame in final.items()}
+    paths = {name: staged.write_final(name, frame) for name, frame in final.items()}
     for name, text in job.side_files(final, store.storage).items():
-        store.write_side_file(name, text)
+        staged.write_side_file(name, text)
     for name in job.streamed_tables:
-        paths[name] = _compact(store, executor, name, ids, shard_rows[name])
+        paths[name] = _stage_streamed(staged, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
-    store.commit_tables(_run_identity(store, run_id, shards, fingerprints, totals))
+    staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(
         final, paths, len(shards), reused, damaged + changed, time.monotonic() - started, totals, store.where, changed
     )
 
 
-def _compact(store: ShardStore, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
+def _stage_streamed(staged: StagedTables, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
     """Stage streamed table ``name`` (``part_plan``): a shard large enough to be a part is taken over
     by the driver's threads (a link or server-side copy: no row read); runs of smaller shards are
     grouped into parts of ``PART_ROWS`` rows, each written by a task where the run's Ray runs, else by
     the driver's threads.  A grouped table's parts are runs of its values (``value_groups``), each
     merged by such a task.  The driver then checks that the parts follow one another (docs/design.md,
     "The tables")."""
-    if store.job.table_spec(name).partition is not None:  # the catalogue: merged one n at a time by tasks
-        groups = store.value_groups(name, ids)
-        plan = [(False, ids)] * len(groups)
-        written = [PartTask(store, name, index, tuple(ids), values) for index, values in enumerate(groups)]
+    if staged.job.table_spec(name).partition is not None:  # the catalogue: merged one n at a time by tasks
+        groups = staged.value_groups(name, ids)
+        plan = [PlannedPart(False, ids)] * len(groups)
+        written = [PartTask(staged, name, index, tuple(ids), values) for index, values in enumerate(groups)]
     else:
         plan = part_plan(ids, rows)
-        written = [PartTask(store, name, index, tuple(group)) for index, (taken, group) in enumerate(plan) if not taken]
-    taken = [(index, group[0]) for index, (is_taken, group) in enumerate(plan) if is_taken]
+        written = [
+            PartTask(staged, name, index, tuple(part.shards)) for index, part in enumerate(plan) if not part.taken_over
+        ]
+    taken = [(index, part.shards[0]) for index, part in enumerate(plan) if part.taken_over]
     threads = max(1, min(len(written) + len(taken), _SHARE_THREADS))
     with ThreadPoolExecutor(threads, "batchenum-part") as pool:
-        shared = [pool.submit(store.take_over, name, index, shard_id) for index, shard_id in taken]
+        shared = [pool.submit(staged.take_over, name, index, shard_id) for index, shard_id in taken]
         if written and not executor.options.serial and (executor.ray.connected or executor.on_cluster):
             parts = executor.ray.map(write_part, written)
         else:
             parts = list(pool.map(write_part, written))
         by_index = {task.index: part for task, part in zip(written, parts)}
         by_index.update({index: future.result() for (index, _), future in zip(taken, shared)})
-    return store.add_parts(name, [by_index[index] for index in range(len(plan))])
+    return staged.add_parts(name, [by_index[index] for index in range(len(plan))])
 
 
 def _run_identity(
@@ -201,7 +204,7 @@ def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -
 def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None:
     """Final tables made with other input or parameters are replaced only with ``overwrite``; the
     message names the options in the caller's words (pipeline/cli.py re-spells it for the CLI)."""
-    found = store.final_params()
+    found = final_params(store.storage, store.job)
     expected = store.provenance.final_metadata("")["params"]
     if found is None or found == expected or overwrite:
         return
@@ -235,18 +238,19 @@ def _check_complete(
     rows, fingerprints = dict.fromkeys(tables, 0), []
     by_shard: dict[str, dict[str, int]] = {name: {} for name in tables}
     for shard in shards:
-        problem, shard_rows, stats = store.committed_footers(shard, tables)  # the merge checks the pages
-        if problem is not None:
-            missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {problem})")
+        found = store.committed_footers(shard, tables)  # the merge checks the pages
+        if found.problem is not None:
+            missing.append(f"{shard.id} (ran on {nodes.get(shard.id, 'an unknown node')}: {found.problem})")
             continue
+        stats = found.stats
         for name, value in stats.items():
             if isinstance(value, int):
                 totals[name] = totals.get(name, 0) + value
         if isinstance(stats.get(INPUT_FINGERPRINT), str):
             fingerprints.append(stats[INPUT_FINGERPRINT])
         for name in tables:
-            rows[name] += shard_rows[name]
-            by_shard[name][shard.id] = shard_rows[name]
+            rows[name] += found.rows[name]
+            by_shard[name][shard.id] = found.rows[name]
     if missing:
         listed = "; ".join(missing[:_DAMAGE_LINES]) + (
             f"; and {len(missing) - _DAMAGE_LINES} more" if len(missing) > _DAMAGE_LINES else ""
@@ -269,9 +273,9 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         if problem is None:
             continue
         pending.append(shard)
-        if problem.startswith(OTHER_PARAMETERS):
+        if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
             other_runs.append(shard.id)
-        elif problem != "missing":
+        elif problem.kind is not ShardProblemKind.MISSING:
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
@@ -322,7 +326,7 @@ def _compute(
     returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
     those whose input had changed."""
     nodes: dict[str, str] = {}
-    verified = [0]
+    still_current = [0]  # checked against their input and reused
     changed: list[str] = []
     if not pending:
         return nodes, 0, changed
@@ -337,8 +341,8 @@ def _compute(
                     "(timeouts) computed again"
                 )
             if attempt.reused:
-                verified[0] += 1
-            elif attempt.verified:
+                still_current[0] += 1
+            elif attempt.input_changed:
                 changed.append(shard.id)
             progress.shard_done(attempt.records)
 
@@ -350,7 +354,7 @@ def _compute(
     if changed:  # one line for the run: an append or an edit changes many shards' bytes at once
         listed = ", ".join(sorted(changed)[:_DAMAGE_LINES]) + (", ..." if len(changed) > _DAMAGE_LINES else "")
         progress.stage(f"input changed: {_plural(len(changed), 'shard')} recomputed ({listed})")
-    return nodes, verified[0], changed
+    return nodes, still_current[0], changed
 
 
 def _plural(count: int, noun: str) -> str:

@@ -1,21 +1,21 @@
 """Fault injection for the test suite: the one production module that reads the tests' hooks.
 
 Each hook is an environment variable that is never set in normal use.  Keeping them here (instead
-of beside the code they interrupt) means a reader of ``runner.py``, ``store.py`` or ``inputs/plan.py``
-meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test can bend a run.
+of beside the code they interrupt) means a reader of ``runner.py``, ``shard_store.py``, ``table_commit.py`` or
+``inputs/plan.py`` meets one named call, and a grep for ``BATCHENUM_TEST_`` finds every way a test can bend a run.
 
 - ``BATCHENUM_TEST_KILL_SHARD=sXXXX``: the first attempt at that shard kills its own Ray worker
   with SIGKILL (``sXXXX:always``: every attempt), so tests prove a real worker death is retried or
   named.
 - ``BATCHENUM_TEST_KILL_BETWEEN_TABLES=1``: the process kills itself after moving the first of a
   run's tables into place and before the next, so tests prove that the tables of a run are
-  committed together (store.py: the manifest, then the moves, completed by the next run).
+  committed together (table_commit.py: the manifest, then the moves, completed by the next run).
 - ``BATCHENUM_TEST_KILL_BEFORE_COMMIT=1``: the process kills itself once a run's tables and side
   files are staged, before the manifest names them, so tests prove nothing of the run is published.
 - ``BATCHENUM_TEST_KILL_BETWEEN_SHARD_TABLES=sXXXX``: the process writing that shard kills itself
   after committing its first table and before the next; ``BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES=S``:
   every shard's writer sleeps S seconds there, so that a soak's random kills land in that window.
-  Tests prove that a shard's tables are committed together (store.py, ``write_shard``).
+  Tests prove that a shard's tables are committed together (shard_store.py, ``write_shard``).
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
 - ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,

@@ -31,7 +31,7 @@ __all__ = [
     "Param",
 ]
 
-# Column types a table may declare; store.py maps each onto an Arrow type.
+# Column types a table may declare; parquet_format.py maps each onto an Arrow type.
 COLUMN_TYPES = ("int64", "float64", "bool", "string", "list<int64>")
 
 # {table name: {column name: the column's values}}: a list, a numpy array or an Arrow array each.

@@ -4,7 +4,7 @@ are put together, and why the head start earns its complexity: docs/design.md, "
 
 A run is made of two parts:
 
-- ``_Here``: the driver computes shards itself, in this thread (``--serial``) or in one thread
+- ``_InDriver``: the driver computes shards itself, in this thread (``--serial``) or in one thread
   per CPU (the kernels release the GIL).
 - ``RaySession``: the Ray the run uses, connected on demand: a cluster (``--address`` or
   ``RAY_ADDRESS``) or a private local Ray, which only ``LocalRay`` starts, whatever the mode.  It
@@ -42,7 +42,7 @@ from batchenum.pipeline.codeversion import user_modules
 from batchenum.pipeline.errors import PipelineError, RunStoppedError, UsageError
 from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
-from batchenum.pipeline.store import ShardStore
+from batchenum.pipeline.shard_store import ShardStore
 
 __all__ = [
     "Executor",
@@ -151,7 +151,7 @@ class Executor:
         """Run ``shards`` (those in ``verify`` are committed: check their input first), calling
         ``on_done`` as each finishes, from whichever thread ran it."""
         queue = ShardQueue(shards)
-        here = _Here(job, store, verify, on_done)
+        here = _InDriver(job, store, verify, on_done)
         head_start = self.options.head_start and self.ray.private and not self.ray.connected
         try:
             if self.options.serial:
@@ -170,7 +170,7 @@ class Executor:
         finally:
             self.ray.release()  # in the background: the driver writes its tables meanwhile
 
-    def _head_start(self, queue: ShardQueue, here: _Here) -> None:
+    def _head_start(self, queue: ShardQueue, here: _InDriver) -> None:
         """The driver's threads take shards from the end.  A private Ray is started only once they
         have more than ``ray_after`` seconds of work left, and takes shards from the front once it
         is up; once its workers deliver, the threads take no more."""
@@ -192,7 +192,7 @@ class Executor:
         finally:
             ray_delivers.set()
 
-    def _ray_worth_starting(self, queue: ShardQueue, here: _Here, threads: int) -> bool:
+    def _ray_worth_starting(self, queue: ShardQueue, here: _InDriver, threads: int) -> bool:
         """Wait until Ray is worth starting, then start it in the background (True); False if the
         threads took every shard first.  Worth it: the threads have more than ``ray_after`` seconds
         of work left (from the shards they finished, or from the time spent before they finish one)
@@ -216,7 +216,7 @@ class Executor:
             time.sleep(0.05)
         return False
 
-    def _local_ray_wanted(self, queue: ShardQueue, here: _Here) -> bool:
+    def _local_ray_wanted(self, queue: ShardQueue, here: _InDriver) -> bool:
         """Wait until the private Ray is up (True) or not needed: the threads took every shard, or
         it could not start (then they compute everything).  Not needed, it is stopped at once."""
         while not here.failed():
@@ -263,7 +263,7 @@ class ShardQueue:
             yield shard
 
 
-class _Here:
+class _InDriver:
     """Shards computed in this process, named as the driver's: in this thread (``run``), or in
     threads taking from the end of the queue (``start``, then ``join``)."""
 

@@ -2,7 +2,7 @@
 (shards, resume, provenance, status, progress, Parquet).  docs/jobs.md shows both at work.
 
 ``RecordJob``: a batch of records answered one by one (or a batch at a time).  The input handling
-is a record batch's (``pipeline.batch.RecordBatchJob``): files, folders, globs, URIs, DataFrames,
+is a record batch's (``pipeline.batch.BatchInputJob``): files, folders, globs, URIs, DataFrames,
 JSONL and Parquet; an ``answers`` table, an ``errors`` table with reasons, read = answered +
 rejected.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, RecordBatchJob
+from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, BatchInputJob
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.inputs import read_records
 from batchenum.pipeline.job import Column, Job, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
@@ -29,7 +29,7 @@ from batchenum.pipeline.job import Column, Job, Param, PlanContext, Shard, Shard
 __all__ = ["RecordJob", "TreeJob"]
 
 
-class RecordJob(RecordBatchJob):
+class RecordJob(BatchInputJob):
     """A record batch answered by a function of one record.
 
     Set ``name``, ``version``, ``field`` (the payload field of every record: ``{"id": ..., FIELD:

@@ -12,23 +12,23 @@ import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
-from batchenum.pipeline.storage import TMP_MARK, Storage
-from batchenum.pipeline.store import (
-    GUARD_FILE,
-    MANIFEST_FILE,
+from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
+from batchenum.pipeline.shard_store import (
     PLAN_FILE,
     SHARDS_DIR,
-    STAGED_DIR,
-    DamagedFileError,
-    manifest_problem,
+    ShardCheck,
+    ShardProblem,
+    ShardProblemKind,
+    inspect_shard,
     plan_problem,
-    read_metadata,
-    read_verified,
 )
+from batchenum.pipeline.storage import TMP_MARK, Storage
+from batchenum.pipeline.table_commit import GUARD_FILE, MANIFEST_FILE, STAGED_DIR, manifest_problem
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).
@@ -263,25 +263,21 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
         by_shard = {shard_id: paths for shard_id, paths in by_shard.items() if shard_id in planned}
     started = _as_number(plan.get("started_at", 0.0))
     for shard_id in sorted(by_shard):
-        paths = by_shard[shard_id]
-        if any(table not in paths for table in tables):
+        try:  # the store's own check, from the footers alone (status knows the plan, not the job)
+            check = inspect_shard(folder, shard_id, tables, partial(_expected, plan, shard_id))
+        except Exception:  # a link or a folder where a shard file belongs
+            check = ShardCheck(ShardProblem(ShardProblemKind.DAMAGED, "not a shard file"))
+        kind = check.problem.kind if check.problem is not None else None
+        if kind in (ShardProblemKind.MISSING, ShardProblemKind.NOT_TOGETHER):  # not (yet) committed whole
             continue
-        try:
-            metas = [read_metadata(paths[table], folder.fs) for table in tables]
-        except Exception:  # unreadable footer
-            status.damaged.append(shard_id)
-            continue
-        if len({found.get("commit") for found in metas}) > 1:  # a writer stopped between two tables
-            continue
-        meta = metas[0]
-        if plan and (
-            meta.get("code") != plan.get("version")
-            or meta.get("params") != json.dumps(plan.get("params"), sort_keys=True)
-        ):
+        if kind in (ShardProblemKind.STALE, ShardProblemKind.OTHER_PARAMETERS):
             status.stale.append(shard_id)
             continue
+        if kind is ShardProblemKind.DAMAGED:
+            status.damaged.append(shard_id)
+            continue
         status.committed.append(shard_id)
-        stats = _stats(meta)
+        stats = check.stats
         committed_at, seconds = _as_number(stats.get("committed_at")), _as_number(stats.get("seconds", 0.0))
         if committed_at is None:
             continue
@@ -291,12 +287,16 @@ def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> 
             status.commit_times.append(committed_at)
 
 
-def _stats(meta: dict[str, str]) -> dict[str, Any]:
-    try:
-        stats = json.loads(meta.get("stats") or "{}")
-    except ValueError:
-        return {}
-    return stats if isinstance(stats, dict) else {}
+def _expected(plan: dict[str, Any], shard_id: str, table: str) -> dict[str, str]:
+    """The provenance a current file of table ``table`` of shard ``shard_id`` records, as far as the
+    plan (``_plan.json``, written by the run) tells it: the job, code version and parameters of the
+    last run; without a plan only the table and shard its path names."""
+    expected = {"table": table, "shard": shard_id}
+    if plan:
+        expected.update(code=str(plan.get("version")), params=json.dumps(plan.get("params"), sort_keys=True))
+        if "job" in plan:
+            expected["job"] = plan["job"]
+    return expected
 
 
 def _as_number(value: object) -> float | None:
@@ -324,10 +324,7 @@ def _final_table(folder: Storage, path: str) -> dict[str, Any]:
                     raise DamagedFileError("its footer's row counts disagree")
     except Exception as error:  # damaged: never a row count read from it
         return {"name": name, "rows": None, "damaged": str(error).removeprefix("a Parquet file is ")}
-    meta = {
-        k.decode(errors="replace").removeprefix("batchenum."): v.decode(errors="replace")
-        for k, v in (meta or {}).items()
-    }
+    meta = decode_metadata(meta)
     return {"name": name, "rows": rows, "params": meta.get("params"), "version": meta.get("version")}
 
 
@@ -404,7 +401,7 @@ def _render_one(status: JobStatus, now: float) -> str:
         + f" shard{'' if (total if total is not None else len(status.committed)) == 1 else 's'} committed"
     )
     if status.stale or status.damaged:
-        shard_line += f", {len(status.stale)} stale (other code or parameters), {len(status.damaged)} damaged"
+        shard_line += f", {len(status.stale)} stale (other code, parameters or shard), {len(status.damaged)} damaged"
     if status.unplanned:
         shard_line += (
             f"; {len(status.unplanned)} not in the plan, ignored ({', '.join(status.unplanned[:3])}"

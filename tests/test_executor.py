@@ -16,9 +16,10 @@ from toy_job import ToyJob
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.job import PlanContext, Shard, ShardResult
 from batchenum.pipeline.local_ray import LocalRayError
+from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.runner import Executor, ExecutorOptions, ShardFailedError
+from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.storage import Storage
-from batchenum.pipeline.store import Provenance, ShardStore
 
 for _module in (toy_job, sys.modules[__name__]):  # Ray workers cannot import test modules
     cloudpickle.register_pickle_by_value(_module)

@@ -16,7 +16,8 @@ from test_faults import cli
 
 import batchenum
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize, plan_slices
-from batchenum.pipeline.store import MANIFEST_FILE, SHARDS_DIR, part_plan
+from batchenum.pipeline.shard_store import SHARDS_DIR
+from batchenum.pipeline.table_commit import MANIFEST_FILE, part_plan
 
 RECORDS, PER_SHARD, TAKEOVER = 1050, 200, 150  # shards of 200 records and a last one of 50
 
@@ -86,7 +87,7 @@ def batch(tmp_path: Path) -> Path:
 
 
 def run_batch(batch: Path, out: str, takeover: int, monkeypatch) -> batchenum.Result:
-    monkeypatch.setattr("batchenum.pipeline.store.TAKEOVER_ROWS", takeover)
+    monkeypatch.setattr("batchenum.pipeline.table_commit.TAKEOVER_ROWS", takeover)
     return batchenum.run("dungeons", input=str(batch), records_per_shard=PER_SHARD, out=out, serial=True)
 
 

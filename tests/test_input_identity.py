@@ -18,9 +18,9 @@ from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.inputs import plan_slices, read_records, slice_fingerprint
 from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.parquet_format import read_metadata
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.storage import Storage
-from batchenum.pipeline.store import read_metadata
 
 GRIDS = [["@.$", "..$"], ["@$#", "g.$"], ["@..", "$.$"], ["@$$", "..."]] * 6
 

@@ -19,7 +19,7 @@ from test_faults import PUBLISHED, cli, cli_command, reused
 from batchenum.pipeline.inputs.plan import load_slice, plan_slices
 from batchenum.pipeline.job import PlanContext
 from batchenum.pipeline.runner import RaySession
-from batchenum.pipeline.store import GUARD_FILE, MANIFEST_FILE
+from batchenum.pipeline.table_commit import GUARD_FILE, MANIFEST_FILE
 
 pytestmark = pytest.mark.slow
 

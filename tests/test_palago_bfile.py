@@ -17,7 +17,7 @@ from conftest import REPO
 
 from batchenum.jobs.palago import BFILE_COLUMNS, WIDE_CREATURE_COUNTS, bfile, exact_column
 from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.store import table_schema
+from batchenum.pipeline.parquet_format import table_schema
 
 # Published free counts (the puzzle's statement for n <= 12, then the literature's n = 13..20).
 PUBLISHED_FREE = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81, 205, 512, 1335, 3404, 8922, 23592, 62630, 167622]

@@ -15,9 +15,9 @@ from toy_job import ToyJob
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.execute import RunOptions, code_version, run_job
 from batchenum.pipeline.job import Column, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.parquet_format import StoreError
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import ShardFailedError
-from batchenum.pipeline.store import StoreError
 
 # Ray workers cannot import the tests folder; ship the toy job's module by value.
 cloudpickle.register_pickle_by_value(toy_job)
@@ -122,8 +122,9 @@ def test_a_shard_the_driver_cannot_read_stops_the_run_before_any_table(tmp_path)
     """A shard committed where the driver does not see it (a node's own disk) is never skipped: the
     run names it and the node it ran on, and writes no final table."""
     from batchenum.pipeline.execute import _check_complete
+    from batchenum.pipeline.parquet_format import Provenance
+    from batchenum.pipeline.shard_store import ShardStore
     from batchenum.pipeline.storage import Storage
-    from batchenum.pipeline.store import Provenance, ShardStore
 
     job = ToyJob()
     run(tmp_path)
@@ -200,9 +201,9 @@ def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(
     tmp_path, monkeypatch, batch_rows, group_rows, part_rows
 ):
     # small sizes: several row groups and parts, keys checked across them
-    monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)
-    monkeypatch.setattr("batchenum.pipeline.store.ROW_GROUP_ROWS", group_rows)
-    monkeypatch.setattr("batchenum.pipeline.store.PART_ROWS", part_rows)
+    monkeypatch.setattr("batchenum.pipeline.table_commit._BATCH_ROWS", batch_rows)
+    monkeypatch.setattr("batchenum.pipeline.table_commit.ROW_GROUP_ROWS", group_rows)
+    monkeypatch.setattr("batchenum.pipeline.table_commit.PART_ROWS", part_rows)
     run(tmp_path, _PartitionedStreamedToy())
     parts = sorted((tmp_path / "partitioned_toy" / "rows").iterdir())
     # a part closes at the first value boundary past part_rows: one part per group value (30 rows each) here
@@ -219,14 +220,14 @@ def test_a_streamed_partitioned_table_merges_the_shards_sorted_runs(
 
 @pytest.mark.parametrize("batch_rows", [4, 1 << 17])
 def test_a_streamed_partitioned_table_names_a_repeated_key(tmp_path, monkeypatch, batch_rows):
-    monkeypatch.setattr("batchenum.pipeline.store._BATCH_ROWS", batch_rows)
+    monkeypatch.setattr("batchenum.pipeline.table_commit._BATCH_ROWS", batch_rows)
     with pytest.raises(StoreError, match=r"'rows', group = 1: key 'k007' appears more than once"):
         run(tmp_path, _PartitionedStreamedToy(repeat="k007"))
     assert not (tmp_path / "partitioned_toy" / "rows").exists()  # no part of the failed table is in place
 
 
 def test_prefetched_items_keep_their_order_and_an_exception_reaches_the_consumer():
-    from batchenum.pipeline.store import _prefetched
+    from batchenum.pipeline.table_commit import _prefetched
 
     def items():
         yield from range(5)

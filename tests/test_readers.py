@@ -19,8 +19,9 @@ import pytest
 from conftest import REPO
 
 import batchenum
+from batchenum.pipeline.shard_store import SHARDS_DIR
 from batchenum.pipeline.storage import Storage
-from batchenum.pipeline.store import GUARD_FILE, SHARDS_DIR, read_manifest
+from batchenum.pipeline.table_commit import GUARD_FILE, read_manifest
 
 # (job folder, table, the table's path below it, a column whose values identify a row)
 TABLES = [

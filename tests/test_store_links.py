@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from test_faults import cli
 
-from batchenum.pipeline.store import MANIFEST_FILE
+from batchenum.pipeline.table_commit import MANIFEST_FILE
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links as Linux makes them")
 

@@ -15,8 +15,10 @@ from test_faults import cli
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import code_version
 from batchenum.pipeline.faults import KILL_BEFORE_COMMIT, KILL_BETWEEN_TABLES
+from batchenum.pipeline.parquet_format import Provenance
+from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.storage import OLD_MARK, TMP_MARK, Storage, _exchange, _replace_by_renames
-from batchenum.pipeline.store import MANIFEST_FILE, Provenance, ShardStore, part_groups
+from batchenum.pipeline.table_commit import MANIFEST_FILE, StagedPart, StagedTables, part_groups
 
 
 def catalogue_files(out: Path) -> dict[str, bytes]:
@@ -178,7 +180,7 @@ def test_shards_are_grouped_into_parts_of_at_least_part_rows_in_plan_order():
 def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp_path):
     from batchenum.pipeline.batch import ERRORS_TABLE
     from batchenum.pipeline.job import Job
-    from batchenum.pipeline.store import StoreError
+    from batchenum.pipeline.parquet_format import StoreError
 
     class Errors(Job):
         name, tables, streamed_tables = "errs", (ERRORS_TABLE,), ("errors",)
@@ -186,17 +188,17 @@ def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp
         def params(self):
             return {}
 
-    store = ShardStore(Storage.at(str(tmp_path)), Errors(), Provenance("errs", "1", {}))
-    store.start_tables()
-    part = {"path": "errors/part-00000.parquet", "rows": 3, "bytes": 1, "shards": ["s0"]}
+    staged = StagedTables(ShardStore(Storage.at(str(tmp_path)), Errors(), Provenance("errs", "1", {})))
     a, b = "a.jsonl", "b.jsonl"  # the key is (file, line): lines restart in each file
-    store.add_parts("errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (b, 1), "last": (b, 9)}])
+
+    def part(first, last):
+        return StagedPart("errors/part-00000.parquet", 3, 1, ["s0"], first, last)
+
+    staged.add_parts("errors", [part((a, 1), (a, 3)), part((b, 1), (b, 9))])
     with pytest.raises(
         StoreError, match=r"'errors': file/line = \('a.jsonl', 3\) in shards s0..s0 repeats or comes out"
     ):
-        store.add_parts(
-            "errors", [{**part, "first": (a, 1), "last": (a, 3)}, {**part, "first": (a, 3), "last": (b, 9)}]
-        )
+        staged.add_parts("errors", [part((a, 1), (a, 3)), part((a, 3), (b, 9))])
 
 
 def test_on_s3_a_finish_killed_between_tables_is_completed_by_cleanup(s3_server, new_bucket, tmp_path):
