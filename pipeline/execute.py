@@ -14,7 +14,6 @@ from typing import Any
 from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.contract import check_plan, checked_params
-from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.params import SpokenError, literal
@@ -220,7 +219,8 @@ def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
         out = Storage.at(location, timeout)
         out.check_writable()
     except StorageError as error:
-        raise SpokenError("{out}: " + literal(str(error))) from None
+        advice = ", or give {out=} another place" if "Free some" in str(error) else ""
+        raise SpokenError("{out}: " + literal(str(error)) + advice) from None
     return out
 
 
@@ -255,11 +255,13 @@ def _check_complete(
         listed = "; ".join(missing[:_DAMAGE_LINES]) + (
             f"; and {len(missing) - _DAMAGE_LINES} more" if len(missing) > _DAMAGE_LINES else ""
         )
-        raise PipelineError(
-            f"{len(missing)} of {len(shards)} shards are not committed where this driver can read them "
-            f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this driver "
-            "does not see: use a folder every node mounts at the same path, or object storage "
-            "(--out s3://bucket/prefix); then run the same command again to reuse what is committed."
+        raise SpokenError(
+            literal(
+                f"{len(missing)} of {len(shards)} shards are not committed where this driver can read them "
+                f"({store.where}): {listed}. No table was written. The nodes named wrote somewhere this "
+                "driver does not see: use a folder every node mounts at the same path, or object storage ("
+            )
+            + "{out=s3://bucket/prefix}); then run the same command again to reuse what is committed."
         )
     return totals, rows, by_shard, fingerprints
 

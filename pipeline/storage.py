@@ -614,8 +614,7 @@ class Storage:
             self.delete_file(probe)
         except NoRoomError as error:
             raise StorageError(
-                f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it "
-                "writable, or give another --out"
+                f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it writable"
             ) from None
         except StorageError:
             raise
@@ -624,7 +623,7 @@ class Storage:
             if reason:
                 raise StorageError(
                     f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
-                    "space, or make it writable, or give another --out"
+                    "space, or make it writable"
                 ) from None
             raise StorageError(f"cannot write to {self.display_root}: {_plain(error)}") from None
 

@@ -43,3 +43,13 @@ def test_the_command_line_keeps_its_flags(tmp_path):
     assert refused.returncode == 1
     assert "Give --out another folder to keep both, or --overwrite to replace this job's tables" in refused.stderr
     assert "overwrite=True" not in refused.stderr
+
+
+def test_an_out_that_cannot_be_written_is_named_in_pythons_words(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    with pytest.raises(PipelineError) as refused:
+        batchenum.run("palago", max_n=4, out=str(not_a_folder), serial=True)
+    assert str(refused.value) == f"out: {not_a_folder} exists and is not a folder"
+    casual = cli("run", "palago", "--max-n", "4", "--out", str(not_a_folder), "--serial", check=False)
+    assert f"batchenum: error: --out: {not_a_folder} exists and is not a folder" in casual.stderr
