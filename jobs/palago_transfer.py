@@ -13,6 +13,7 @@ There is no search tree, so the nodes column is 0.
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from batchenum.solvers.palago.symmetric import KINDS as SYMMETRIC_KINDS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "complete", "rotation_group_seconds", "rotation_parts"]
+__all__ = ["PalagoTransferJob", "ShardCost", "complete", "rotation_group_seconds", "rotation_parts"]
 
 # the largest rotation group's search took 4.0 CPU s at n = 48 and grows about 1.73 per tile
 # (docs/palago_transfer.md, "The table to n = 50"); rotation_parts cuts it into pieces of a minute
@@ -129,21 +130,26 @@ class PalagoTransferJob(PalagoCountsJob):
         return ShardResult({"symmetric_counts": symmetric})
 
     def _height_shard(self, shard: Shard, context: ShardContext | None) -> ShardResult:
-        from batchenum.solvers.palago.transfer import count_height
+        from batchenum.solvers.palago.transfer import count_height, saved_stats
 
         max_n = shard.spec["max_n"]
         options: dict = {}
+        resumed = np.zeros(2, np.int64)
         if context is not None:  # called by hand: no checkpoint, nothing split
             tasks, checkpoint = context.tasks, context.checkpoint  # in this process tasks.cpus is 1: nothing is split
+            resume = checkpoint.load()
+            resumed = saved_stats(resume) if resume is not None else resumed
             options = {
                 "tasks": tasks,
                 "parts": tasks.cpus,
                 "piece_states": self.piece_states,
-                "resume": checkpoint.load(),
+                "resume": resume,
                 "save": checkpoint.save,
                 "save_every": self.checkpoint_interval,
             }
-        fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
+        sweep = np.zeros(2, np.int64)
+        with ShardCost() as cost:
+            fixed = count_height(shard.spec["height"], max_n, stats=sweep, **options)[1:].tolist()  # exact ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n
@@ -155,7 +161,13 @@ class PalagoTransferJob(PalagoCountsJob):
             "stabiliser_sum": zeros,
             "nodes": zeros,
         }
-        return ShardResult({"partial_counts": partial})
+        stats = {
+            **cost.stats(),
+            "peak_states": int(sweep[0]),
+            "state_steps": int(sweep[1]),
+            "state_steps_resumed": int(resumed[1]),
+        }
+        return ShardResult({"partial_counts": partial}, stats=stats)
 
     @classmethod
     def warm(cls, scratch: str) -> None:
@@ -179,6 +191,50 @@ class PalagoTransferJob(PalagoCountsJob):
 
     def summary(self, tables: dict, totals: dict) -> str:
         return summary_head(tables["creature_counts"]) + "transfer-matrix method"
+
+
+class ShardCost:
+    """What computing one shard cost this process, measured around it (``with ShardCost() as
+    cost``): ``cpu_ms``, the CPU time of the calling thread (the sweep runs in it; tasks a split
+    height starts run in other processes and are not counted), and ``peak_rss_bytes``, the
+    process's resident high-water mark during the shard. That mark (VmHWM) is reset at the start by
+    writing 5 to /proc/self/clear_refs, so it is this shard's peak, not the process's since it
+    started; where the reset is refused (not Linux, or not allowed) no peak is recorded. Several
+    shards computed at once in one process's threads share the mark."""
+
+    def __enter__(self) -> ShardCost:
+        self.peak_reset = _reset_peak_rss()
+        self.cpu_started = time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu_ms = round(1000 * (time.thread_time() - self.cpu_started))
+        self.peak_rss = _peak_rss() if self.peak_reset else None
+
+    def stats(self) -> dict[str, int]:
+        stats = {"cpu_ms": self.cpu_ms}
+        return stats if self.peak_rss is None else {**stats, "peak_rss_bytes": self.peak_rss}
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        return _peak_rss() is not None
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int | None:
+    """VmHWM of /proc/self/status in bytes, or None if there is none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def rotation_group_seconds(max_n: int) -> float:
