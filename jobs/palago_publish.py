@@ -41,7 +41,7 @@ __all__ = ["publish", "recombined", "main"]
 
 TABLE_FILES = ("creature_counts.parquet", "creature_counts.md", "creature_counts.svg")
 SYMMETRIC_KINDS = ("reflection", "rotation", "full")
-COST_FIELDS = ("cpu_ms", "peak_rss_bytes", "peak_states", "state_steps", "state_steps_resumed")
+COST_FIELDS = ("cpu_ms", "peak_rss_bytes", "start_rss_bytes", "peak_states", "state_steps", "state_steps_resumed")
 
 PARTIAL_COUNTS = pa.schema(
     [
@@ -58,6 +58,7 @@ COST = pa.schema(
         ("wall_seconds", pa.float64()),
         ("cpu_seconds", pa.float64()),
         ("peak_rss_bytes", pa.int64()),
+        ("start_rss_bytes", pa.int64()),
         ("peak_states", pa.int64()),
         ("state_steps", pa.int64()),
         ("state_steps_resumed", pa.int64()),
@@ -206,7 +207,7 @@ def _cost_table(records: list[ShardRecord]) -> pa.Table:
         rows["shard"].append(record.shard)
         rows["wall_seconds"].append(float(stats.get("seconds", 0.0)))
         rows["cpu_seconds"].append(stats["cpu_ms"] / 1000 if "cpu_ms" in stats else None)
-        for name in ("peak_rss_bytes", "peak_states", "state_steps", "state_steps_resumed"):
+        for name in ("peak_rss_bytes", "start_rss_bytes", "peak_states", "state_steps", "state_steps_resumed"):
             rows[name].append(stats.get(name))
         rows["node"].append(stats.get("node"))
     return pa.Table.from_pydict(rows, schema=COST)
@@ -261,20 +262,10 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
         f"Per shard, as its files record it (`cost.parquet` holds the same columns). The run: code version "
         f"`{manifest['code_version']}`, {len(records)} shards, on the node(s) {', '.join(nodes)}.",
         "",
-        "| shard | wall s | CPU s | peak RSS MB | states at the largest generation | state-steps |",
+        "| shard | wall s | CPU s | peak RSS MB (at its start) | states at the largest generation | state-steps |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for record in records:
-        stats = record.stats
-        lines.append(
-            f"| {record.shard} | {stats.get('seconds', 0):,.1f} | "
-            + (f"{stats['cpu_ms'] / 1000:,.1f}" if "cpu_ms" in stats else "-")
-            + " | "
-            + (f"{stats['peak_rss_bytes'] / 2**20:,.0f}" if "peak_rss_bytes" in stats else "-")
-            + " | "
-            + " | ".join(f"{stats[field]:,}" if field in stats else "-" for field in ("peak_states", "state_steps"))
-            + " |"
-        )
+    lines += [_cost_row(record) for record in records]
     wall = sum(float(record.stats.get("seconds", 0.0)) for record in records)
     heights = sum(float(r.stats.get("seconds", 0.0)) for r in records if "height" in r.spec)
     lines += [
@@ -283,7 +274,12 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
     ]
     if "cpu_ms" in recorded:
         cpu = sum(record.stats.get("cpu_ms", 0) for record in records) / 1000
-        lines.append(f"CPU seconds recorded: {cpu:,.0f} ({cpu / 3600:.2f} CPU-hours).")
+        cpu_heights = sum(r.stats.get("cpu_ms", 0) for r in records if "height" in r.spec) / 1000
+        peak = max(r.stats.get("peak_rss_bytes", 0) for r in records)
+        lines.append(
+            f"CPU seconds recorded: {cpu:,.0f} ({cpu / 3600:.3f} CPU-hours; heights {cpu_heights:,.0f} s); "
+            f"the largest peak resident memory of a shard's process {peak / 2**20:,.0f} MB."
+        )
     missing = [field for field in COST_FIELDS if field not in recorded]
     if missing:
         lines += [
@@ -303,6 +299,16 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
         "",
     ]
     return "\n".join(lines)
+
+
+def _cost_row(record: ShardRecord) -> str:
+    stats = record.stats
+    cpu = f"{stats['cpu_ms'] / 1000:,.1f}" if "cpu_ms" in stats else "-"
+    memory = "-"
+    if "peak_rss_bytes" in stats:
+        memory = f"{stats['peak_rss_bytes'] / 2**20:,.0f} ({stats.get('start_rss_bytes', 0) / 2**20:,.0f})"
+    states = " | ".join(f"{stats[field]:,}" if field in stats else "-" for field in ("peak_states", "state_steps"))
+    return f"| {record.shard} | {stats.get('seconds', 0):,.1f} | {cpu} | {memory} | {states} |"
 
 
 def machine_description() -> str:

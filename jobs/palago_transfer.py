@@ -116,18 +116,19 @@ class PalagoTransferJob(PalagoCountsJob):
         from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
 
         max_n = spec["max_n"]
-        if "sweep" in spec:
-            counts = reflection_counts(max_n)
-        else:
-            counts, _ = count_symmetric_part(
-                max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"], spec["parts"])
-            )
+        with ShardCost() as cost:
+            if "sweep" in spec:
+                counts = reflection_counts(max_n)
+            else:
+                counts, _ = count_symmetric_part(
+                    max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"], spec["parts"])
+                )
         zeros = [0] * max_n
         symmetric = {
             "n": list(range(1, max_n + 1)),
             **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS},
         }
-        return ShardResult({"symmetric_counts": symmetric})
+        return ShardResult({"symmetric_counts": symmetric}, stats=cost.stats())
 
     def _height_shard(self, shard: Shard, context: ShardContext | None) -> ShardResult:
         from batchenum.solvers.palago.transfer import count_height, saved_stats
@@ -196,41 +197,45 @@ class PalagoTransferJob(PalagoCountsJob):
 class ShardCost:
     """What computing one shard cost this process, measured around it (``with ShardCost() as
     cost``): ``cpu_ms``, the CPU time of the calling thread (the sweep runs in it; tasks a split
-    height starts run in other processes and are not counted), and ``peak_rss_bytes``, the
-    process's resident high-water mark during the shard. That mark (VmHWM) is reset at the start by
-    writing 5 to /proc/self/clear_refs, so it is this shard's peak, not the process's since it
-    started; where the reset is refused (not Linux, or not allowed) no peak is recorded. Several
-    shards computed at once in one process's threads share the mark."""
+    height starts run in other processes and are not counted), ``peak_rss_bytes``, the process's
+    resident high-water mark during the shard, and ``start_rss_bytes``, what it held resident when
+    the shard started (the interpreter, numba, pyarrow: the peak minus it is the shard's own). The
+    mark (VmHWM) is reset at the start by writing 5 to /proc/self/clear_refs, so it is this shard's
+    peak, not the process's since it started; where the reset is refused (not Linux, or not
+    allowed) no memory is recorded. Several shards computed at once in one process's threads
+    share the mark."""
 
     def __enter__(self) -> ShardCost:
-        self.peak_reset = _reset_peak_rss()
+        self.start_rss = _status_bytes("VmRSS") if _reset_peak_rss() else None
         self.cpu_started = time.thread_time()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.cpu_ms = round(1000 * (time.thread_time() - self.cpu_started))
-        self.peak_rss = _peak_rss() if self.peak_reset else None
+        self.peak_rss = _status_bytes("VmHWM") if self.start_rss is not None else None
 
     def stats(self) -> dict[str, int]:
         stats = {"cpu_ms": self.cpu_ms}
-        return stats if self.peak_rss is None else {**stats, "peak_rss_bytes": self.peak_rss}
+        if self.peak_rss is None or self.start_rss is None:
+            return stats
+        return {**stats, "peak_rss_bytes": self.peak_rss, "start_rss_bytes": self.start_rss}
 
 
 def _reset_peak_rss() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as clear_refs:
             clear_refs.write("5")
-        return _peak_rss() is not None
+        return _status_bytes("VmHWM") is not None
     except OSError:
         return False
 
 
-def _peak_rss() -> int | None:
-    """VmHWM of /proc/self/status in bytes, or None if there is none."""
+def _status_bytes(field: str) -> int | None:
+    """A memory field of /proc/self/status (VmHWM, VmRSS) in bytes, or None if there is none."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
