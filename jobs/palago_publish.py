@@ -94,14 +94,21 @@ def publish(store: Path, out: Path, machine: str) -> list[Path]:
         (target / name).write_text(text)
         written.append(target / name)
     cost = _cost_table(records)
-    pq.write_table(partial, target / "partial_counts.parquet")
-    pq.write_table(cost, target / "cost.parquet")
+    pq.write_table(_with_provenance(partial, table, "partial_counts"), target / "partial_counts.parquet")
+    pq.write_table(_with_provenance(cost, table, "cost"), target / "cost.parquet")
     (target / "partial_counts.md").write_text(_partial_counts_markdown(manifest, len(records)))
     (target / "cost.md").write_text(_cost_markdown(records, manifest, machine))
     return [
         *written,
         *(target / name for name in ("partial_counts.parquet", "partial_counts.md", "cost.parquet", "cost.md")),
     ]
+
+
+def _with_provenance(side: pa.Table, table: pa.Table, name: str) -> pa.Table:
+    """``side`` carrying the count table's job, version and parameters under its own table name,
+    so that `batchenum status` says which run it belongs to."""
+    meta = {**(table.schema.metadata or {}), b"batchenum.table": name.encode()}
+    return side.replace_schema_metadata(meta)
 
 
 def _side_files(table: pa.Table, manifest: dict, target: Path) -> dict[str, str]:

@@ -96,6 +96,12 @@ def test_publish_copies_a_store_with_partial_counts_and_costs(tmp_path):
         and heights.loc["h006", "state_steps"] > heights.loc["h006", "peak_states"]
     )
     assert "CPU-hours" in (folder / "cost.md").read_text()
+    # the side tables name the run they belong to, as the count table does
+    table_meta = pq.read_schema(folder / "creature_counts.parquet").metadata
+    for name in ("partial_counts", "cost"):
+        meta = pq.read_schema(folder / f"{name}.parquet").metadata
+        assert meta[b"batchenum.table"] == name.encode()
+        assert meta[b"batchenum.params"] == table_meta[b"batchenum.params"]
 
 
 def test_publish_refuses_a_store_whose_shards_disagree_with_its_table(tmp_path):
