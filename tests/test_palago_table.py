@@ -138,3 +138,12 @@ def test_publish_names_a_folder_that_holds_no_run(tmp_path):
     (tmp_path / "palago" / "_manifest.json").write_text(json.dumps({"state": "committed", "job": "dungeons"}))
     with pytest.raises(PipelineError, match="not a committed `batchenum run palago --method transfer`"):
         publish(tmp_path, tmp_path / "out", "a machine")
+
+
+def test_the_recipe_in_partial_counts_md_gives_the_free_column(monkeypatch):
+    text = (COMMITTED / "partial_counts.md").read_text()
+    recipe = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(COMMITTED)
+    scope: dict = {}
+    exec(recipe, scope)  # the committed file's own example, as a reader would run it
+    assert [int(x) for x in scope["free"]] == committed_counts().free.tolist()
