@@ -39,7 +39,7 @@ from batchenum.pipeline.store import read_verified, recorded_metadata
 
 __all__ = ["publish", "recombined", "main"]
 
-TABLE_FILES = ("creature_counts.parquet", "creature_counts.md", "creature_counts.svg")
+TABLE = "creature_counts.parquet"
 SYMMETRIC_KINDS = ("reflection", "rotation", "full")
 COST_FIELDS = ("cpu_ms", "peak_rss_bytes", "start_rss_bytes", "peak_states", "state_steps", "state_steps_resumed")
 
@@ -84,12 +84,13 @@ def publish(store: Path, out: Path, machine: str) -> list[Path]:
     manifest = _committed_manifest(job_folder)
     records = [_shard_record(job_folder, shard, manifest) for shard in _planned_shards(job_folder)]
     partial = _partial_counts(records)
-    table = pq.read_table(job_folder / "creature_counts.parquet")
+    with open(job_folder / TABLE, "rb") as handle:
+        table = read_verified(handle, where=str(job_folder / TABLE))
     _check_recombined(partial, table)
     target = out / "palago"
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(job_folder / TABLE_FILES[0], target / TABLE_FILES[0])
-    written = [target / TABLE_FILES[0]]
+    shutil.copyfile(job_folder / TABLE, target / TABLE)
+    written = [target / TABLE]
     for name, text in _side_files(table, manifest, target).items():
         (target / name).write_text(text)
         written.append(target / name)
@@ -135,7 +136,10 @@ def _committed_manifest(job_folder: Path) -> dict:
 
 
 def _planned_shards(job_folder: Path) -> list[str]:
-    return list(json.loads((job_folder / "_plan.json").read_text())["shards"])
+    path = job_folder / "_plan.json"
+    if not path.is_file():
+        raise PipelineError(f"{job_folder} keeps no plan ({path}): its shards were removed; rerun the run's command")
+    return list(json.loads(path.read_text())["shards"])
 
 
 def _shard_record(job_folder: Path, shard: str, manifest: dict) -> ShardRecord:
