@@ -13,6 +13,7 @@ There is no search tree, so the nodes column is 0.
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "complete", "rotation_group_seconds", "rotation_parts"]
+__all__ = ["PalagoTransferJob", "ShardCost", "complete", "rotation_group_seconds", "rotation_parts"]
 
 # The largest rotation group's search: its CPU seconds at n = 48 and growth per tile, measured once
 # (docs/benchmarks.md#palago-symmetric-shards); rotation_parts cuts it into pieces of
@@ -121,35 +122,41 @@ class PalagoTransferJob(PalagoCountsJob):
         from batchenum.solvers.palago.symmetric import SymmetricPart, count_symmetric_part
 
         max_n = spec["max_n"]
-        if "sweep" in spec:
-            counts = reflection_counts(max_n)
-        else:
-            counts, _ = count_symmetric_part(
-                max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"], spec["parts"])
-            )
+        with ShardCost() as cost:
+            if "sweep" in spec:
+                counts = reflection_counts(max_n)
+            else:
+                counts, _ = count_symmetric_part(
+                    max_n, SymmetricPart(spec["symmetric"], spec["group"], spec["part"], spec["parts"])
+                )
         zeros = [0] * max_n
         symmetric = {
             "n": list(range(1, max_n + 1)),
             **{kind: counts[1:].tolist() if kind == spec["symmetric"] else zeros for kind in SYMMETRIC_KINDS},
         }
-        return ShardResult({"symmetric_counts": symmetric})
+        return ShardResult({"symmetric_counts": symmetric}, stats=cost.stats())
 
     def _height_shard(self, shard: Shard, context: ShardContext | None) -> ShardResult:
-        from batchenum.solvers.palago.transfer import count_height
+        from batchenum.solvers.palago.transfer import count_height, saved_stats
 
         max_n = shard.spec["max_n"]
         options: dict = {}
+        resumed = np.zeros(2, np.int64)
         if context is not None:  # called by hand: no checkpoint, nothing split
             tasks, checkpoint = context.tasks, context.checkpoint  # in this process tasks.cpus is 1: nothing is split
+            resume = checkpoint.load()
+            resumed = saved_stats(resume) if resume is not None else resumed
             options = {
                 "tasks": tasks,
                 "parts": tasks.cpus,
                 "piece_states": self.piece_states,
-                "resume": checkpoint.load(),
+                "resume": resume,
                 "save": checkpoint.save,
                 "save_every": self.checkpoint_interval,
             }
-        fixed = count_height(shard.spec["height"], max_n, **options)[1:].tolist()  # exact Python ints
+        sweep = np.zeros(2, np.int64)
+        with ShardCost() as cost:
+            fixed = count_height(shard.spec["height"], max_n, stats=sweep, **options)[1:].tolist()  # exact ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n  # type: ignore[list-item]  # wide: strings
@@ -161,7 +168,13 @@ class PalagoTransferJob(PalagoCountsJob):
             "stabiliser_sum": zeros,
             "nodes": zeros,
         }
-        return ShardResult({"partial_counts": partial})
+        stats = {
+            **cost.stats(),
+            "peak_states": int(sweep[0]),
+            "state_steps": int(sweep[1]),
+            "state_steps_resumed": int(resumed[1]),
+        }
+        return ShardResult({"partial_counts": partial}, stats=stats)
 
     @classmethod
     def warm(cls, scratch: str) -> None:
@@ -185,6 +198,54 @@ class PalagoTransferJob(PalagoCountsJob):
 
     def summary(self, tables: dict, totals: dict) -> str:
         return summary_head(tables["creature_counts"]) + "transfer-matrix method"
+
+
+class ShardCost:
+    """What computing one shard cost this process, measured around it (``with ShardCost() as
+    cost``): ``cpu_ms``, the CPU time of the calling thread (the sweep runs in it; tasks a split
+    height starts run in other processes and are not counted), ``peak_rss_bytes``, the process's
+    resident high-water mark during the shard, and ``start_rss_bytes``, what it held resident when
+    the shard started (the interpreter, numba, pyarrow: the peak minus it is the shard's own). The
+    mark (VmHWM) is reset at the start by writing 5 to /proc/self/clear_refs, so it is this shard's
+    peak, not the process's since it started; where the reset is refused (not Linux, or not
+    allowed) no memory is recorded. Several shards computed at once in one process's threads
+    share the mark."""
+
+    def __enter__(self) -> ShardCost:
+        self.start_rss = _status_bytes("VmRSS") if _reset_peak_rss() else None
+        self.cpu_started = time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu_ms = round(1000 * (time.thread_time() - self.cpu_started))
+        self.peak_rss = _status_bytes("VmHWM") if self.start_rss is not None else None
+
+    def stats(self) -> dict[str, int]:
+        stats = {"cpu_ms": self.cpu_ms}
+        if self.peak_rss is None or self.start_rss is None:
+            return stats
+        return {**stats, "peak_rss_bytes": self.peak_rss, "start_rss_bytes": self.start_rss}
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        return _status_bytes("VmHWM") is not None
+    except OSError:
+        return False
+
+
+def _status_bytes(field: str) -> int | None:
+    """A memory field of /proc/self/status (VmHWM, VmRSS) in bytes, or None if there is none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def rotation_group_seconds(max_n: int) -> float:

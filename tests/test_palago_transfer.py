@@ -337,12 +337,17 @@ def test_a_checkpoint_of_other_parameters_is_not_resumed(tmp_path):
 def test_a_sweep_resumed_from_any_save_gives_the_same_counts():
     # save_every=0: a save at the end of every column once the last save's time has passed nine
     # times over (how many depends on the machine's speed, at least one)
-    saved = []
-    whole = count_height(7, 24, save=lambda data, progress: saved.append(data), save_every=0.0)
+    from batchenum.solvers.palago.transfer import saved_stats
+
+    saved, stats_whole = [], np.zeros(2, dtype=np.int64)
+    whole = count_height(7, 24, save=lambda data, progress: saved.append(data), save_every=0.0, stats=stats_whole)
     assert saved
     for data in saved:
         stats = np.zeros(2, dtype=np.int64)
         assert count_height(7, 24, resume=data, stats=stats).tolist() == whole.tolist()
+        # the resumed sweep's stats: the save's, then its own, adding up to the whole sweep's
+        assert stats.tolist() == stats_whole.tolist()
+        assert 0 < saved_stats(data)[1] < stats_whole[1]
     with pytest.raises(ValueError, match="saved sweep"):
         count_height(6, 24, resume=saved[0])
 
@@ -383,3 +388,43 @@ def test_a_save_of_the_dense_layout_is_refused_with_what_to_do(tmp_path):
     )
     with pytest.raises(ValueError, match="delete the checkpoint"):
         count_height(7, 24, resume=buffer.getvalue())
+
+
+def test_height_shards_record_their_cost(tmp_path):
+    # Each height's shard files record its sweep's peak states and state-steps (the same figures
+    # count_height reports), the CPU time and, on Linux, the peak resident memory of the shard;
+    # the symmetric shards record their CPU time and memory.
+    import json
+
+    import pyarrow.parquet as pq
+
+    import batchenum
+
+    batchenum.run("palago", max_n=MAX_N, method="transfer", out=str(tmp_path), serial=True)
+    for height in range(1, max_height(MAX_N) + 1):
+        footer = pq.ParquetFile(tmp_path / "palago" / "_shards" / "partial_counts" / f"h{height:03d}.parquet")
+        stats = json.loads(footer.schema_arrow.metadata[b"batchenum.stats"])
+        sweep = np.zeros(2, dtype=np.int64)
+        count_height(height, MAX_N, stats=sweep)
+        assert (stats["peak_states"], stats["state_steps"]) == (int(sweep[0]), int(sweep[1])), height
+        assert stats["state_steps_resumed"] == 0
+        assert stats["cpu_ms"] >= 0 and stats["cpu_ms"] <= 1000 * stats["seconds"] + 1000
+        assert stats["peak_rss_bytes"] >= stats["start_rss_bytes"] > 10**6  # Python with numpy: tens of MB
+    for symmetric in ("s-reflection", "s-rotation-0-0"):
+        footer = pq.ParquetFile(tmp_path / "palago" / "_shards" / "symmetric_counts" / f"{symmetric}.parquet")
+        stats = json.loads(footer.schema_arrow.metadata[b"batchenum.stats"])
+        assert stats["cpu_ms"] >= 0 and stats["peak_rss_bytes"] >= stats["start_rss_bytes"]
+
+
+def test_shard_cost_measures_the_peak_during_the_shard_not_before():
+    from batchenum.jobs.palago_transfer import ShardCost
+
+    before = np.ones(40_000_000)  # 320 MB resident, then freed: the process's high-water mark
+    del before
+    with ShardCost() as cost:
+        during = np.ones(5_000_000)  # 40 MB
+        del during
+    stats = cost.stats()
+    assert stats["cpu_ms"] >= 0
+    assert 30_000_000 < stats["peak_rss_bytes"] - stats["start_rss_bytes"] < 100_000_000
+    assert stats["peak_rss_bytes"] < 320_000_000

@@ -38,6 +38,7 @@ from numba.extending import intrinsic
 __all__ = [
     "max_height",
     "count_height",
+    "saved_stats",
     "fixed_counts",
     "exact_counts",
     "MAX_N",
@@ -896,6 +897,13 @@ def count_height(
         )
         saver.maybe(state)
     return exact_counts(state.done_w, state.done_p, state.done_f)
+
+
+def saved_stats(data: bytes) -> np.ndarray:
+    """The stats (peak states, states processed) a save of ``count_height`` holds: the part of a
+    resumed sweep's stats that an earlier process computed."""
+    with np.load(io.BytesIO(data)) as saved:
+        return saved["stats"].copy()
 
 
 class _Saver:
