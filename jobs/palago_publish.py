@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchenum.pipeline.errors import PipelineError
-from batchenum.pipeline.store import read_verified, recorded_metadata
+from batchenum.pipeline.parquet_format import read_verified, recorded_metadata
 
 __all__ = ["publish", "recombined", "main"]
 
