@@ -426,5 +426,6 @@ def test_shard_cost_measures_the_peak_during_the_shard_not_before():
         del during
     stats = cost.stats()
     assert stats["cpu_ms"] >= 0
+    # without the reset the mark would stay at least 320 MB above the start; the process's own size
+    # before the test (other tests ran in it) does not matter
     assert 30_000_000 < stats["peak_rss_bytes"] - stats["start_rss_bytes"] < 100_000_000
-    assert stats["peak_rss_bytes"] < 320_000_000
