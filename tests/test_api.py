@@ -8,7 +8,7 @@ import doctest
 import pandas as pd
 import pyarrow as pa
 import pytest
-from conftest import CASES
+from helpers import CASES, assert_exit
 
 import batchenum
 import batchenum.api
@@ -103,7 +103,7 @@ def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_pat
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True, timeout=600, cwd=tmp_path
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     lines = done.stdout.splitlines()
     assert (
         lines[0].startswith("refused: this process is already connected to the Ray at CONNECTED")

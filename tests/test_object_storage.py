@@ -8,13 +8,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pandas as pd
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from test_faults import PUBLISHED, cli, cli_command, reused
+from helpers import PUBLISHED, cli, cli_command, reused, wait_until
 
 from batchenum.pipeline.inputs.plan import load_slice, plan_slices
 from batchenum.pipeline.job import PlanContext
@@ -37,10 +36,9 @@ def s3_fs(s3_server: dict) -> pafs.S3FileSystem:
     )
 
 
-def run(s3_server: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=900, env=s3_env(s3_server))
-    if check:
-        assert result.returncode == 0, f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}"
+def run(s3_server: dict, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess:
+    """``batchenum *args`` with the test S3 server's credentials; none may reach its output."""
+    result = cli(*args, env=s3_server, expect=expect)
     secret = s3_server["AWS_SECRET_ACCESS_KEY"]
     assert secret not in result.stdout and secret not in result.stderr, "a credential reached the output"
     return result
@@ -153,11 +151,7 @@ def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, 
     args = cli_command("run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
     driver = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=s3_env(s3_server))
     shard_prefix = f"{new_bucket}/run/palago/_shards/partial_counts"
-    deadline = time.monotonic() + 600
-    while len(objects(s3_server, shard_prefix)) < 3:
-        assert driver.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: len(objects(s3_server, shard_prefix)) >= 3, "3 shards were committed", 600, driver)
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=60)
     committed = len(objects(s3_server, shard_prefix))
@@ -189,16 +183,15 @@ def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
 
 def test_unusable_out_location_is_one_clear_message(s3_server, tmp_path):
     result = run(
-        s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x", check=False
+        s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x", expect=1
     )
-    assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("batchenum: error: --out: cannot write to s3://no-such")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", str(blocker), check=False)
-    assert result.returncode == 1 and "--out" in result.stderr and "not a folder" in result.stderr
-    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "", check=False)
-    assert result.returncode == 1 and "--out: an empty location" in result.stderr
+    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", str(blocker), expect=1)
+    assert "--out" in result.stderr and "not a folder" in result.stderr
+    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "", expect=1)
+    assert "--out: an empty location" in result.stderr
 
 
 def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_session, monkeypatch):

@@ -15,8 +15,8 @@ import os
 import pandas as pd
 import pytest
 from fault_proxy import FaultProxy
+from helpers import assert_exit, cli, cli_command
 from soak import soak
-from test_faults import cli, cli_command
 from test_object_storage import read_s3, s3_fs
 
 pytestmark = pytest.mark.slow
@@ -108,4 +108,4 @@ def test_ten_kills_and_three_outages_during_one_batch_on_s3_end_as_a_clean_seria
     assert len(answers) + len(errors) == RECORDS + 2  # every record accounted for
     assert sorted([*answers["line"], *errors["line"]]) == list(range(1, RECORDS + 3))  # each in exactly one table
     assert CHANGED_LINE in set(errors["line"])  # the changed record: its shard was rewritten
-    assert clean.returncode == 0
+    assert_exit(clean, 0)

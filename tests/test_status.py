@@ -12,13 +12,11 @@ import subprocess
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
-from test_faults import cli, cli_command, committed, palago_args, wait_for_commits
+from helpers import REPO, cli, cli_command, committed, palago_args, wait_for_commits
 
 
 def status(out) -> subprocess.CompletedProcess:
     result = cli("status", "--out", str(out))
-    assert result.returncode == 0
     return result
 
 
@@ -52,8 +50,8 @@ def test_status_after_a_finished_run_and_with_stale_shards(tmp_path):
 
 
 def test_status_says_what_it_does_not_find(tmp_path):
-    missing = cli("status", "--out", str(tmp_path / "nothing-here"), check=False)
-    assert missing.returncode == 1 and "no such folder" in missing.stderr and missing.stdout == ""
+    missing = cli("status", "--out", str(tmp_path / "nothing-here"), expect=1)
+    assert "no such folder" in missing.stderr and missing.stdout == ""
     (tmp_path / "empty").mkdir()
     assert status(tmp_path / "empty").stdout == f"no job folder under {tmp_path / 'empty'}: nothing has run there yet\n"
 

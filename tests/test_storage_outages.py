@@ -13,12 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fault_proxy import FAULTS, FaultProxy
-from test_faults import PUBLISHED, cli_command, reused
+from helpers import PUBLISHED, assert_exit, cli_command, reused, wait_until
 from test_object_storage import objects, read_s3, run
 
 from batchenum.pipeline.storage import Storage, StorageUnavailableError
 
 pytestmark = pytest.mark.slow
+OUTAGE = 3  # seconds each fault of a run lasts: the run must meet it (Ray workers commit all the time)
 
 
 @pytest.fixture
@@ -79,11 +80,7 @@ def shards_committed(s3_server: dict, bucket: str) -> int:
 
 
 def wait_for_shards(s3_server: dict, bucket: str, count: int, process: subprocess.Popen, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while shards_committed(s3_server, bucket) < count:
-        assert process.poll() is None, f"the run ended early:\n{process.communicate()[1]}"
-        assert time.monotonic() < deadline, "no shard was committed in time"
-        time.sleep(0.1)
+    wait_until(lambda: shards_committed(s3_server, bucket) >= count, f"{count} shards were committed", timeout, process)
 
 
 def test_outages_shorter_than_the_bound_cost_only_the_wait(s3_server, new_bucket, proxy):
@@ -92,13 +89,14 @@ def test_outages_shorter_than_the_bound_cost_only_the_wait(s3_server, new_bucket
     driver = palago_over(proxy, s3_server, new_bucket, "--workers", "2", "--storage-timeout", "60")
     try:
         wait_for_shards(s3_server, new_bucket, 2, driver)
-        for kind in FAULTS:
-            proxy.fault(kind, seconds=8)
-            time.sleep(8.5)
+        for kind in FAULTS:  # each fault once the last has passed and the run committed again
+            proxy.fault(kind, seconds=OUTAGE)
+            wait_until(lambda: proxy.current() is None, f"the {kind} fault was over", timeout=60)
+            wait_for_shards(s3_server, new_bucket, shards_committed(s3_server, new_bucket) + 1, driver)
         out, err = driver.communicate(timeout=900)
     finally:
         driver.kill()
-    assert driver.returncode == 0, err
+    assert_exit(driver, 0, stderr=err)
     assert shards_committed(s3_server, new_bucket) == 24 and [kind for kind, _ in proxy.injected] == list(FAULTS)
     assert "waiting for storage" in err and "Traceback" not in err
     counts = read_s3(s3_server, f"s3://{new_bucket}/run/palago/creature_counts.parquet")
@@ -116,7 +114,8 @@ def test_an_outage_past_the_bound_is_one_message_and_the_rerun_reuses_every_shar
         driver.kill()
     waited = time.monotonic() - started
     proxy.heal()
-    assert driver.returncode == 1 and "Traceback" not in err, err
+    assert_exit(driver, 1)
+    assert "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"batchenum: error: storage s3://{new_bucket}/run/palago did not answer for"), last
     assert "--storage-timeout 4" in last and "Every shard committed before is kept" in last
