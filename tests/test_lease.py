@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 from fault_proxy import FaultProxy
@@ -26,7 +27,7 @@ from helpers import (
     wait_until_stale,
 )
 
-from batchenum.pipeline.lease import Lease, LeaseError
+from batchenum.pipeline.lease import Lease, LeaseError, _read_lease, lease_problem
 from batchenum.pipeline.local_ray import process_tree
 from batchenum.pipeline.storage import Storage
 
@@ -92,6 +93,36 @@ def test_on_s3_behind_a_slow_network_at_most_one_of_runs_starting_at_once_gets_t
             assert Storage.at(uri).list_files() == []  # no claim left behind, the lease given back
         print(f"rounds won: {won} of 3")
         assert won >= 1  # candidates that all withdrew try again after random pauses
+
+
+@pytest.mark.slow
+def test_on_s3_a_lease_read_racing_heartbeats_never_takes_a_cut_lease_for_a_lost_one(
+    s3_server, new_bucket, monkeypatch
+):
+    """An S3 reader learns an object's size before it reads the bytes: a heartbeat landing between
+    the two handed it the new lease cut to the old one's size, and a run's commit check took that
+    for a lost lease (a soak failed so).  Here heartbeats of two lengths race the check."""
+    for name, value in s3_server.items():
+        monkeypatch.setenv(name, value)
+    uri = f"s3://{new_bucket}/job"
+    with Lease(Storage.at(uri), say=lambda message: None) as lease:
+        fence, writer, reader = lease.folder.guard, Storage.at(uri), Storage.at(uri)
+        stop = threading.Event()
+
+        def heartbeats() -> None:
+            while not stop.is_set():
+                for beat in (float(int(time.time())), time.time() + 0.0001):  # "1764…0.0", "1764…6.5432…"
+                    writer.write_text(lease.path, json.dumps({**lease.record, "heartbeat_at": beat}))
+
+        beating = threading.Thread(target=heartbeats)
+        beating.start()
+        try:
+            for _ in range(300):
+                fence(reader)  # raises LeaseLostError on a lease it cannot parse
+                assert lease_problem(_read_lease(reader, lease.path)) is None
+        finally:
+            stop.set()
+            beating.join()
 
 
 def start_at_once(leases: list[Lease]) -> list[tuple[str, object]]:
