@@ -7,7 +7,7 @@ import os
 import pathlib
 
 import pytest
-from helpers import CASES, INTEGRATION_FIXTURES, INTEGRATION_MODULES, REPO, ServiceWatch, free_port
+from helpers import CASES, INTEGRATION_CODE, INTEGRATION_FIXTURES, INTEGRATION_MODULES, REPO, ServiceWatch, free_port
 
 __all__ = ["REPO"]  # tests/test_palago_transfer.py still imports it from here; new tests use helpers
 
@@ -20,15 +20,27 @@ def _is_integration(item: pytest.Item) -> bool:
     if item.get_closest_marker("slow") or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
         return True
     module = getattr(item, "module", None)
-    return any(getattr(module, name, None) is not None for name in INTEGRATION_MODULES)
+    if any(getattr(module, name, None) is not None for name in INTEGRATION_MODULES):
+        return True
+    return bool(INTEGRATION_CODE.search(_source(item)))
+
+
+def _source(item: pytest.Item) -> str:
+    import inspect
+
+    try:
+        return inspect.getsource(item.obj) if hasattr(item, "obj") else ""
+    except (OSError, TypeError):
+        return ""
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects, so the marks made here count
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the integration tier (a test using a real Ray, S3 server, cluster or the fault proxy:
-    helpers.INTEGRATION_FIXTURES and INTEGRATION_MODULES; a test that is slow), so that a new test
-    cannot slip into the fast tier (`pytest -m "not integration"`) by accident; tests that start a
-    Ray or kill a process some other way are marked in their files.  Then put the files holding slow tests first, each file's tests
+    """Mark the integration tier (a test using a real Ray, S3 server, cluster or the fault proxy, or
+    whose code kills a process or starts a Ray: helpers.INTEGRATION_FIXTURES, INTEGRATION_MODULES
+    and INTEGRATION_CODE; a test that is slow), so that a new test cannot slip into the fast tier
+    (`pytest -m "not integration"`) by accident; tests that start a Ray some other way (a CLI run
+    without --serial) are marked in their files.  Then put the files holding slow tests first, each file's tests
     kept together and in order: with ``pytest -n 2 --dist loadfile`` (the README's command) the
     longest files then start first instead of running alone at the end."""
     for item in items:
@@ -43,14 +55,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     (tests/test_tiers.py checks the fast tier with it)."""
     report = os.environ.get("BATCHENUM_TIER_REPORT")
     if report:
-        import inspect
         import json
 
         rows = [
             {
                 "nodeid": item.nodeid,
                 "fixtures": sorted(getattr(item, "fixturenames", ())),
-                "source": inspect.getsource(item.obj) if hasattr(item, "obj") else "",
+                "source": _source(item),
             }
             for item in session.items
         ]

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.fs as pafs
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "tests" / "data"  # the seed reference cases (docs/rules.md explains them)
@@ -34,6 +36,12 @@ COUNT_COLUMNS = [
 # server) or whose module imports these helper modules (Ray clusters, the fault proxy, the soak).
 INTEGRATION_FIXTURES = frozenset({"ray_session", "s3_server", "new_bucket"})
 INTEGRATION_MODULES = frozenset({"clusters", "fault_proxy", "soak"})
+# ... or whose own code kills or stops a process (by a signal, or through a fault hook with which a
+# run kills itself), or starts or joins a Ray (a CLI run with --workers or without the head start).
+INTEGRATION_CODE = re.compile(
+    r"SIGKILL|SIGSTOP|SIGTERM|SIGINT|\.kill\(|killpg|send_signal|KILL_|ray\.init|ray start|"
+    r"ray\.scripts|cluster_utils|--address|--workers|--no-head-start"
+)
 
 # Long enough for the slowest command the suite runs on a loaded 2-core machine; a hung command
 # still fails the test instead of the whole run.
@@ -140,6 +148,41 @@ def wait_for_commits(out: Path, count: int, process: subprocess.Popen, timeout: 
         assert process.poll() is None, "the run ended before it could be interrupted"
         assert time.monotonic() < deadline, f"{count} shards were not committed within {timeout} s"
         time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ the test S3 server
+
+
+def s3_fs(s3_server: dict) -> pafs.S3FileSystem:
+    """The test S3 server (conftest.py's ``s3_server``) as a pyarrow file system."""
+    return pafs.S3FileSystem(
+        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
+        region="us-east-1",
+        access_key=s3_server["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def cli_s3(s3_server: dict, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess:
+    """``batchenum *args`` with the test S3 server's credentials; none may reach its output."""
+    result = cli(*args, env=s3_server, expect=expect)
+    secret = s3_server["AWS_SECRET_ACCESS_KEY"]
+    assert secret not in result.stdout and secret not in result.stderr, "a credential reached the output"
+    return result
+
+
+def read_s3(s3_server: dict, uri: str, **kwargs) -> pd.DataFrame:
+    """pandas' read of ``uri`` on the test S3 server."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in s3_server.items():
+            patch.setenv(name, value)
+        return pd.read_parquet(uri, **kwargs)
+
+
+def objects(s3_server: dict, prefix: str) -> list[str]:
+    """The files below ``prefix`` on the test S3 server, sorted."""
+    infos = s3_fs(s3_server).get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    return sorted(info.path for info in infos if info.type == pafs.FileType.File)
 
 
 def free_port() -> int:

@@ -92,6 +92,7 @@ print("rows:", result.tables["creature_counts"].rows, "connected:", ray.is_initi
 """
 
 
+@pytest.mark.integration  # a Ray started by ray.init in a script
 def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_path):
     """A notebook's own ``ray.init``: a run that asks for another Ray (``workers``, an ``address``)
     is refused naming it; one that asks for none computes there and says so."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from helpers import assert_exit, cli, cli_command
 
 
+@pytest.mark.integration  # a private local Ray
 def test_private_local_ray_is_quiet_and_leaves_home_alone(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

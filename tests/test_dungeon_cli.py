@@ -33,6 +33,7 @@ def mixed_batch(tmp_path_factory):
     return path, expected, rejected
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     path, expected, rejected = mixed_batch
     done = batchenum(
@@ -120,6 +121,7 @@ console()
 """
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(tmp_path):
     batch = tmp_path / "clean.jsonl"
     grids = generate(300, 6, 7, seed=5)

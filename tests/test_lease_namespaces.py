@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 LEASE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,1"}  # heartbeat 0.5 s; with --storage-timeout 1: stale after 3 s
+SLOW_STALE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,10"}  # the same, stale after 12 s
 
 
 def in_pid_namespace(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -70,7 +71,8 @@ def test_a_run_in_another_pid_namespace_never_takes_a_live_runs_folder(tmp_path)
 
 def test_the_lease_of_a_run_killed_in_a_container_is_taken_over_once_stale(tmp_path):
     args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
-    contained = in_pid_namespace(*args, env=LEASE_HOOK)
+    # stale 12 s after its last heartbeat: long enough for a contender to start and find it fresh
+    contained = in_pid_namespace(*args, env=SLOW_STALE_HOOK)
     try:
         wait_for_commits(tmp_path, 2, contained)
     finally:

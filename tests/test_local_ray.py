@@ -26,6 +26,9 @@ from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "local_toy.py"
 
 
+pytestmark = pytest.mark.integration  # every test here starts a private local Ray
+
+
 @pytest.fixture
 def ray_tmpdir():
     """A short private RAY_TMPDIR (Ray's socket paths must stay under about 107 bytes)."""

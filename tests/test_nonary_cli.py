@@ -36,6 +36,7 @@ def mixed_batch(tmp_path_factory):
     return path, expected, doors, rejected
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     path, expected, doors, rejected = mixed_batch
     done = batchenum(

@@ -68,6 +68,7 @@ def test_bfile_fixed_column(tmp_path):
     assert rows[2] == (3, 1) and rows[4] == (5, 3)
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_bfile_stabiliser_columns_add_up_to_free_and_fixed(tmp_path):
     out = tmp_path / "palago"
     out.mkdir()

@@ -149,6 +149,7 @@ def committed_lengths() -> dict[str, int]:
     return lengths
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_cli_json_defaults_to_the_longest_committed_table_and_draws_the_plot(tmp_path):
     svg = tmp_path / "plots" / "ratio.svg"
     result = growth("--json", "--svg", str(svg))

@@ -176,6 +176,7 @@ def test_show_a_key_and_refuse_bad_input():
     assert "not a closed blue creature" in not_closed.stderr
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path):
     cli("run", "palago", "--max-n", "9", "--catalogue-max-n", "9", "--serial", "--quiet", "--out", str(tmp_path))
     creatures = pd.read_parquet(tmp_path / "palago" / "creatures")

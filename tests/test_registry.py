@@ -91,6 +91,7 @@ TOY_JOB_FILE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_a_puzzle_is_one_job_file_run_from_the_cli_and_python(tmp_path):
     copy = tmp_path / "checkout"
     for package in ("batchenum", "jobs", "pipeline", "solvers"):

@@ -15,9 +15,8 @@ import os
 import pandas as pd
 import pytest
 from fault_proxy import FaultProxy
-from helpers import assert_exit, cli, cli_command
+from helpers import assert_exit, cli, cli_command, read_s3, s3_fs
 from soak import soak
-from test_object_storage import read_s3, s3_fs
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fault_proxy import FAULTS, FaultProxy
-from helpers import PUBLISHED, assert_exit, cli_command, reused, wait_until
-from test_object_storage import objects, read_s3, run
+from helpers import PUBLISHED, assert_exit, cli_command, cli_s3, objects, read_s3, reused, wait_until
 
 from batchenum.pipeline.storage import Storage, StorageUnavailableError
 
@@ -121,7 +120,7 @@ def test_an_outage_past_the_bound_is_one_message_and_the_rerun_reuses_every_shar
     assert "--storage-timeout 4" in last and "Every shard committed before is kept" in last
     assert waited < 60
     kept = shards_committed(s3_server, new_bucket)
-    rerun = run(
+    rerun = cli_s3(
         through(s3_server, proxy),
         "run",
         "palago",

@@ -204,6 +204,7 @@ def test_a_crafted_manifest_cannot_move_a_folder_from_outside(batch, tmp_path):
         assert tree(victim) == before and not (out / "dungeons" / "secret_stuff").exists()
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_a_manifest_naming_a_table_outside_the_job_folder_is_damaged(batch, tmp_path):
     out = tmp_path / "out"
     cli(*run_args(batch, out))

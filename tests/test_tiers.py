@@ -1,25 +1,17 @@
 """The fast tier (`pytest -m "not integration"`, docs/development.md) holds no test that uses a real
 Ray or S3 server, starts a cluster or kills a process.  conftest.py marks the tests that use the
-Ray and S3 fixtures or the cluster helpers, the files mark the rest, and while the fast tier runs
-conftest.py fails a test that starts a Ray or an S3 server anyway; this test checks the marking
-from the collection, so a new test cannot slip into the fast tier unseen."""
+Ray and S3 fixtures or the cluster helpers or whose code kills or starts one, the files mark the
+rest, and while the fast tier runs conftest.py fails a test that starts a Ray or an S3 server
+anyway.  These tests check the fast tier's collection and that runtime watch."""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers import INTEGRATION_FIXTURES, REPO, ServiceWatch, assert_exit, cli_env
-
-# What a test's own code does that belongs to the integration tier: kill or stop a process (by a
-# signal, or through a fault hook that makes a run kill itself), start a Ray or join one.
-INTEGRATION_CODE = re.compile(
-    r"SIGKILL|SIGSTOP|SIGTERM|SIGINT|\.kill\(|killpg|send_signal|KILL_|ray\.init|ray start|"
-    r"ray\.scripts|cluster_utils|--address|--workers|--no-head-start"
-)
+from helpers import INTEGRATION_CODE, INTEGRATION_FIXTURES, REPO, ServiceWatch, assert_exit, cli_env
 
 
 def fast_tier(report: Path) -> list[dict]:
