@@ -176,7 +176,7 @@ def test_another_user_can_neither_enter_the_private_ray_nor_reach_it_off_loopbac
             f"ls {folder}/ray; echo 192.0.2.66:6379 > {folder}/ray/ray_current_cluster; "
             f"touch {folder}/planted; ls {folder}/ray/session_latest/sockets",
         )
-        assert attack.returncode != 0
+        assert attack.returncode != 0, attack.stdout + attack.stderr
         assert attack.stderr.count("Permission denied") == 4, attack.stderr
         assert not os.path.exists(os.path.join(folder, "planted"))
         assert address.startswith("127.0.0.1:")

@@ -82,7 +82,7 @@ def test_a_damaged_count_table_is_one_message_through_the_real_cli_and_a_rerun_r
         flip(table, position, bit)
         for args in (("table",), ("table", "--format", "bfile"), ("table", "--json")):
             shown = cli(*args, "--out", str(out), expect=None)
-            assert (shown.returncode, shown.stdout) == (1, ""), (position, args, shown.stdout)
+            assert (shown.returncode, shown.stdout) == (1, ""), (position, args, shown.stdout, shown.stderr[-2000:])
             assert shown.stderr.count("\n") == 1 and str(table) in shown.stderr
             assert "Traceback" not in shown.stderr
     status = cli("status", "--out", str(out), expect=None)
