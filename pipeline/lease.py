@@ -68,7 +68,7 @@ CLAIM_MARK = f"{LEASE_FILE}{TMP_MARK}claim-"
 _CLAIM_ROUNDS = 6  # tries of the claim protocol before refusing (each ends with a random pause)
 _CLAIM_TTL = 60.0  # a claim older than this is a crashed candidate's, ignored (and a round must be quicker)
 _RELEASE_TIMEOUT = 10.0  # seconds the lease's release may wait for an unreachable store
-_READS = 4  # reads of a lease file that does not parse before it counts as damaged (``_load``)
+_READS = 4  # reads of a lease on an object store that does not parse before it counts as damaged (``_load``)
 
 
 class LeaseError(PipelineError):
@@ -336,13 +336,14 @@ def _read_lease(storage: Storage, path: str, check: bool = True) -> dict | None:
 def _load(storage: Storage, path: str) -> Any:
     """The lease file's JSON.  An object store's reader learns a file's size before it reads the
     bytes, so a read that races a heartbeat's rewrite can get the new lease cut to the old one's
-    size: a file that does not parse is read again a few times before it counts as damaged."""
-    for attempt in range(1, _READS):
+    size: there, a file that does not parse is read again a few times before it counts as damaged
+    (a disk's lease is replaced by a rename: a read sees all of one lease or of the other)."""
+    for attempt in range(1, 1 if storage.local else _READS):
         try:
             return json.loads(storage.read_bytes(path))
         except (ValueError, UnicodeDecodeError):
             time.sleep(0.05 * attempt)
-    return json.loads(storage.read_bytes(path))  # still cut after the last read: damaged
+    return json.loads(storage.read_bytes(path))  # the last read: a lease still cut is damaged
 
 
 def lease_problem(lease: object) -> str | None:
