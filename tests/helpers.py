@@ -39,7 +39,7 @@ INTEGRATION_MODULES = frozenset({"clusters", "fault_proxy", "soak"})
 # ... or whose own code kills or stops a process (by a signal, or through a fault hook with which a
 # run kills itself), or starts or joins a Ray (a CLI run with --workers or without the head start).
 INTEGRATION_CODE = re.compile(
-    r"SIGKILL|SIGSTOP|SIGTERM|SIGINT|\.kill\(|killpg|send_signal|KILL_|ray\.init|ray start|"
+    r"SIGKILL|SIGSTOP|SIGTERM|SIGINT|\.kill\(|\bkill\w*\(|send_signal|KILL_|ray\.init|ray start|"
     r"ray\.scripts|cluster_utils|--address|--workers|--no-head-start"
 )
 
