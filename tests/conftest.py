@@ -26,12 +26,19 @@ def _is_integration(item: pytest.Item) -> bool:
 
 
 def _source(item: pytest.Item) -> str:
+    """The code of a test and of the fixtures it uses (a module fixture may start the Ray)."""
     import inspect
 
-    try:
-        return inspect.getsource(item.obj) if hasattr(item, "obj") else ""
-    except (OSError, TypeError):
-        return ""
+    functions = [getattr(item, "obj", None)]
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    functions += [definition.func for definitions in fixtures.values() for definition in definitions]
+    texts = []
+    for function in functions:
+        try:
+            texts.append(inspect.getsource(function))
+        except (OSError, TypeError):  # built-in fixtures, or none
+            continue
+    return "\n".join(texts)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects, so the marks made here count
