@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.errors import PipelineError, RunStoppedError
@@ -67,6 +68,7 @@ CLAIM_MARK = f"{LEASE_FILE}{TMP_MARK}claim-"
 _CLAIM_ROUNDS = 6  # tries of the claim protocol before refusing (each ends with a random pause)
 _CLAIM_TTL = 60.0  # a claim older than this is a crashed candidate's, ignored (and a round must be quicker)
 _RELEASE_TIMEOUT = 10.0  # seconds the lease's release may wait for an unreachable store
+_READS = 4  # reads of a lease on an object store that does not parse before it counts as damaged (``_load``)
 
 
 class LeaseError(PipelineError):
@@ -90,7 +92,7 @@ class LeaseFence:
 
     def __call__(self, storage: Storage) -> None:
         try:
-            lease = json.loads(storage.read_bytes(self.path))
+            lease = _load(storage, self.path)
         except FileNotFoundError:
             lease = None
         except (ValueError, UnicodeDecodeError, RecursionError):
@@ -314,7 +316,7 @@ def _read_lease(storage: Storage, path: str, check: bool = True) -> dict | None:
         if not storage.is_file(path):
             problem: str | None = "it is not a file"
         else:
-            record = json.loads(storage.read_bytes(path))
+            record = _load(storage, path)
             problem = lease_problem(record)
     except FileNotFoundError:  # removed between the two looks: its run has just ended
         return None
@@ -329,6 +331,19 @@ def _read_lease(storage: Storage, path: str, check: bool = True) -> dict | None:
         f"wrote, so whether a run is writing to {storage.display_root} is unknown. If no run is writing "
         "there, remove that file and run the same command again."
     )
+
+
+def _load(storage: Storage, path: str) -> Any:
+    """The lease file's JSON.  An object store's reader learns a file's size before it reads the
+    bytes, so a read that races a heartbeat's rewrite can get the new lease cut to the old one's
+    size: there, a file that does not parse is read again a few times before it counts as damaged
+    (a disk's lease is replaced by a rename: a read sees all of one lease or of the other)."""
+    for attempt in range(1, 1 if storage.local else _READS):
+        try:
+            return json.loads(storage.read_bytes(path))
+        except (ValueError, UnicodeDecodeError):
+            time.sleep(0.05 * attempt)
+    return json.loads(storage.read_bytes(path))  # the last read: a lease still cut is damaged
 
 
 def lease_problem(lease: object) -> str | None:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 
-from conftest import free_ports
+from helpers import assert_exit, free_ports
 
 from batchenum.pipeline.local_ray import process_tree
 
@@ -50,7 +50,7 @@ def start_head(temp_dir: str, env: dict, *args: str) -> str:
         timeout=180,
         env=env,
     )
-    assert head.returncode == 0, head.stderr
+    assert_exit(head, 0)
     return re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
 
 

@@ -7,21 +7,88 @@ import os
 import pathlib
 
 import pytest
+from helpers import CASES, INTEGRATION_CODE, INTEGRATION_FIXTURES, INTEGRATION_MODULES, REPO, ServiceWatch, free_port
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-CASES = REPO / "tests" / "data"  # the seed reference cases (docs/rules.md explains them)
+__all__ = ["REPO"]  # tests/test_palago_transfer.py still imports it from here; new tests use helpers
 
 # Ray 2.60 enables token authentication on a fresh local instance; say so explicitly so that the
 # CLI subprocesses that the tests start connect to ours the same way.
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
+def _is_integration(item: pytest.Item) -> bool:
+    if item.get_closest_marker("slow") or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    module = getattr(item, "module", None)
+    if any(getattr(module, name, None) is not None for name in INTEGRATION_MODULES):
+        return True
+    return bool(INTEGRATION_CODE.search(_source(item)))
+
+
+def _source(item: pytest.Item) -> str:
+    """The code of a test and of the fixtures it uses (a module fixture may start the Ray)."""
+    import inspect
+
+    functions = [getattr(item, "obj", None)]
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    functions += [definition.func for definitions in fixtures.values() for definition in definitions]
+    texts = []
+    for function in functions:
+        try:
+            texts.append(inspect.getsource(function))
+        except (OSError, TypeError):  # built-in fixtures, or none
+            continue
+    return "\n".join(texts)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects, so the marks made here count
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding slow tests first, each file's tests kept together and in order: with
-    ``pytest -n 2 --dist loadfile`` (the README's command) the longest files then start first
-    instead of running alone at the end."""
+    """Mark the integration tier (a test using a real Ray, S3 server, cluster or the fault proxy, or
+    whose code kills a process or starts a Ray: helpers.INTEGRATION_FIXTURES, INTEGRATION_MODULES
+    and INTEGRATION_CODE; a test that is slow), so that a new test cannot slip into the fast tier
+    (`pytest -m "not integration"`) by accident; tests that start a Ray some other way (a CLI run
+    without --serial) are marked in their files.  Then put the files holding slow tests first, each file's tests
+    kept together and in order: with ``pytest -n 2 --dist loadfile`` (the README's command) the
+    longest files then start first instead of running alone at the end."""
+    for item in items:
+        if _is_integration(item):
+            item.add_marker(pytest.mark.integration)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # a stable sort keeps each file's order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With BATCHENUM_TIER_REPORT set, write what each collected test uses to that file
+    (tests/test_tiers.py checks the fast tier with it)."""
+    report = os.environ.get("BATCHENUM_TIER_REPORT")
+    if report:
+        import json
+
+        rows = [
+            {
+                "nodeid": item.nodeid,
+                "fixtures": sorted(getattr(item, "fixturenames", ())),
+                "source": _source(item),
+            }
+            for item in session.items
+        ]
+        pathlib.Path(report).write_text(json.dumps(rows))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_ray(request):
+    """In the fast tier, fail a test that started a Ray or an S3 server in a process of its own
+    (a CLI run's local Ray, say): such a test belongs to the integration tier."""
+    if "not integration" not in (request.config.option.markexpr or ""):
+        yield
+        return
+    with ServiceWatch() as watch:
+        yield
+    if watch.seen:
+        pytest.fail(
+            f"{request.node.nodeid} started {sorted(watch.seen)[0]} in the fast tier: mark it "
+            "`pytest.mark.integration` (or run it with --serial)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -44,25 +111,6 @@ def ray_session():
         session.connect()
     yield ray
     session.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports: all sockets stay open until every port is chosen, so the
-    system cannot hand out the same port twice."""
-    import socket
-
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @pytest.fixture(scope="session")

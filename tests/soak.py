@@ -19,13 +19,13 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 from fault_proxy import FaultProxy
+from helpers import wait_until
 
 OUTAGE_KINDS = ("refuse", "stall", "cut")
 
@@ -96,7 +96,7 @@ def soak(
             if k in with_outage:
                 _wait_for(fs, shard_prefix, before + 1, driver)
                 proxy.fault(OUTAGE_KINDS[figures.outages % len(OUTAGE_KINDS)], outage)
-                time.sleep(outage)
+                wait_until(lambda: proxy.current() is None, "the outage was over", timeout=outage + 60)
                 figures.outages += 1
                 figures.outage_seconds += outage
             _wait_for(fs, shard_prefix, before + target, driver)
@@ -118,16 +118,12 @@ def soak(
 
 
 def _wait_for(fs: pafs.S3FileSystem, prefix: str, count: int, driver: subprocess.Popen, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while shards(fs, prefix) < count:
-        if driver.poll() is not None:
-            raise AssertionError(
-                f"the run ended before it was killed (exit {driver.returncode}):\n"
-                f"{driver.stderr.read().decode(errors='replace')[-3000:]}"
-            )
-        if time.monotonic() > deadline:
-            raise AssertionError("no progress: the run committed no shard in time")
-        time.sleep(0.25)  # a listing costs the S3 server CPU that the run needs
+    try:  # a listing every 0.25 s: one costs the S3 server CPU that the run needs
+        wait_until(lambda: shards(fs, prefix) >= count, f"{count} shards were committed", timeout, driver, 0.25)
+    except AssertionError as error:
+        if driver.poll() is None:
+            raise
+        raise AssertionError(f"{error}:\n{driver.stderr.read().decode(errors='replace')[-3000:]}") from None
 
 
 def _kill_group(driver: subprocess.Popen) -> None:
@@ -138,7 +134,3 @@ def _kill_group(driver: subprocess.Popen) -> None:
         pass
     driver.wait(timeout=60)
     driver.stderr.close()
-
-
-def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "batchenum", *args]

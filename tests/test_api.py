@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 import pytest
-from conftest import CASES
+from helpers import CASES, assert_exit
 
 import batchenum
 from batchenum.pipeline.errors import UsageError
@@ -82,6 +82,7 @@ print("rows:", result.tables["creature_counts"].rows, "connected:", ray.is_initi
 """
 
 
+@pytest.mark.integration  # a Ray started by ray.init in a script
 def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_path):
     """A notebook's own ``ray.init``: a run that asks for another Ray (``workers``, an ``address``)
     is refused naming it; one that asks for none computes there and says so."""
@@ -93,7 +94,7 @@ def test_an_already_initialised_ray_is_used_only_when_the_call_allows_it(tmp_pat
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True, timeout=600, cwd=tmp_path
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     lines = done.stdout.splitlines()
     assert (
         lines[0].startswith("refused: this process is already connected to the Ray at CONNECTED")

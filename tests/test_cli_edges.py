@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 
-from test_faults import cli, cli_command
+import pytest
+from helpers import assert_exit, cli, cli_command
 
 
+@pytest.mark.integration  # a private local Ray
 def test_private_local_ray_is_quiet_and_leaves_home_alone(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -20,7 +22,7 @@ def test_private_local_ray_is_quiet_and_leaves_home_alone(tmp_path):
         timeout=600,
         env={**env, "HOME": str(home)},
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     assert "Token authentication is enabled" not in done.stderr and "RAY_AUTH_MODE=disabled" not in done.stderr
     assert not (home / ".ray").exists()
 
@@ -37,8 +39,7 @@ def test_a_casual_run_does_not_clobber_published_tables(tmp_path):
     cli("run", "palago", "--max-n", "10", "--serial", "--quiet", "--out", str(tmp_path))
     before = (tmp_path / "palago" / "creature_counts.parquet").read_bytes()
     casual = cli(
-        "run", "palago", "--max-n", "10", "--catalogue-max-n", "8", "--serial", "--out", str(tmp_path), check=False
+        "run", "palago", "--max-n", "10", "--catalogue-max-n", "8", "--serial", "--out", str(tmp_path), expect=1
     )
-    assert casual.returncode == 1
     assert "holds the tables of another run" in casual.stderr and "--overwrite" in casual.stderr
     assert (tmp_path / "palago" / "creature_counts.parquet").read_bytes() == before

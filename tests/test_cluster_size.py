@@ -11,7 +11,7 @@ import subprocess
 import clusters
 import pyarrow.parquet as pq
 import pytest
-from test_faults import PUBLISHED, cli_command
+from helpers import PUBLISHED, assert_exit, cli_command
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def test_default_plan_and_tasks_in_flight_follow_the_cluster(sixteen_cpus, tmp_p
         timeout=900,
         env=sixteen_cpus["env"],
     )
-    assert result.returncode == 0, result.stderr
+    assert_exit(result, 0)
     shards = sorted((tmp_path / "palago" / "_shards" / "partial_counts").glob("*.parquet"))
     assert len(shards) == 64  # 4 per CPU
     intervals = []

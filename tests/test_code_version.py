@@ -10,8 +10,7 @@ import subprocess
 
 import clusters
 import pytest
-from conftest import REPO
-from test_faults import cli_command
+from helpers import REPO, assert_exit, cli_command
 
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.codeversion import code_version
@@ -48,7 +47,7 @@ def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
             timeout=180,
             env=node_env,
         )
-        assert joined.returncode == 0, joined.stderr
+        assert_exit(joined, 0)
         clusters.wait_for_nodes(address, env, 2)
         result = subprocess.run(
             cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"), "--address", address),
@@ -60,7 +59,7 @@ def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
         )  # Ray puts the driver's folder first on workers' paths
     finally:
         clusters.stop(temp_dir)
-    assert result.returncode == 1
+    assert_exit(result, 1)
     message = result.stderr.strip().splitlines()[-1]
     assert "runs other code than the driver" in message and "Ray node" in message
     assert not (tmp_path / "out" / "palago" / "_shards" / "partial_counts").exists()

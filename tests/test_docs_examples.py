@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO, cli
 
 # README first, then the pages in the order its "Documentation" list gives them
 PAGES = [
@@ -190,18 +190,10 @@ def test_the_gallery_advice_runs_as_printed_after_the_quick_start(tmp_path):
     """A fresh clone's results/ holds the Quick start's n <= 24 table (as after the Quick start): the
     catalogue command the gallery prints must not be refused there, and its --from must then work."""
     fresh_clone(tmp_path)
-    refused = _batchenum(tmp_path, "palago", "gallery", "--n", "17")
-    assert refused.returncode == 2
+    refused = cli("palago", "gallery", "--n", "17", cwd=tmp_path, expect=2)
     command = re.search(r"`batchenum (run palago [^`]+)`", refused.stderr).group(1).split()
     source = re.search(r"add `(--from [^`]+)`", refused.stderr).group(1).split()
-    assert _batchenum(tmp_path, *command, "--quiet").returncode == 0
-    shown = _batchenum(tmp_path, "palago", "gallery", "--n", "17", *source, "--limit", "5", "--out", "runs")
-    assert shown.returncode == 0, shown.stderr
+    cli(*command, "--quiet", cwd=tmp_path)
+    cli("palago", "gallery", "--n", "17", *source, "--limit", "5", "--out", "runs", cwd=tmp_path)
     [index] = (tmp_path / "runs" / "palago").glob("gallery_n17*/index.html")
     assert "creature" in index.read_text().lower()
-
-
-def _batchenum(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "batchenum", *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )

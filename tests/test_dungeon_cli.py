@@ -8,6 +8,7 @@ import sys
 
 import pandas as pd
 import pytest
+from helpers import assert_exit
 from test_dungeon_job import MIXED
 
 from batchenum.solvers.dungeon import generate, oracle_gold
@@ -32,6 +33,7 @@ def mixed_batch(tmp_path_factory):
     return path, expected, rejected
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     path, expected, rejected = mixed_batch
     done = batchenum(
@@ -49,7 +51,7 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
         "100",
         "--quiet",
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     read = len(expected) + rejected
     assert f"dungeons: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
     answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
@@ -79,7 +81,7 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
         "--serial",
         "--quiet",
     )
-    assert serial.returncode == 0, serial.stderr
+    assert_exit(serial, 0)
     assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "answers").equals(answers)
     assert pd.read_parquet(tmp_path / "serial" / "dungeons" / "errors").equals(errors)
 
@@ -89,9 +91,9 @@ def test_generate_then_run(tmp_path):
     made = batchenum(
         "generate", "dungeons", "--count", "50", "--height", "5", "--width", "1-9", "--seed", "4", "--out", str(out)
     )
-    assert made.returncode == 0, made.stderr
+    assert_exit(made, 0)
     done = batchenum("run", "dungeons", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     assert "dungeons: read 50, answered 50, rejected 0" in done.stdout
     answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in generate(50, 5, (1, 9), seed=4)]
@@ -99,7 +101,7 @@ def test_generate_then_run(tmp_path):
 
 def test_missing_input_fails_with_a_clear_message(tmp_path):
     done = batchenum("run", "dungeons", "--input", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path), "--serial")
-    assert done.returncode == 1
+    assert_exit(done, 1)
     assert "does not exist" in done.stderr
 
 
@@ -119,6 +121,7 @@ console()
 """
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(tmp_path):
     batch = tmp_path / "clean.jsonl"
     grids = generate(300, 6, 7, seed=5)
@@ -144,6 +147,7 @@ def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(t
         text=True,
         timeout=240,
     )
-    assert done.returncode == 0 and "imported from" not in done.stderr, done.stderr
+    assert_exit(done, 0)
+    assert "imported from" not in done.stderr, done.stderr
     answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in grids]

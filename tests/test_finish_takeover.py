@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pytest
-from test_faults import cli
+from helpers import cli
 
 import batchenum
 from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SLICES_PER_CPU, SliceSize, plan_slices

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_faults import assert_matches_published, reused, table_bytes
+from helpers import assert_exit, assert_matches_published, reused, table_bytes
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,7 +35,7 @@ def in_private_mounts(script: str, out: Path, logs: Path) -> None:
         text=True,
         timeout=900,
     )
-    assert result.returncode == 0, result.stderr
+    assert_exit(result, 0)
 
 
 def outcome(logs: Path, name: str) -> tuple[int, str]:

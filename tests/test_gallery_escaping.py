@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import assert_exit
 
 from batchenum.solvers.palago import Tile
 from batchenum.solvers.palago.render import GalleryItem, gallery_index_html, gallery_page_html, gallery_pages
@@ -99,7 +100,7 @@ def _craft(catalogue: Path, column: str, value: str) -> None:
 def catalogue_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("catalogue")
     run = batchenum("run", "palago", "--max-n", "9", "--catalogue-max-n", "9", "--serial", "--quiet", "--out", str(out))
-    assert run.returncode == 0, run.stderr
+    assert_exit(run, 0)
     return out
 
 
@@ -115,7 +116,7 @@ def test_a_crafted_key_and_sum_are_shown_as_text(catalogue_run, tmp_path):
     _craft(out / "palago" / "creatures", "key", "k" + SCRIPT)
     _craft(out / "palago" / "creatures", "sum", "s" + SCRIPT)
     run = batchenum("palago", "gallery", "--n", "9", "--from", str(out), "--out", str(out))
-    assert run.returncode == 0, run.stderr
+    assert_exit(run, 0)
     for page in (out / "palago" / "gallery_n9").iterdir():
         text = page.read_text()
         assert "<script" not in text
@@ -130,7 +131,7 @@ def test_crafted_tiles_are_refused_naming_the_creature_and_no_page_is_written(ca
     out = _copy(catalogue_run, tmp_path / "out")
     _craft(out / "palago" / "creatures", "tiles", '[[0, 0, "0\\" onload=\\"alert(1)", 1]]')
     run = batchenum("palago", "gallery", "--n", "9", "--from", str(out), "--out", str(out))
-    assert run.returncode == 1
+    assert_exit(run, 1)
     assert "has tiles that are not lists of four integers [q, r, t, regions]" in run.stderr
     assert "rebuild it" in run.stderr and "Traceback" not in run.stderr
     assert not (out / "palago" / "gallery_n9").exists()

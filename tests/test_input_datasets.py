@@ -8,14 +8,13 @@ import gzip
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from helpers import cli
 
 import batchenum
 from batchenum.pipeline.errors import InputError
@@ -34,17 +33,11 @@ BAD = {
 }
 
 
-def cli(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=600, env=env
-    )
-
-
 @pytest.fixture(scope="module")
 def lines(tmp_path_factory) -> list[bytes]:
     """RECORDS JSONL lines from ``batchenum generate dungeons``, a few replaced by bad records."""
     path = tmp_path_factory.mktemp("generated") / "dungeons.jsonl"
-    done = cli(
+    cli(
         "generate",
         "dungeons",
         "--count",
@@ -58,7 +51,6 @@ def lines(tmp_path_factory) -> list[bytes]:
         "--out",
         str(path),
     )
-    assert done.returncode == 0, done.stderr
     lines = path.read_bytes().splitlines(keepends=True)
     for k, bad in BAD.items():
         lines[k] = (bad if isinstance(bad, str) else json.dumps(bad)).encode() + b"\n"
@@ -323,7 +315,6 @@ def test_several_values_globs_and_input_again_through_the_cli(lines, tmp_path):
         "--serial",
         "--json",
     )
-    assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     chosen = [(n, c) for n, c in parts if n[:10] in {f"part-0000{k}" for k in range(6)} or n.startswith("part-0003")]
     assert report["totals"]["records"] == sum(count for _, count in chosen)
@@ -357,8 +348,8 @@ def test_bad_input_values_are_errors_naming_them_through_the_cli(tmp_path):
         ),
     ]
     for values, message in cases:
-        done = cli("run", "dungeons", "--input", *values, "--out", str(tmp_path / "out"), "--serial")
-        assert done.returncode == 1 and f"batchenum: error: {message}" in done.stderr, (values, done.stderr)
+        done = cli("run", "dungeons", "--input", *values, "--out", str(tmp_path / "out"), "--serial", expect=1)
+        assert f"batchenum: error: {message}" in done.stderr, (values, done.stderr)
         assert "Traceback" not in done.stderr
 
 

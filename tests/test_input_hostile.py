@@ -230,6 +230,7 @@ def maximal_dungeons(count: int) -> list[bytes]:
     return [json.dumps({"id": f"m{k}", "grid": grid}).encode() + b"\n" for k in range(count)]
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_a_shard_reads_at_most_max_slice_bytes_whatever_its_record_count(tmp_path):
     from batchenum.pipeline.inputs import read_records
     from batchenum.pipeline.inputs.plan import MAX_SLICE_BYTES, SliceSize, plan_slices

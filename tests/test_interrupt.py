@@ -8,17 +8,17 @@ or reparented."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import clusters
 import pytest
-from test_faults import cli, cli_command, committed, palago_args, reused
+from helpers import cli, cli_command, committed, palago_args, reused, wait_until
 
 MARK = "BATCHENUM_TEST_RUN_MARK"
 # The progress lines (a timestamp, then "batchenum"), and the final line; nothing else may follow
@@ -59,23 +59,17 @@ def interrupt_at_a_terminal(
             env={**os.environ, **(env or {}), MARK: mark},
         )
     try:
-        deadline = time.monotonic() + 300
-        while ready not in log.read_text():
-            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        wait_until(lambda: ready in log.read_text(), f"the run said {ready!r}", 300, driver)
         seen = committed(out)
-        while committed(out) < seen + 2:
-            assert driver.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        wait_until(lambda: committed(out) >= seen + 2, "two more shards were committed", 300, driver)
         said = len(log.read_text())
         os.killpg(driver.pid, signum)  # the terminal's Ctrl-C: every process of the foreground group
         driver.wait(timeout=120)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while marked_processes(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    with contextlib.suppress(AssertionError):  # the test asserts on those left
+        wait_until(lambda: not marked_processes(mark), "every process of the run ended", 10)
     text = log.read_text()
     return driver.returncode, text[said:], marked_processes(mark), text
 

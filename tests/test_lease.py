@@ -13,9 +13,21 @@ import time
 
 import pytest
 from fault_proxy import FaultProxy
-from test_faults import assert_matches_published, cli, cli_command, committed, palago_args, reused, wait_for_commits
+from helpers import (
+    assert_exit,
+    assert_matches_published,
+    cli,
+    cli_command,
+    committed,
+    lease_record,
+    palago_args,
+    reused,
+    wait_for_commits,
+    wait_until,
+    wait_until_stale,
+)
 
-from batchenum.pipeline.lease import Lease, LeaseError
+from batchenum.pipeline.lease import Lease, LeaseError, _read_lease, lease_problem
 from batchenum.pipeline.local_ray import process_tree
 from batchenum.pipeline.storage import Storage
 
@@ -26,12 +38,12 @@ def test_a_second_run_refuses_and_a_dead_runs_folder_is_taken_over(tmp_path):
     )
     try:
         wait_for_commits(tmp_path, 2, first)
-        second = cli(*palago_args(tmp_path, 24, 64, "--serial"), check=False)
+        second = cli(*palago_args(tmp_path, 24, 64, "--serial"), expect=None)
         assert (tmp_path / "palago" / "_lease.json").exists()
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=60)
-    assert second.returncode == 1
+    assert_exit(second, 1)
     message = second.stderr.strip().splitlines()[-1]
     assert "another run is writing to" in message and f"pid {first.pid}" in message and "started" in message
     kept = committed(tmp_path)
@@ -83,6 +95,36 @@ def test_on_s3_behind_a_slow_network_at_most_one_of_runs_starting_at_once_gets_t
         assert won >= 1  # candidates that all withdrew try again after random pauses
 
 
+@pytest.mark.slow
+def test_on_s3_a_lease_read_racing_heartbeats_never_takes_a_cut_lease_for_a_lost_one(
+    s3_server, new_bucket, monkeypatch
+):
+    """An S3 reader learns an object's size before it reads the bytes: a heartbeat landing between
+    the two handed it the new lease cut to the old one's size, and a run's commit check took that
+    for a lost lease (a soak failed so).  Here heartbeats of two lengths race the check."""
+    for name, value in s3_server.items():
+        monkeypatch.setenv(name, value)
+    uri = f"s3://{new_bucket}/job"
+    with Lease(Storage.at(uri), say=lambda message: None) as lease:
+        fence, writer, reader = lease.folder.guard, Storage.at(uri), Storage.at(uri)
+        stop = threading.Event()
+
+        def heartbeats() -> None:
+            while not stop.is_set():
+                for beat in (float(int(time.time())), time.time() + 0.0001):  # "1764…0.0", "1764…6.5432…"
+                    writer.write_text(lease.path, json.dumps({**lease.record, "heartbeat_at": beat}))
+
+        beating = threading.Thread(target=heartbeats)
+        beating.start()
+        try:
+            for _ in range(300):
+                fence(reader)  # raises LeaseLostError on a lease it cannot parse
+                assert lease_problem(_read_lease(reader, lease.path)) is None
+        finally:
+            stop.set()
+            beating.join()
+
+
 def start_at_once(leases: list[Lease]) -> list[tuple[str, object]]:
     barrier = threading.Barrier(len(leases))
     outcomes = []
@@ -110,10 +152,7 @@ def signal_run(unshared: subprocess.Popen, signum: int) -> None:
 
 
 def lease_host(out) -> str | None:
-    try:
-        return json.loads((out / "palago" / "_lease.json").read_text())["host"]
-    except (FileNotFoundError, ValueError, KeyError):
-        return None
+    return (lease_record(out) or {}).get("host")
 
 
 @pytest.mark.slow
@@ -144,15 +183,11 @@ def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_
     try:
         wait_for_commits(tmp_path, 2, first)
         signal_run(first, signal.SIGSTOP)
-        time.sleep(4)  # past the 3 s after which another host may take the folder
+        wait_until_stale(tmp_path)  # by the times its lease records: then another host may take it
         # the stale time is the one the first run's lease records; the second keeps the default
         # lease times, so that its own 0.5 s heartbeat cannot be starved past 2 s on a loaded machine
         second = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while lease_host(tmp_path) != socket.gethostname():
-            assert second.poll() is None, second.communicate()[1]
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: lease_host(tmp_path) == socket.gethostname(), "the second run took the lease", 120, second)
         signal_run(first, signal.SIGCONT)
         _, first_err = first.communicate(timeout=300)
         _, second_err = second.communicate(timeout=600)
@@ -161,8 +196,9 @@ def test_a_run_stopped_past_a_takeover_and_resumed_commits_nothing_into_the_new_
             if process is not None and process.poll() is None:
                 process.kill()
     assert "taking over the folder from a dead run" in second_err and "no heartbeat" in second_err
-    assert second.returncode == 0, second_err
-    assert first.returncode == 1 and "Traceback" not in first_err, first_err
+    assert_exit(second, 0, stderr=second_err)
+    assert_exit(first, 1, stderr=first_err)
+    assert "Traceback" not in first_err, first_err
     assert "commits nothing more" in first_err.strip().splitlines()[-1], first_err
     assert_matches_published(tmp_path, 21)
 
@@ -176,16 +212,18 @@ def test_a_stopped_run_on_this_host_is_never_taken_over_and_gives_the_folder_up_
     try:
         wait_for_commits(tmp_path, 2, first)
         first.send_signal(signal.SIGSTOP)
-        time.sleep(4)  # its heartbeat is stale, but its pid lives on this host
-        refused = cli(*args, env=LEASE_HOOK, check=False)
+        wait_until_stale(tmp_path)  # its heartbeat is stale, but its pid lives on this host
+        refused = cli(*args, env=LEASE_HOOK, expect=None)
         first.send_signal(signal.SIGCONT)
         _, first_err = first.communicate(timeout=300)
     finally:
         if first.poll() is None:
             first.kill()
-    assert refused.returncode == 1 and "another run is writing to" in refused.stderr
+    assert_exit(refused, 1)
+    assert "another run is writing to" in refused.stderr
     assert f"kill -CONT {first.pid}" in refused.stderr
-    assert first.returncode == 1 and "could not renew its lease" in first_err.strip().splitlines()[-1], first_err
+    assert_exit(first, 1, stderr=first_err)
+    assert "could not renew its lease" in first_err.strip().splitlines()[-1], first_err
     kept = committed(tmp_path)
     # the first run's pid is gone, so its lease is taken over at once; the default lease times keep
     # the rerun's own 0.5 s heartbeat from being starved past 2 s on a loaded machine (seen in CI)

@@ -15,7 +15,7 @@ import subprocess
 import time
 
 import pytest
-from test_faults import cli, cli_command, palago_args, wait_for_commits
+from helpers import assert_exit, cli, cli_command, palago_args, wait_for_commits, wait_until_stale
 
 from batchenum.pipeline.local_ray import process_tree
 
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 LEASE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,1"}  # heartbeat 0.5 s; with --storage-timeout 1: stale after 3 s
+SLOW_STALE_HOOK = {"BATCHENUM_TEST_LEASE": "0.5,10"}  # the same, stale after 12 s
 
 
 def in_pid_namespace(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -58,7 +59,7 @@ def test_a_run_in_another_pid_namespace_never_takes_a_live_runs_folder(tmp_path)
         holder = lease(tmp_path)
         contender = in_pid_namespace(*args)
         _, stderr = contender.communicate(timeout=300)
-        assert contender.returncode == 1, stderr
+        assert_exit(contender, 1, stderr=stderr)
         message = stderr.strip().splitlines()[-1]
         assert f"another run is writing to {tmp_path / 'palago'}: host " in message
         assert "its process cannot be checked from here: another host, container or PID namespace" in message
@@ -70,16 +71,18 @@ def test_a_run_in_another_pid_namespace_never_takes_a_live_runs_folder(tmp_path)
 
 def test_the_lease_of_a_run_killed_in_a_container_is_taken_over_once_stale(tmp_path):
     args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
-    contained = in_pid_namespace(*args, env=LEASE_HOOK)
+    # stale 12 s after its last heartbeat: long enough for a contender to start and find it fresh
+    contained = in_pid_namespace(*args, env=SLOW_STALE_HOOK)
     try:
         wait_for_commits(tmp_path, 2, contained)
     finally:
         kill_tree(contained)  # the namespace's pid 1 and everything in it
     left = lease(tmp_path)
     assert left["pid"] == 1 and left["pid_namespace"] != os.stat("/proc/self/ns/pid").st_ino
-    refused = cli(*args, env=LEASE_HOOK, check=False)  # its heartbeat is still fresh
-    assert refused.returncode == 1 and "cannot be checked from here" in refused.stderr
-    time.sleep(max(0.0, left["heartbeat_at"] + left["stale_after"] + 0.5 - time.time()))
+    refused = cli(*args, env=LEASE_HOOK, expect=None)  # its heartbeat is still fresh
+    assert_exit(refused, 1)
+    assert "cannot be checked from here" in refused.stderr
+    wait_until_stale(tmp_path)
     taken = cli(*args, env=LEASE_HOOK)
     lines = [line for line in taken.stderr.splitlines() if "taking over the folder from a dead run" in line]
     assert len(lines) == 1, taken.stderr

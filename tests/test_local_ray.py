@@ -4,6 +4,7 @@ when it does not, and leave no process or folder behind, even when the driver is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -18,11 +19,14 @@ import time
 from pathlib import Path
 
 import pytest
-from test_faults import assert_matches_published
+from helpers import assert_exit, assert_matches_published, wait_until
 
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder, process_tree
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "local_toy.py"
+
+
+pytestmark = pytest.mark.integration  # every test here starts a private local Ray
 
 
 @pytest.fixture
@@ -45,7 +49,7 @@ def run_toy(out: Path, ray_tmpdir: str, *args) -> tuple[dict, str]:
         timeout=300,
         env={**os.environ, "RAY_TMPDIR": ray_tmpdir},
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     report = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(report[len("RESULT ") :]), done.stderr
 
@@ -87,16 +91,17 @@ def test_a_killed_driver_leaves_no_ray_process(tmp_path, ray_tmpdir):
         env={**os.environ, "RAY_TMPDIR": ray_tmpdir},
     )
     try:
-        deadline = time.monotonic() + 120
-        while not any("raylet" in _command_line(pid) for pid in processes_naming(ray_tmpdir)):
-            assert driver.poll() is None and time.monotonic() < deadline, "Ray never started"
-            time.sleep(0.2)
+        wait_until(
+            lambda: any("raylet" in _command_line(pid) for pid in processes_naming(ray_tmpdir)),
+            "the run's Ray started",
+            120,
+            driver,
+        )
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-    deadline = time.monotonic() + 30
-    while (processes_naming(ray_tmpdir) or os.listdir(ray_tmpdir)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    with contextlib.suppress(AssertionError):  # the test asserts on what is left
+        wait_until(lambda: not (processes_naming(ray_tmpdir) or os.listdir(ray_tmpdir)), "the run's Ray was gone", 30)
     left = processes_naming(ray_tmpdir)
     assert left == [], [_command_line(pid) for pid in left]
     assert os.listdir(ray_tmpdir) == []  # the watchdog removed the folder the killed driver could not
@@ -119,7 +124,7 @@ def test_a_local_ray_that_cannot_start_leaves_the_work_to_the_driver(tmp_path):
         timeout=300,
         env={**os.environ, "RAY_TMPDIR": str(not_a_folder)},
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     assert "the local Ray did not start, so every shard is computed here: NotADirectoryError" in done.stderr
     assert '"values": ' + json.dumps(list(range(35))) in done.stdout
 
@@ -171,7 +176,7 @@ def test_another_user_can_neither_enter_the_private_ray_nor_reach_it_off_loopbac
             f"ls {folder}/ray; echo 192.0.2.66:6379 > {folder}/ray/ray_current_cluster; "
             f"touch {folder}/planted; ls {folder}/ray/session_latest/sockets",
         )
-        assert attack.returncode != 0
+        assert attack.returncode != 0, attack.stdout + attack.stderr
         assert attack.stderr.count("Permission denied") == 4, attack.stderr
         assert not os.path.exists(os.path.join(folder, "planted"))
         assert address.startswith("127.0.0.1:")
@@ -250,7 +255,7 @@ def test_runs_in_two_threads_share_one_private_ray_and_the_last_stops_it(tmp_pat
     done = subprocess.run(
         [sys.executable, str(scenario), str(tmp_path), "22", "0"], capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :])
     assert report["runs"]["a"]["ok"] and report["runs"]["b"]["ok"], report
     assert report["ray_initialised"] is False  # stopped by the last run to finish

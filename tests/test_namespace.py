@@ -11,7 +11,7 @@ import sys
 import textwrap
 import tomllib
 
-from conftest import CASES
+from helpers import CASES, assert_exit
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FOLDERS = {
@@ -79,7 +79,7 @@ def test_a_notebook_folder_with_its_own_pipeline_runs_batchenum_on_ray(tmp_path)
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["users"] == ["the user"] * 3  # ours did not replace theirs in sys.modules
     assert seen["files"][0] == str(folder / "pipeline" / "__init__.py")
@@ -98,7 +98,7 @@ def test_the_command_runs_from_a_folder_with_its_own_jobs_and_pipeline(tmp_path)
             text=True,
             timeout=300,
         )
-        assert done.returncode == 0, done.stderr
+        assert_exit(done, 0)
         assert json.loads(done.stdout)["tables"]["creature_counts"]["rows"] == 8
 
 
@@ -110,4 +110,5 @@ def test_no_top_level_pipeline_jobs_or_solvers_is_installed(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=installed_only
     )
-    assert done.returncode == 0 and done.stdout.strip() == "[None, None, None]", done.stderr
+    assert_exit(done, 0)
+    assert done.stdout.strip() == "[None, None, None]", done.stderr

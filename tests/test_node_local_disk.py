@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from test_faults import cli, cli_command
+from helpers import assert_exit, cli, cli_command
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def two_nodes(tmp_path_factory):
             timeout=180,
             env=env,
         )
-        assert second.returncode == 0, second.stderr
+        assert_exit(second, 0)
         clusters.wait_for_nodes(address, env, 2)
         yield {"address": address, "env": env, "private": private}
     finally:
@@ -84,7 +84,7 @@ def test_local_out_on_node_local_disks_is_refused_before_computing(two_nodes, tm
         timeout=600,
         env=two_nodes["env"],
     )
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert_exit(result, 1)
     message = result.stderr.strip().splitlines()[-1]
     assert f"does not see --out {out / 'dungeons'}" in message
     assert "Ray node" in message  # names the node
@@ -115,7 +115,7 @@ def test_local_input_a_node_cannot_see_is_refused(two_nodes, tmp_path, plan):
         timeout=600,
         env={**two_nodes["env"], **plan},
     )
-    assert result.returncode == 1
+    assert_exit(result, 1)
     message = result.stderr.strip().splitlines()[-1]
     assert f"does not see --input {hidden / 'd.jsonl'}" in message  # --out, shared by both nodes, is fine
 
@@ -160,7 +160,7 @@ def test_object_storage_on_node_local_disks_gives_the_local_tables(two_nodes, s3
         timeout=900,
         env=env,
     )
-    assert result.returncode == 0, result.stderr
+    assert_exit(result, 0)
     assert f"tasks on the Ray cluster at {two_nodes['address']}" in result.stderr
     assert (
         result.stdout.splitlines()[0]

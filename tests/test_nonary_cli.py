@@ -8,6 +8,7 @@ import sys
 
 import pandas as pd
 import pytest
+from helpers import assert_exit
 from test_nonary_job import ANSWERS, MIXED
 
 from batchenum.solvers.nonary import brute_force, generate, verify_plan
@@ -35,6 +36,7 @@ def mixed_batch(tmp_path_factory):
     return path, expected, doors, rejected
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     path, expected, doors, rejected = mixed_batch
     done = batchenum(
@@ -52,7 +54,7 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
         "6",
         "--quiet",
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     read = len(expected) + rejected
     assert f"nonary: read {read}, answered {len(expected)}, rejected {rejected}" in done.stdout
     answers = pd.read_parquet(tmp_path / "nonary" / "answers")
@@ -83,7 +85,7 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
         "--serial",
         "--quiet",
     )
-    assert serial.returncode == 0, serial.stderr
+    assert_exit(serial, 0)
     assert pd.read_parquet(tmp_path / "serial" / "nonary" / "answers").equals(answers)
     assert pd.read_parquet(tmp_path / "serial" / "nonary" / "errors").equals(errors)
 
@@ -102,9 +104,9 @@ def test_generate_then_run(tmp_path):
     made = batchenum(
         "generate", "nonary", "--count", "40", "--rooms", "3", "--doors", "6", "--seed", "4", "--out", str(out)
     )
-    assert made.returncode == 0, made.stderr
+    assert_exit(made, 0)
     done = batchenum("run", "nonary", "--input", str(out), "--out", str(tmp_path), "--serial", "--quiet")
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     assert "nonary: read 40, answered 40, rejected 0" in done.stdout
     answers = pd.read_parquet(tmp_path / "nonary" / "answers")
     graphs = generate(40, rooms=3, doors=6, seed=4)

@@ -120,6 +120,7 @@ def seed_cases(cases_dir):
         return [json.loads(line) for line in handle if line.strip()]
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_published_cases(cases_dir):
     cases = seed_cases(cases_dir)
     assert len(cases) == 10

@@ -8,13 +8,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pandas as pd
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from test_faults import PUBLISHED, cli, cli_command, reused
+from helpers import PUBLISHED, cli, cli_command, cli_s3, objects, read_s3, reused, s3_fs, wait_until
 
 from batchenum.pipeline.inputs.plan import load_slice, plan_slices
 from batchenum.pipeline.job import PlanContext
@@ -22,40 +20,6 @@ from batchenum.pipeline.runner import RaySession
 from batchenum.pipeline.table_commit import GUARD_FILE, MANIFEST_FILE
 
 pytestmark = pytest.mark.slow
-
-
-def s3_env(s3_server: dict) -> dict:
-    return {**os.environ, **s3_server}
-
-
-def s3_fs(s3_server: dict) -> pafs.S3FileSystem:
-    return pafs.S3FileSystem(
-        endpoint_override=s3_server["AWS_ENDPOINT_URL"],
-        region="us-east-1",
-        access_key=s3_server["AWS_ACCESS_KEY_ID"],
-        secret_key=s3_server["AWS_SECRET_ACCESS_KEY"],
-    )
-
-
-def run(s3_server: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=900, env=s3_env(s3_server))
-    if check:
-        assert result.returncode == 0, f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}"
-    secret = s3_server["AWS_SECRET_ACCESS_KEY"]
-    assert secret not in result.stdout and secret not in result.stderr, "a credential reached the output"
-    return result
-
-
-def read_s3(s3_server: dict, uri: str, **kwargs) -> pd.DataFrame:
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in s3_server.items():
-            patch.setenv(name, value)
-        return pd.read_parquet(uri, **kwargs)
-
-
-def objects(s3_server: dict, prefix: str) -> list[str]:
-    infos = s3_fs(s3_server).get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
-    return sorted(info.path for info in infos if info.type == pafs.FileType.File)
 
 
 def assert_no_secret_in_metadata(s3_server: dict, prefix: str) -> None:
@@ -96,7 +60,7 @@ def test_batch_from_and_to_s3_matches_a_local_serial_run(s3_server, new_bucket, 
         str(tmp_path / "local"),
         "--serial",
     )
-    remote = run(
+    remote = cli_s3(
         s3_server,
         "run",
         job,
@@ -123,7 +87,7 @@ def test_batch_from_and_to_s3_matches_a_local_serial_run(s3_server, new_bucket, 
 def test_palago_counts_and_catalogue_on_s3_match_local(s3_server, new_bucket, tmp_path):
     args = ("run", "palago", "--max-n", "14", "--catalogue-max-n", "12", "--shards", "6")
     cli(*args, "--out", str(tmp_path), "--serial")
-    run(s3_server, *args, "--workers", "2", "--out", f"s3://{new_bucket}/run")
+    cli_s3(s3_server, *args, "--workers", "2", "--out", f"s3://{new_bucket}/run")
     expected = pd.read_parquet(tmp_path / "palago" / "creature_counts.parquet")
     pd.testing.assert_frame_equal(read_s3(s3_server, f"s3://{new_bucket}/run/palago/creature_counts.parquet"), expected)
     local_catalogue = pd.read_parquet(tmp_path / "palago" / "creatures").sort_values("key").reset_index(drop=True)
@@ -132,9 +96,9 @@ def test_palago_counts_and_catalogue_on_s3_match_local(s3_server, new_bucket, tm
     names = objects(s3_server, f"{new_bucket}/run/palago")
     assert f"{new_bucket}/run/palago/creatures/part-00000.parquet" in names
     assert f"{new_bucket}/run/palago/creature_counts.md" in names
-    table = run(s3_server, "table", "--out", f"s3://{new_bucket}/run")
+    table = cli_s3(s3_server, "table", "--out", f"s3://{new_bucket}/run")
     assert table.stdout.split()[-9] == "14"  # the last row, n = 14
-    gallery = run(
+    gallery = cli_s3(
         s3_server,
         "palago",
         "gallery",
@@ -151,19 +115,15 @@ def test_palago_counts_and_catalogue_on_s3_match_local(s3_server, new_bucket, tm
 def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, new_bucket):
     out = f"s3://{new_bucket}/run"
     args = cli_command("run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
-    driver = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=s3_env(s3_server))
+    driver = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **s3_server})
     shard_prefix = f"{new_bucket}/run/palago/_shards/partial_counts"
-    deadline = time.monotonic() + 600
-    while len(objects(s3_server, shard_prefix)) < 3:
-        assert driver.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: len(objects(s3_server, shard_prefix)) >= 3, "3 shards were committed", 600, driver)
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=60)
     committed = len(objects(s3_server, shard_prefix))
     assert 3 <= committed < 24
-    assert f"{committed}/24 shards committed" in run(s3_server, "status", "--out", out).stdout
-    rerun = run(s3_server, "run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
+    assert f"{committed}/24 shards committed" in cli_s3(s3_server, "status", "--out", out).stdout
+    rerun = cli_s3(s3_server, "run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
     assert reused(rerun) >= committed
     counts = read_s3(s3_server, f"{out}/palago/creature_counts.parquet")
     assert counts.free.tolist() == PUBLISHED[PUBLISHED.n <= 21].free.tolist()
@@ -172,7 +132,7 @@ def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, 
 def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
     out = f"s3://{new_bucket}/run"
     args = ("run", "palago", "--max-n", "13", "--shards", "4", "--serial", "--out", out)
-    run(s3_server, *args)
+    cli_s3(s3_server, *args)
     fs = s3_fs(s3_server)
     table = f"{new_bucket}/run/palago/creature_counts.parquet"
     before = fs.open_input_file(table).readall()
@@ -181,24 +141,23 @@ def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
     data[8:40] = b"\0" * 32  # inside the first data page
     with fs.open_output_stream(victim) as handle:
         handle.write(bytes(data))
-    rerun = run(s3_server, *args)
+    rerun = cli_s3(s3_server, *args)
     assert "shard s0002 will be recomputed" in rerun.stderr
     assert "(3 reused, 1 recomputed: damaged, stale or made with other parameters)" in rerun.stdout
     assert fs.open_input_file(table).readall() == before
 
 
 def test_unusable_out_location_is_one_clear_message(s3_server, tmp_path):
-    result = run(
-        s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x", check=False
+    result = cli_s3(
+        s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x", expect=1
     )
-    assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("batchenum: error: --out: cannot write to s3://no-such")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", str(blocker), check=False)
-    assert result.returncode == 1 and "--out" in result.stderr and "not a folder" in result.stderr
-    result = run(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "", check=False)
-    assert result.returncode == 1 and "--out: an empty location" in result.stderr
+    result = cli_s3(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", str(blocker), expect=1)
+    assert "--out" in result.stderr and "not a folder" in result.stderr
+    result = cli_s3(s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "", expect=1)
+    assert "--out: an empty location" in result.stderr
 
 
 def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_session, monkeypatch):

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
+from helpers import REPO, assert_exit
 
 from batchenum.jobs.palago import BFILE_COLUMNS, WIDE_CREATURE_COUNTS, bfile, exact_column
 from batchenum.pipeline.errors import PipelineError
@@ -27,7 +27,7 @@ def table(*args: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "batchenum", "table", *args], capture_output=True, text=True, timeout=120, cwd=REPO
     )
-    assert result.returncode == 0, result.stderr
+    assert_exit(result, 0)
     return result.stdout
 
 
@@ -68,6 +68,7 @@ def test_bfile_fixed_column(tmp_path):
     assert rows[2] == (3, 1) and rows[4] == (5, 3)
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_bfile_stabiliser_columns_add_up_to_free_and_fixed(tmp_path):
     out = tmp_path / "palago"
     out.mkdir()
@@ -113,7 +114,8 @@ def test_the_committed_table_past_int64_lists_exactly_and_its_columns_must_match
         timeout=120,
         cwd=REPO,
     )
-    assert result.returncode == 1 and "is damaged (its columns (n: int64, free: int64" in result.stderr
+    assert_exit(result, 1)
+    assert "is damaged (its columns (n: int64, free: int64" in result.stderr
     assert "are not the table's (n: int64, free: string" in result.stderr
 
 
@@ -125,7 +127,8 @@ def test_bfile_column_must_be_a_count_column(tmp_path):
         timeout=120,
         cwd=REPO,
     )
-    assert result.returncode == 2 and "invalid choice: 'nodes'" in result.stderr
+    assert_exit(result, 2)
+    assert "invalid choice: 'nodes'" in result.stderr
 
 
 # Counts past int64 (fixed(n) needs about 64.5 bits at n = 50): every form a count table may hold them in.

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from helpers import REPO, cli
 
 PUBLISHED_13_TO_20 = [205, 512, 1335, 3404, 8922, 23592, 62630, 167622]
-
-
-def batchenum(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="module")
 def ray_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray")
-    result = batchenum("run", "palago", "--max-n", "14", "--catalogue-max-n", "9", "--workers", "2", "--out", str(out))
+    result = cli("run", "palago", "--max-n", "14", "--catalogue-max-n", "9", "--workers", "2", "--out", str(out))
     return out, result
 
 
@@ -52,35 +43,33 @@ def test_catalogue_reads_back_with_n_an_integer_column(ray_run):
 
 def test_rerun_reuses_every_shard(ray_run):
     out, first = ray_run
-    again = batchenum("run", "palago", "--max-n", "14", "--catalogue-max-n", "9", "--workers", "2", "--out", str(out))
+    again = cli("run", "palago", "--max-n", "14", "--catalogue-max-n", "9", "--workers", "2", "--out", str(out))
     assert "4 shards (4 reused)" in again.stdout
     assert "0 to compute" in again.stderr
 
 
 def test_serial_run_writes_identical_tables(ray_run, tmp_path):
     out, _ = ray_run
-    batchenum("run", "palago", "--max-n", "14", "--catalogue-max-n", "9", "--serial", "--out", str(tmp_path))
+    cli("run", "palago", "--max-n", "14", "--catalogue-max-n", "9", "--serial", "--out", str(tmp_path))
     for name in ("creature_counts.parquet", "creatures/part-00000.parquet"):
         assert (tmp_path / "palago" / name).read_bytes() == (out / "palago" / name).read_bytes()
 
 
 def test_table_command_prints_the_table(ray_run):
     out, _ = ray_run
-    printed = batchenum("table", "--out", str(out)).stdout
+    printed = cli("table", "--out", str(out)).stdout
     assert "167622" not in printed and "512" in printed
 
 
 def test_bad_arguments_get_a_clear_message(tmp_path):
-    result = batchenum("run", "palago", "--max-n", "50", "--out", str(tmp_path), check=False)
-    assert result.returncode == 2
+    result = cli("run", "palago", "--max-n", "50", "--out", str(tmp_path), expect=2)
     assert "--max-n must be between 1 and 40, not 50" in result.stderr
-    result = batchenum(
-        "run", "palago", "--max-n", "9", "--catalogue-max-n", "10", "--serial", "--out", str(tmp_path), check=False
+    result = cli(
+        "run", "palago", "--max-n", "9", "--catalogue-max-n", "10", "--serial", "--out", str(tmp_path), expect=2
     )
-    assert result.returncode == 2
     assert "--catalogue-max-n must be between 0 and --max-n (9), not 10" in result.stderr
-    missing = batchenum("table", "--out", str(tmp_path / "nowhere"), check=False)
-    assert missing.returncode == 1 and "run `batchenum run palago" in missing.stderr
+    missing = cli("table", "--out", str(tmp_path / "nowhere"), expect=1)
+    assert "run `batchenum run palago" in missing.stderr
 
 
 def test_committed_table_is_the_published_one(cases_dir):

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
+from helpers import REPO, assert_exit
 
 from batchenum.solvers.series import analyse, ratio_estimates, ratios
 
@@ -149,10 +149,11 @@ def committed_lengths() -> dict[str, int]:
     return lengths
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_cli_json_defaults_to_the_longest_committed_table_and_draws_the_plot(tmp_path):
     svg = tmp_path / "plots" / "ratio.svg"
     result = growth("--json", "--svg", str(svg))
-    assert result.returncode == 0, result.stderr
+    assert_exit(result, 0)
     document = json.loads(result.stdout)
     lengths = committed_lengths()
     longest = max(lengths, key=lengths.get)
@@ -179,7 +180,7 @@ def test_cli_text_from_a_given_folder(tmp_path):
     (source / "palago").mkdir(parents=True)
     shutil.copy(REPO / "results" / "extended" / "palago" / "creature_counts.parquet", source / "palago")
     result = growth("--from", str(source))
-    assert result.returncode == 0, result.stderr
+    assert_exit(result, 0)
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"growth analysis of {source}/palago/creature_counts.parquet (n = 1..28)")
     assert lines[1].startswith("fixed: lambda = ") and any(line.startswith("free: lambda = ") for line in lines)
@@ -187,7 +188,8 @@ def test_cli_text_from_a_given_folder(tmp_path):
 
 def test_cli_errors_name_what_to_do(tmp_path):
     missing = growth("--from", str(tmp_path / "nothing"))
-    assert missing.returncode == 1 and "no count table at" in missing.stderr and "--from" in missing.stderr
+    assert_exit(missing, 1)
+    assert "no count table at" in missing.stderr and "--from" in missing.stderr
     short = tmp_path / "short"
     (short / "palago").mkdir(parents=True)
     pq.write_table(
@@ -197,4 +199,5 @@ def test_cli_errors_name_what_to_do(tmp_path):
         short / "palago" / "creature_counts.parquet",
     )
     too_short = growth("--from", str(short))
-    assert too_short.returncode == 1 and "fixed series" in too_short.stderr and "nonzero terms" in too_short.stderr
+    assert_exit(too_short, 1)
+    assert "fixed series" in too_short.stderr and "nonzero terms" in too_short.stderr

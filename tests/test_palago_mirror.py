@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from batchenum.solvers.palago.mirror import MAX_N as MIRROR_MAX_N
 from batchenum.solvers.palago.mirror import reflection_counts, reflection_counts_reference

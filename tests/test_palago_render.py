@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
+from helpers import cli
 
 from batchenum.jobs.palago_views import gallery_items
 from batchenum.solvers.palago import count_creatures, decode_codes, key_of, tiles_from_key
@@ -27,13 +28,6 @@ from batchenum.solvers.palago.sums import decode
 SVG = "{http://www.w3.org/2000/svg}"
 TWELVE = "0a+1c+2a+2c+2c+2c+3b+2c3a+4a----3b"
 FREE_1_TO_12 = [0, 0, 1, 0, 1, 1, 2, 2, 9, 13, 37, 81]  # docs/rules.md / tests/data/palago_seed.jsonl
-
-
-def batchenum(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "batchenum", *args], capture_output=True, text=True, timeout=300)
-    if check and result.returncode != 0:
-        raise AssertionError(f"batchenum {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
-    return result
 
 
 def _tiles_of(svg_root, ns: str = SVG) -> list:
@@ -164,7 +158,7 @@ def test_gallery_pages_cut_in_order_and_the_index_links_every_page():
 
 def test_show_a_sum_prints_the_creature_and_draws_it(tmp_path):
     picture = tmp_path / "eye.svg"
-    out = batchenum("palago", "show", "4b+5c", "--svg", str(picture)).stdout
+    out = cli("palago", "show", "4b+5c", "--svg", str(picture)).stdout
     assert "key:        1,0,1,1 0,1,0,1 1,1,2,1" in out
     assert "size:       3" in out and "stabiliser: 6" in out
     shown_sum = re.search(r"sum:\s+(\S+)", out).group(1)
@@ -174,16 +168,17 @@ def test_show_a_sum_prints_the_creature_and_draws_it(tmp_path):
 
 def test_show_a_key_and_refuse_bad_input():
     key = key_of(decode(TWELVE))
-    out = batchenum("palago", "show", key).stdout
+    out = cli("palago", "show", key).stdout
     assert "size:       12" in out
-    bad = batchenum("palago", "show", "4b+5x", check=False)
-    assert bad.returncode == 1 and "position 5 ('x')" in bad.stderr
-    not_closed = batchenum("palago", "show", "1,0,1,1 0,1,0,1 1,1,2,2", check=False)
-    assert not_closed.returncode == 1 and "not a closed blue creature" in not_closed.stderr
+    bad = cli("palago", "show", "4b+5x", expect=1)
+    assert "position 5 ('x')" in bad.stderr
+    not_closed = cli("palago", "show", "1,0,1,1 0,1,0,1 1,1,2,2", expect=1)
+    assert "not a closed blue creature" in not_closed.stderr
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path):
-    batchenum("run", "palago", "--max-n", "9", "--catalogue-max-n", "9", "--serial", "--quiet", "--out", str(tmp_path))
+    cli("run", "palago", "--max-n", "9", "--catalogue-max-n", "9", "--serial", "--quiet", "--out", str(tmp_path))
     creatures = pd.read_parquet(tmp_path / "palago" / "creatures")
     assert len(creatures) == sum(FREE_1_TO_12[:9])
     for row in creatures.itertuples():
@@ -191,7 +186,7 @@ def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path
         assert len(json.loads(row.tiles)) == sum(ch in "abc" for ch in row.sum) + 1
     plot = ET.parse(tmp_path / "palago" / "creature_counts.svg").getroot()
     assert plot.tag == f"{SVG}svg"
-    printed = batchenum(
+    printed = cli(
         "palago", "gallery", "--n", "9", "--from", str(tmp_path), "--out", str(tmp_path), "--per-page", "4"
     ).stdout
     folder = tmp_path / "palago" / "gallery_n9"
@@ -203,7 +198,7 @@ def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path
     assert {key: row[2] for key, row in rows.items()} == {"stabiliser-3": "1", "stabiliser-2": "4", "stabiliser-1": "4"}
 
     # Filters: a folder of their own; the index still counts every creature of size 9.
-    printed = batchenum(
+    printed = cli(
         "palago",
         "gallery",
         "--n",
@@ -231,7 +226,7 @@ def test_count_job_writes_sums_and_plot_and_gallery_reads_the_catalogue(tmp_path
     leftover = tmp_path / "palago" / f"gallery_n9.tmp-{dead.pid}"
     leftover.mkdir()
     (leftover / "page-1.html").write_text("<html><body>half")
-    batchenum("palago", "gallery", "--n", "9", "--from", str(tmp_path), "--out", str(tmp_path))
+    cli("palago", "gallery", "--n", "9", "--from", str(tmp_path), "--out", str(tmp_path))
     assert sorted(p.name for p in folder.iterdir()) == ["index.html", "page-1.html"]
     assert sorted(p.name for p in (tmp_path / "palago").iterdir() if "tmp" in p.name or "old" in p.name) == []
 
@@ -257,14 +252,14 @@ def _check_gallery(folder, *, pages: int, creatures: int) -> list:
 
 def test_gallery_help_quotes_the_published_counts():
     """The sizes and counts in ``palago gallery --help`` are those of results/palago/creature_counts.md."""
-    from conftest import REPO
+    from helpers import REPO
 
     published = {}
     for line in (REPO / "results" / "palago" / "creature_counts.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if cells[0].isdigit():
             published[int(cells[0])] = cells[1]  # free(n), with thousands separators
-    text = " ".join(batchenum("palago", "gallery", "--help").stdout.split())
+    text = " ".join(cli("palago", "gallery", "--help").stdout.split())
     quoted = re.findall(r"n = (\d+) has ([\d,]+)", text)
     assert quoted, text
     assert all(published[int(n)] == count for n, count in quoted), quoted

@@ -55,7 +55,7 @@ def test_symmetric_counts_rebuild_the_published_table_to_24():
     # results/palago was written by the direct search (n <= 24); every stabiliser column and the
     # free counts follow from its fixed column and the symmetric counts.
     import pandas as pd
-    from conftest import REPO
+    from helpers import REPO
 
     table = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
     max_n = int(table.n.max())

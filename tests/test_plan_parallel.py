@@ -12,10 +12,10 @@ import sys
 
 import pandas as pd
 import pytest
+from helpers import cli
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from ray import cloudpickle
-from test_faults import cli
 
 from batchenum.jobs.dungeons import DungeonJob
 from batchenum.pipeline.errors import InputError

@@ -15,7 +15,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import REPO
+from helpers import REPO, wait_until
 from toy_job import ToyJob
 
 from batchenum.pipeline.execute import RunOptions, run_job
@@ -55,9 +55,7 @@ def test_a_first_line_comes_after_a_second_of_silence_and_never_after_an_early_l
     slow = Progress("slow", stream=silent)  # noqa: F841  (held: a progress dropped says nothing)
     quick = Progress("quick", stream=early)
     quick.stage("planned")
-    deadline = time.monotonic() + 30
-    while not silent.lines and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: silent.lines, "the silent progress said something", 30)
     [(moment, line)] = silent.lines
     assert line.startswith("slow: started [") and moment >= 1.0
     time.sleep(0.5)

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 import batchenum
 from batchenum.pipeline.shard_store import SHARDS_DIR

@@ -23,6 +23,7 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import assert_exit
 from test_dungeon_job import run_all  # every shard, no Ray; checks the workers' record counts
 
 from batchenum.jobs.dungeons import DungeonJob
@@ -147,7 +148,7 @@ def test_cli_runs_the_issue_repro_to_the_end(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert run.returncode == 0, run.stderr
+    assert_exit(run, 0)
     assert "dungeons: read 3, answered 1, rejected 2" in run.stdout + run.stderr
     errors = pd.read_parquet(tmp_path / "o" / "dungeons" / "errors")
     assert errors.id.tolist() == ["line 2", "line 3"]
@@ -359,7 +360,8 @@ def test_duplicated_parquet_column_is_refused_at_planning(tmp_path, column):
         capture_output=True,
         text=True,
     )
-    assert run.returncode == 1 and message in run.stderr and "KeyError" not in run.stderr
+    assert_exit(run, 1)
+    assert message in run.stderr and "KeyError" not in run.stderr
 
 
 # -------------------------------------------------------------------------------- compression
@@ -408,7 +410,8 @@ def test_compressed_input_is_read_only_when_its_name_says_gzip_or_zstd(tmp_path,
             capture_output=True,
             text=True,
         )
-        assert run.returncode == 1 and message in run.stderr
+        assert_exit(run, 1)
+        assert message in run.stderr
 
 
 # -------------------------------------------------------------------------------- time budget

@@ -13,8 +13,7 @@ import textwrap
 
 import pandas as pd
 import pytest
-from conftest import CASES, REPO
-from test_faults import cli_command
+from helpers import CASES, REPO, assert_exit, cli_command
 
 import batchenum
 from batchenum.jobs import REGISTRY
@@ -92,6 +91,7 @@ TOY_JOB_FILE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.integration  # a CLI run that starts a private local Ray
 def test_a_puzzle_is_one_job_file_run_from_the_cli_and_python(tmp_path):
     copy = tmp_path / "checkout"
     for package in ("batchenum", "jobs", "pipeline", "solvers"):
@@ -124,7 +124,7 @@ def test_a_puzzle_is_one_job_file_run_from_the_cli_and_python(tmp_path):
         timeout=300,
         cwd=tmp_path,
     )
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     assert json.loads(done.stdout)["summary"] == "cells: read 3, answered 2, rejected 1"
     listed = subprocess.run(
         cli_command("run", "--help"), capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
@@ -137,7 +137,7 @@ def test_a_puzzle_is_one_job_file_run_from_the_cli_and_python(tmp_path):
     python = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path
     )
-    assert python.returncode == 0, python.stderr
+    assert_exit(python, 0)
     assert python.stdout.strip().splitlines()[-1] == "{'id': ['mono', 'L'], 'area': [1, 3], 'perimeter': [4, 8]}"
 
 
@@ -165,7 +165,7 @@ def test_an_installed_package_adds_a_job_through_the_entry_point_group(tmp_path)
     installed = subprocess.run(
         [*pip, "install", "--no-deps", str(package)], capture_output=True, text=True, timeout=600, cwd=tmp_path
     )
-    assert installed.returncode == 0, installed.stderr
+    assert_exit(installed, 0)
     try:
         done = subprocess.run(
             cli_command("run", "toyqueens", "--n", "6", "--serial", "--out", str(tmp_path / "o"), "--json"),
@@ -174,7 +174,7 @@ def test_an_installed_package_adds_a_job_through_the_entry_point_group(tmp_path)
             timeout=300,
             cwd=tmp_path,
         )
-        assert done.returncode == 0, done.stderr
+        assert_exit(done, 0)
         assert json.loads(done.stdout)["summary"] == "toyqueens: 4 leaves, 153 nodes, 1 distinct by key"
         helped = subprocess.run(cli_command("run", "--help"), capture_output=True, text=True, timeout=300)
         assert "toyqueens" in helped.stdout
@@ -244,4 +244,5 @@ def test_the_job_contract_sits_below_the_cli_and_the_executor():
         "'batchenum.pipeline.execute', 'batchenum.jobs.palago') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd="/")
-    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+    assert_exit(done, 0)
+    assert done.stdout.strip() == "[]", done.stderr

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
+from helpers import REPO, cli
 
 from batchenum.jobs.growth import read_series
 from batchenum.solvers.series import analyse, check_exponent
@@ -227,15 +225,8 @@ def test_drift_enters_the_error_bar():
 # ---------------------------------------------------------------------------------------- CLI
 
 
-def growth(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "batchenum", "growth", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
-
-
 def test_cli_json_on_a_text_file_with_theta_checks():
-    result = growth(str(DATA / "A002931_polygons.txt"), "--json", "--theta", "2.5", "--theta", "2")
-    assert result.returncode == 0, result.stderr
+    result = cli("growth", str(DATA / "A002931_polygons.txt"), "--json", "--theta", "2.5", "--theta", "2")
     document = json.loads(result.stdout)
     expected = analysis("polygons")
     assert document["max_n"] == 25 and document["column"] == "counts" and document["method"] == "second_order"
@@ -256,8 +247,7 @@ def test_cli_reads_a_table_column_exactly(tmp_path, ending):
         pq.write_table(table, path)
     else:
         path.write_text("n,walks,other\n" + "".join(f"{n},{w},1.5\n" for n, w in zip(range(1, 41), walks[1:41])))
-    result = growth(str(path), "--column", "walks")
-    assert result.returncode == 0, result.stderr
+    result = cli("growth", str(path), "--column", "walks")
     lines = result.stdout.splitlines()
     expected = analyse(walks[:41])
     assert lines[0] == f"growth analysis of {path} (n = 1..40), a(n) ~ C * lambda^n * n^(-theta)"
@@ -266,22 +256,22 @@ def test_cli_reads_a_table_column_exactly(tmp_path, ending):
 
 
 def test_cli_errors_name_what_to_do(tmp_path):
-    missing = growth(str(tmp_path / "none.txt"))
-    assert missing.returncode == 1 and "no file at" in missing.stderr
+    missing = cli("growth", str(tmp_path / "none.txt"), expect=1)
+    assert "no file at" in missing.stderr
     bad = tmp_path / "bad.txt"
     bad.write_text("# a comment\n1\n2\nfive\n")
-    result = growth(str(bad))
-    assert result.returncode == 1 and "line 4 holds 'five', not a whole number" in result.stderr
+    result = cli("growth", str(bad), expect=1)
+    assert "line 4 holds 'five', not a whole number" in result.stderr
     table = tmp_path / "two.csv"
     table.write_text("n,a,b\n1,1,1\n2,2,2\n")
-    ambiguous = growth(str(table))
-    assert ambiguous.returncode == 2 and "choose one with --column" in ambiguous.stderr
-    unknown = growth(str(table), "--column", "c")
-    assert unknown.returncode == 2 and "no column 'c'" in unknown.stderr
+    ambiguous = cli("growth", str(table), expect=2)
+    assert "choose one with --column" in ambiguous.stderr
+    unknown = cli("growth", str(table), "--column", "c", expect=2)
+    assert "no column 'c'" in unknown.stderr
     gaps = tmp_path / "gaps.csv"
     gaps.write_text("n,a\n1,1\n3,2\n")
-    assert "consecutive sizes" in growth(str(gaps)).stderr
+    assert "consecutive sizes" in cli("growth", str(gaps), expect=None).stderr
     short = tmp_path / "short.txt"
     short.write_text("1\n2\n6\n")
-    too_short = growth(str(short))
-    assert too_short.returncode == 1 and "nonzero terms" in too_short.stderr
+    too_short = cli("growth", str(short), expect=1)
+    assert "nonzero terms" in too_short.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_faults import cli
+from helpers import assert_exit, cli
 
 from batchenum.pipeline.faults import KILL_BETWEEN_SHARD_TABLES
 
@@ -76,10 +76,9 @@ def test_a_shard_whose_errors_cannot_be_written_is_not_half_reused(dungeons, tmp
     out = tmp_path / "out"
     same_size_change(batch, 5, '{"id":"broken"}')  # line 5 now has no grid: an error row, not an answer
     with immutable(out / "dungeons" / "_shards" / "errors"):
-        failed = cli(*command, check=False)
-    assert failed.returncode == 1 and "_shards/errors/s00000.parquet" in failed.stderr, failed.stderr
-    rerun = cli(*command, check=False)
-    assert rerun.returncode == 0, rerun.stderr
+        failed = cli(*command, expect=1)
+    assert "_shards/errors/s00000.parquet" in failed.stderr, failed.stderr
+    rerun = cli(*command)
     assert "shard s00000 will be recomputed: its tables were not committed together" in rerun.stderr, rerun.stderr
     assert_each_record_in_one_table(out, "dungeons", 300)
     assert lines_by_table(out, "dungeons")["errors"] == [5]
@@ -89,8 +88,7 @@ def test_a_writer_killed_between_a_shards_tables_leaves_no_mixed_shard(dungeons,
     batch, command = dungeons
     out = tmp_path / "out"
     same_size_change(batch, 107, "not json")
-    killed = cli(*command, env={KILL_BETWEEN_SHARD_TABLES: "s00001"}, check=False)
-    assert killed.returncode == -9
+    cli(*command, env={KILL_BETWEEN_SHARD_TABLES: "s00001"}, expect=-9)
     status = json.loads(cli("status", "--out", str(out), "--json").stdout)["jobs"][0]
     assert status["shards"]["committed"] == 2  # s00001: new answers beside old errors counts as not committed
     rerun = cli(*command)
@@ -111,7 +109,7 @@ def test_a_full_file_system_between_a_shards_tables_leaves_no_mixed_shard(tmp_pa
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert_exit(done, 0)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["full_exit"] == 1 and "takes no more" in report["full_stderr"], report
     assert report["rerun_exit"] == 0 and report["not_together"], report
@@ -176,10 +174,9 @@ def test_nonary_records_that_timed_out_are_retried_exactly_after_a_failed_commit
     first = cli(*run, "0.0005")
     assert "timed out" in first.stdout, first.stdout
     with immutable(out / "nonary" / "_shards" / "errors"):
-        failed = cli(*run, "600", check=False)
-    assert failed.returncode == 1, failed.stderr
+        cli(*run, "600", expect=1)
     for _ in range(2):
-        rerun = cli(*run, "600", check=False)
-        assert rerun.returncode == 0 and "a bug" not in rerun.stderr, rerun.stderr
+        rerun = cli(*run, "600")
+        assert "a bug" not in rerun.stderr, rerun.stderr
         assert "nonary: read 20, answered 20, rejected 0" in rerun.stdout, rerun.stdout
     assert_each_record_in_one_table(out, "nonary", 20)

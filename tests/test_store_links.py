@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_faults import cli
+from helpers import assert_exit, cli
 
 from batchenum.pipeline.table_commit import MANIFEST_FILE
 
@@ -63,8 +63,7 @@ def test_a_temporary_mark_in_the_out_path_deletes_nothing(batch, tmp_path):
     out = tmp_path / "proj.tmp-2024" / "results"
     first = cli(*run_args(batch, out))
     kept = tree(out)
-    rerun = cli(*run_args(batch, out), check=False)
-    assert rerun.returncode == 0, rerun.stderr
+    rerun = cli(*run_args(batch, out))
     assert "temporary files" not in rerun.stderr and "(3 reused)" in rerun.stdout, rerun.stdout + rerun.stderr
     assert {key for key in tree(out)} == {key for key in kept}
     assert len(tables(out)["answers"]) == 300 and "dungeons" in first.stdout
@@ -77,8 +76,7 @@ def test_links_in_the_job_folder_are_not_followed_by_the_removal_of_temporaries(
     before = tree(victim), tree(other)
     (out / "dungeons" / "archive.tmp-link").symlink_to(victim)
     (out / "dungeons" / "linked_folder").symlink_to(other)
-    rerun = cli(*run_args(batch, out), check=False)
-    assert rerun.returncode == 0, rerun.stderr
+    cli(*run_args(batch, out))
     assert (tree(victim), tree(other)) == before
     assert (out / "dungeons" / "archive.tmp-link").is_symlink() and (out / "dungeons" / "linked_folder").is_symlink()
 
@@ -89,8 +87,8 @@ def test_a_staging_folder_that_is_a_link_is_refused_by_name(batch, tmp_path):
     victim = victim_folder(tmp_path)
     before = tree(victim)
     (out / "dungeons" / "_staged").symlink_to(victim)
-    rerun = cli(*run_args(batch, out), check=False)
-    assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+    rerun = cli(*run_args(batch, out), expect=None)
+    assert_exit(rerun, 1)
     assert f"{out / 'dungeons' / '_staged'} is a symbolic link" in rerun.stderr, rerun.stderr
     assert tree(victim) == before
 
@@ -114,8 +112,8 @@ def test_a_table_that_is_a_link_is_refused_and_never_served(batch, tmp_path):
     listed = json.loads(cli("status", "--out", str(out), "--json").stdout)["jobs"][0]
     assert any("answers" in problem and "symbolic link" in problem for problem in listed["problems"]), listed
 
-    rerun = cli(*run_args(batch, out), check=False)
-    assert rerun.returncode == 1, rerun.stdout + rerun.stderr
+    rerun = cli(*run_args(batch, out), expect=None)
+    assert_exit(rerun, 1)
     assert f"{answers} is a symbolic link" in rerun.stderr and "Cannot call rmtree" not in rerun.stderr, rerun.stderr
     assert tree(foreign) == before
     assert json.loads((out / "dungeons" / MANIFEST_FILE).read_text()) == committed  # still the last good commit
@@ -140,8 +138,8 @@ def test_cleanup_refuses_a_shard_store_that_is_a_link(batch, tmp_path):
     shards.symlink_to(victim)
     shown = cli("status", "--out", str(out)).stdout
     assert f"{shards} is a symbolic link" in shown, shown
-    cleaned = cli("cleanup", "--out", str(out), check=False)
-    assert cleaned.returncode == 1, cleaned.stdout + cleaned.stderr
+    cleaned = cli("cleanup", "--out", str(out), expect=None)
+    assert_exit(cleaned, 1)
     assert f"{shards} is a symbolic link" in cleaned.stderr and "removed" not in cleaned.stdout, (
         cleaned.stdout + cleaned.stderr
     )
@@ -166,10 +164,10 @@ def test_a_link_inside_the_shard_store_is_refused_by_name(batch, tmp_path):
     table = out / "dungeons" / "_shards" / "errors"
     os.rename(table, tmp_path / "real-errors")
     table.symlink_to(victim)
-    rerun = cli(*run_args(batch, out), check=False)
-    assert rerun.returncode == 1 and f"{table} is a symbolic link" in rerun.stderr, rerun.stdout + rerun.stderr
-    cleaned = cli("cleanup", "--out", str(out), check=False)
-    assert cleaned.returncode == 1 and f"{table} is a symbolic link" in cleaned.stderr, cleaned.stdout + cleaned.stderr
+    rerun = cli(*run_args(batch, out), expect=1)
+    assert f"{table} is a symbolic link" in rerun.stderr, rerun.stdout + rerun.stderr
+    cleaned = cli("cleanup", "--out", str(out), expect=1)
+    assert f"{table} is a symbolic link" in cleaned.stderr, cleaned.stdout + cleaned.stderr
     assert tree(victim) == before
 
 
@@ -182,8 +180,8 @@ def test_a_shard_file_that_is_a_link_is_refused_by_name(batch, tmp_path):
     os.replace(shard, target)  # a real shard file, now in the user's folder
     before = tree(victim)
     shard.symlink_to(target)
-    rerun = cli(*run_args(batch, out), check=False)
-    assert rerun.returncode == 1 and f"{shard} is a symbolic link" in rerun.stderr, rerun.stdout + rerun.stderr
+    rerun = cli(*run_args(batch, out), expect=1)
+    assert f"{shard} is a symbolic link" in rerun.stderr, rerun.stdout + rerun.stderr
     assert tree(victim) == before
 
 
@@ -200,12 +198,13 @@ def test_a_crafted_manifest_cannot_move_a_folder_from_outside(batch, tmp_path):
     crafted["tables"]["secret_stuff"] = {"path": "secret_stuff/", "rows": 0, "bytes": 0, "parts": []}
     path.write_text(json.dumps(crafted))
     for command in (("cleanup", "--out", str(out)), run_args(batch, out)):
-        result = cli(*command, check=False)
-        assert result.returncode == 1, result.stdout + result.stderr
+        result = cli(*command, expect=None)
+        assert_exit(result, 1)
         assert f"{path} is damaged" in result.stderr and "run id" in result.stderr, result.stderr
         assert tree(victim) == before and not (out / "dungeons" / "secret_stuff").exists()
 
 
+@pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
 def test_a_manifest_naming_a_table_outside_the_job_folder_is_damaged(batch, tmp_path):
     out = tmp_path / "out"
     cli(*run_args(batch, out))
@@ -215,6 +214,6 @@ def test_a_manifest_naming_a_table_outside_the_job_folder_is_damaged(batch, tmp_
         crafted = json.loads(json.dumps(good))
         crafted["tables"]["answers"]["path"] = path
         manifest.write_text(json.dumps(crafted))
-        cleaned = cli("cleanup", "--out", str(out), check=False)
-        assert cleaned.returncode == 1 and f"{manifest} is damaged" in cleaned.stderr, (path, cleaned.stderr)
+        cleaned = cli("cleanup", "--out", str(out), expect=1)
+        assert f"{manifest} is damaged" in cleaned.stderr, (path, cleaned.stderr)
     assert (out / "dungeons" / "_shards").is_dir()

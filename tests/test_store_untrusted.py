@@ -15,10 +15,10 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+from helpers import REPO, assert_exit, cli, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_store_damage import cli, palago_run  # noqa: F401  (a module fixture: one real run)
+from test_store_damage import palago_run  # noqa: F401  (a module fixture: one real run)
 
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.lease import LEASE_FILE, Lease, process_identity
@@ -92,15 +92,15 @@ def test_a_foreign_lease_says_what_to_do_and_status_reports_it(palago_run, tmp_p
         b'{"run": "x", "host": "h", "pid": 1, "started_at": 1, "heartbeat_at": "soon"}',
     ):
         (out / "palago" / LEASE_FILE).write_bytes(content)
-        run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
-        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out), expect=1)
+        assert "Traceback" not in run.stderr, run.stderr
         assert run.stderr.count("\n") == 1 and "remove that file" in run.stderr, run.stderr
         status = cli("status", "--out", str(out))
-        assert status.returncode == 0 and "_lease.json is damaged" in status.stdout, status.stdout
+        assert "_lease.json is damaged" in status.stdout, status.stdout
     (out / "palago" / LEASE_FILE).unlink()
     (out / "palago" / LEASE_FILE).mkdir()
-    run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
-    assert run.returncode == 1 and "not a file" in run.stderr and "Traceback" not in run.stderr
+    run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out), expect=1)
+    assert "not a file" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_a_folder_where_a_shard_file_belongs_is_one_message(palago_run, tmp_path):  # noqa: F811
@@ -109,11 +109,11 @@ def test_a_folder_where_a_shard_file_belongs_is_one_message(palago_run, tmp_path
     shard = out / "palago" / "_shards" / "partial_counts" / "s0002.parquet"
     shard.unlink()
     shard.mkdir()
-    run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
-    assert run.returncode == 1 and "Traceback" not in run.stderr
+    run = cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out), expect=1)
+    assert "Traceback" not in run.stderr
     assert f"{shard} is a folder where a shard file belongs" in run.stderr
     shard.rmdir()
-    assert cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out)).returncode == 0
+    cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
 
 
 def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_path):  # noqa: F811
@@ -142,7 +142,7 @@ def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_
             }
         )
     )
-    text = cli("status", "--out", str(out)).stdout
+    text = cli("status", "--out", str(out), expect=None).stdout
     assert "3/4 shards committed; 2 not in the plan, ignored (s0003, s99999)" in text, text
     assert "running:" not in text and "stopped:" in text and "its process is gone" in text
     assert "left at the rate" not in text
@@ -177,12 +177,12 @@ def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 120
-    while len(list(out.glob("palago/_shards/*/*.parquet"))) < 2 and driver.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
+    wait_until(
+        lambda: len(list(out.glob("palago/_shards/*/*.parquet"))) >= 2, "2 shard files were written", 120, driver
+    )
     driver.send_signal(signal.SIGTERM)
     _, stderr = driver.communicate(timeout=120)
-    assert driver.returncode == 143, stderr
+    assert_exit(driver, 143, stderr=stderr)
     assert re.search(r"stopped \(SIGTERM\); \d+ shards? committed (are|is) kept", stderr) and "Traceback" not in stderr
     assert len(list(out.glob("palago/_shards/*/*.parquet"))) >= 2
     assert not (out / "palago" / LEASE_FILE).exists()  # the lease is given back

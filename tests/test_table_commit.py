@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_faults import cli
+from helpers import assert_exit, cli
 
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.execute import code_version
@@ -30,7 +30,7 @@ def leftovers(out: Path) -> list[Path]:
     return [path for path in out.rglob("*") if TMP_MARK in path.name]
 
 
-def run_palago(out: Path, catalogue_max_n: int, *extra: str, env: dict | None = None, check: bool = True):
+def run_palago(out: Path, catalogue_max_n: int, *extra: str, env: dict | None = None, expect: int | None = 0):
     return cli(
         "run",
         "palago",
@@ -45,7 +45,7 @@ def run_palago(out: Path, catalogue_max_n: int, *extra: str, env: dict | None = 
         str(out),
         *extra,
         env=env,
-        check=check,
+        expect=expect,
     )
 
 
@@ -59,8 +59,8 @@ def test_a_finish_killed_between_two_tables_is_completed_by_the_next_run(tmp_pat
     out = tmp_path / "run"
     run_palago(out, 8)
     old_run = manifest(out, "palago")["run_id"]
-    killed = run_palago(out, 9, "--overwrite", env={KILL_BETWEEN_TABLES: "1"}, check=False)
-    assert killed.returncode == -9  # SIGKILL after the counts were moved into place, before the catalogue
+    # SIGKILL after the counts were moved into place, before the catalogue
+    run_palago(out, 9, "--overwrite", env={KILL_BETWEEN_TABLES: "1"}, expect=-9)
     record = manifest(out, "palago")
     assert record["state"] == "committing" and record["run_id"] != old_run
     assert record["params"] == {"max_n": 12, "catalogue_max_n": 9}
@@ -89,9 +89,9 @@ def test_the_counts_markdown_and_plot_are_published_only_by_the_commit(tmp_path)
         "--out",
         str(out),
         env={KILL_BEFORE_COMMIT: "1"},
-        check=False,
+        expect=None,
     )
-    assert killed.returncode == -9  # SIGKILL with the n = 11 tables and files staged, unnamed
+    assert_exit(killed, -9)  # SIGKILL with the n = 11 tables and files staged, unnamed
     assert {name: (out / "palago" / name).read_bytes() for name in published} == before
 
     cli("run", "palago", "--max-n", "11", "--serial", "--overwrite", "--out", str(out))
@@ -113,8 +113,7 @@ def test_answers_and_errors_of_a_changed_input_are_committed_together(tmp_path):
     old = {name: pd.read_parquet(out / "dungeons" / name) for name in ("answers", "errors")}
     old_input = manifest(out, "dungeons")["input"]
     batch.write_text("".join(lines[:100]) + "not json\n" * 5 + "".join(lines[105:]))  # 5 records now rejected
-    killed = cli(*run, env={KILL_BETWEEN_TABLES: "1"}, check=False)
-    assert killed.returncode == -9
+    cli(*run, env={KILL_BETWEEN_TABLES: "1"}, expect=-9)
     record = manifest(out, "dungeons")
     assert record["state"] == "committing" and record["tables"]["errors"]["rows"] == 5
     assert record["input"] and old_input and record["input"] != old_input  # the input is part of the identity
@@ -209,8 +208,7 @@ def test_on_s3_a_finish_killed_between_tables_is_completed_by_cleanup(s3_server,
     cli(*run, env=s3_server)
     lines = batch.read_text().splitlines(keepends=True)
     batch.write_text("".join(lines[:10]) + "not json\n" * 3 + "".join(lines[13:]))
-    killed = cli(*run, env={**s3_server, KILL_BETWEEN_TABLES: "1"}, check=False)
-    assert killed.returncode == -9
+    cli(*run, env={**s3_server, KILL_BETWEEN_TABLES: "1"}, expect=-9)
     shown = cli("status", "--out", out, env=s3_server).stdout
     assert "UNFINISHED" in shown and "table:       answers/: 297 rows" in shown and "errors/: 0 rows" in shown
     cli("cleanup", "--out", out, env=s3_server)

@@ -15,8 +15,7 @@ import textwrap
 import clusters
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
-from test_faults import cli_command
+from helpers import REPO, assert_exit, cli_command
 
 QUEENS = textwrap.dedent('''
     from batchenum.pipeline.job import Param
@@ -54,7 +53,7 @@ DRIVER = textwrap.dedent("""
 
 
 def _last_json(done: subprocess.CompletedProcess) -> dict:
-    assert done.returncode == 0, done.stderr
+    assert_exit(done, 0)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -112,7 +111,8 @@ def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_pa
     helped = subprocess.run(
         cli_command("run", "nqcli:Queens", "--help"), capture_output=True, text=True, env=env, timeout=300
     )
-    assert helped.returncode == 0 and "--n N" in helped.stdout and "board size (default: 8)" in helped.stdout
+    assert_exit(helped, 0)
+    assert "--n N" in helped.stdout and "board size (default: 8)" in helped.stdout
     by_file = subprocess.run(
         cli_command(
             "run", str(tmp_path / "nqcli.py:Queens"), "--n", "6", "--serial", "--out", str(tmp_path / "a"), "--json"
@@ -136,11 +136,13 @@ def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_pa
         text=True,
         timeout=300,
     )
-    assert refused.returncode == 2 and refused.stderr == "batchenum: error: --n must be between 1 and 12, not 13\n"
+    assert_exit(refused, 2)
+    assert refused.stderr == "batchenum: error: --n must be between 1 and 12, not 13\n"
     missing = subprocess.run(
         cli_command("run", str(tmp_path / "nqcli.py:Kings")), capture_output=True, text=True, timeout=300
     )
-    assert missing.returncode == 2 and "has no 'Kings'" in missing.stderr
+    assert_exit(missing, 2)
+    assert "has no 'Kings'" in missing.stderr
 
 
 def test_a_job_in_a_notebook_cell_runs_in_a_jupyter_kernel(tmp_path):
@@ -182,7 +184,7 @@ def test_a_cluster_whose_workers_never_saw_the_file(tmp_path):
             env=env,
             cwd="/",
         )
-        assert joined.returncode == 0, joined.stderr
+        assert_exit(joined, 0)
         clusters.wait_for_nodes(address, env, 2)
         driver = tmp_path / "driver" / "run.py"
         driver.parent.mkdir()
@@ -218,5 +220,5 @@ def test_the_examples_run_as_documented(tmp_path):
         text=True,
         timeout=600,
     )
-    assert collatz.returncode == 0, collatz.stderr
+    assert_exit(collatz, 0)
     assert "collatz: read 4, answered 3, rejected 1" in collatz.stdout and "111  9232" in collatz.stdout

@@ -1,7 +1,8 @@
 """A node dies under a shard that may not be retried: the run must fail with one message naming
-the shard, keep what was committed, and a rerun on a new node must finish from there.  Then, on a
-cluster left without CPUs, a run must say so and wait, and finish once a node joins (as an
-autoscaler would add one).  (Removing the node mid-run for that second part is a race: a worker
+the shard, keep what was committed, and a rerun on a new node must finish from there.  The shard it
+dies under is held at a gate (a shard that starts once another is committed waits for a file), so
+it is still running when the node is removed.  Then, on a cluster left without CPUs, a run must say
+so and wait, and finish once a node joins (as an autoscaler would add one).  (Removing the node mid-run for that second part is a race: a worker
 whose raylet died can still finish the tasks already pushed to it.)
 
 Usage: python node_death.py OUT_DIR.  Prints one line, "RESULT " and JSON.  Runs in its own process
@@ -25,9 +26,6 @@ from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
 
-# Shards of the run the node dies under: enough that some are still to run when it dies, even if the
-# worker of a dead raylet finishes the tasks already pushed to it (on a fast machine, with 4 shards,
-# it once finished them all and the run succeeded).
 SHARDS = 8
 
 
@@ -35,22 +33,29 @@ def committed(shard_dir: pathlib.Path) -> int:
     return len(list(shard_dir.glob("*.parquet")))
 
 
-def a_shard_is_running(node) -> bool:
-    """Whether a worker of ``node`` (a child of its raylet) is running a shard now (Ray titles a
-    busy worker ray::<task name>, and the executor names a shard's task "<job> <shard id>").  Only
-    this node's workers count: another test's Ray may run Palago shards at the same time."""
-    raylets = {info.process.pid for info in node.all_processes.get("raylet", [])}
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                busy = handle.read().startswith(b"ray::palago s")
-            with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if busy and parent in raylets:
-            return True
-    return False
+class GatedPalagoJob(PalagoJob):
+    """The Palago job, but a shard that starts once another shard is committed says so (a file
+    ``held-<shard>`` in ``gate``) and waits until ``gate/open`` exists.  Defined in __main__, it
+    reaches the workers pickled by value."""
+
+    gate = ""
+    shard_dir = ""
+
+    def run_shard(self, shard, context=None):
+        gate = pathlib.Path(self.gate)
+        if not (gate / "open").exists() and committed(pathlib.Path(self.shard_dir)) >= 1:
+            (gate / f"held-{shard.id}").touch()
+            while not (gate / "open").exists():
+                time.sleep(0.05)
+        return super().run_shard(shard, context)
+
+
+def gated_job(out: str) -> GatedPalagoJob:
+    job = GatedPalagoJob(max_n=22, shards=SHARDS)
+    job.gate = os.path.join(out, "gate")
+    job.shard_dir = os.path.join(out, "palago", "_shards", "partial_counts")
+    os.makedirs(job.gate, exist_ok=True)
+    return job
 
 
 def main(out: str) -> None:
@@ -61,32 +66,37 @@ def main(out: str) -> None:
     shard_dir = pathlib.Path(out) / "palago" / "_shards" / "partial_counts"
     events: dict = {}
 
+    job = gated_job(out)
+
     def run_without_retries() -> None:
         try:
-            run_job(
-                PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True)
-            )
+            run_job(job, RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
             events["error"] = None
         except PipelineError as error:
             events["error"] = str(error)
 
     running = threading.Thread(target=run_without_retries, daemon=True)
     running.start()
-    while committed(shard_dir) < 1 or not a_shard_is_running(doomed):  # the node dies under a shard
+    gate = pathlib.Path(job.gate)
+    while not any(gate.glob("held-*")):  # the only node with CPUs is the doomed one: the shard runs there
+        if not running.is_alive():
+            raise SystemExit(f"the run ended before a shard was held at the gate: {events}")
         time.sleep(0.02)
     cluster.remove_node(doomed, allow_graceful=False)
     events["committed_at_removal"] = committed(shard_dir)
     running.join(timeout=240)
     if running.is_alive():  # no failure seen: let the run end rather than hang the test
         events["error"] = "the run neither failed nor ended within 240 s of the node's removal"
+        (gate / "open").touch()
         cluster.add_node(num_cpus=1)
         running.join()
     events["committed_after_failure"] = committed(shard_dir)
     events["final_table_written"] = (pathlib.Path(out) / "palago" / "creature_counts.parquet").exists()
 
+    (gate / "open").touch()
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    rerun = run_job(PalagoJob(max_n=22, shards=SHARDS), RunOptions(out_dir=out), Progress("palago", quiet=True))
+    rerun = run_job(job, RunOptions(out_dir=out), Progress("palago", quiet=True))
     events["waited"] = wait_for_a_new_node(cluster, pathlib.Path(out) / "waits")
     counts = rerun.tables["creature_counts"]
     print(
