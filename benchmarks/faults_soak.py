@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO / "tests"))
 import pandas as pd  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
 from batch_scale import wait_for_endpoint  # noqa: E402  (this folder is first on sys.path)
-from conftest import free_port  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
+from helpers import free_port  # noqa: E402
 from soak import cli_command, soak  # noqa: E402
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_faults import cli
+from helpers import cli
 
 import batchenum
 from batchenum.pipeline.errors import PipelineError
@@ -39,7 +39,7 @@ def test_overwrite_replaces_only_that_jobs_tables(tmp_path):
 
 def test_the_command_line_keeps_its_flags(tmp_path):
     cli("run", "palago", "--max-n", "8", "--serial", "--quiet", "--out", str(tmp_path))
-    refused = cli("run", "palago", "--max-n", "9", "--serial", "--quiet", "--out", str(tmp_path), check=False)
+    refused = cli("run", "palago", "--max-n", "9", "--serial", "--quiet", "--out", str(tmp_path), expect=1)
     assert refused.returncode == 1
     assert "Give --out another folder to keep both, or --overwrite to replace this job's tables" in refused.stderr
     assert "overwrite=True" not in refused.stderr
@@ -51,5 +51,5 @@ def test_an_out_that_cannot_be_written_is_named_in_pythons_words(tmp_path):
     with pytest.raises(PipelineError) as refused:
         batchenum.run("palago", max_n=4, out=str(not_a_folder), serial=True)
     assert str(refused.value) == f"out: {not_a_folder} exists and is not a folder"
-    casual = cli("run", "palago", "--max-n", "4", "--out", str(not_a_folder), "--serial", check=False)
+    casual = cli("run", "palago", "--max-n", "4", "--out", str(not_a_folder), "--serial", expect=1)
     assert f"batchenum: error: --out: {not_a_folder} exists and is not a folder" in casual.stderr

@@ -9,7 +9,7 @@ import time
 
 import pandas as pd
 import pytest
-from test_faults import cli
+from helpers import cli
 
 import batchenum
 from batchenum.pipeline.errors import PipelineError

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from batchenum.jobs.palago_publish import recombined
 

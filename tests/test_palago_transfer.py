@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from batchenum.solvers.palago import count_creatures
 from batchenum.solvers.palago.transfer import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from test_faults import cli, palago_args
+from helpers import cli, palago_args
 
 from batchenum.jobs.palago import PalagoJob
 from batchenum.pipeline.codeversion import code_version
