@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["PipelineError", "InputError", "UsageError", "RunStoppedError"]
+import re
+
+__all__ = ["PipelineError", "InputError", "UsageError", "RunStoppedError", "SpokenError", "spelled", "literal"]
 
 
 class PipelineError(Exception):
@@ -24,3 +26,47 @@ class InputError(PipelineError):
 class UsageError(PipelineError):
     """Options that are out of range or cannot go together: the command exits with status 2, as for
     any other usage error, with one line saying what to change."""
+
+
+class SpokenError(PipelineError):
+    """An error whose ``template`` names parameters and options as ``{name}`` (or ``{name=value}``),
+    so that the message can speak Python (``max_n``, ``overwrite=True``) or the command line
+    (``--max-n``, ``--overwrite``): Python's words by default; the CLI asks for its own with
+    ``spoken(cli=True)``."""
+
+    def __init__(self, template: str, cli: bool = False):
+        self.template = template
+        self.cli = cli
+        super().__init__(_render(template, cli))
+
+    def spoken(self, cli: bool) -> SpokenError:
+        again = type(self)(self.template, cli)
+        again.__dict__.update({**self.__dict__, "cli": cli})
+        return again
+
+    def __reduce__(self):  # pickled from a worker with its template, not only its rendered words
+        return type(self), (self.template, self.cli), self.__dict__
+
+
+def spelled(name: str, cli: bool) -> str:
+    """``max_n`` as Python names it, ``--max-n`` as the command line does; with a value,
+    ``overwrite=True`` is ``--overwrite`` and ``out="runs"`` is ``--out "runs"`` (an empty value,
+    ``out=``, leaves the command line's option bare)."""
+    name, equals, value = name.partition("=")
+    if not cli:
+        return f"{name}{equals}{value}"
+    option = "--" + name.replace("_", "-")
+    return option if value in ("", "True") else f"{option} {value}"
+
+
+_TOKEN = re.compile(r"([{}])\1|\{([^{}]*)\}")  # a doubled brace, or a name in braces
+
+
+def _render(template: str, cli: bool) -> str:
+    """The template with each ``{name}`` spelled; ``{{`` and ``}}`` are literal braces."""
+    return _TOKEN.sub(lambda found: found[1] if found[1] else spelled(found[2], cli), template)
+
+
+def literal(text: str) -> str:
+    """``text`` as a literal part of a SpokenError template (its braces doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")

@@ -18,12 +18,11 @@ import math
 import numbers
 import operator
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.errors import SpokenError, UsageError, literal, spelled
 
 __all__ = [
     "Param",
@@ -47,46 +46,8 @@ REQUIRED: Any = _Required()  # a parameter without a default must be given
 INPUTS = "inputs"  # the type of a record batch's input: files, folders, globs, URIs (a list of them)
 
 
-class SpokenError(PipelineError):
-    """An error whose ``template`` names parameters and options as ``{name}`` (or ``{name=value}``),
-    so that the message can speak Python (``max_n``, ``overwrite=True``) or the command line
-    (``--max-n``, ``--overwrite``): Python's words by default; the CLI asks for its own with
-    ``spoken(cli=True)``."""
-
-    def __init__(self, template: str, cli: bool = False):
-        self.template = template
-        super().__init__(_render(template, cli))
-
-    def spoken(self, cli: bool) -> SpokenError:
-        return type(self)(self.template, cli)
-
-
 class ParamError(SpokenError, UsageError, ValueError):
     """A parameter value the job refuses (a ValueError too, as Python callers expect)."""
-
-
-def spelled(name: str, cli: bool) -> str:
-    """``max_n`` as Python names it, ``--max-n`` as the command line does; with a value,
-    ``overwrite=True`` is ``--overwrite`` and ``out="runs"`` is ``--out "runs"`` (an empty value,
-    ``out=``, leaves the command line's option bare)."""
-    name, equals, value = name.partition("=")
-    if not cli:
-        return f"{name}{equals}{value}"
-    option = "--" + name.replace("_", "-")
-    return option if value in ("", "True") else f"{option} {value}"
-
-
-_TOKEN = re.compile(r"([{}])\1|\{([^{}]*)\}")  # a doubled brace, or a name in braces
-
-
-def _render(template: str, cli: bool) -> str:
-    """The template with each ``{name}`` spelled; ``{{`` and ``}}`` are literal braces."""
-    return _TOKEN.sub(lambda found: found[1] if found[1] else spelled(found[2], cli), template)
-
-
-def literal(text: str) -> str:
-    """``text`` as a literal part of a SpokenError template (its braces doubled)."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 @dataclass(frozen=True)

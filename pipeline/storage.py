@@ -46,7 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
-from batchenum.pipeline.errors import PipelineError, RunStoppedError
+from batchenum.pipeline.errors import PipelineError, RunStoppedError, SpokenError, literal
 
 __all__ = [
     "Storage",
@@ -127,8 +127,9 @@ class StorageUnavailableError(StorageError, RunStoppedError):
     """A store that stayed unreachable (or kept failing transiently) for longer than its timeout."""
 
 
-class NoRoomError(StorageError, RunStoppedError):
-    """The output location takes no more: its device is full, its quota used, it is read-only."""
+class NoRoomError(SpokenError, StorageError, RunStoppedError):
+    """The output location takes no more: its device is full, its quota used, it is read-only.  Its
+    words for the output option are the caller's (``out=`` from Python, ``--out`` from the CLI)."""
 
     reason: str = ""  # why, in a few words ("no space is left on its device"); set by Storage.no_room
 
@@ -437,11 +438,14 @@ class Storage:
         if reason is None:
             return None
         full = NoRoomError(
-            f"--out: {self.display_root} takes no more ({reason}), so {self.uri(path)} could not be "
-            "written. Every shard committed before is kept (`batchenum status` counts them) and every "
-            "table that was there before is whole and unchanged. Free some space (or make the place "
-            "writable, or give another --out), then run the same command again: it reuses the "
-            "committed shards"
+            "{out}: "
+            + literal(
+                f"{self.display_root} takes no more ({reason}), so {self.uri(path)} could not be "
+                "written. Every shard committed before is kept (`batchenum status` counts them) and every "
+                "table that was there before is whole and unchanged. Free some space (or make the place "
+                "writable, or give "
+            )
+            + "{out=} another place), then run the same command again: it reuses the committed shards"
         )
         full.reason = reason
         return full

@@ -53,3 +53,18 @@ def test_an_out_that_cannot_be_written_is_named_in_pythons_words(tmp_path):
     assert str(refused.value) == f"out: {not_a_folder} exists and is not a folder"
     casual = cli("run", "palago", "--max-n", "4", "--out", str(not_a_folder), "--serial", expect=1)
     assert f"batchenum: error: --out: {not_a_folder} exists and is not a folder" in casual.stderr
+
+
+def test_a_full_place_is_named_in_the_callers_words_after_crossing_a_process():
+    import pickle
+
+    from batchenum.pipeline.storage import NoRoomError, Storage
+
+    error = Storage.at("/tmp/runs").no_room("/tmp/runs/palago/t.parquet", OSError(28, "No space left on device"))
+    assert isinstance(error, NoRoomError) and error.reason == "no space is left on its device"
+    travelled = pickle.loads(pickle.dumps(error))  # as from a Ray worker
+    assert str(travelled).startswith("out: /tmp/runs takes no more (no space is left on its device)")
+    assert "give out= another place" in str(travelled) and "--out" not in str(travelled)
+    cli_words = str(travelled.spoken(cli=True))
+    assert cli_words.startswith("--out: /tmp/runs takes no more") and "give --out another place" in cli_words
+    assert travelled.spoken(cli=True).reason == error.reason
