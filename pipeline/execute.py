@@ -365,10 +365,11 @@ def _plural(count: int, noun: str) -> str:
 
 def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> None:
     """On a cluster, every node must see the local folders and files this run uses."""
-    folders = {"--out": store.storage.root} if store.storage.local else {}
+    folders = {"out": store.storage.root} if store.storage.local else {}
     files = {source.root: source.stat(source.root) for source in job.inputs() if source.local}
     if folders or files:
-        progress.stage("checking that every node sees " + " and ".join([*folders, *(["--input"] if files else [])]))
+        seen = [*(["the output folder"] if folders else []), *(["the input files"] if files else [])]
+        progress.stage("checking that every node sees " + " and ".join(seen))
         executor.ray.check_shared_folders(folders, files)
 
 

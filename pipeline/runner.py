@@ -39,7 +39,7 @@ from typing import Any
 from batchenum.pipeline import faults
 from batchenum.pipeline.attempt import Attempt, CodeMismatchError, run_attempt
 from batchenum.pipeline.codeversion import user_modules
-from batchenum.pipeline.errors import PipelineError, RunStoppedError, UsageError
+from batchenum.pipeline.errors import PipelineError, RunStoppedError, SpokenError, UsageError, literal
 from batchenum.pipeline.job import Job, PlanContext, Shard
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError
 from batchenum.pipeline.shard_store import ShardStore
@@ -82,8 +82,9 @@ class TaskFailedError(PipelineError):
     """A task of the plan's task map could not finish."""
 
 
-class SharedFolderError(PipelineError):
-    """A cluster node does not see the local folder the run reads or writes."""
+class SharedFolderError(SpokenError):
+    """A cluster node does not see the local folder the run reads or writes (named in the caller's
+    words: ``out`` from Python, ``--out`` from the CLI)."""
 
 
 OnDone = Callable[[Shard, Attempt], None]
@@ -796,7 +797,7 @@ def _cancel_unfinished(refs: list) -> None:
 def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, int]]) -> None:
     """Refuse, before any shard runs, a cluster node that does not see the driver's local folders.
 
-    folders: {option: local folder the workers write}, e.g. {"--out": "/data/runs/palago"}; the
+    folders: {parameter: local folder the workers write}, e.g. {"out": "/data/runs/palago"}; the
              driver writes a probe file there and every alive node must read it back.
     files:   {option: (size, mtime_ns)} keyed by local input path; every node must see the same.
     Raises SharedFolderError naming the node and the two fixes.
@@ -846,7 +847,7 @@ def _probe_node(probes: dict[str, str], token: str, files: dict[str, tuple[int, 
         except OSError:
             seen = False
         if not seen:
-            problems.append(f"{option} {os.path.dirname(path)}")
+            problems.append(f"{{{option}}} " + literal(os.path.dirname(path)))
     for path, (size, mtime_ns) in files.items():
         try:
             stat = os.stat(path)
@@ -854,17 +855,19 @@ def _probe_node(probes: dict[str, str], token: str, files: dict[str, tuple[int, 
         except OSError:
             same = False
         if not same:
-            problems.append(f"--input {path}")
+            problems.append("{input} " + literal(path))
     return _worker_node(), problems
 
 
 def _not_shared_message(node: str, problems: list[str]) -> str:
+    """A SharedFolderError template: ``problems`` are templates already."""
     return (
-        f"node {node} does not see {' or '.join(problems)} as this driver does: on a cluster, shards are "
-        "read and committed by the node that computes them, so every node must see the same files. "
-        "Either give a folder that every node mounts at the same path (NFS or another shared file "
-        "system), or use object storage (--out s3://bucket/prefix, --input s3://bucket/batch.jsonl). "
-        "Nothing was computed."
+        literal(f"node {node} does not see ")
+        + " or ".join(problems)
+        + " as this driver does: on a cluster, shards are read and committed by the node that computes "
+        "them, so every node must see the same files. Either give a folder that every node mounts at the "
+        "same path (NFS or another shared file system), or use object storage "
+        "({out=s3://bucket/prefix}, {input=s3://bucket/batch.jsonl}). Nothing was computed."
     )
 
 
