@@ -153,7 +153,8 @@ class Executor:
         ``on_done`` as each finishes, from whichever thread ran it."""
         queue = ShardQueue(shards)
         here = _InDriver(job, store, verify, on_done)
-        head_start = self.options.head_start and self.ray.private and not self.ray.connected
+        # a private Ray this process already connected (another run's, or a test session's) is used at once
+        head_start = self.options.head_start and self.ray.private and not (self.ray.connected or self.ray.shared_up)
         try:
             if self.options.serial:
                 self.say("computing in this process (--serial)")
@@ -363,6 +364,11 @@ class RaySession:
     @property
     def connected(self) -> bool:
         return self.where is not None
+
+    @property
+    def shared_up(self) -> bool:
+        """Whether this process is already connected to the private Ray this session would share."""
+        return self.private and _PRIVATE_RAY.connected
 
     def start_local(self, in_background: bool = False) -> None:
         """Start the private Ray's processes without waiting for them (or share the one another thread

@@ -43,6 +43,8 @@ class FakeRay:
     def connected(self) -> bool:
         return self.where is not None
 
+    shared_up = False
+
     def start_local(self, in_background: bool = False) -> None:
         self.started = True
 
