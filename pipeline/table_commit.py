@@ -757,8 +757,8 @@ def _prefetched(items: Iterable, depth: int = 2) -> Iterator:
 def _gather(table: pa.Table, indices: np.ndarray) -> pa.Table:
     """``table.take(indices)`` that copies only the rows the indices reach: from each chunk, the
     range between the smallest and largest index in it (a few rows per chunk when the chunks are
-    sorted runs being merged).  A take over the whole chunked table concatenates all of it first:
-    4x slower at n = 22 for a partition of 1 GB."""
+    sorted runs being merged).  A take over the whole chunked table concatenates all of it first,
+    much slower on a large partition (docs/benchmarks.md#the-finish-merging-and-checking-keys)."""
     starts = np.cumsum([0, *(len(chunk) for chunk in table.column(0).chunks)])
     chunk = np.searchsorted(starts, indices, side="right") - 1
     pieces, local, size = [], np.empty_like(indices), 0
@@ -787,7 +787,8 @@ def _check_unique(table: pa.Table, spec: TableSpec, partition_value: Any) -> Non
 
 def _check_sorted_unique(keys: pa.ChunkedArray, last: Any, spec: TableSpec, partition_value: Any) -> Any:
     """The last of a run of sorted keys, after checking that none equals its neighbour or ``last``
-    (the previous run's last): 20x cheaper than counting values."""
+    (the previous run's last): far cheaper than counting values
+    (docs/benchmarks.md#the-finish-merging-and-checking-keys)."""
     import pyarrow.compute as pc
 
     keys = keys.combine_chunks()
