@@ -151,26 +151,7 @@ def test_kernel_matches_the_published_table_to_24():
 def test_smallest_tables(tmp_path):
     for max_n in (1, 2):
         out = tmp_path / str(max_n)
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "batchenum",
-                "run",
-                "palago",
-                "--max-n",
-                str(max_n),
-                "--method",
-                "transfer",
-                "--serial",
-                "--out",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=120,
-        )
+        result = subprocess.run(_transfer_run(out, max_n=max_n), capture_output=True, text=True, cwd=REPO, timeout=120)
         assert result.returncode == 0, result.stderr
         counts = pd.read_parquet(out / "palago" / "creature_counts.parquet")
         assert counts.n.tolist() == list(range(1, max_n + 1)) and not counts.drop(columns="n").any().any()

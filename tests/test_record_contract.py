@@ -16,14 +16,12 @@ import gzip
 import json
 import lzma
 import math
-import subprocess
-import sys
 import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import assert_exit
+from helpers import assert_exit, cli
 from test_dungeon_job import run_all  # every shard, no Ray; checks the workers' record counts
 
 from batchenum.jobs.dungeons import DungeonJob
@@ -131,23 +129,7 @@ def test_cli_runs_the_issue_repro_to_the_end(tmp_path):
 
     path = tmp_path / "u.jsonl"
     path.write_bytes(b'{"id":"ok","grid":["@$"]}\n{"id":"bad\xff","grid":["@"]}\n{"id":"a\\ud800","grid":["@"]}\n')
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "batchenum",
-            "run",
-            "dungeons",
-            "--input",
-            str(path),
-            "--out",
-            str(tmp_path / "o"),
-            "--serial",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    run = cli("run", "dungeons", "--input", str(path), "--out", str(tmp_path / "o"), "--serial", "--quiet", expect=None)
     assert_exit(run, 0)
     assert "dungeons: read 3, answered 1, rejected 2" in run.stdout + run.stderr
     errors = pd.read_parquet(tmp_path / "o" / "dungeons" / "errors")
@@ -344,22 +326,7 @@ def test_duplicated_parquet_column_is_refused_at_planning(tmp_path, column):
     with pytest.raises(InputError) as caught:
         DungeonJob(str(path)).plan(PlanContext())
     assert str(caught.value) == message
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "batchenum",
-            "run",
-            "dungeons",
-            "--input",
-            str(path),
-            "--out",
-            str(tmp_path / "o"),
-            "--serial",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    run = cli("run", "dungeons", "--input", str(path), "--out", str(tmp_path / "o"), "--serial", expect=None)
     assert_exit(run, 1)
     assert message in run.stderr and "KeyError" not in run.stderr
 
@@ -394,22 +361,7 @@ def test_compressed_input_is_read_only_when_its_name_says_gzip_or_zstd(tmp_path,
         plan_slices(str(path), "grid", 10)
     assert str(caught.value).startswith(message)
     if kind == "gzip":
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "batchenum",
-                "run",
-                "nonary",
-                "--input",
-                str(path),
-                "--out",
-                str(tmp_path / "o"),
-                "--serial",
-            ],
-            capture_output=True,
-            text=True,
-        )
+        run = cli("run", "nonary", "--input", str(path), "--out", str(tmp_path / "o"), "--serial", expect=None)
         assert_exit(run, 1)
         assert message in run.stderr
 
