@@ -21,7 +21,7 @@ from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
 from batchenum.pipeline.shard_store import SHARDS_DIR, ShardProblemKind, ShardStore
-from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, Storage, StorageError
+from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, NotWritableError, Storage, StorageError
 from batchenum.pipeline.table_commit import (
     PartTask,
     PlannedPart,
@@ -219,7 +219,7 @@ def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
         out = Storage.at(location, timeout)
         out.check_writable()
     except StorageError as error:
-        advice = ", or give {out=} another place" if "Free some" in str(error) else ""
+        advice = ", or give {out=} another place" if isinstance(error, NotWritableError) else ""
         raise SpokenError("{out}: " + literal(str(error)) + advice) from None
     return out
 

@@ -53,6 +53,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "NoRoomError",
+    "NotWritableError",
     "LinkRefusedError",
     "TMP_MARK",
     "OLD_MARK",
@@ -125,6 +126,10 @@ class StorageError(PipelineError):
 
 class StorageUnavailableError(StorageError, RunStoppedError):
     """A store that stayed unreachable (or kept failing transiently) for longer than its timeout."""
+
+
+class NotWritableError(StorageError):
+    """The output location refused the probe write before the run: full, over quota or read-only."""
 
 
 class NoRoomError(SpokenError, StorageError, RunStoppedError):
@@ -617,7 +622,7 @@ class Storage:
             self.write_text(probe, "probe")
             self.delete_file(probe)
         except NoRoomError as error:
-            raise StorageError(
+            raise NotWritableError(
                 f"cannot write to {self.display_root}: {error.reason}. Free some space, or make it writable"
             ) from None
         except StorageError:
@@ -625,7 +630,7 @@ class Storage:
         except Exception as error:
             reason = _no_room(error)
             if reason:
-                raise StorageError(
+                raise NotWritableError(
                     f"cannot write to {self.display_root}: {reason} ({_plain(error)}). Free some "
                     "space, or make it writable"
                 ) from None
