@@ -203,10 +203,14 @@ def job_help(job_class: type[Job]) -> str:
 
 
 def build_parser(
-    registry: JobRegistry, prog: str, version: str = "unknown", extra_jobs: Sequence[str] = ()
+    registry: JobRegistry, prog: str, version: str = "unknown", only_job: str = ""
 ) -> argparse.ArgumentParser:
-    """The whole command line: ``run`` with a sub-command per registered job (and per
-    ``MODULE:CLASS`` in ``extra_jobs``), status, cleanup, and the registry's other commands."""
+    """The whole command line: ``run`` with a sub-command per registered job, status, cleanup, and
+    the registry's other commands.
+
+    only_job: build ``run`` with that job alone (a registered name, or ``MODULE:CLASS``) and no other
+    command, for a command line that starts ``run JOB``: argparse reads it the same, without
+    importing every job's module."""
     parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -217,7 +221,7 @@ def build_parser(
         "MODULE:CLASS, or path/to/file.py:CLASS for a job class of your own (docs/jobs.md).",
     )
     run_jobs = run.add_subparsers(dest="job", metavar="JOB", required=True)
-    for name in [*registry.names(), *extra_jobs]:
+    for name in [only_job] if only_job else registry.names():
         job_class = registry.job_class(name)
         sub = run_jobs.add_parser(name, help=job_help(job_class), description=job_help(job_class))
         add_param_options(sub, job_class)
@@ -246,7 +250,7 @@ def build_parser(
     cleanup.add_argument("--job", metavar="NAME", help="only this job's folder")
     cleanup.set_defaults(handler=_cleanup)
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
-    for command in registry.commands():
+    for command in [] if only_job else registry.commands():
         actions = groups[()]
         for depth in range(1, len(command.path)):
             key = command.path[:depth]
@@ -311,8 +315,7 @@ def _job_from_args(job_class: type[Job], args: argparse.Namespace) -> Job:
 def parse_job(registry: JobRegistry, argv: Sequence[str], prog: str = "batchenum") -> Job:
     """The job ``prog run JOB [options]`` would run (``argv`` after ``run``), without running it:
     argparse's own errors exit 2 as on the command line, parameter errors raise ParamError."""
-    extra = [argv[0]] if argv and is_job_path(argv[0]) else []
-    args = build_parser(registry, prog, extra_jobs=extra).parse_args(["run", *argv])
+    args = build_parser(registry, prog, only_job=_one_job(registry, ["run", *argv])).parse_args(["run", *argv])
     return _job_from_args(registry.job_class(args.job), args)
 
 
@@ -418,10 +421,8 @@ def _refuse_relative_out_under_job_submit(out: str) -> None:
 
 def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchenum", version: str = "unknown") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `run MODULE:CLASS ...`: that job gets its options too
-    extra = [argv[1]] if len(argv) > 1 and argv[0] == "run" and is_job_path(argv[1]) else []
     try:
-        parser = build_parser(registry, prog, version, extra)
+        parser = build_parser(registry, prog, version, only_job=_one_job(registry, argv))
     except UsageError as error:  # a job that cannot be loaded, or a MODULE:CLASS that names none
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
@@ -450,6 +451,15 @@ def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchen
             raise
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _one_job(registry: JobRegistry, argv: Sequence[str]) -> str:
+    """The job of a command line ``run JOB ...`` when JOB is ``MODULE:CLASS``, ``FILE.py:CLASS`` or a
+    job its own module declares; "" when the parser must know every job (``run --help``, a typo)."""
+    if len(argv) < 2 or argv[0] != "run":
+        return ""
+    job = argv[1]
+    return job if is_job_path(job) or registry.own_module_job(job) is not None else ""
 
 
 class _Interrupt(threading.Event):

@@ -42,6 +42,9 @@ RUN_OPTIONS = (
     "json",
 )
 
+# modules of a jobs package that are not jobs' (the command line's entry, the registry itself)
+_NOT_JOBS = ("cli", "registry")
+
 
 class JobRegistry:
     """The jobs of ``package`` (its modules' ``JOB``) and of the entry-point group, and the commands
@@ -57,7 +60,7 @@ class JobRegistry:
         names = sorted(
             info.name
             for info in pkgutil.iter_modules(package.__path__)
-            if not info.name.startswith("_") and info.name not in ("cli", "registry")
+            if not info.name.startswith("_") and info.name not in _NOT_JOBS
         )
         return [importlib.import_module(f"{self.package}.{name}") for name in names]
 
@@ -94,11 +97,30 @@ class JobRegistry:
         """A registered job by name, or one named by ``MODULE:CLASS`` or ``FILE.py:CLASS``."""
         if is_job_path(name):
             return load_job_class(name)
+        own = self.own_module_job(name)
+        if own is not None:
+            return own
         if name not in self.jobs:
             raise UsageError(
                 f"no job {name!r}: the jobs are {', '.join(self.jobs)} (or give MODULE:CLASS or path/to/file.py:CLASS)"
             )
         return self.jobs[name]
+
+    def own_module_job(self, name: str) -> type[Job] | None:
+        """The job ``name`` when the package's module of that name declares it (``dungeons`` in
+        ``batchenum.jobs.dungeons``), imported alone; None otherwise.  A run of one job then imports
+        no other job's module (and their compiled kernels), which every run would pay for."""
+        if "jobs" in self.__dict__ or not name.isidentifier() or name.startswith("_") or name in _NOT_JOBS:
+            return None  # the full scan is done already, or the name names no job module
+        try:
+            found = importlib.util.find_spec(f"{self.package}.{name}")
+        except (ImportError, ValueError):
+            return None
+        if found is None:
+            return None
+        module = importlib.import_module(f"{self.package}.{name}")
+        job = getattr(module, "JOB", None)
+        return _checked(job, module.__name__) if getattr(job, "name", None) == name else None
 
 
 def is_job_path(text: str) -> bool:

@@ -17,7 +17,7 @@ from helpers import CASES, REPO, assert_exit, cli_command
 
 import batchenum
 from batchenum.jobs import REGISTRY
-from batchenum.pipeline.cli import parse_job
+from batchenum.pipeline.cli import _one_job, parse_job
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.job import Column, Job, Shard, ShardResult, TableSpec
 from batchenum.pipeline.params import INPUTS, REQUIRED, spelled
@@ -246,3 +246,20 @@ def test_the_job_contract_sits_below_the_cli_and_the_executor():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd="/")
     assert_exit(done, 0)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_command_line_for_one_job_imports_no_other_job():
+    """``run dungeons ...`` builds its parser from the dungeons module alone (the others' modules,
+    and the kernels they compile, cost every run time); ``run --help`` still lists every job."""
+    probe = (
+        "import sys; from batchenum.jobs import REGISTRY; from batchenum.pipeline.cli import build_parser, _one_job; "
+        "argv = ['run', 'dungeons', '--input', 'x.jsonl', '--max-cells', '5000']; "
+        "args = build_parser(REGISTRY, 'batchenum', only_job=_one_job(REGISTRY, argv)).parse_args(argv); "
+        "print(args.max_cells, sorted(m for m in sys.modules if m.startswith('batchenum.jobs.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd="/")
+    assert_exit(done, 0)
+    assert done.stdout.split() == ["5000", "['batchenum.jobs.dungeons']"], done.stderr
+    assert _one_job(REGISTRY, ["run", "--help"]) == _one_job(REGISTRY, ["run", "no-such-job"]) == ""
+    assert _one_job(REGISTRY, ["status", "dungeons"]) == ""
+    assert _one_job(REGISTRY, ["run", "examples/queens.py:Queens"]) == "examples/queens.py:Queens"
