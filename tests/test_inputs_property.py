@@ -102,7 +102,7 @@ def read_everything(path, field: str, per_slice: int, fast: bool, monkeypatch) -
     out = []
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a: None)
+            patch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)
         for spec in plan_slices(str(path), field, per_slice):
             part = read_records(spec, field, GRID, check=lambda value: value if _strings(value) else _no(value))
             label = part.position_label

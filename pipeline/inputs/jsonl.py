@@ -67,11 +67,18 @@ def read_jsonl(
     when it reads the slice without doubt, else line by line (see the module's docstring).
     ``oversized`` ({offset in the slice: length}) are lines dropped as longer than
     ``MAX_LINE_BYTES`` (empty lines in ``data``), each rejected with its length."""
+    fast = payload_type.equals(FAST_TYPE)
+    if fast and not oversized:
+        # The commonest slice, every line a record of the compiled reader's shape, has no blank line
+        # to look for: read it as it is.
+        records = _fast_records(_Numbered(data, first_line, {}), field, fingerprint, general=False)
+        if records is not None:
+            return records
     numbered = _Numbered.of(data, first_line, oversized or {})
     if numbered.oversized:
         return _read_lines(numbered, field, payload_type, check, fingerprint)
-    if payload_type.equals(FAST_TYPE):
-        records = _fast_records(numbered, field, fingerprint)
+    if fast:  # (the compiled reader again only if blank lines were taken out)
+        records = _fast_records(numbered, field, fingerprint, strict=numbered.data is not data)
         if records is not None:
             return records
     return _read_lines(numbered, field, payload_type, check, fingerprint)
@@ -126,10 +133,13 @@ _BLANK_LEAST = 4096
 _BLANK_SHARE = 16
 
 
-def _fast_records(numbered: _Numbered, field: str, fingerprint: str) -> Records | None:
+def _fast_records(
+    numbered: _Numbered, field: str, fingerprint: str, strict: bool = True, general: bool = True
+) -> Records | None:
     """Every record of the slice, accepted, when a fast reader reads all of them without doubt:
-    each has an id and a list of strings with no null; None otherwise."""
-    table = _arrow_table(numbered.data, numbered.first, field)
+    each has an id and a list of strings with no null; None otherwise.  strict, general: which
+    readers to try (``_arrow_table``)."""
+    table = _arrow_table(numbered.data, numbered.first, field, strict, general)
     if table is None:
         return None
     ids, payloads = table.column("id").combine_chunks(), table.column(field).combine_chunks()
@@ -145,9 +155,12 @@ def _fast_records(numbered: _Numbered, field: str, fingerprint: str) -> Records 
     )
 
 
-def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
+def _arrow_table(
+    data: bytes, first_line: int, field: str, strict: bool = True, general: bool = True
+) -> pa.Table | None:
     """The slice as a pyarrow Table {id, field: list<string>}, or None when it could differ from
-    the line-by-line reading (``_read_lines``), which is the reference."""
+    the line-by-line reading (``_read_lines``), which is the reference.  Two readers, each tried
+    when asked: strict, the compiled one of the commonest shape; general, pyarrow.json."""
     # pyarrow.json does not check UTF-8 outside the columns it keeps, skips a BOM at the start of
     # any block, and reads deep nesting and huge numbers that the line reader refuses: decline all.
     if not data.isascii() and not _is_utf8(data):
@@ -156,8 +169,8 @@ def _arrow_table(data: bytes, first_line: int, field: str) -> pa.Table | None:
         if first_line != 1:
             return None
         data = data[len(_BOM) :]
-    table = read_id_and_strings(data, field)  # the commonest shape, compiled; None: read it as below
-    if table is not None:
+    table = read_id_and_strings(data, field) if strict else None  # the commonest shape; None: as below
+    if table is not None or not general:
         return table
     line_count = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     depth, digits, opening = _scan_lines(data)
@@ -279,58 +292,59 @@ def _read_lines(
 
 
 @njit(cache=True, nogil=True)
+def _line_end(data, start):  # pragma: no cover - compiled
+    """(end, content) for the line of data (uint8[n]) that starts at start: the index of its newline
+    (n for the last line), and whether it has a byte other than ASCII whitespace (as ``bytes.strip``
+    removes).  Past its first such byte, the rest of the line is only searched for the newline."""
+    n = len(data)
+    i = start
+    while i < n and data[i] != 10:
+        if not (data[i] == 32 or 9 <= data[i] <= 13):
+            while i < n and data[i] != 10:
+                i += 1
+            return i, True
+        i += 1
+    return i, False
+
+
+@njit(cache=True, nogil=True)
 def _content_lines(data, keep):  # pragma: no cover - compiled
     """(lines, bytes) of data (uint8[n]) that are not blank, newlines included: a line with a byte
-    other than ASCII whitespace (as ``bytes.strip`` removes), or one whose index is in keep
-    (int64, sorted)."""
-    lines = 0
-    size = 0
-    line = 0
-    start = 0
-    content = False
-    k = 0
-    n = len(data)
-    for i in range(n + 1):
-        if i == n or data[i] == 10:
-            while k < len(keep) and keep[k] < line:
-                k += 1
-            if content or (k < len(keep) and keep[k] == line):
-                lines += 1
-                size += i - start + (1 if i < n else 0)
-            line += 1
-            start = i + 1
-            content = False
-        elif not (data[i] == 32 or 9 <= data[i] <= 13):
-            content = True
-    return lines, size
+    other than ASCII whitespace, or one whose index is in keep (int64, sorted)."""
+    return _kept_lines(data, keep, np.empty(0, np.uint8), np.empty(0, np.int64), False)
 
 
 @njit(cache=True, nogil=True)
 def _copy_content_lines(data, keep, out, numbers):  # pragma: no cover - compiled
     """Copy the lines ``_content_lines`` counts into out (uint8, their bytes), each with its
     newline, and their indices in data into numbers (int64)."""
-    at = 0
-    kept = 0
+    _kept_lines(data, keep, out, numbers, True)
+
+
+@njit(cache=True, nogil=True)
+def _kept_lines(data, keep, out, numbers, copy):  # pragma: no cover - compiled
+    """(lines, bytes) of the lines ``_content_lines`` describes; with copy, also copied as there."""
+    n = len(data)
+    lines = 0
+    size = 0
     line = 0
     start = 0
-    content = False
     k = 0
-    n = len(data)
-    for i in range(n + 1):
-        if i == n or data[i] == 10:
-            while k < len(keep) and keep[k] < line:
-                k += 1
-            if content or (k < len(keep) and keep[k] == line):
-                end = i + 1 if i < n else n
-                out[at : at + end - start] = data[start:end]
-                at += end - start
-                numbers[kept] = line
-                kept += 1
-            line += 1
-            start = i + 1
-            content = False
-        elif not (data[i] == 32 or 9 <= data[i] <= 13):
-            content = True
+    while True:
+        end, content = _line_end(data, start)
+        while k < len(keep) and keep[k] < line:
+            k += 1
+        if content or (k < len(keep) and keep[k] == line):
+            stop = end + 1 if end < n else n
+            if copy:
+                out[size : size + stop - start] = data[start:stop]
+                numbers[lines] = line
+            lines += 1
+            size += stop - start
+        if end >= n:
+            return lines, size
+        line += 1
+        start = end + 1
 
 
 def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int) -> tuple[str | None, Any, str | None]:
