@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchenum.jobs.growth import read_series
-from batchenum.solvers.series import analyse, check_exponent
+from batchenum.solvers.series import _solve_exact, analyse, check_exponent
 
 DATA = REPO / "tests" / "data"
 # name: (file, whether the file's lambda error was published from the same terms the file holds)
@@ -275,3 +277,25 @@ def test_cli_errors_name_what_to_do(tmp_path):
     short.write_text("1\n2\n6\n")
     too_short = cli("growth", str(short), expect=1)
     assert "nonzero terms" in too_short.stderr
+
+
+@given(
+    st.integers(1, 7).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.integers(-5, 5), min_size=n, max_size=n), min_size=n, max_size=n),
+            st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+            st.booleans(),
+        )
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_the_exact_solver_solves_every_consistent_system(case):
+    """Approximants' linear systems, full rank or not (a row the sum of two others), are solved
+    exactly: the solution found satisfies every equation."""
+    matrix, unknowns, dependent = case
+    if dependent and len(matrix) > 2:
+        matrix[-1] = [a + b for a, b in zip(matrix[0], matrix[1])]
+    right = [sum(a * x for a, x in zip(row, unknowns)) for row in matrix]
+    solution = _solve_exact([row + [value] for row, value in zip(matrix, right)])
+    assert solution is not None
+    assert [sum(a * x for a, x in zip(row, solution)) for row in matrix] == right
