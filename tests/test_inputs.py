@@ -53,7 +53,7 @@ def read_all(path, field="grid", per_slice=3, payload_type=GRID, check=None) -> 
 def readers(request, monkeypatch):
     """Both JSONL readers: as chosen (the fast path where it reads a slice), or the reference only."""
     if request.param == "reference":
-        monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a: None)
+        monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)
     return request.param
 
 
@@ -249,7 +249,7 @@ def test_fast_path_agrees_with_the_reference(tmp_path, monkeypatch):
     for spec in plan_slices(str(path), "grid", 4):
         fast = read_records(spec, "grid", GRID)
         with monkeypatch.context() as patch:
-            patch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a: None)  # the reference only
+            patch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)  # the reference only
             plain = read_records(spec, "grid", GRID)
         assert fast.positions.tolist() == plain.positions.tolist() and fast.ids.equals(plain.ids)
         assert fast.payloads.to_pylist() == plain.payloads.to_pylist() and fast.position_label == "line"
