@@ -136,11 +136,7 @@ def _check_numpy(table: str, name: str, kind: str, shard: Shard, values: np.ndar
         _refuse_array(table, name, kind, shard, f"a numpy {values.dtype} array", values.tolist(), 0)
     elif kind == "int64" and values.dtype == np.uint64 and len(values) and values.max() > _INT64_MAX:
         row = int(np.argmax(values > _INT64_MAX))
-        raise ContractError(
-            f"shard {shard.id}: table {table!r}, column {name!r} is declared int64 but row {row + 1} holds "
-            f"{int(values[row])} (numpy uint64), past int64's range: declare the column float64, or keep "
-            "the values below 2**63"
-        )
+        _refuse_past_int64(table, name, shard, row, int(values[row]), "numpy uint64")
 
 
 def _check_arrow(table: str, name: str, kind: str, shard: Shard, values: pa.Array | pa.ChunkedArray) -> None:
@@ -149,6 +145,18 @@ def _check_arrow(table: str, name: str, kind: str, shard: Shard, values: pa.Arra
     if fits is not None and not fits(values.type):
         rows = values.to_pylist()
         _refuse_array(table, name, kind, shard, f"an Arrow {values.type} array", rows, _first_valid(rows))
+    elif kind == "int64" and pa.types.is_uint64(values.type):
+        rows = values.to_pylist()
+        row = next((row for row, value in enumerate(rows) if value is not None and value > _INT64_MAX), None)
+        if row is not None:
+            _refuse_past_int64(table, name, shard, row, rows[row], "Arrow uint64")
+
+
+def _refuse_past_int64(table: str, name: str, shard: Shard, row: int, value: int, holds: str) -> None:
+    raise ContractError(
+        f"shard {shard.id}: table {table!r}, column {name!r} is declared int64 but row {row + 1} holds "
+        f"{value} ({holds}), past int64's range: declare the column float64, or keep the values below 2**63"
+    )
 
 
 def _first_valid(rows: list) -> int:

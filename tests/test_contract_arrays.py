@@ -61,6 +61,11 @@ def check(**columns):
             np.array([1, 2**63], dtype=np.uint64),
             "column 'k' is declared int64 but row 2 holds 9223372036854775808 (numpy uint64), past int64's range",
         ),
+        (
+            "k",
+            pa.array([None, 1, 2**64 - 1], type=pa.uint64()),
+            "column 'k' is declared int64 but row 3 holds 18446744073709551615 (Arrow uint64), past int64's range",
+        ),
         ("x", pa.array(["0.5", "1"]), "column 'x' is declared float64 but is an Arrow string array; row 1 holds '0.5'"),
         ("name", np.array([1, 2]), "column 'name' is declared string but is a numpy int64 array; row 1 holds 1"),
         (
