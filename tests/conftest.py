@@ -7,7 +7,16 @@ import os
 import pathlib
 
 import pytest
-from helpers import CASES, INTEGRATION_CODE, INTEGRATION_FIXTURES, INTEGRATION_MODULES, REPO, ServiceWatch, free_port
+from helpers import (
+    CASES,
+    INTEGRATION_CODE,
+    INTEGRATION_FIXTURES,
+    INTEGRATION_MODULES,
+    REPO,
+    ServiceWatch,
+    cli,
+    free_port,
+)
 
 __all__ = ["REPO"]  # tests/test_palago_transfer.py still imports it from here; new tests use helpers
 
@@ -172,3 +181,12 @@ def new_bucket(s3_server, request):
         allow_bucket_creation=True,
     ).create_dir(name)
     return name
+
+
+@pytest.fixture(scope="module")
+def palago_run(tmp_path_factory):
+    """A real run of the Palago job (`--serial`): its folder, with four committed shards and the count
+    table; test_store_damage.py and test_store_untrusted.py copy it before they damage it."""
+    out = tmp_path_factory.mktemp("palago9")
+    cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
+    return out

@@ -18,6 +18,8 @@ import pandas as pd
 import pyarrow.fs as pafs
 import pytest
 
+from batchenum.pipeline.job import PlanContext, Shard
+
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "tests" / "data"  # the seed reference cases (docs/rules.md explains them)
 PUBLISHED = pd.read_parquet(REPO / "results" / "palago" / "creature_counts.parquet")
@@ -288,3 +290,50 @@ def cpu_seconds(pid: int) -> float:
     """CPU seconds (user and system) process ``pid`` has used so far (Linux /proc)."""
     fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------ shards run in this process
+
+
+def plain_columns(columns: dict) -> dict[str, list]:
+    """A shard output's columns (lists, numpy or Arrow arrays) as Python lists."""
+    return {
+        name: values.to_pylist() if hasattr(values, "to_pylist") else list(values) for name, values in columns.items()
+    }
+
+
+def run_dungeon_shards(job) -> dict[str, dict[str, list]]:
+    """Every shard of the job, outputs concatenated in shard order."""
+    out = {"answers": {}, "errors": {}}
+    for shard in job.plan(PlanContext()):
+        shard = Shard(shard.id, json.loads(json.dumps(dict(shard.spec))))  # specs must survive JSON
+        result = job.run_shard(shard)
+        outputs, stats = result.tables, result.stats
+        for table, columns in outputs.items():
+            for name, values in plain_columns(columns).items():
+                out[table].setdefault(name, []).extend(values)
+        # the worker's own count of records read is what the accounting is checked against
+        assert stats["records"] == len(outputs["answers"]["id"]) + len(outputs["errors"]["id"])
+    return out
+
+
+# ------------------------------------------------------------------------ Markdown pages
+
+
+def markdown_prose(path: Path):
+    """(line number, line) outside fenced code blocks."""
+    fenced = False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            yield number, line
+
+
+def markdown_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def markdown_anchors(path: Path) -> set[str]:
+    return {markdown_anchor(m.group(1)) for _, line in markdown_prose(path) if (m := re.match(r"#{1,6}\s+(.*)", line))}

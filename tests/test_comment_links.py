@@ -7,7 +7,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-from test_docs_links import _anchors
+from helpers import markdown_anchors
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 POINTER = re.compile(r"docs/([\w.-]+\.md)#([\w-]+)")
@@ -31,6 +31,6 @@ def test_comment_pointers_reach_a_page_and_a_heading():
     broken = [
         f"{source}: docs/{page}#{anchor}"
         for source, page, anchor in pointers
-        if not (REPO / "docs" / page).is_file() or anchor not in _anchors(REPO / "docs" / page)
+        if not (REPO / "docs" / page).is_file() or anchor not in markdown_anchors(REPO / "docs" / page)
     ]
     assert not broken, "comments point to missing headings:\n" + "\n".join(broken)

@@ -7,34 +7,17 @@ from __future__ import annotations
 import pathlib
 import re
 
+from helpers import markdown_anchors, markdown_prose
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def _prose(path: pathlib.Path):
-    """(line number, line) outside fenced code blocks."""
-    fenced = False
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("```"):
-            fenced = not fenced
-        elif not fenced:
-            yield number, line
-
-
-def _anchor(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def _anchors(path: pathlib.Path) -> set[str]:
-    return {_anchor(m.group(1)) for _, line in _prose(path) if (m := re.match(r"#{1,6}\s+(.*)", line))}
-
-
 def test_relative_links_reach_a_file_and_a_heading():
     broken = []
     for page in PAGES:
-        for number, line in _prose(page):
+        for number, line in markdown_prose(page):
             for target in LINK.findall(line):
                 if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
                     continue
@@ -43,7 +26,7 @@ def test_relative_links_reach_a_file_and_a_heading():
                 where = f"{page.relative_to(REPO)}:{number}: {target}"
                 if not destination.is_file():
                     broken.append(f"{where} (no such file)")
-                elif anchor and anchor not in _anchors(destination):
+                elif anchor and anchor not in markdown_anchors(destination):
                     broken.append(f"{where} (no such heading)")
     assert not broken, "\n".join(broken)
 

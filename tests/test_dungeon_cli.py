@@ -8,8 +8,8 @@ import sys
 
 import pandas as pd
 import pytest
+from batch_cases import DUNGEON_MIXED
 from helpers import assert_exit
-from test_dungeon_job import MIXED
 
 from batchenum.solvers.dungeon import generate, oracle_gold
 
@@ -20,16 +20,16 @@ def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def mixed_batch(tmp_path_factory):
-    """400 valid generated dungeons with the malformed lines of MIXED spread among them."""
+    """400 valid generated dungeons with the malformed lines of DUNGEON_MIXED spread among them."""
     grids = generate(400, (1, 10), (1, 10), seed=21, wall=0.25, gold=0.15, monster=0.08)
     lines = [json.dumps({"id": f"v{k}", "grid": g}) for k, g in enumerate(grids)]
-    for k, (line, _, _) in enumerate(MIXED):
+    for k, (line, _, _) in enumerate(DUNGEON_MIXED):
         lines.insert(17 * k + 3, line)
     path = tmp_path_factory.mktemp("cli") / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     expected = {f"v{k}": oracle_gold(g) for k, g in enumerate(grids)}
     expected.update({"ok-1": 1, "42": 1, "text": 0, "dup-a": 1, "dup-b": 1})
-    rejected = sum(1 for _, _, error in MIXED if error)
+    rejected = sum(1 for _, _, error in DUNGEON_MIXED if error)
     return path, expected, rejected
 
 
@@ -61,7 +61,7 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
     assert answers["line"].is_monotonic_increasing and errors["line"].is_monotonic_increasing
     assert set(answers["line"]).isdisjoint(errors["line"])
     named = errors[~errors["id"].str.startswith("line ")]
-    assert sorted(named["id"]) == sorted(i for _, i, error in MIXED if error and not i.startswith("line "))
+    assert sorted(named["id"]) == sorted(i for _, i, error in DUNGEON_MIXED if error and not i.startswith("line "))
     unnamed = errors[errors["id"].str.startswith("line ")]
     assert unnamed["id"].tolist() == [f"line {line}" for line in unnamed["line"]] and len(unnamed) == 4
     assert all(error.startswith(f"line {line}: ") for error, line in zip(errors["error"], errors["line"]))

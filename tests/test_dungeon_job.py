@@ -8,91 +8,44 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_inputs_property import plain_columns
+from batch_cases import DUNGEON_ANSWERS, DUNGEON_MIXED
+from helpers import run_dungeon_shards
 
 import batchenum.jobs.dungeons
 from batchenum.jobs import REGISTRY
 from batchenum.jobs.dungeons import DungeonJob, add_generate_arguments, run_generate
 from batchenum.pipeline.cli import parse_job
 from batchenum.pipeline.errors import InputError, UsageError
-from batchenum.pipeline.job import PlanContext, Shard
+from batchenum.pipeline.job import PlanContext
 from batchenum.solvers.dungeon import generate, oracle_gold
-
-BIG = ["@" + "." * 10] + ["." * 11] * 9  # 110 cells
-
-# (line content, expected id, expected error fragment or None for a valid record)
-MIXED = [
-    ('{"id": "ok-1", "grid": ["@..", ".$.", "..."]}', "ok-1", None),
-    ('{"id": "broken", "grid": ["@', "line 2", "line 2: not valid JSON"),
-    ("", None, None),  # blank: not a record
-    ('{"grid": ["@$"]}', "line 4", "line 4: no 'id'"),
-    ('{"id": 42, "grid": ["@....", "...$g", "....."]}', "42", None),
-    ('{"id": "ragged", "grid": ["@..", ".."]}', "ragged", "line 6: row 2 has 2 characters but row 1 has 3"),
-    ('{"id": "nostart", "grid": ["...", ".$."]}', "nostart", "line 7: no start '@'"),
-    ('{"id": "twostarts", "grid": ["@.@"]}', "twostarts", "line 8: 2 starts '@'"),
-    ('{"id": "tab", "grid": ["@\\t$"]}', "tab", "line 9: row 1, column 2: character '\\t'"),
-    ('{"id": "accent", "grid": ["@\\u00e9"]}', "accent", "line 10: row 1, column 2: character 'é'"),
-    ('{"id": "digit", "grid": ["@1"]}', "digit", "line 11: row 1, column 2: character '1'"),
-    ('{"id": "null", "grid": null}', "null", "line 12: grid must be a string or a list of strings, not null"),
-    ('{"id": "number", "grid": 9.0}', "number", "not a number"),
-    ('{"id": "empty", "grid": []}', "empty", "line 14: grid is empty"),
-    ('{"id": "notrow", "grid": ["@$", 5]}', "notrow", "line 15: row 2 is not a string but an integer"),
-    ('{"id": "text", "grid": "@....\\n...g$\\n.....\\n"}', "text", None),
-    (
-        json.dumps({"id": "big", "grid": BIG}),
-        "big",
-        "line 17: grid has 110 cells, more than the limit of 100 (raise it with --max-cells)",
-    ),
-    ('{"id": "dup-a", "grid": ["##.#", "g@$g"]}', "dup-a", None),
-    ('{"id": "dup-b", "grid": ["# .#", "h@$h"]}', "dup-b", None),
-    ('{"id": "nogrid"}', "nogrid", "line 20: no 'grid'"),
-    ("[1, 2, 3]", "line 21", "line 21: not a JSON object"),
-    ('{"id": true, "grid": ["@"]}', "line 22", "line 22: 'id' must be a string or an integer"),
-]
-ANSWERS = {"ok-1": 1, "42": 1, "text": 0, "dup-a": 1, "dup-b": 1}
 
 
 @pytest.fixture
 def mixed_file(tmp_path):
     path = tmp_path / "mixed.jsonl"
-    path.write_text("\n".join(line for line, _, _ in MIXED) + "\n", encoding="utf-8")
+    path.write_text("\n".join(line for line, _, _ in DUNGEON_MIXED) + "\n", encoding="utf-8")
     return path
-
-
-def run_all(job: DungeonJob) -> dict[str, dict[str, list]]:
-    """Every shard of the job, outputs concatenated in shard order."""
-    out = {"answers": {}, "errors": {}}
-    for shard in job.plan(PlanContext()):
-        shard = Shard(shard.id, json.loads(json.dumps(dict(shard.spec))))  # specs must survive JSON
-        result = job.run_shard(shard)
-        outputs, stats = result.tables, result.stats
-        for table, columns in outputs.items():
-            for name, values in plain_columns(columns).items():
-                out[table].setdefault(name, []).extend(values)
-        # the worker's own count of records read is what the accounting is checked against
-        assert stats["records"] == len(outputs["answers"]["id"]) + len(outputs["errors"]["id"])
-    return out
 
 
 @pytest.mark.parametrize("per_shard", [1, 4, 25_000])
 def test_mixed_batch_accounts_for_every_record(mixed_file, per_shard):
     job = DungeonJob(str(mixed_file), records_per_shard=per_shard, max_cells=100)
-    out = run_all(job)
+    out = run_dungeon_shards(job)
     answers, errors = out["answers"], out["errors"]
-    valid = [(i, ident) for i, (_, ident, error) in enumerate(MIXED, 1) if ident and error is None]
-    invalid = [(i, ident, error) for i, (_, ident, error) in enumerate(MIXED, 1) if error]
+    valid = [(i, ident) for i, (_, ident, error) in enumerate(DUNGEON_MIXED, 1) if ident and error is None]
+    invalid = [(i, ident, error) for i, (_, ident, error) in enumerate(DUNGEON_MIXED, 1) if error]
     assert answers["id"] == [ident for _, ident in valid]
     assert answers["line"] == [i for i, _ in valid]
-    assert answers["gold"] == [ANSWERS[ident] for _, ident in valid]
+    assert answers["gold"] == [DUNGEON_ANSWERS[ident] for _, ident in valid]
     assert errors["id"] == [ident for _, ident, _ in invalid]
     assert errors["line"] == [i for i, _, _ in invalid]
     for (_, _, fragment), message in zip(invalid, errors["error"]):
         assert fragment in message
-    assert len(answers["id"]) + len(errors["id"]) == sum(1 for line, _, _ in MIXED if line)
+    assert len(answers["id"]) + len(errors["id"]) == sum(1 for line, _, _ in DUNGEON_MIXED if line)
 
 
 def test_answer_columns(mixed_file):
-    answers = run_all(DungeonJob(str(mixed_file), max_cells=100))["answers"]
+    answers = run_dungeon_shards(DungeonJob(str(mixed_file), max_cells=100))["answers"]
     row = answers["id"].index("42")
     columns = ("gold", "height", "width", "monsters", "gold_total", "line")
     assert [answers[c][row] for c in columns] == [1, 3, 5, 1, 1, 5]
@@ -109,7 +62,7 @@ def test_duplicates_are_solved_once_and_answered_for_every_record(tmp_path, monk
     solved = []
     real_solve_batch = batchenum.jobs.dungeons.solve_batch
     monkeypatch.setattr(batchenum.jobs.dungeons, "solve_batch", lambda b: solved.append(len(b)) or real_solve_batch(b))
-    answers = run_all(DungeonJob(str(path)))["answers"]
+    answers = run_dungeon_shards(DungeonJob(str(path)))["answers"]
     assert answers["id"] == [r["id"] for r in records]
     assert answers["gold"] == [oracle_gold(r["grid"]) for r in records]
     assert solved == [len({tuple(g) for g in grids})]
@@ -120,7 +73,7 @@ def test_parquet_input(tmp_path):
     grids = generate(30, (1, 8), (1, 8), seed=9, wall=0.2, gold=0.2, monster=0.1)
     ids = [f"p{k}" if k != 7 else None for k in range(30)]
     pq.write_table(pa.table({"id": ids, "grid": grids}), path, row_group_size=8)
-    out = run_all(DungeonJob(str(path), records_per_shard=11))
+    out = run_dungeon_shards(DungeonJob(str(path), records_per_shard=11))
     assert out["errors"] == {"id": ["row 8"], "error": ["row 8: no 'id'"], "file": [str(path)], "line": [8]}
     assert out["answers"]["gold"] == [oracle_gold(g) for k, g in enumerate(grids) if k != 7]
 
@@ -157,7 +110,7 @@ def test_generate_command_round_trips(tmp_path, name, capsys):
     args = parser.parse_args(["--count", "25", "--height", "1-6", "--width", "4", "--seed", "3", "--out", str(out)])
     assert run_generate(args) == 0
     assert "wrote 25 dungeons" in capsys.readouterr().out
-    answers = run_all(DungeonJob(str(out)))["answers"]
+    answers = run_dungeon_shards(DungeonJob(str(out)))["answers"]
     expected = generate(25, (1, 6), 4, seed=3)
     assert answers["id"][:2] == ["d01", "d02"]
     assert answers["gold"] == [oracle_gold(g) for g in expected]
@@ -167,7 +120,7 @@ def test_generate_command_round_trips(tmp_path, name, capsys):
 
 def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):
     """Readable records (valid or not) take the Arrow-buffer path; its rows equal the per-record path's."""
-    readable = [(line, ident, error) for line, ident, error in MIXED if _strings_grid(line)]
+    readable = [(line, ident, error) for line, ident, error in DUNGEON_MIXED if _strings_grid(line)]
     grids = generate(60, (1, 9), (1, 9), seed=8, wall=0.2, gold=0.2, monster=0.1)
     lines = [json.dumps({"id": f"g{k}", "grid": g}) for k, g in enumerate(grids)] + [line for line, _, _ in readable]
     path = tmp_path / "readable.jsonl"
@@ -176,10 +129,10 @@ def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):
     monkeypatch.setattr(
         "batchenum.pipeline.inputs.jsonl._read_lines", lambda *a, **k: pytest.fail("left the Arrow path")
     )
-    fast = run_all(job)
+    fast = run_dungeon_shards(job)
     monkeypatch.undo()
     monkeypatch.setattr("batchenum.pipeline.inputs.jsonl._fast_records", lambda *a, **k: None)
-    assert run_all(job) == fast
+    assert run_dungeon_shards(job) == fast
     assert len(fast["errors"]["id"]) == sum(1 for _, _, error in readable if error) > 5
     assert fast["answers"]["gold"][:60] == [oracle_gold(g) for g in grids]
 

@@ -10,6 +10,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from helpers import plain_columns
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -123,13 +124,6 @@ def _strings(value) -> bool:
 
 def _no(value):
     raise ValueError(f"not a list of strings: {type(value).__name__}")
-
-
-def plain_columns(columns: dict) -> dict[str, list]:
-    """A shard output's columns (lists, numpy or Arrow arrays) as Python lists."""
-    return {
-        name: values.to_pylist() if hasattr(values, "to_pylist") else list(values) for name, values in columns.items()
-    }
 
 
 def job_verdicts(job) -> dict[int, tuple]:

@@ -8,8 +8,8 @@ import sys
 
 import pandas as pd
 import pytest
+from batch_cases import NONARY_ANSWERS, NONARY_MIXED
 from helpers import assert_exit
-from test_nonary_job import ANSWERS, MIXED
 
 from batchenum.solvers.nonary import brute_force, generate, verify_plan
 
@@ -20,19 +20,19 @@ def batchenum(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def mixed_batch(tmp_path_factory):
-    """120 valid generated graphs with the records of MIXED (valid, each invalid kind, malformed
+    """120 valid generated graphs with the records of NONARY_MIXED (valid, each invalid kind, malformed
     JSON, no id) spread among them."""
     graphs = generate(120, rooms=3, doors=6, seed=31, cycles=0.4, parallel=0.4, nines=0.3)
     lines = [json.dumps({"id": f"v{k}", "doors": g}) for k, g in enumerate(graphs)]
-    for k, (line, _, _) in enumerate(MIXED):
+    for k, (line, _, _) in enumerate(NONARY_MIXED):
         lines.insert(5 * k + 2, line)
     path = tmp_path_factory.mktemp("cli") / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     expected = {f"v{k}": brute_force(g) for k, g in enumerate(graphs)}
-    expected.update(ANSWERS)
+    expected.update(NONARY_ANSWERS)
     doors = {f"v{k}": g for k, g in enumerate(graphs)}
-    doors.update({name: json.loads(line)["doors"] for line, name, reason in MIXED if reason is None})
-    rejected = sum(1 for _, _, reason in MIXED if reason)
+    doors.update({name: json.loads(line)["doors"] for line, name, reason in NONARY_MIXED if reason is None})
+    rejected = sum(1 for _, _, reason in NONARY_MIXED if reason)
     return path, expected, doors, rejected
 
 
@@ -91,8 +91,8 @@ def test_mixed_batch_through_the_cli_on_ray(mixed_batch, tmp_path):
 
 
 def _error_names(path):
-    """(id or None, line) of every record of MIXED with a reason, found by its text in the file."""
-    bad = {line: name for line, name, reason in MIXED if reason}
+    """(id or None, line) of every record of NONARY_MIXED with a reason, found by its text in the file."""
+    bad = {line: name for line, name, reason in NONARY_MIXED if reason}
     with open(path, encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
             if text.rstrip("\n") in bad:

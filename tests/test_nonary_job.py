@@ -9,37 +9,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from batch_cases import NONARY_ANSWERS, NONARY_HARD, NONARY_MIXED
 
 from batchenum.jobs import nonary
 from batchenum.jobs.nonary import NonaryJob
 from batchenum.pipeline.job import PlanContext
 from batchenum.solvers.nonary import brute_force, generate, verify_plan
-
-# (line, id as reported, reason fragment or None for a valid record)
-MIXED = [
-    ('{"id": "ok-1", "doors": [[8, 0, 1], [9, 1, -1]]}', "ok-1", None),
-    ('{"id": "renamed", "doors": [[9, 7, -1], [8, 0, 7]]}', "renamed", None),
-    ('{"id": 42, "doors": [[9, 0, -1]]}', "42", None),
-    ('{"id": "float", "doors": [[9.0, 0, -1]]}', "float", "must be an integer"),
-    ('{"id": "string", "doors": [["9", 0, -1]]}', "string", "must be an integer"),
-    ('{"id": "bool", "doors": [[9, 0, true]]}', "bool", "must be an integer"),
-    ('{"id": "null", "doors": [[9, 0, null]]}', "null", "must be an integer"),
-    ('{"id": "number", "doors": [[10, 0, 1], [9, 1, -1]]}', "number", "1..9"),
-    ('{"id": "short", "doors": [[9, 0]]}', "short", "3 fields"),
-    ('{"id": "nine-inside", "doors": [[9, 0, 1]]}', "nine-inside", "must lead to the exit"),
-    ('{"id": "to-exit", "doors": [[9, 0, -1], [3, 0, -1]]}', "to-exit", "only doors numbered 9"),
-    ('{"id": "from-exit", "doors": [[9, 0, -1], [3, -1, 0]]}', "from-exit", "leave the exit"),
-    ('{"id": "room", "doors": [[9, 0, -1], [3, 0, -5]]}', "room", "-5"),
-    ('{"id": "empty", "doors": []}', "empty", "empty"),
-    ('{"id": "no-nine", "doors": [[3, 0, 1]]}', "no-nine", "no door numbered 9"),
-    ('{"id": "not-list", "doors": "9,0,-1"}', "not-list", "must be a list"),
-    (json.dumps({"id": "big", "doors": [[9, 0, -1]] * 7}), "big", "raise it with --max-doors"),
-    ('{"id": "no-doors"}', "no-doors", "no 'doors'"),
-    ('{"doors": [[9, 0, -1]]}', None, "no 'id'"),
-    ("{not json", None, "not valid JSON"),
-    ('{"id": "ok-2", "doors": [[6, 0, 1], [3, 0, 1], [4, 1, 2], [5, 1, 2], [9, 2, -1], [9, 2, -1]]}', "ok-2", None),
-]
-ANSWERS = {"ok-1": 4, "renamed": 4, "42": 5, "ok-2": 9}
 
 
 def write_mixed(path, lines):
@@ -56,18 +31,18 @@ def run_all(job):
 
 @pytest.mark.parametrize("per_shard", [1, 4, 100])
 def test_mixed_batch_every_record_accounted_for(tmp_path, per_shard):
-    path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in MIXED])
+    path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in NONARY_MIXED])
     job = NonaryJob(str(path), records_per_shard=per_shard, max_doors=6)
     shards = job.plan(PlanContext())
     assert [s.id for s in shards] == [f"s{k:05d}" for k in range(len(shards))]
     answers, errors = run_all(job)
-    assert len(answers["id"]) + len(errors["id"]) == len(MIXED)
-    assert dict(zip(answers["id"], answers["escaped"])) == ANSWERS
+    assert len(answers["id"]) + len(errors["id"]) == len(NONARY_MIXED)
+    assert dict(zip(answers["id"], answers["escaped"])) == NONARY_ANSWERS
     for record, line, plan, size in zip(answers["id"], answers["line"], answers["plan"], answers["doors"]):
-        doors = json.loads(MIXED[line - 1][0])["doors"]
-        assert verify_plan(doors, json.loads(plan)) == ANSWERS[record]
+        doors = json.loads(NONARY_MIXED[line - 1][0])["doors"]
+        assert verify_plan(doors, json.loads(plan)) == NONARY_ANSWERS[record]
         assert size == len(doors)
-    expected_errors = [(k + 1, name, reason) for k, (_, name, reason) in enumerate(MIXED) if reason]
+    expected_errors = [(k + 1, name, reason) for k, (_, name, reason) in enumerate(NONARY_MIXED) if reason]
     assert errors["line"] == [line for line, _, _ in expected_errors]
     for (line, name, reason), got_id, got_error in zip(expected_errors, errors["id"], errors["error"]):
         assert got_id == (name if name is not None else f"line {line}")
@@ -77,11 +52,11 @@ def test_mixed_batch_every_record_accounted_for(tmp_path, per_shard):
 def test_summary_counts(tmp_path):
     import pandas as pd
 
-    path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in MIXED])
+    path = write_mixed(tmp_path / "mixed.jsonl", [line for line, _, _ in NONARY_MIXED])
     job = NonaryJob(str(path), max_doors=6)
     answers, errors = run_all(job)
     tables = {"answers": pd.DataFrame(answers), "errors": pd.DataFrame(errors)}
-    assert job.summary(tables, {}) == f"nonary: read {len(MIXED)}, answered 4, rejected {len(MIXED) - 4}"
+    assert job.summary(tables, {}) == f"nonary: read {len(NONARY_MIXED)}, answered 4, rejected {len(NONARY_MIXED) - 4}"
 
 
 def test_identical_graphs_are_solved_once_and_mapped_back(tmp_path, monkeypatch):
@@ -101,9 +76,8 @@ def test_identical_graphs_are_solved_once_and_mapped_back(tmp_path, monkeypatch)
 
 
 def test_record_timeout_becomes_an_error_row_naming_the_record(tmp_path, monkeypatch):
-    from test_nonary_solve import HARD
 
-    lines = [json.dumps({"id": "easy", "doors": [[9, 0, -1]]}), json.dumps({"id": "hard", "doors": HARD[1][0]})]
+    lines = [json.dumps({"id": "easy", "doors": [[9, 0, -1]]}), json.dumps({"id": "hard", "doors": NONARY_HARD[1][0]})]
     path = write_mixed(tmp_path / "hard.jsonl", lines)
     answers, errors = run_all(NonaryJob(str(path), record_timeout=1e-6))
     assert answers["id"] == ["easy"]
@@ -164,13 +138,11 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
     the same folder searches only the timed-out records again (here with a budget that suffices)."""
     import io
 
-    from test_nonary_solve import HARD
-
     from batchenum.pipeline.execute import RunOptions, run_job
     from batchenum.pipeline.progress import Progress
 
     lines = [json.dumps({"id": f"easy{k}", "doors": [[9, 0, -1]]}) for k in range(3)]
-    lines.insert(1, json.dumps({"id": "hard", "doors": HARD[1][0]}))
+    lines.insert(1, json.dumps({"id": "hard", "doors": NONARY_HARD[1][0]}))
     path = write_mixed(tmp_path / "hard.jsonl", lines)
     log = io.StringIO()
 
@@ -190,6 +162,6 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
     assert second.reused == second.shards - 1  # all but the shard with the timeout
     answers = pd.read_parquet(tmp_path / "out" / "nonary" / "answers")
     assert answers.id.tolist() == ["easy0", "hard", "easy1", "easy2"]
-    assert answers.escaped[1] == HARD[1][1]
+    assert answers.escaped[1] == NONARY_HARD[1][1]
     assert len(pd.read_parquet(tmp_path / "out" / "nonary" / "errors")) == 0
     assert job.summary(second.tables, second.totals) == "nonary: read 4, answered 4, rejected 0"

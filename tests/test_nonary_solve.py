@@ -6,113 +6,12 @@ import json
 import random
 
 import pytest
+from batch_cases import NONARY_HARD
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchenum.solvers.nonary import PlanError, SolveTimeout, brute_force, generate, parse, solve, verify_plan
 from batchenum.solvers.nonary.solve import _compile, _fits_kernel, _Search, solve_parsed
-
-# Graphs that a plain exhaustive search (solvers.nonary.oracle.brute_force) took 27 to 199 s to
-# answer; the answers are its results.
-HARD = [
-    (
-        [
-            [2, 2, 3],
-            [6, 3, 1],
-            [3, 0, 2],
-            [8, 3, 2],
-            [3, 0, 1],
-            [1, 3, 0],
-            [3, 3, 3],
-            [2, 2, 3],
-            [1, 0, 2],
-            [7, 2, 3],
-            [3, 1, 0],
-            [9, 2, -1],
-            [3, 1, 2],
-            [9, 0, -1],
-            [6, 1, 3],
-            [4, 2, 3],
-            [1, 0, 3],
-            [7, 2, 3],
-            [5, 3, 2],
-            [1, 0, 0],
-        ],
-        9,
-    ),
-    (
-        [
-            [5, 0, 3],
-            [8, 0, 2],
-            [6, 2, 3],
-            [3, 2, 3],
-            [4, 1, 3],
-            [8, 3, 0],
-            [8, 0, 1],
-            [9, 3, -1],
-            [1, 3, 2],
-            [9, 0, -1],
-            [3, 3, 1],
-            [1, 0, 3],
-            [2, 1, 2],
-            [3, 3, 2],
-            [8, 2, 3],
-            [2, 2, 3],
-            [3, 3, 0],
-        ],
-        8,
-    ),
-    (
-        [
-            [7, 0, 3],
-            [9, 1, -1],
-            [4, 1, 2],
-            [8, 2, 3],
-            [6, 0, 3],
-            [1, 0, 2],
-            [4, 0, 2],
-            [1, 2, 3],
-            [6, 3, 1],
-            [4, 3, 1],
-            [7, 3, 0],
-            [1, 3, 3],
-            [1, 2, 3],
-            [6, 0, 2],
-            [6, 0, 1],
-            [8, 1, 3],
-            [9, 0, -1],
-            [4, 0, 1],
-            [5, 1, 2],
-            [1, 2, 3],
-        ],
-        8,
-    ),
-    (
-        [
-            [7, 0, 1],
-            [9, 1, -1],
-            [9, 1, -1],
-            [2, 0, 2],
-            [8, 1, 2],
-            [3, 2, 0],
-            [4, 0, 2],
-            [1, 2, 0],
-            [1, 0, 2],
-            [2, 2, 0],
-            [4, 2, 0],
-            [3, 2, 0],
-            [3, 2, 1],
-            [6, 0, 0],
-            [8, 0, 2],
-            [5, 1, 2],
-            [9, 1, -1],
-            [9, 1, -1],
-            [4, 1, 2],
-            [3, 2, 2],
-        ],
-        7,
-    ),
-]
 
 
 def seed_cases(cases_dir):
@@ -135,7 +34,7 @@ def test_published_cases_agree_with_the_oracle(cases_dir):
         assert brute_force(case["doors"]) == case["answer"], case["id"]
 
 
-@pytest.mark.parametrize("doors, answer", HARD, ids=[f"hard-{i}" for i in range(len(HARD))])
+@pytest.mark.parametrize("doors, answer", NONARY_HARD, ids=[f"hard-{i}" for i in range(len(NONARY_HARD))])
 def test_hard_graphs(doors, answer):
     escaped, plan = solve(doors)
     assert escaped == answer
@@ -193,7 +92,7 @@ def test_deep_plans_pass_the_recursion_limit():
 
 def test_relabelled_and_shuffled_graphs_have_the_same_answer():
     rng = random.Random(3)
-    for doors, answer in HARD[1:]:
+    for doors, answer in NONARY_HARD[1:]:
         names = {0: 0, -1: -1, **dict(zip(range(1, 4), rng.sample(range(10, 99), 3)))}
         moved = [[n, names[a], names[b]] for n, a, b in doors]
         rng.shuffle(moved)
@@ -202,7 +101,7 @@ def test_relabelled_and_shuffled_graphs_have_the_same_answer():
 
 
 def test_time_budget():
-    doors, _ = HARD[1]
+    doors, _ = NONARY_HARD[1]
     with pytest.raises(SolveTimeout, match="time budget"):
         solve_parsed(parse(doors), timeout=1e-6)
 

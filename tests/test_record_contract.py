@@ -21,8 +21,7 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import assert_exit, cli
-from test_dungeon_job import run_all  # every shard, no Ray; checks the workers' record counts
+from helpers import assert_exit, cli, run_dungeon_shards
 
 from batchenum.jobs.dungeons import DungeonJob
 from batchenum.jobs.nonary import NonaryJob
@@ -39,7 +38,7 @@ BOM = b"\xef\xbb\xbf"
 
 def verdicts(job) -> dict[int, tuple[str, str, str | None]]:
     """line -> ("answer" or "error", id, reason or None), checking accounting on the way."""
-    out = run_all(job)
+    out = run_dungeon_shards(job)
     answers, errors = out["answers"], out["errors"]
     result = {line: ("answer", ident, None) for line, ident in zip(answers.get("line", []), answers.get("id", []))}
     for line, ident, reason in zip(errors.get("line", []), errors.get("id", []), errors.get("error", [])):

@@ -8,7 +8,6 @@ import contextlib
 import io
 import shutil
 
-import pytest
 from helpers import assert_exit, cli
 
 
@@ -24,14 +23,6 @@ def in_process(*args: str) -> tuple[int, str, str]:
         except SystemExit as exit_:
             code = exit_.code
     return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture(scope="module")
-def palago_run(tmp_path_factory):
-    """A real run of the Palago job: its folder, with four committed shards and the count table."""
-    out = tmp_path_factory.mktemp("palago9")
-    cli("run", "palago", "--max-n", "9", "--serial", "--out", str(out))
-    return out
 
 
 def copy_of(run, tmp_path):

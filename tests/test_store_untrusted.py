@@ -18,7 +18,6 @@ import pytest
 from helpers import REPO, assert_exit, cli, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_store_damage import palago_run  # noqa: F401  (a module fixture: one real run)
 
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.lease import LEASE_FILE, Lease, process_identity
