@@ -298,7 +298,8 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
 
 def _why_recomputed(result) -> str:
     reasons = ["their input changed"] if result.input_changed else []
-    if len(result.recomputed) > len(result.input_changed):
+    reasons += ["the job's code changed"] if result.code_changed else []
+    if len(result.recomputed) > len(result.input_changed) + len(result.code_changed):
         reasons.append("damaged, stale or made with other parameters")
     return " or ".join(reasons)
 

@@ -68,6 +68,7 @@ class RunResult:
     totals: dict[str, int] = field(default_factory=dict)  # stats the shards recorded, summed
     location: str = ""  # the job folder, as a path or URI
     input_changed: list[str] = field(default_factory=list)  # recomputed since their input bytes changed
+    code_changed: list[str] = field(default_factory=list)  # recomputed since the job's code changed
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -104,7 +105,7 @@ def _run_holding_the_folder(
 ) -> RunResult:
     shards = _plan(job, store, executor, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
-    pending, reused, damaged = _partition_committed(job, store, shards, progress)
+    pending, reused, damaged, code_changed = _partition_committed(job, store, shards, progress)
     verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
@@ -134,7 +135,16 @@ def _run_holding_the_folder(
     staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(
-        final, paths, len(shards), reused, damaged + changed, time.monotonic() - started, totals, store.where, changed
+        final,
+        paths,
+        len(shards),
+        reused,
+        damaged + changed,
+        time.monotonic() - started,
+        totals,
+        store.where,
+        changed,
+        code_changed,
     )
 
 
@@ -267,9 +277,10 @@ def _check_complete(
 
 
 def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
-    """Split shards into those to compute and those committed with matching provenance."""
+    """Split shards into those to compute and those committed with matching provenance; also the
+    ids of the committed shards not reused, and of those among them that other code computed."""
     tables = _shard_tables(job)
-    pending, damaged, other_runs = [], [], []
+    pending, damaged, other_runs, code_changed = [], [], [], []
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is None:
@@ -277,6 +288,8 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         pending.append(shard)
         if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
             other_runs.append(shard.id)
+        elif problem.kind is ShardProblemKind.STALE and problem.field == "code":
+            code_changed.append(shard.id)
         elif problem.kind is not ShardProblemKind.MISSING:
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
@@ -288,9 +301,12 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         progress.stage(
             f"{counted} committed with other parameters (a change of parameters, not damage); computing them anew"
         )
+    if code_changed:
+        counted = "1 shard was" if len(code_changed) == 1 else f"{len(code_changed)} shards were"
+        progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs
+    return pending, committed, damaged + other_runs + code_changed, code_changed
 
 
 def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:

@@ -197,3 +197,11 @@ def test_the_gallery_advice_runs_as_printed_after_the_quick_start(tmp_path):
     cli("palago", "gallery", "--n", "17", *source, "--limit", "5", "--out", "runs", cwd=tmp_path)
     [index] = (tmp_path / "runs" / "palago").glob("gallery_n17*/index.html")
     assert "creature" in index.read_text().lower()
+
+
+def test_the_line_count_docs_jobs_md_gives_for_the_queens_example_is_the_files():
+    heading = re.search(
+        r"^## A search tree: n-queens in a file of (\d+) lines$", (REPO / "docs" / "jobs.md").read_text(), re.M
+    )
+    assert heading, "docs/jobs.md lost its n-queens heading"
+    assert int(heading.group(1)) == len((REPO / "examples" / "queens.py").read_text().splitlines())

@@ -122,6 +122,16 @@ def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_pa
         timeout=300,
     )
     assert json.loads(by_file.stdout)["summary"].startswith("queens: 4 leaves")
+    (tmp_path / "nqcli.py").write_text(QUEENS + "\n# an edit: a rerun says why nothing is reused\n")
+    edited = subprocess.run(
+        cli_command("run", str(tmp_path / "nqcli.py:Queens"), "--n", "6", "--serial", "--out", str(tmp_path / "a")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert_exit(edited, 0)
+    assert "(0 reused, 32 recomputed: the job's code changed)" in edited.stdout
+    assert "32 shards were computed by other code (the job's code changed since)" in edited.stderr
     by_module = subprocess.run(
         cli_command("run", "nqcli:Queens", "--n", "6", "--out", str(tmp_path / "b"), "--workers", "2", "--json"),
         capture_output=True,
