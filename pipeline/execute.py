@@ -135,16 +135,16 @@ def _run_holding_the_folder(
     staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(
-        final,
-        paths,
-        len(shards),
-        reused,
-        damaged + changed,
-        time.monotonic() - started,
-        totals,
-        store.where,
-        changed,
-        code_changed,
+        tables=final,
+        paths=paths,
+        shards=len(shards),
+        reused=reused,
+        recomputed=damaged + changed,
+        seconds=time.monotonic() - started,
+        totals=totals,
+        location=store.where,
+        input_changed=changed,
+        code_changed=code_changed,
     )
 
 
