@@ -381,15 +381,15 @@ def inspect_shard(
     for name in tables:
         path = storage.join(SHARDS_DIR, name, f"{shard_id}.parquet")
         storage.refuse_links(path)
-        kind = storage.kind(path)
-        if kind == "missing":
+        # On a disk one lstat says what is there before any read; on an object store that costs a
+        # request per file, so it is asked only when the read finds no file.
+        if storage.local and not _is_a_file(storage, path):
             return ShardCheck(ShardProblem(ShardProblemKind.MISSING, "missing"))
-        if kind != "file":  # not ours to delete: it may hold someone's files
-            raise StoreError(
-                f"{storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
-                "makes one there): move it away and run the same command again"
-            )
-        problem, rows[name], found = _check_file(storage, path, name, expected(name), spec, full)
+        try:
+            problem, rows[name], found = _check_file(storage, path, name, expected(name), spec, full)
+        except FileNotFoundError:  # missing when read (one committed since is read next time)
+            _is_a_file(storage, path)  # but a folder where the file belongs is refused by name
+            return ShardCheck(ShardProblem(ShardProblemKind.MISSING, "missing"))
         if problem:
             if problem.kind is not ShardProblemKind.OTHER_PARAMETERS:
                 problem = replace(problem, detail=f"{storage.relative(path)}: {problem.detail}")
@@ -405,6 +405,17 @@ def inspect_shard(
         detail = f"{NOT_TOGETHER} (commits {shown}): a writer stopped between them"
         return ShardCheck(ShardProblem(ShardProblemKind.NOT_TOGETHER, detail))
     return ShardCheck(None, rows, stats or {})
+
+
+def _is_a_file(storage: Storage, path: str) -> bool:
+    """Whether a file is at ``path`` (False: nothing); StoreError when something else is there."""
+    kind = storage.kind(path)
+    if kind not in ("file", "missing"):  # not ours to delete: it may hold someone's files
+        raise StoreError(
+            f"{storage.uri(path)} is a {kind} where a shard file belongs (batchenum never "
+            "makes one there): move it away and run the same command again"
+        )
+    return kind == "file"
 
 
 def _check_file(
@@ -432,7 +443,7 @@ def _check_file(
                     return ShardProblem(damaged, "damaged (its footer's row counts disagree)"), 0, {}
     except DamagedFileError as error:
         return ShardProblem(damaged, str(error).removeprefix("a Parquet file is ")), 0, {}
-    except StorageUnavailableError:  # the store, not the file
+    except (StorageUnavailableError, FileNotFoundError):  # the store, or no file: not damage
         raise
     except Exception as error:  # any failure to read means the file cannot be trusted
         return ShardProblem(damaged, f"unreadable ({type(error).__name__}: {short_reason(error)})"), 0, {}

@@ -147,6 +147,24 @@ def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
     assert fs.open_input_file(table).readall() == before
 
 
+def test_a_missing_shard_object_is_recomputed_and_a_prefix_in_its_place_is_named(s3_server, new_bucket):
+    """On an object store a shard file is read without asking first what is there: a missing one
+    is computed again, and objects below its name (a "folder") are refused by name."""
+    out = f"s3://{new_bucket}/run"
+    args = ("run", "palago", "--max-n", "13", "--shards", "4", "--serial", "--out", out)
+    cli_s3(s3_server, *args)
+    fs = s3_fs(s3_server)
+    victim = f"{new_bucket}/run/palago/_shards/partial_counts/s0001.parquet"
+    fs.delete_file(victim)
+    assert "3/4 shards committed" in cli_s3(s3_server, "status", "--out", out).stdout
+    assert "(3 reused)" in cli_s3(s3_server, *args).stdout
+    fs.delete_file(victim)
+    with fs.open_output_stream(f"{victim}/someone-else.txt") as handle:
+        handle.write(b"not ours")
+    refused = cli_s3(s3_server, *args, expect=1)
+    assert f"s3://{victim} is a folder where a shard file belongs" in refused.stderr
+
+
 def test_unusable_out_location_is_one_clear_message(s3_server, tmp_path):
     result = cli_s3(
         s3_server, "run", "palago", "--max-n", "5", "--serial", "--out", "s3://no-such-bucket-here/x", expect=1
