@@ -419,7 +419,7 @@ def _render_one(status: JobStatus, now: float) -> str:
     if status.commit_times and _alive(status):
         left = _time_left(status)
         if left is not None:
-            lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run")
+            lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run{_spread_note(status)}")
     for saved in status.checkpoints:
         lines.append(
             f"  checkpoint:  {saved['shard']}: "
@@ -607,6 +607,22 @@ def _params(recorded: Any) -> Any:
 def _alive(status: JobStatus) -> bool:
     """Whether a run holds the folder now: an estimate of the time left means nothing otherwise."""
     return status.lease is not None and status.dead is None
+
+
+def _spread_note(status: JobStatus) -> str:
+    """A warning for the estimate when the shards committed so far differ widely in cost (a
+    transfer-matrix height, say, costs a thousand times the one five below it): the rate of the
+    committed shards then says little about the rest."""
+    computed = sorted(seconds for seconds in status.seconds if seconds >= 0)
+    if len(computed) < 3 or computed[-1] < 60 or computed[-1] < _UNEVEN * computed[len(computed) // 2]:
+        return ""
+    return (
+        f"; but its shards took {_ago(computed[0])} to {_ago(computed[-1])} each, "
+        "so the shards left may take much longer or shorter"
+    )
+
+
+_UNEVEN = 10  # the longest committed shard over the median: past this the estimate gets a warning
 
 
 def _time_left(status: JobStatus) -> float | None:

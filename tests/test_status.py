@@ -103,3 +103,17 @@ def test_status_tells_wall_time_from_the_compute_summed_over_shards(tmp_path):
     assert job["last_run"]["computed_shards"] == 1
     assert job["last_run"]["wall_seconds"] == pytest.approx(float(wall), abs=0.06)
     assert job["last_run"]["shard_seconds"] == pytest.approx(float(summed), abs=0.06)
+
+
+def test_the_estimate_warns_when_committed_shards_differ_widely_in_cost():
+    from batchenum.pipeline.status import JobStatus, _spread_note
+
+    def note(seconds):
+        return _spread_note(JobStatus("palago", "/x", None, seconds=seconds))
+
+    assert note([20.5, 88.0, 341.0, 950.0, 3692.0]) == (
+        "; but its shards took 20s to 62min each, so the shards left may take much longer or shorter"
+    )
+    assert note([30.0, 31.0, 29.0, 33.0]) == ""  # even shards: the rate holds
+    assert note([0.1, 0.2, 5.0]) == ""  # short runs: nothing worth a warning
+    assert note([10.0, 4000.0]) == ""  # too few shards to tell
