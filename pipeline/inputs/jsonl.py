@@ -100,10 +100,9 @@ class _Numbered:
     def of(cls, data: bytes, first_line: int, oversized: dict[int, int]) -> _Numbered:
         """The slice, without its blank lines when they are at least ``_BLANK_SHARE`` of its lines
         (and more than ``_BLANK_LEAST``): removing them copies the rest once."""
-        lines = data.count(b"\n") + 1
         raw = np.frombuffer(data, dtype=np.uint8)
         keep = np.fromiter(sorted(oversized), dtype=np.int64, count=len(oversized))  # dropped lines stay: rejected
-        kept, kept_bytes = _content_lines(raw, keep)
+        kept, kept_bytes, lines = _content_lines(raw, keep)
         if lines - kept <= max(_BLANK_LEAST, lines // _BLANK_SHARE):
             return cls(data, first_line, oversized)
         out, numbers = np.empty(kept_bytes, dtype=np.uint8), np.empty(kept, dtype=np.int64)
@@ -310,7 +309,7 @@ def _line_end(data, start):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def _content_lines(data, keep):  # pragma: no cover - compiled
     """(lines, bytes) of data (uint8[n]) that are not blank, newlines included: a line with a byte
-    other than ASCII whitespace, or one whose index is in keep (int64, sorted)."""
+    other than ASCII whitespace, or one whose index is in keep (int64, sorted); and all its lines."""
     return _kept_lines(data, keep, np.empty(0, np.uint8), np.empty(0, np.int64), False)
 
 
@@ -323,7 +322,7 @@ def _copy_content_lines(data, keep, out, numbers):  # pragma: no cover - compile
 
 @njit(cache=True, nogil=True)
 def _kept_lines(data, keep, out, numbers, copy):  # pragma: no cover - compiled
-    """(lines, bytes) of the lines ``_content_lines`` describes; with copy, also copied as there."""
+    """(lines, bytes, all lines) as ``_content_lines`` says; with copy, the lines also copied as there."""
     n = len(data)
     lines = 0
     size = 0
@@ -342,7 +341,7 @@ def _kept_lines(data, keep, out, numbers, copy):  # pragma: no cover - compiled
             lines += 1
             size += stop - start
         if end >= n:
-            return lines, size
+            return lines, size, line + 1
         line += 1
         start = end + 1
 
