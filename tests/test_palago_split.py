@@ -60,8 +60,10 @@ def test_split_sweep_resumes_from_a_save_of_a_split_column():
 
 
 def random_generation(rng: np.random.Generator, rows: int, n1: int, distinct_keys: int) -> Generation:
-    """Rows drawn from ``distinct_keys`` keys (so keys repeat), random sparse ranges, residues up
-    to 2^64 - 1 and P - 1 (so sums wrap), garbage outside each range (which must never be read)."""
+    """Rows drawn from ``distinct_keys`` keys (so keys repeat), random sparse ranges, garbage
+    outside each range (which must never be read).  Half the rows are wide, residues up to
+    2^64 - 1 and P - 1 (so sums wrap); the others narrow, exact integers from 2^51 to 2^53 (so two
+    of them can sum past 2^53, where a row turns wide)."""
     pool = rng.integers(0, 2**62, size=(distinct_keys, 3), dtype=np.int64)
     keys = pool[rng.integers(0, distinct_keys, size=rows)]
     lo = rng.integers(0, n1, size=rows)
@@ -69,6 +71,9 @@ def random_generation(rng: np.random.Generator, rows: int, n1: int, distinct_key
     pw = rng.integers(0, 2**64, size=(rows, n1), dtype=np.uint64, endpoint=False)
     pp = rng.integers(0, P, size=(rows, n1), dtype=np.int64)
     pf = rng.random((rows, n1)) * 1e6 + 1.0
+    exact = rng.integers(2**51, 2**53, size=(rows, n1), dtype=np.int64)
+    narrow = rng.random(rows) < 0.5
+    pw[narrow], pp[narrow], pf[narrow] = exact[narrow], exact[narrow], exact[narrow]
     return Generation.pack(keys, pw, pp, pf, lo.astype(np.int64), hi.astype(np.int64))
 
 
@@ -109,6 +114,7 @@ def test_merge_sums_equal_keys_as_the_slow_reference_does(seed):
     rng = np.random.default_rng(seed)
     n1 = 9
     pieces = [random_generation(rng, rows, n1, 25) for rows in (40, 0, 17, 60)]
+    assert 0 < sum(piece.wide.sum() for piece in pieces) < sum(piece.rows for piece in pieces)
     merged = merge_generations(pieces, n1)
     expected, got = slow_merge(pieces, n1), as_dict(merged, n1)
     assert len(got) == merged.rows == len(expected)  # each key once

@@ -335,8 +335,8 @@ def test_a_sweep_resumed_from_any_save_gives_the_same_counts():
 
 def test_a_save_holds_each_state_over_its_own_range_only():
     # The pooled layout (docs/palago_transfer.md, "Rows as long as their ranges"): a saved
-    # generation's pool is exactly its rows' ranges, three channels a coefficient, no holes, and a
-    # resumed sweep reads it back to the same counts.
+    # generation's pool is exactly its rows' ranges, one exact word a coefficient while the counts
+    # are small (narrow rows), no holes, and a resumed sweep reads it back to the same counts.
     from batchenum.solvers.palago.transfer import _SweepState
 
     saved = []
@@ -345,30 +345,77 @@ def test_a_save_holds_each_state_over_its_own_range_only():
         (_SweepState.from_bytes(data, (9, 26, True, 3)).generation_rows() for data in saved),
         key=lambda generation: generation.rows,
     )
-    widths = 3 * (largest.hi - largest.lo + 1)
-    assert largest.pool.size == widths.sum() < 3 * 27 * largest.rows / 2
-    assert largest.heads[:, 5].tolist() == (np.cumsum(widths) - widths).tolist()
+    widths = largest.hi - largest.lo + 1
+    assert not largest.wide.any()
+    assert largest.pool.size == widths.sum() < 27 * largest.rows / 2
+    assert largest.heads[:, -1].tolist() == (np.cumsum(widths) - widths).tolist()
     pw, pp, pf = largest.channels(27)
     assert (pf[np.arange(largest.rows), largest.lo] > 0).all()  # coefficient lo is nonzero
     assert count_height(9, 26, resume=saved[-1]).tolist() == whole.tolist()
 
 
-def test_a_save_of_the_dense_layout_is_refused_with_what_to_do(tmp_path):
+def scaled_save(data: bytes, sweep: tuple, factor: int) -> tuple[bytes, np.ndarray]:
+    """A save of count_height whose every live polynomial is multiplied by ``factor``, its completed
+    creatures cleared; and those creatures, as exact ints."""
+    from batchenum.solvers.palago.transfer import Generation, _SweepState, exact_counts
+
+    state = _SweepState.from_bytes(data, sweep)
+    live = state.generation_rows()
+    n1 = sweep[1] + 1
+    pw, pp, pf = (channel.astype(object) * factor for channel in live.channels(n1))
+    scaled = Generation.pack(
+        live.keys,
+        (pw % 2**64).astype(np.uint64),
+        (pp % P).astype(np.int64),
+        pf.astype(np.float64),
+        live.lo,
+        live.hi,
+    )
+    done = exact_counts(state.done_w, state.done_p, state.done_f)
+    state.data, state.count = (scaled.heads, scaled.pool), scaled.rows
+    state.done_w, state.done_p, state.done_f = np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1)
+    return state.to_bytes(sweep), done
+
+
+@pytest.mark.parametrize("factor", [2**50 + 1, 3 * 2**51 - 1])
+def test_a_sweep_of_counts_past_2_53_turns_rows_wide_and_stays_exact(factor):
+    # The sweep is linear in the polynomials: every live polynomial times ``factor`` completes
+    # ``factor`` times the creatures still to come.  Scaled so, most coefficients start below 2^53
+    # in narrow rows and reach it in sums (a row turns wide there), some start wide; the counts
+    # must come out exact, past 2^64 (the Chinese remainder of both channels).
+    sweep = (9, 26, True, 3)
+    saved = []
+    whole = count_height(9, 26, save=lambda data, progress: saved.append(data), save_every=0.0)
+    data, done = scaled_save(saved[len(saved) // 2], sweep, factor)
+    from batchenum.solvers.palago.transfer import _SweepState
+
+    start = _SweepState.from_bytes(data, sweep).generation_rows()
+    assert 0 < start.wide.sum() < start.rows  # both widths at the start
+    rest = count_height(9, 26, resume=data)
+    assert rest.tolist() == [(total - early) * factor for total, early in zip(whole.tolist(), done.tolist())]
+    assert max(rest.tolist()) > 2**64
+
+
+def test_a_save_of_an_older_layout_is_refused_with_what_to_do(tmp_path):
     import io
 
-    buffer = io.BytesIO()
-    np.savez(
-        buffer,
-        sweep=np.array((7, 24, 1, 3), np.int64),
-        scalars=np.array([1, 3], np.int64),
-        data=np.zeros((1, 8), np.int64),
-        done_w=np.zeros(25, np.uint64),
-        done_p=np.zeros(25, np.int64),
-        done_f=np.zeros(25),
-        stats=np.zeros(2, np.int64),
-    )
-    with pytest.raises(ValueError, match="delete the checkpoint"):
-        count_height(7, 24, resume=buffer.getvalue())
+    for layout in (
+        {"data": np.zeros((1, 8), np.int64)},  # rows as wide as the widest range
+        {"heads": np.zeros((1, 6), np.int64), "pool": np.zeros(3, np.int64)},  # three channels everywhere
+    ):
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            sweep=np.array((7, 24, 1, 3), np.int64),
+            scalars=np.array([1, 3], np.int64),
+            done_w=np.zeros(25, np.uint64),
+            done_p=np.zeros(25, np.int64),
+            done_f=np.zeros(25),
+            stats=np.zeros(2, np.int64),
+            **layout,
+        )
+        with pytest.raises(ValueError, match="delete the checkpoint"):
+            count_height(7, 24, resume=buffer.getvalue())
 
 
 def test_height_shards_record_their_cost(tmp_path):

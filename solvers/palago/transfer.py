@@ -209,18 +209,25 @@ MAX_N = 2 * _MAX_HEIGHT + 1  # max_height(MAX_N) == _MAX_HEIGHT
 _P = (1 << 61) - 1
 _INV_2_64 = pow(1 << 64, -1, _P)  # 2^64 = 8 (mod P)
 _FLOAT_AGREEMENT = 1e-9
-# A generation is two int64 arrays: ``heads``, a row per state (the key's three words, then lo and
-# hi, the polynomial's range: coefficient lo is nonzero, nothing outside lo..hi is read, then
-# ``at``), and ``pool``, where the state's coefficients lo..hi lie from pool[at] on, the three
-# channels of coefficient k side by side at at + 3 (k - lo) (+0: uint64 mod 2^64, +1: mod P, +2:
-# float64 bits).  A row holds only its own range: ranges are short (2.7 coefficients on average, 18
-# at most, of 43 at n = 42), so a state takes about a tenth of a row as wide as the widest range.
-# A range that widens moves its row to the pool's end (in place when it is already the last), so a
-# pool being written has holes; _compacted closes them before a generation is saved or shipped.
-_LO = _WORDS
-_HI = _WORDS + 1
-_AT = _WORDS + 2
-_HEAD = _WORDS + 3  # columns of a head row
+# A generation is two int64 arrays: ``heads``, a row per state (the key's three words, its span,
+# then ``at``), and ``pool``, where the state's coefficients lo..hi lie from pool[at] on.  The span
+# packs the polynomial's range lo, hi (coefficient lo is nonzero; nothing outside lo..hi is read)
+# and the row's width: lo | hi << 8 | wide << 16, or -1 for a row with no range yet.  A narrow row
+# (wide = 0) holds each coefficient as one exact word, pool[at + k - lo], while every one is below
+# 2^53 (so it is its own residue mod 2^64 and mod P, and exact as a float64); a wide row holds the
+# three channels of coefficient k side by side at at + 3 (k - lo) (+0: uint64 mod 2^64, +1: mod P,
+# +2: float64 bits).  A row turns wide the first time a sum reaches 2^53 (or a wide row is added to
+# it) and never turns back.  At n = 50
+# (h010, h011) every coefficient of the largest generations was below 2^53: live rows stay narrow
+# there, and only the completed creatures' sums need the three channels.  Ranges
+# are short (2.7 coefficients on average, 18 at most, of 43 at n = 42), so a row holds its own
+# range only.  A range that widens (or a row that turns wide) moves its row to the pool's end (in
+# place when it is already the last), so a pool being written has holes; _compacted closes them
+# before a generation is saved or shipped.
+_SPAN = _WORDS
+_AT = _WORDS + 1
+_HEAD = _WORDS + 2  # columns of a head row
+_NARROW_LIMIT = 1 << 53  # a narrow row's coefficients stay below this
 _BATCH = 256  # options looked up together (each state makes at most 4)
 _NO_SPARE = (np.zeros((0, _HEAD), dtype=np.int64), np.zeros(0, dtype=np.int64))  # _sweep_steps: make buffers
 
@@ -436,74 +443,141 @@ def _with_room(rows, used, more):
 
 
 @_no_refcounts
+def _span(heads, row):
+    """Row ``row``'s range and width: (lo, hi, wide); lo is -1 for a row with no range yet."""
+    span = heads[row, _SPAN]
+    if span < 0:
+        return np.int64(-1), np.int64(-1), np.int64(0)
+    return span & 0xFF, (span >> 8) & 0xFF, (span >> 16) & 1
+
+
+@_no_refcounts
+def _set_span(heads, row, lo, hi, wide):
+    heads[row, _SPAN] = lo | (hi << 8) | (wide << 16)
+
+
+@_no_refcounts
 def _words(heads, row):
-    """Pool words that row ``row``'s range takes."""
-    return 3 * (heads[row, _HI] - heads[row, _LO] + 1)
+    """Pool words that row ``row``'s range takes: one a coefficient when narrow, three when wide."""
+    lo, hi, wide = _span(heads, row)
+    return (1 + 2 * wide) * (hi - lo + 1)
 
 
 @_inlined
-def _moved(heads, pool, row, lo, hi, used):
-    """Widen ``row``'s range to cover lo..hi: its words move to the pool's end (or stay where they
-    are when they are the last), coefficients shifted up when the range starts lower, and what it
-    newly covers is zeroed (0 in all three channels: 0.0 is all zero bits).  Returns the words used."""
-    r_lo = heads[row, _LO]
+def _coefficient(pool, pool_w, pool_f, at, i, wide):
+    """The three channels (uint64 mod 2^64, int64 mod P, float64) of the i-th coefficient of a row
+    whose words start at ``at``: a narrow row's word is all three (it is below 2^53 < P)."""
+    if wide:
+        w = at + 3 * i
+        return pool_w[w], pool[w + 1], pool_f[w + 2]
+    x = pool[at + i]
+    return np.uint64(x), x, np.float64(x)
+
+
+@_inlined
+def _reshaped(target, row, lo, hi, wide, used):
+    """Row ``row`` widened to cover lo..hi and, if ``wide``, made wide: its words move to the pool's
+    end (or stay where they start when they are the last), coefficients shifted up when the range
+    starts lower, what it newly covers zeroed (0 in all three channels: 0.0 is all zero bits), and
+    a narrow row's exact words written as three channels (a word below 2^63 is its own residue mod
+    2^64).  target: (heads, pool, its uint64 view, its float64 view).  Returns the words used."""
+    heads, pool, pool_f = target[0], target[1], target[3]
+    r_lo, r_hi, r_wide = _span(heads, row)
     at = heads[row, _AT]
     old = _words(heads, row)
     to = at if at + old == used else used
-    up = 3 * (r_lo - lo)
-    for i in range(old - 1, -1, -1):  # backwards: the words may overlap their new place
-        pool[to + up + i] = pool[at + i]
+    per = 1 + 2 * wide
+    up = per * (r_lo - lo)
+    if wide == r_wide:
+        for i in range(old - 1, -1, -1):  # backwards: the words may overlap their new place
+            pool[to + up + i] = pool[at + i]
+    else:  # narrow to wide; backwards, each word read before anything is written over it
+        for i in range(old - 1, -1, -1):
+            x = pool[at + i]
+            w = to + up + 3 * i
+            pool[w] = x
+            pool[w + 1] = x % _P
+            pool_f[w + 2] = np.float64(x)
     for i in range(up):
         pool[to + i] = 0
-    for i in range(up + old, 3 * (hi - lo + 1)):
+    for i in range(up + per * (r_hi - r_lo + 1), per * (hi - lo + 1)):
         pool[to + i] = 0
-    heads[row, _LO] = lo
-    heads[row, _HI] = hi
+    _set_span(heads, row, lo, hi, wide)
     heads[row, _AT] = to
-    return to + 3 * (hi - lo + 1)
+    return to + per * (hi - lo + 1)
 
 
 @_inlined
-def _add_terms(target, at, source, s_at, terms, doublings):
-    """Add ``terms`` coefficients of a source pool from word s_at on, times 2^doublings, to a
-    target pool from word ``at`` on; target and source: (int64 pool, its uint64 view, its float64
-    view)."""
+def _add_terms(target, at, source, s_at, s_wide, terms, doublings):
+    """Add ``terms`` coefficients of a source row from word s_at on (wide or not), times
+    2^doublings, to a wide target row from word ``at`` on; target and source: (int64 pool, its
+    uint64 view, its float64 view)."""
     out, out_w, out_f = target
     rows, rows_w, rows_f = source
-    for i in range(0, 3 * terms, 3):
-        x_w, x_p, x_f = _doubled(rows_w[s_at + i], rows[s_at + i + 1], rows_f[s_at + i + 2], doublings)
-        out_w[at + i] += x_w
-        out[at + i + 1] = _add_mod_p(out[at + i + 1], x_p)
-        out_f[at + i + 2] += x_f
+    for i in range(terms):
+        x_w, x_p, x_f = _coefficient(rows, rows_w, rows_f, s_at, i, s_wide)
+        x_w, x_p, x_f = _doubled(x_w, x_p, x_f, doublings)
+        w = at + 3 * i
+        out_w[w] += x_w
+        out[w + 1] = _add_mod_p(out[w + 1], x_p)
+        out_f[w + 2] += x_f
+
+
+@_inlined
+def _add_narrow(pool, at, s_pool, s_at, terms, doublings):
+    """Add ``terms`` words of a narrow source row, times 2^doublings, to a narrow target row (exact:
+    each word below 2^53 and doublings at most 1).  Returns the largest sum."""
+    largest = np.int64(0)
+    for i in range(terms):
+        x = pool[at + i] + (s_pool[s_at + i] << doublings)
+        pool[at + i] = x
+        largest = max(largest, x)
+    return largest
 
 
 @_inlined
 def _accumulate(target, row, used, source, s, shift, terms, doublings):
     """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings and ``shift``
-    sizes up, to row ``row`` of ``target``: a row with no range yet (lo = -1) takes them as they
-    are at the pool's end, any other widens its range to cover them (_moved) and adds.  target and
-    source: (heads, pool, the pool's uint64 view, its float64 view); the target pool has room for
-    3 (max_n + 1) more words.  Returns the target pool's words used."""
+    sizes up, to row ``row`` of ``target``: a row with no range yet takes them at the pool's end,
+    any other widens its range to cover them (_reshaped) and adds; the row turns wide when the
+    source row is wide or a sum reaches 2^53.  target and source: (heads, pool, the pool's uint64
+    view, its float64 view); the target pool has room for 3 (max_n + 1) more words.  Returns the
+    target pool's words used."""
     heads, pool = target[0], target[1]
     s_heads, s_pool = source[0], source[1]
-    d_lo = s_heads[s, _LO] + shift
+    s_lo, _, s_wide = _span(s_heads, s)
+    d_lo = s_lo + shift
     d_hi = d_lo + terms - 1
     s_at = s_heads[s, _AT]
-    if heads[row, _LO] < 0:
-        heads[row, _LO] = d_lo
-        heads[row, _HI] = d_hi
+    if heads[row, _SPAN] < 0:
+        _set_span(heads, row, d_lo, d_hi, s_wide)
         heads[row, _AT] = used
+        words = (1 + 2 * s_wide) * terms
         if doublings == 0:
-            for i in range(3 * terms):
-                pool[used + i] = s_pool[s_at + i]  # all three channels, bit for bit
-            return used + 3 * terms
-        for i in range(3 * terms):
+            for i in range(words):
+                pool[used + i] = s_pool[s_at + i]  # every channel, bit for bit
+            return used + words
+        for i in range(words):
             pool[used + i] = 0
-        used += 3 * terms
-    elif d_lo < heads[row, _LO] or d_hi > heads[row, _HI]:
-        used = _moved(heads, pool, row, min(d_lo, heads[row, _LO]), max(d_hi, heads[row, _HI]), used)
-    at = heads[row, _AT] + 3 * (d_lo - heads[row, _LO])
-    _add_terms((pool, target[2], target[3]), at, (s_pool, source[2], source[3]), s_at, terms, doublings)
+        used += words
+    else:
+        r_lo, r_hi, r_wide = _span(heads, row)
+        if d_lo < r_lo or d_hi > r_hi or s_wide > r_wide:
+            used = _reshaped(target, row, min(d_lo, r_lo), max(d_hi, r_hi), max(s_wide, r_wide), used)
+    lo, hi, wide = _span(heads, row)
+    at = heads[row, _AT]
+    if wide:
+        _add_terms(
+            (pool, target[2], target[3]),
+            at + 3 * (d_lo - lo),
+            (s_pool, source[2], source[3]),
+            s_at,
+            s_wide,
+            terms,
+            doublings,
+        )
+    elif _add_narrow(pool, at + d_lo - lo, s_pool, s_at, terms, doublings) >= _NARROW_LIMIT:
+        used = _reshaped(target, row, lo, hi, 1, used)
     return used
 
 
@@ -512,8 +586,7 @@ def _new_row(out, row, keys, i):
     """Fill ``row`` of ``out`` with the key keys[i] and no range yet."""
     for w in range(_WORDS):
         out[row, w] = keys[i, w]
-    out[row, _LO] = -1
-    out[row, _HI] = -1
+    out[row, _SPAN] = -1
     out[row, _AT] = -1
 
 
@@ -581,7 +654,7 @@ def _accumulate_batch(batch, n_batch, source, target, used):
     s_heads = source[0]
     for i in range(n_batch):
         s, add, t_hi, doublings = b_option[i, 0], b_option[i, 1], b_option[i, 2], b_option[i, 3]
-        used = _accumulate(target, b_row[i], used, source, s, add, t_hi - s_heads[s, _LO] + 1, doublings)
+        used = _accumulate(target, b_row[i], used, source, s, add, t_hi - _span(s_heads, s)[0] + 1, doublings)
     return used
 
 
@@ -637,8 +710,7 @@ def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, sl
     while s < count and n_batch <= _BATCH - 4:
         stats[1] += 1
         flags = _decode(heads[s], height, f)
-        s_lo = heads[s, _LO]
-        s_hi = heads[s, _HI]
+        s_lo, s_hi, s_wide = _span(heads, s)
         s_at = heads[s, _AT]
         a = f[j]
         b = f[j + 1] if j + 1 < height else 0
@@ -690,8 +762,8 @@ def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, sl
                     if not others and fl == 3 and (c >= height or not weighted):
                         times = doublings + (1 if (weighted and c > height) else 0)  # W > H counts twice
                         for k in range(s_lo, min(s_hi, max_n - add) + 1):
-                            at = s_at + 3 * (k - s_lo)
-                            x_w, x_p, x_f = _doubled(pool_w[at], pool[at + 1], pool_f[at + 2], times)
+                            x_w, x_p, x_f = _coefficient(pool, pool_w, pool_f, s_at, k - s_lo, s_wide)
+                            x_w, x_p, x_f = _doubled(x_w, x_p, x_f, times)
                             done_w[k + add] += x_w
                             done_p[k + add] = _add_mod_p(done_p[k + add], x_p)
                             done_f[k + add] += x_f
@@ -998,6 +1070,11 @@ class _SweepState:
                     "the saved sweep has rows as wide as the widest range, a layout this version "
                     "no longer reads: delete the checkpoint to sweep that height afresh"
                 )
+            if saved["heads"].shape[1] != _HEAD:
+                raise ValueError(
+                    "the saved sweep has three channels for every coefficient, a layout this version "
+                    "no longer reads: delete the checkpoint to sweep that height afresh"
+                )
             count, c = saved["scalars"].tolist()
             return cls(
                 (saved["heads"], saved["pool"]),
@@ -1040,10 +1117,10 @@ PHASE_STATE_STEPS = 10_000
 
 @dataclass(frozen=True)
 class Generation:
-    """Live states, one per row of ``heads`` (int64[rows, _HEAD]: the key's three words, the
-    nonzero range lo, hi, and where the coefficients lo..hi start in ``pool``, their three
-    channels side by side, as _sweep_steps reads them).  keys, lo and hi are views; ``channels``
-    gives the polynomials dense."""
+    """Live states, one per row of ``heads`` (int64[rows, _HEAD]: the key's three words, the span
+    (the nonzero range lo, hi and the width), and where the coefficients lo..hi start in ``pool``,
+    one exact word each in a narrow row, three channels each in a wide one, as _sweep_steps reads
+    them).  ``keys`` is a view; ``channels`` gives the polynomials dense."""
 
     heads: np.ndarray
     pool: np.ndarray
@@ -1064,18 +1141,25 @@ class Generation:
     def pack(cls, keys, pw, pp, pf, lo, hi) -> Generation:
         """A generation of these states: keys int64[rows, 3], the polynomials' channels dense (pw
         uint64 mod 2^64, pp int64 mod P, pf float64, each [rows, max_n + 1]) and their ranges lo, hi
-        (coefficient lo nonzero; only lo..hi is kept)."""
+        (coefficient lo nonzero; only lo..hi is kept).  A row is narrow when its three channels are
+        one and the same integer below 2^53 at every coefficient of its range, wide otherwise."""
         lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        pw, pp, pf = np.asarray(pw, np.uint64), np.asarray(pp, np.int64), np.asarray(pf, np.float64)
+        inside = (np.arange(pw.shape[1]) >= lo[:, None]) & (np.arange(pw.shape[1]) <= hi[:, None])
+        exact = (pw < _NARROW_LIMIT) & (pp == pw.astype(np.int64)) & (pf == pw.astype(np.float64))
+        wide = (inside & ~exact).any(axis=1).astype(np.int64)
         heads = np.zeros((len(keys), _HEAD), np.int64)
-        heads[:, :_WORDS], heads[:, _LO], heads[:, _HI] = keys, lo, hi
-        words = 3 * (hi - lo + 1)
+        heads[:, :_WORDS] = keys
+        heads[:, _SPAN] = lo | (hi << 8) | (wide << 16)
+        words = (1 + 2 * wide) * (hi - lo + 1)
         heads[:, _AT] = np.cumsum(words) - words
         pool = np.zeros(int(words.sum()), np.int64)
-        for channel, values in enumerate((pw, pp, pf)):
-            values = np.ascontiguousarray(values).view(np.int64)
-            for row in range(len(keys)):
-                at = heads[row, _AT] + channel
-                pool[at : at + words[row] : 3] = values[row, lo[row] : hi[row] + 1]
+        channels = [np.ascontiguousarray(values).view(np.int64) for values in (pw, pp, pf)]
+        for row in range(len(keys)):
+            at, terms = heads[row, _AT], hi[row] - lo[row] + 1
+            for channel in range(1 + 2 * wide[row]):
+                per = 1 + 2 * wide[row]
+                pool[at + channel : at + per * terms : per] = channels[channel][row, lo[row] : hi[row] + 1]
         return cls(heads, pool)
 
     @property
@@ -1088,11 +1172,16 @@ class Generation:
 
     @property
     def lo(self) -> np.ndarray:
-        return self.heads[:, _LO]
+        return self.heads[:, _SPAN] & 0xFF
 
     @property
     def hi(self) -> np.ndarray:
-        return self.heads[:, _HI]
+        return (self.heads[:, _SPAN] >> 8) & 0xFF
+
+    @property
+    def wide(self) -> np.ndarray:
+        """1 for a row that holds three channels a coefficient, 0 for one exact word."""
+        return (self.heads[:, _SPAN] >> 16) & 1
 
     @property
     def nbytes(self) -> int:
@@ -1103,9 +1192,15 @@ class Generation:
         """The polynomials, dense: (uint64 mod 2^64, int64 mod P, float64), each [rows, n1], zero
         outside lo..hi."""
         dense = np.zeros((3, self.rows, n1), np.int64)
-        for row, (lo, hi, at) in enumerate(self.heads[:, _LO : _AT + 1].tolist()):
-            for channel in range(3):
-                dense[channel, row, lo : hi + 1] = self.pool[at + channel : at + 3 * (hi - lo + 1) : 3]
+        rows = zip(self.lo.tolist(), self.hi.tolist(), self.wide.tolist(), self.heads[:, _AT].tolist())
+        for row, (lo, hi, wide, at) in enumerate(rows):
+            words = self.pool[at : at + (1 + 2 * wide) * (hi - lo + 1)]
+            if wide:
+                for channel in range(3):
+                    dense[channel, row, lo : hi + 1] = words[channel::3]
+            else:
+                dense[:2, row, lo : hi + 1] = words
+                dense[2, row, lo : hi + 1] = words.astype(np.float64).view(np.int64)
         return dense[0].view(np.uint64), dense[1], dense[2].view(np.float64)
 
     def take(self, rows: np.ndarray | slice) -> Generation:
@@ -1179,7 +1274,8 @@ def _merge_from(source, first, slots, target, count, used, n1):
             row = count
             count += 1
             slots[slot] = row
-        used = _accumulate(target, row, used, source, s, 0, heads[s, _HI] - heads[s, _LO] + 1, 0)
+        s_lo, s_hi, _ = _span(heads, s)
+        used = _accumulate(target, row, used, source, s, 0, s_hi - s_lo + 1, 0)
     return heads.shape[0], count, used
 
 
