@@ -217,13 +217,12 @@ _FLOAT_AGREEMENT = 1e-9
 # 2^53 (so it is its own residue mod 2^64 and mod P, and exact as a float64); a wide row holds the
 # three channels of coefficient k side by side at at + 3 (k - lo) (+0: uint64 mod 2^64, +1: mod P,
 # +2: float64 bits).  A row turns wide the first time a sum reaches 2^53 (or a wide row is added to
-# it) and never turns back.  At n = 50
-# (h010, h011) every coefficient of the largest generations was below 2^53: live rows stay narrow
-# there, and only the completed creatures' sums need the three channels.  Ranges
-# are short (2.7 coefficients on average, 18 at most, of 43 at n = 42), so a row holds its own
-# range only.  A range that widens (or a row that turns wide) moves its row to the pool's end (in
-# place when it is already the last), so a pool being written has holes; _compacted closes them
-# before a generation is saved or shipped.
+# it) and never turns back.  At n = 50 (h010, h011) every coefficient of the largest generations
+# was below 2^53: the live rows stay narrow there, and only the completed creatures' sums need the
+# three channels.  Ranges are short (2.7 coefficients on average, 18 at most, of 43 at n = 42), so
+# a row holds its own range only.  A range that widens (or a row that turns wide) moves its row to
+# the pool's end (in place when it is already the last), so a pool being written has holes;
+# _compacted closes them before a generation is saved or shipped.
 _SPAN = _WORDS
 _AT = _WORDS + 1
 _HEAD = _WORDS + 2  # columns of a head row
@@ -1156,10 +1155,9 @@ class Generation:
         pool = np.zeros(int(words.sum()), np.int64)
         channels = [np.ascontiguousarray(values).view(np.int64) for values in (pw, pp, pf)]
         for row in range(len(keys)):
-            at, terms = heads[row, _AT], hi[row] - lo[row] + 1
-            for channel in range(1 + 2 * wide[row]):
-                per = 1 + 2 * wide[row]
-                pool[at + channel : at + per * terms : per] = channels[channel][row, lo[row] : hi[row] + 1]
+            at, per = heads[row, _AT], 1 + 2 * wide[row]
+            for channel in range(per):
+                pool[at + channel : at + words[row] : per] = channels[channel][row, lo[row] : hi[row] + 1]
         return cls(heads, pool)
 
     @property
