@@ -58,6 +58,7 @@ class Checkpoint:
                 handle.write(data)
 
         self.storage.write_atomic(self.path, write)
+        LOGGER.info(f"{self.storage.uri(self.path)}: saved at {progress or '?'}, {len(data):,} bytes")
 
     def clear(self) -> None:
         self.storage.delete_file(self.path)

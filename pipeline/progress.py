@@ -28,7 +28,23 @@ LOGGER = logging.getLogger("batchenum")
 FIRST_LINE = 1.0  # seconds of silence at the start before a line says the run started
 TICK = 1.0  # seconds between two redraws of the bar, or two looks at whether a log line is due
 FIRST_SHARD_HINT = 10.0  # seconds without a finished shard before the line says why that may be
-_WAITING = "no shard done yet: Ray starting, or kernels compiling in the workers"
+START_UP = 180.0  # past this, a run with no finished shard is not starting: its shards are long
+# Off a terminal, while no shard finishes, a line comes every log_every seconds at first, then less
+# often as the wait grows (a tenth of it), at most this far apart: an hour-long shard's log shows the
+# run is alive without 700 identical lines.
+LONGEST_GAP = 60.0
+
+
+def _waiting_hint(elapsed: float) -> str:
+    """Why no shard has finished after ``elapsed`` seconds of this run's shards."""
+    if elapsed <= START_UP:
+        return "no shard done yet: Ray starting, or kernels compiling in the workers"
+    return "no shard finished in this run yet: long shards; `batchenum status` shows their checkpoints"
+
+
+def _heartbeat_gap(log_every: float, waited: float) -> float:
+    """Seconds between two unchanged shard lines after ``waited`` seconds without a finished shard."""
+    return max(log_every, min(LONGEST_GAP, waited / 10))
 
 
 def _duration(seconds: float) -> str:
@@ -88,6 +104,7 @@ class Progress:
         self._records = 0
         self._shards_started = self.started
         self._last_line = 0.0
+        self._last_change = self.started  # when a shard last finished (or the shards started)
         self._compiling: float | None = None  # when the outermost compile in progress started
         self._compiled = 0.0  # seconds of compiling not reported yet
         self._ticker: threading.Event | None = None
@@ -110,7 +127,7 @@ class Progress:
                 self._clock = None
             self._running = True
             self._total, self._done, self._reused, self._records = total, reused, reused, 0
-            self._shards_started = self._last_line = time.monotonic()
+            self._shards_started = self._last_line = self._last_change = time.monotonic()
             if self.interactive and not self.quiet:
                 self._bar = _bar_class(self.notebook)(
                     total=total,
@@ -134,6 +151,7 @@ class Progress:
         with self._lock:
             self._done += 1
             self._records += records or 0
+            self._last_change = time.monotonic()
             if self._bar is not None:
                 self._bar.set_postfix_str(self._records_text(), refresh=False)
                 self._bar.update(1)
@@ -167,15 +185,21 @@ class Progress:
                     f"so far [{_duration(time.monotonic() - self.started)}]"
                 )
             if self._bar is not None:
-                if self._done == self._reused and time.monotonic() - self._shards_started > FIRST_SHARD_HINT:
-                    self._bar.set_postfix_str(self._records_text() or _WAITING, refresh=False)
+                waited = time.monotonic() - self._shards_started
+                if self._done == self._reused and waited > FIRST_SHARD_HINT:
+                    self._bar.set_postfix_str(self._records_text() or _waiting_hint(waited), refresh=False)
                 self._bar.refresh()
-            elif self._running and not self.interactive and self._due():
+            elif self._running and not self.interactive and self._heartbeat_due():
                 self._line(self._shard_line())
 
     def _due(self) -> bool:
         """Off a terminal: whether ``log_every`` seconds passed since the last line."""
         return time.monotonic() - self._last_line >= self.log_every
+
+    def _heartbeat_due(self) -> bool:
+        """Off a terminal, no shard finishing: whether the run has been quiet long enough for a line."""
+        now = time.monotonic()
+        return now - self._last_line >= _heartbeat_gap(self.log_every, now - self._last_change)
 
     def _shard_line(self) -> str:
         elapsed = time.monotonic() - self._shards_started
@@ -187,7 +211,7 @@ class Progress:
         if self._records and elapsed > 0:
             line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
         elif not computed and remaining and elapsed > FIRST_SHARD_HINT:
-            line += f" ({_WAITING})"
+            line += f" ({_waiting_hint(elapsed)})"
         return line
 
     def _records_text(self) -> str:

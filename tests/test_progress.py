@@ -49,6 +49,30 @@ def test_off_a_terminal_a_first_line_at_once_then_shard_lines_at_most_every_log_
     assert all(gap >= 0.9 for gap in between), shard_lines  # a line a second at most, not one per shard
 
 
+def test_while_no_shard_finishes_lines_come_less_often_and_stop_blaming_the_start_up(monkeypatch):
+    # An hour-long shard: its log should show the run alive without a line every few seconds, and
+    # stop saying that Ray or the compiler may be why nothing has finished.
+    from batchenum.pipeline import progress as module
+
+    monkeypatch.setattr(module, "TICK", 0.02)
+    monkeypatch.setattr(module, "FIRST_SHARD_HINT", 0.05)
+    monkeypatch.setattr(module, "START_UP", 0.6)
+    monkeypatch.setattr(module, "LONGEST_GAP", 0.3)
+    stream = TimedLines()
+    progress = Progress("long", stream=stream, log_every=0.1)
+    progress.start_shards(total=2, reused=0)
+    time.sleep(6.0)  # the gap would reach 0.6 s without its cap
+    progress.shard_done()
+    time.sleep(0.3)
+    progress.finish_shards()
+    lines = [(moment, line) for moment, line in stream.lines if line.startswith("long: 0/2 shards")]
+    gaps = [b[0] - a[0] for a, b in zip(lines, lines[1:])]
+    assert min(gaps[:3]) < 0.2 and min(gaps[-3:]) > 0.25 and max(gaps) < 0.5, gaps
+    hints = [line for _, line in lines if "(" in line]
+    assert "Ray starting" in hints[0] and "long shards; `batchenum status` shows their checkpoints" in hints[-1]
+    assert stream.lines[-1][1].startswith("long: 1/2 shards")  # within log_every of a finished shard
+
+
 def test_a_first_line_comes_after_a_second_of_silence_and_never_after_an_early_line():
     """So an error in the first second stays the only line on standard error (the CLI's contract)."""
     silent, early = TimedLines(), TimedLines()
