@@ -610,11 +610,17 @@ def _alive(status: JobStatus) -> bool:
 
 
 def _spread_note(status: JobStatus) -> str:
-    """A warning for the estimate when the shards committed so far differ widely in cost (a
-    transfer-matrix height, say, costs a thousand times the one five below it): the rate of the
-    committed shards then says little about the rest."""
+    """A warning for the estimate when the shards the last run committed differ widely in cost (a
+    transfer-matrix height, say, costs a thousand times the one five below it), or are one or two
+    long ones: their rate then says little about the rest."""
     computed = sorted(seconds for seconds in status.seconds if seconds >= 0)
-    if len(computed) < 3 or computed[-1] < 60 or computed[-1] < _UNEVEN * computed[len(computed) // 2]:
+    if not computed or computed[-1] < 60:
+        return ""
+    if len(computed) < 3:
+        took = " and ".join(_ago(seconds) for seconds in computed)
+        shards = "1 shard" if len(computed) == 1 else f"{len(computed)} shards"
+        return f"; but it rests on {shards} only ({took}), so the shards left may take much longer or shorter"
+    if computed[-1] < _UNEVEN * computed[len(computed) // 2]:
         return ""
     return (
         f"; but its shards took {_ago(computed[0])} to {_ago(computed[-1])} each, "

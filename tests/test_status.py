@@ -116,4 +116,10 @@ def test_the_estimate_warns_when_committed_shards_differ_widely_in_cost():
     )
     assert note([30.0, 31.0, 29.0, 33.0]) == ""  # even shards: the rate holds
     assert note([0.1, 0.2, 5.0]) == ""  # short runs: nothing worth a warning
-    assert note([10.0, 4000.0]) == ""  # too few shards to tell
+    assert note([1647.6]) == (
+        "; but it rests on 1 shard only (27min), so the shards left may take much longer or shorter"
+    )
+    assert note([10.0, 4000.0]) == (
+        "; but it rests on 2 shards only (10s and 67min), so the shards left may take much longer or shorter"
+    )
+    assert note([0.5, 2.0]) == ""  # two quick shards: a rerun soon tells
