@@ -208,6 +208,8 @@ class Progress:
         remaining = self._total - self._done
         if computed and remaining:
             line += f", ~{_duration(elapsed / computed * remaining)} left"
+            if computed < 3:  # one or two shards' time says little of the others' (a large height's, say)
+                line += f" (from {computed} shard{'s' if computed > 1 else ''})"
         if self._records and elapsed > 0:
             line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
         elif not computed and remaining and elapsed > FIRST_SHARD_HINT:

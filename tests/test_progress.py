@@ -71,6 +71,7 @@ def test_while_no_shard_finishes_lines_come_less_often_and_stop_blaming_the_star
     hints = [line for _, line in lines if "(" in line]
     assert "Ray starting" in hints[0] and "long shards; `batchenum status` shows their checkpoints" in hints[-1]
     assert stream.lines[-1][1].startswith("long: 1/2 shards")  # within log_every of a finished shard
+    assert stream.lines[-1][1].endswith(" left (from 1 shard)")  # an estimate from one shard says so
 
 
 def test_a_first_line_comes_after_a_second_of_silence_and_never_after_an_early_line():
