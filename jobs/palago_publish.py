@@ -291,6 +291,7 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
             f"CPU seconds recorded: {cpu:,.0f} ({cpu / 3600:.3f} CPU-hours; heights {cpu_heights:,.0f} s); "
             f"the largest peak resident memory of a shard's process {peak / 2**20:,.0f} MB."
         )
+    lines += _resumed_lines(records)
     missing = [field for field in COST_FIELDS if field not in recorded]
     if missing:
         lines += [
@@ -310,6 +311,31 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
         "",
     ]
     return "\n".join(lines)
+
+
+def _resumed_lines(records: list[ShardRecord]) -> list[str]:
+    """What the CPU figures leave out: a shard resumed from a checkpoint records the CPU time of the
+    invocation that finished it, not of the one that saved the checkpoint; its state-steps say how
+    much that was, and its own rate what it cost, about."""
+    resumed = [
+        r for r in records if r.stats.get("state_steps_resumed") and r.stats.get("state_steps") and "cpu_ms" in r.stats
+    ]
+    if not resumed:
+        return []
+    lines = ["", "**Resumed from a checkpoint** (its CPU seconds above are the finishing invocation's only):", ""]
+    estimated = 0.0
+    for record in resumed:
+        steps, before = int(record.stats["state_steps"]), int(record.stats["state_steps_resumed"])
+        cpu = record.stats["cpu_ms"] / 1000
+        earlier = cpu * before / (steps - before) if steps > before else 0.0
+        estimated += earlier
+        lines.append(
+            f"- {record.shard}: {before:,} of its {steps:,} state-steps ({before / steps:.1%}) came from an "
+            f"earlier invocation; at the rate of its row that part took about {earlier:,.0f} CPU seconds."
+        )
+    total = sum(r.stats.get("cpu_ms", 0) for r in records) / 1000 + estimated
+    lines.append(f"- With those parts, about {total:,.0f} CPU seconds ({total / 3600:.3f} CPU-hours) in all.")
+    return lines
 
 
 def _cost_row(record: ShardRecord) -> str:

@@ -147,3 +147,19 @@ def test_the_recipe_in_partial_counts_md_gives_the_free_column(monkeypatch):
     scope: dict = {}
     exec(recipe, scope)  # the committed file's own example, as a reader would run it
     assert [int(x) for x in scope["free"]] == committed_counts().free.tolist()
+
+
+def test_the_cost_statement_estimates_what_a_resumed_shard_did_before_its_resume():
+    # A shard resumed from a checkpoint records the CPU time of the invocation that finished it; its
+    # state-steps say how much an earlier one did, and the statement estimates that part's CPU.
+    from batchenum.jobs.palago_publish import ShardRecord, _cost_markdown
+
+    stats = {"seconds": 1647.6, "cpu_ms": 1_528_728, "state_steps": 2_642_593_300}
+    records = [
+        ShardRecord("h015", {"height": 15}, {}, {**stats, "state_steps_resumed": 0}),
+        ShardRecord("h016", {"height": 16}, {}, {**stats, "state_steps_resumed": 314_167_765}),
+    ]
+    text = _cost_markdown(records, {"params": {"max_n": 56}, "code_version": "2+0"}, "a machine")
+    assert "h016: 314,167,765 of its 2,642,593,300 state-steps (11.9%) came from an earlier invocation" in text
+    assert "that part took about 206 CPU seconds" in text and "h015:" not in text
+    assert "about 3,264 CPU seconds (0.907 CPU-hours) in all" in text  # 2 x 1,528.7 + 206.3
