@@ -31,7 +31,7 @@ FIRST_SHARD_HINT = 10.0  # seconds without a finished shard before the line says
 START_UP = 180.0  # past this, a run with no finished shard is not starting: its shards are long
 # Off a terminal, while no shard finishes, a line comes every log_every seconds at first, then less
 # often as the wait grows (a tenth of it), at most this far apart: an hour-long shard's log shows the
-# run is alive without 700 identical lines.
+# run is alive without 720 identical lines an hour.
 LONGEST_GAP = 60.0
 
 
