@@ -291,7 +291,7 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
             f"CPU seconds recorded: {cpu:,.0f} ({cpu / 3600:.3f} CPU-hours; heights {cpu_heights:,.0f} s); "
             f"the largest peak resident memory of a shard's process {peak / 2**20:,.0f} MB."
         )
-    lines += _resumed_lines(records)
+        lines += _resumed_lines(records, cpu)
     missing = [field for field in COST_FIELDS if field not in recorded]
     if missing:
         lines += [
@@ -313,10 +313,11 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
     return "\n".join(lines)
 
 
-def _resumed_lines(records: list[ShardRecord]) -> list[str]:
+def _resumed_lines(records: list[ShardRecord], recorded_cpu: float) -> list[str]:
     """What the CPU figures leave out: a shard resumed from a checkpoint records the CPU time of the
     invocation that finished it, not of the one that saved the checkpoint; its state-steps say how
-    much that was, and its own rate what it cost, about."""
+    much that was, and its own rate what it cost, about.  ``recorded_cpu``: the CPU seconds all
+    shards recorded."""
     resumed = [
         r for r in records if r.stats.get("state_steps_resumed") and r.stats.get("state_steps") and "cpu_ms" in r.stats
     ]
@@ -333,7 +334,7 @@ def _resumed_lines(records: list[ShardRecord]) -> list[str]:
             f"- {record.shard}: {before:,} of its {steps:,} state-steps ({before / steps:.1%}) came from an "
             f"earlier invocation; at the rate of its row that part took about {earlier:,.0f} CPU seconds."
         )
-    total = sum(r.stats.get("cpu_ms", 0) for r in records) / 1000 + estimated
+    total = recorded_cpu + estimated
     lines.append(f"- With those parts, about {total:,.0f} CPU seconds ({total / 3600:.3f} CPU-hours) in all.")
     return lines
 

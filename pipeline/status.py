@@ -619,16 +619,14 @@ def _spread_note(status: JobStatus) -> str:
     if len(computed) < 3:
         took = " and ".join(_ago(seconds) for seconds in computed)
         shards = "1 shard" if len(computed) == 1 else f"{len(computed)} shards"
-        return f"; but it rests on {shards} only ({took}), so the shards left may take much longer or shorter"
+        return f"; but it rests on {shards} only ({took}){_SO_UNSURE}"
     if computed[-1] < _UNEVEN * computed[len(computed) // 2]:
         return ""
-    return (
-        f"; but its shards took {_ago(computed[0])} to {_ago(computed[-1])} each, "
-        "so the shards left may take much longer or shorter"
-    )
+    return f"; but its shards took {_ago(computed[0])} to {_ago(computed[-1])} each{_SO_UNSURE}"
 
 
 _UNEVEN = 10  # the longest committed shard over the median: past this the estimate gets a warning
+_SO_UNSURE = ", so the shards left may take much longer or shorter"
 
 
 def _time_left(status: JobStatus) -> float | None:

@@ -535,8 +535,8 @@ def _add_narrow(pool, at, s_pool, s_at, terms, doublings):
 
 
 @_inlined
-def _accumulate(target, row, used, source, s, shift, terms, doublings):
-    """Add the first ``terms`` coefficients of source row ``s``, times 2^doublings and ``shift``
+def _accumulate(target, row, used, source, s, shift, s_hi, doublings):
+    """Add coefficients lo..s_hi of source row ``s`` (lo its own), times 2^doublings and ``shift``
     sizes up, to row ``row`` of ``target``: a row with no range yet takes them at the pool's end,
     any other widens its range to cover them (_reshaped) and adds; the row turns wide when the
     source row is wide or a sum reaches 2^53.  target and source: (heads, pool, the pool's uint64
@@ -545,6 +545,7 @@ def _accumulate(target, row, used, source, s, shift, terms, doublings):
     heads, pool = target[0], target[1]
     s_heads, s_pool = source[0], source[1]
     s_lo, _, s_wide = _span(s_heads, s)
+    terms = s_hi - s_lo + 1
     d_lo = s_lo + shift
     d_hi = d_lo + terms - 1
     s_at = s_heads[s, _AT]
@@ -650,10 +651,9 @@ def _accumulate_batch(batch, n_batch, source, target, used):
         at = heads[b_row[i], _AT]
         if at >= 0:
             _prefetch(pool, at)
-    s_heads = source[0]
     for i in range(n_batch):
         s, add, t_hi, doublings = b_option[i, 0], b_option[i, 1], b_option[i, 2], b_option[i, 3]
-        used = _accumulate(target, b_row[i], used, source, s, add, t_hi - _span(s_heads, s)[0] + 1, doublings)
+        used = _accumulate(target, b_row[i], used, source, s, add, t_hi, doublings)
     return used
 
 
@@ -1064,15 +1064,11 @@ class _SweepState:
                     f"the saved sweep is of (height, max_n, weights, bound) = {tuple(saved['sweep'].tolist())}, "
                     f"not {sweep}"
                 )
-            if "pool" not in saved.files:
+            older = _older_layout(saved)
+            if older:
                 raise ValueError(
-                    "the saved sweep has rows as wide as the widest range, a layout this version "
-                    "no longer reads: delete the checkpoint to sweep that height afresh"
-                )
-            if saved["heads"].shape[1] != _HEAD:
-                raise ValueError(
-                    "the saved sweep has three channels for every coefficient, a layout this version "
-                    "no longer reads: delete the checkpoint to sweep that height afresh"
+                    f"the saved sweep has {older}, a layout this version no longer reads: delete the "
+                    "checkpoint to sweep that height afresh"
                 )
             count, c = saved["scalars"].tolist()
             return cls(
@@ -1081,6 +1077,15 @@ class _SweepState:
                 c=c,
                 **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")},
             )
+
+
+def _older_layout(saved) -> str | None:
+    """What an older version's save holds (a layout this one no longer reads), or None."""
+    if "pool" not in saved.files:
+        return "rows as wide as the widest range"
+    if saved["heads"].shape[1] != _HEAD:
+        return "three channels for every coefficient"
+    return None
 
 
 def fixed_counts(max_n: int, bound: int = 3, halved: bool = True) -> np.ndarray:
@@ -1272,8 +1277,7 @@ def _merge_from(source, first, slots, target, count, used, n1):
             row = count
             count += 1
             slots[slot] = row
-        s_lo, s_hi, _ = _span(heads, s)
-        used = _accumulate(target, row, used, source, s, 0, s_hi - s_lo + 1, 0)
+        used = _accumulate(target, row, used, source, s, 0, _span(heads, s)[1], 0)
     return heads.shape[0], count, used
 
 
