@@ -924,7 +924,7 @@ def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RET
     if isinstance(error, rex.WorkerCrashedError):
         return (
             f"shard {shard.id}: its worker process died on {attempts} (see --retries) "
-            f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}."
+            f"(killed, crashed in native code, or ended by the job's code with os._exit). Look for what kills it (the OOM killer, an operator); {rerun}."
         )
     if isinstance(error, rex.TaskCancelledError):
         return f"shard {shard.id} was cancelled; {rerun}."
