@@ -87,9 +87,6 @@ class DungeonJob(BatchInputJob):
         help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})",
     )
 
-    def limits(self) -> dict[str, Any]:
-        return {"max_cells": self.max_cells}
-
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 

@@ -84,6 +84,7 @@ class NonaryJob(BatchInputJob):
     )
 
     max_doors = Param(int, default=MAX_DOORS, low=1, metavar="N", help="reject door lists longer than this")
+    # not recorded: a record that times out is retried by the next run, whatever budget it is given
     record_timeout = Param(
         float,
         default=RECORD_TIMEOUT,
@@ -95,11 +96,6 @@ class NonaryJob(BatchInputJob):
             f"records become error rows (default {RECORD_TIMEOUT:g}; 'inf' for no limit)"
         ),
     )
-
-    def limits(self) -> dict[str, Any]:
-        """--max-doors changes answers; --record-timeout does not (a record that times out is
-        retried by the next run, with whatever budget it is given), so it is not a parameter."""
-        return {"max_doors": self.max_doors}
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Read, check and solve one slice; every record gets exactly one row.  On a rerun that

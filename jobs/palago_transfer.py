@@ -60,7 +60,7 @@ class PalagoTransferJob(PalagoCountsJob):
     """Creature counts up to ``max_n`` by the transfer-matrix method: one shard per bounding-box
     height, counts only (no catalogue, no search nodes)."""
 
-    method = Param(str, default="transfer", choices=("transfer",), recorded=False, help="the transfer-matrix method")
+    method = Param(str, default="transfer", choices=("transfer",), help="the transfer-matrix method")
     shard_tables = ("partial_counts", "symmetric_counts")
     piece_states: int | None = None  # fewest states per such task; None: the solver's PIECE_STATES
     symmetric_piece_seconds = SYMMETRIC_PIECE_SECONDS  # CPU a piece of a rotation group's search gets
@@ -76,8 +76,8 @@ class PalagoTransferJob(PalagoCountsJob):
             SYMMETRIC_COUNTS,
         )
 
-    def params(self) -> dict:
-        return {**super().params(), "counts": "decimal strings"} if self.wide else super().params()
+    def extra_params(self) -> dict:
+        return {"counts": "decimal strings"} if self.wide else {}
 
     def plan(self, context: PlanContext) -> list[Shard]:
         from batchenum.solvers.palago.symmetric import symmetric_parts

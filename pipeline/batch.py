@@ -59,9 +59,14 @@ class BatchInputJob(Job):
 
     least_per_shard = 1  # the fewest records an automatic shard holds (enough work for a task)
 
+    # Recorded with every declared parameter of the job (params()): the input values (one string, or
+    # a sorted list) and the slicing.  A shard is its slice's place in its file (slice_identity) and
+    # records a checksum of the bytes it read (input_fingerprint), so a changed file is never taken
+    # for the one already processed, and only the shards whose bytes changed are computed again.
     input = Param(
         INPUTS,
         metavar="PATH",
+        recorded_as=lambda job, _: job.input_param,
         help=(
             'the batch: JSONL files (one {{"id", "{job.field}"}} object per line; plain, .jsonl.gz or .jsonl.zst) '
             "or Parquet files (columns id, {job.field}); each PATH a file, a folder, or a glob in quotes "
@@ -74,6 +79,7 @@ class BatchInputJob(Job):
         default=None,
         low=1,
         metavar="N",
+        recorded_as=lambda _, value: value or "auto",
         help=(
             f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to {2 * SLICES_PER_CPU} shards "
             "per CPU of the run, "
@@ -98,17 +104,6 @@ class BatchInputJob(Job):
     @functools.cached_property
     def _by_path(self) -> dict[str, Storage]:
         return {source.display_root: source for source in self.files}
-
-    def limits(self) -> dict[str, Any]:
-        """The job's own parameters that change answers (recorded with the input in params)."""
-        return {}
-
-    def params(self) -> dict[str, Any]:
-        """The input values (one string, or a sorted list), the slicing and the limits.  A shard is
-        its slice's place in its file (``slice_identity``) and records a checksum of the bytes it
-        read (``input_fingerprint``), so a changed file is never taken for the one already
-        processed, and only the shards whose bytes changed are computed again."""
-        return {"input": self.input_param, "records_per_shard": self.records_per_shard or "auto", **self.limits()}
 
     def shard_label(self, shard: Shard) -> str:
         """``s00003 lines 75001-100000`` (JSONL; the last slice ``lines 975001-end``) or

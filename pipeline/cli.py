@@ -299,9 +299,11 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
 def _why_recomputed(result) -> str:
     reasons = ["their input changed"] if result.input_changed else []
     reasons += ["the job's code changed"] if result.code_changed else []
-    if len(result.recomputed) > len(result.input_changed) + len(result.code_changed):
-        reasons.append("damaged, stale or made with other parameters")
-    return " or ".join(reasons)
+    reasons += [f"parameters changed: {result.params_change}"] if result.params_changed else []
+    explained = len(result.input_changed) + len(result.code_changed) + len(result.params_changed)
+    if len(result.recomputed) > explained:
+        reasons.append("damaged or stale")
+    return "; ".join(reasons)
 
 
 def _job_from_args(job_class: type[Job], args: argparse.Namespace) -> Job:

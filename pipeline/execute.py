@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import threading
@@ -20,7 +21,7 @@ from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
-from batchenum.pipeline.shard_store import SHARDS_DIR, ShardProblemKind, ShardStore
+from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardProblemKind, ShardStore, params_change
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, NotWritableError, Storage, StorageError
 from batchenum.pipeline.table_commit import (
     PartTask,
@@ -69,6 +70,8 @@ class RunResult:
     location: str = ""  # the job folder, as a path or URI
     input_changed: list[str] = field(default_factory=list)  # recomputed since their input bytes changed
     code_changed: list[str] = field(default_factory=list)  # recomputed since the job's code changed
+    params_changed: list[str] = field(default_factory=list)  # recomputed since the parameters changed
+    params_change: str = ""  # how: "max_steps 10000 -> 5"
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -105,7 +108,9 @@ def _run_holding_the_folder(
 ) -> RunResult:
     shards = _plan(job, store, executor, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
-    pending, reused, damaged, code_changed = _partition_committed(job, store, shards, progress)
+    pending, reused, damaged, code_changed, (params_changed, params_change) = _partition_committed(
+        job, store, shards, progress
+    )
     verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
@@ -145,6 +150,8 @@ def _run_holding_the_folder(
         location=store.where,
         input_changed=changed,
         code_changed=code_changed,
+        params_changed=params_changed,
+        params_change=params_change,
     )
 
 
@@ -215,12 +222,23 @@ def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None
     message names the options in the caller's words (pipeline/cli.py re-spells it for the CLI)."""
     found = final_params(store.storage, store.job)
     expected = store.provenance.final_metadata("")["params"]
-    if found is None or found == expected or overwrite:
+    if found is None or found == expected or overwrite or _recorded_fewer(found, expected):
         return
     raise SpokenError(
-        literal(f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). ")
+        literal(f"{store.where} holds the tables of another run (parameters {params_change(found, expected)}). ")
         + "Give {out=} another folder to keep both, or {overwrite=True} to replace this job's tables."
     )
+
+
+def _recorded_fewer(found: str, expected: str) -> bool:
+    """Whether tables recording ``found`` were written by an older spelling of the job that recorded
+    fewer of its parameters, the others equal: their values are unknown, so every shard is
+    computed again (``_partition_committed`` says why), neither reused nor refused."""
+    try:
+        before, after = json.loads(found), json.loads(expected)
+    except ValueError:
+        return False
+    return isinstance(before, dict) and before.keys() < after.keys() and all(after[k] == v for k, v in before.items())
 
 
 def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
@@ -281,6 +299,7 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
     ids of the committed shards not reused, and of those among them that other code computed."""
     tables = _shard_tables(job)
     pending, damaged, other_runs, code_changed = [], [], [], []
+    changes: dict[str, None] = {}  # how the parameters changed, each way once, in shard order
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is None:
@@ -288,6 +307,7 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         pending.append(shard)
         if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
             other_runs.append(shard.id)
+            changes[problem.detail.removeprefix(OTHER_PARAMETERS).strip(" ()")] = None
         elif problem.kind is ShardProblemKind.STALE and problem.field == "code":
             code_changed.append(shard.id)
         elif problem.kind is not ShardProblemKind.MISSING:
@@ -296,17 +316,19 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
     if len(damaged) > _DAMAGE_LINES:
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
+    params_change = "; ".join(changes)
     if other_runs:
         counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
         progress.stage(
-            f"{counted} committed with other parameters (a change of parameters, not damage); computing them anew"
+            f"{counted} committed with other parameters ({params_change}: a change of parameters, not damage); "
+            "computing them anew"
         )
     if code_changed:
         counted = "1 shard was" if len(code_changed) == 1 else f"{len(code_changed)} shards were"
         progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs + code_changed, code_changed
+    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
 
 
 def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:

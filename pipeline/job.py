@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchenum.pipeline.params import Param, declared_params, resolve_params
+from batchenum.pipeline.params import Param, declared_params, recorded_params, resolve_params
 
 __all__ = [
     "Column",
@@ -254,10 +254,32 @@ class Job:
         """Other commands the job brings (``pipeline.cli.Command``: ``generate dungeons``...)."""
         return []
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "params" in vars(cls):
+            raise TypeError(
+                f"job class {cls.__name__}: params() is derived from the declared parameters (every Param "
+                "with recorded=True) and cannot be overridden; define extra_params() to add to it"
+            )
+
     def params(self) -> dict[str, Any]:
-        """JSON-serialisable parameters that determine the results (recorded as provenance):
-        default, every declared parameter with ``recorded=True``."""
-        return {name: getattr(self, name) for name, param in declared_params(type(self)).items() if param.recorded}
+        """The parameters that determine the results, recorded as provenance in every file: every
+        declared parameter with ``recorded=True``, then ``extra_params()``.  A committed shard is
+        reused only while they match, so no job can leave a recorded parameter out."""
+        declared = recorded_params(self)
+        extra = self.extra_params()
+        clash = sorted(set(declared) & set(extra))
+        if clash:
+            raise TypeError(
+                f"job class {type(self).__name__}: extra_params() names declared parameters ({', '.join(clash)}), "
+                "which params() records already"
+            )
+        return {**declared, **extra}
+
+    def extra_params(self) -> dict[str, Any]:
+        """What else determines the results besides the declared parameters (JSON-serialisable),
+        added to ``params()``: a setting that is not a ``Param``.  Default: nothing."""
+        return {}
 
     def plan(self, context: PlanContext) -> list[Shard]:
         """The shards, in a deterministic order."""

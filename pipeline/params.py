@@ -31,6 +31,7 @@ __all__ = [
     "REQUIRED",
     "INPUTS",
     "declared_params",
+    "recorded_params",
     "resolve_params",
     "spelled",
     "literal",
@@ -64,6 +65,11 @@ class Param:
     recorded: the parameter changes results, so its value is part of the provenance (``params()``)
               and a change recomputes every shard.  False for parameters that only change how
               the work is done (shard counts, time budgets, checkpoint intervals).
+    recorded_as: ``recorded_as(job, value)`` is what the provenance records for the value (an
+              input's paths made absolute, "auto" for None); default: the value itself.
+    omit_default: recorded only when it differs from its default: for a parameter added to a job
+              whose tables were published before it existed, the default being what the job did
+              then, so those tables keep their identity (and bytes).
     metavar:  how ``--help`` shows its value.
     """
 
@@ -75,6 +81,8 @@ class Param:
     choices: tuple = ()
     help: str = ""
     recorded: bool = True
+    recorded_as: Callable[[Any, Any], Any] | None = None
+    omit_default: bool = False
     metavar: str | None = None
     name: str = field(default="", compare=False)
 
@@ -184,6 +192,18 @@ def _inputs(name: str, value: Any) -> Any:
         f"paths and URIs (files, folders, globs), not {type(value).__name__}"
         + (" holding other things" if isinstance(value, (list, tuple)) else "")
     )
+
+
+def recorded_params(job: object) -> dict[str, Any]:
+    """What ``job``'s provenance records of its declared parameters: every one declared with
+    ``recorded=True`` (as ``recorded_as`` gives it), but those ``omit_default`` at their default."""
+    recorded = {}
+    for name, param in declared_params(type(job)).items():
+        value = getattr(job, name)
+        if not param.recorded or (param.omit_default and value == param.default):
+            continue
+        recorded[name] = value if param.recorded_as is None else param.recorded_as(job, value)
+    return recorded
 
 
 def declared_params(job_class: type) -> dict[str, Param]:

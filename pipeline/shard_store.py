@@ -54,6 +54,7 @@ from batchenum.pipeline.parquet_format import (
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary
 
 __all__ = [
+    "OTHER_PARAMETERS",
     "PLAN_FILE",
     "SHARDS_DIR",
     "ShardCheck",
@@ -61,6 +62,7 @@ __all__ = [
     "ShardProblemKind",
     "ShardStore",
     "inspect_shard",
+    "params_change",
     "plan_problem",
 ]
 
@@ -458,7 +460,7 @@ def _provenance_problem(
     """Why a file recording ``found`` is not current: a provenance field ``expected`` holds that
     differs, a row count other than the recorded one, or (``columns`` given) other columns."""
     if "params" in expected and found.get("job") == expected.get("job") and found.get("params") != expected["params"]:
-        detail = f"{OTHER_PARAMETERS} ({found.get('params')})"
+        detail = f"{OTHER_PARAMETERS} ({params_change(found.get('params'), expected['params'])})"
         return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, detail, "params")
     for key in _PROVENANCE_FIELDS:
         if key in expected and found.get(key) != expected[key]:
@@ -471,6 +473,31 @@ def _provenance_problem(
     if columns is not None and schema.remove_metadata() != columns:
         return ShardProblem(ShardProblemKind.STALE, "columns do not match the table's declaration", "columns")
     return None
+
+
+def params_change(found: str | None, expected: str) -> str:
+    """How the parameters a file records (JSON) differ from a run's: ``max_steps 10000 -> 5``, one
+    entry a parameter; ``not recorded`` for one the file does not record (an older job, or a
+    batchenum before the parameter was recorded) or the run no longer records."""
+    try:
+        before = json.loads(found or "")
+    except ValueError:
+        before = None
+    after = json.loads(expected)
+    if not isinstance(before, dict):
+        return f"unreadable before: {str(found)[:60]!r}"
+    changes = []
+    for name in sorted(set(before) | set(after), key=lambda name: (name not in after, name)):
+        if before.get(name, _ABSENT) != after.get(name, _ABSENT):
+            changes.append(f"{name} {_recorded(before, name)} -> {_recorded(after, name)}")
+    return ", ".join(changes)
+
+
+_ABSENT = object()
+
+
+def _recorded(params: dict, name: str) -> str:
+    return json.dumps(params[name])[:60] if name in params else "not recorded"
 
 
 def _grouping_problem(handle: Any, table: pa.Table, spec: TableSpec) -> str | None:

@@ -29,9 +29,6 @@ class ArrayJob(Job):
     def __init__(self, columns=None):
         self.columns = columns
 
-    def params(self):
-        return {}
-
     def plan(self, context):
         return [Shard("s0")]
 

@@ -184,7 +184,7 @@ class _PartitionedStreamedToy(ToyJob):
         super().__init__(shards=3)
         self.repeat = repeat
 
-    def params(self) -> dict:
+    def extra_params(self) -> dict:
         return {"repeat": self.repeat}
 
     def run_shard(self, shard, context=None):

@@ -197,7 +197,7 @@ class _Broken(Job):
     def __init__(self, rows=None, ids=("a", "b"), params=None):
         self.rows, self.ids, self._params = rows, ids, params
 
-    def params(self):
+    def extra_params(self):
         return self._params or {}
 
     def plan(self, context):
