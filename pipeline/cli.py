@@ -24,13 +24,13 @@ from typing import Any
 
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
-from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.execute import run_job
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.registry import JobRegistry, is_job_path
-from batchenum.pipeline.runner import TASK_MAX_RETRIES
-from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, is_uri
+from batchenum.pipeline.run_options import CLI, RunOptions, run_params
+from batchenum.pipeline.storage import Storage, is_uri
 
 __all__ = [
     "Command",
@@ -39,8 +39,6 @@ __all__ = [
     "build_parser",
     "add_param_options",
     "positive_int",
-    "non_negative_int",
-    "positive_seconds",
     "probability",
     "add_generate_arguments",
     "write_generated",
@@ -62,11 +60,6 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer of at least 0."""
-    return _int_at_least(text, 0)
-
-
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
@@ -74,17 +67,6 @@ def _int_at_least(text: str, low: int) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
     return value
 
 
@@ -107,64 +89,22 @@ def _add_runs_folder(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The run's own options, from their declaration (pipeline/run_options.py): a flag for a yes/no
+    option (``--serial``; ``--no-head-start`` for one that is on by default)."""
     group = parser.add_argument_group("where and how to run")
-    group.add_argument(
-        "--out",
-        default="results",
-        metavar="DIR",
-        help="output folder or object-store URI (s3://bucket/prefix, gs://..., file://...); "
-        "tables go to DIR/JOB/ (default: results). Rerunning into the same place reuses "
-        "every committed shard with matching provenance",
-    )
-    group.add_argument(
-        "--workers",
-        type=positive_int,
-        metavar="K",
-        help="CPUs of the private local Ray (default: all cores); not with --address",
-    )
-    group.add_argument(
-        "--address", metavar="A", help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)"
-    )
-    group.add_argument(
-        "--serial",
-        action="store_true",
-        help="run every shard in this process without Ray (debugging, profiling, small inputs)",
-    )
-    group.add_argument(
-        "--no-head-start",
-        dest="head_start",
-        action="store_false",
-        help="do not compute shards in this process while the local Ray starts in the "
-        "background (every shard then runs in a Ray worker)",
-    )
-    group.add_argument(
-        "--retries",
-        type=non_negative_int,
-        default=TASK_MAX_RETRIES,
-        metavar="R",
-        help="times a shard (or a planning task) is run again when its worker process or its "
-        f"node dies (default {TASK_MAX_RETRIES}); an exception in the shard is never retried",
-    )
-    group.add_argument(
-        "--storage-timeout",
-        type=positive_seconds,
-        default=STORAGE_TIMEOUT,
-        metavar="SECONDS",
-        help="how long the output store may stay unreachable (refused or dropped connections, "
-        "timeouts, throttling, 5xx answers) before the run gives up; every operation is "
-        f"retried with backoff meanwhile (default {STORAGE_TIMEOUT:g}). Committed shards are "
-        "kept either way",
-    )
-    group.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace tables that a run with other input or parameters left in DIR/JOB "
-        "(without it such a run is refused, so nothing is replaced silently)",
-    )
-    group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
-    group.add_argument(
-        "--json", action="store_true", help="print the summary as one JSON object on standard output (docs/cli.md)"
-    )
+    for name, param in run_params(CLI).items():
+        options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": _run_option_help(param)}
+        if param.type is bool:
+            options["action"] = "store_false" if param.default else "store_true"
+            group.add_argument(spelled(f"no_{name}" if param.default else name, cli=True), **options)
+        else:
+            group.add_argument(spelled(name, cli=True), metavar=param.metavar, **options)
+
+
+def _run_option_help(param: Param) -> str:
+    if param.type is bool or param.default is None or "(default" in param.help:
+        return param.help
+    return f"{param.help} (default: {param.default:g})" if isinstance(param.default, float) else param.help
 
 
 def add_param_options(parser: argparse.ArgumentParser, job_class: type[Job]) -> None:
@@ -265,26 +205,18 @@ def build_parser(
 
 
 def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
-    if args.serial and (args.workers or args.address):
-        raise UsageError("--serial runs without Ray: drop --workers/--address, or drop --serial")
-    _refuse_relative_out_under_job_submit(args.out)
-    job = _job_from_args(job_class, args)
-    options = RunOptions(
-        out_dir=args.out,
-        workers=args.workers,
-        address=args.address,
-        serial=args.serial,
-        head_start=args.head_start,
-        overwrite=args.overwrite,
-        retries=args.retries,
-        storage_timeout=args.storage_timeout,
-    )
     try:
-        result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+        options = RunOptions.given({name: getattr(args, name) for name in run_params(CLI) if hasattr(args, name)}, CLI)
+    except ParamError as error:
+        raise error.spoken(cli=True) from None
+    _refuse_relative_out_under_job_submit(options.out)
+    job = _job_from_args(job_class, args)
+    try:
+        result = run_job(job, options, Progress(job.name, quiet=options.quiet))
     except SpokenError as error:  # the run's words for its options, in the command line's spelling
         raise error.spoken(cli=True) from None
     summary = job.summary(result.tables, result.totals)
-    if args.json:
+    if options.json:
         print(json.dumps(_run_json(job, result, summary), indent=2))
         return 0
     print(summary)

@@ -20,7 +20,8 @@ from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
-from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
+from batchenum.pipeline.run_options import RunOptions
+from batchenum.pipeline.runner import Executor
 from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardProblemKind, ShardStore, params_change
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, NotWritableError, Storage, StorageError
 from batchenum.pipeline.table_commit import (
@@ -37,25 +38,6 @@ __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
 _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are counted
 _SHARE_THREADS = 8  # parts taken over or written at once by the driver: links and copies wait on the store
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    out_dir: str = "results"  # a local folder or a URI (s3://bucket/prefix)
-    workers: int | None = None  # local Ray CPUs (default: all cores)
-    address: str | None = None  # a Ray cluster; None: RAY_ADDRESS or a private local Ray
-    serial: bool = False  # run every shard in this process, without Ray
-    head_start: bool = True  # compute shards in this process while a private local Ray starts
-    window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
-    overwrite: bool = False  # replace final tables that another run (other input or parameters) made
-    retries: int = TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
-    storage_timeout: float = STORAGE_TIMEOUT  # seconds the store may stay unreachable (storage.py)
-    ray_after: float = RAY_AFTER_SECONDS  # the head start starts Ray only for more work left (s)
-
-    def execution(self) -> ExecutorOptions:
-        return ExecutorOptions(
-            self.address, self.workers, self.serial, self.head_start, self.window, self.retries, self.ray_after
-        )
 
 
 @dataclass
@@ -79,7 +61,7 @@ def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> 
     started = time.monotonic()
     params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(
-        _output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params)
+        _output_storage(options.out, options.storage_timeout), job, Provenance(job.name, code_version(job), params)
     )
     try:
         return _run_leased(job, store, options, progress, started)

@@ -25,23 +25,9 @@ from typing import Any
 from batchenum.pipeline.errors import UsageError
 from batchenum.pipeline.job import Job
 
-__all__ = ["JobRegistry", "ENTRY_POINT_GROUP", "RUN_OPTIONS", "is_job_path", "load_job_class"]
+__all__ = ["JobRegistry", "ENTRY_POINT_GROUP", "is_job_path", "load_job_class"]
 
 ENTRY_POINT_GROUP = "batchenum.jobs"
-# what ``run`` itself takes, in the CLI and in batchenum.run: no job parameter may have these names
-RUN_OPTIONS = (
-    "out",
-    "workers",
-    "address",
-    "serial",
-    "head_start",
-    "overwrite",
-    "retries",
-    "storage_timeout",
-    "quiet",
-    "json",
-)
-
 # modules of a jobs package that are not jobs' (the command line's entry, the registry itself)
 _NOT_JOBS = ("cli", "registry")
 
@@ -181,10 +167,12 @@ def _checked(job: Any, where: str) -> type[Job]:
         raise UsageError(f"{where} is not a job class (a subclass of batchenum.pipeline.job.Job): {job!r}")
     if not job.name:
         raise UsageError(f"{where}: the job class {job.__qualname__} has no name: set name = '...' on it")
-    clashes = sorted(set(job.declared_params()) & set(RUN_OPTIONS))
+    from batchenum.pipeline.run_options import RUN_OPTION_NAMES  # the executor's too: imported when a job is
+
+    clashes = sorted(set(job.declared_params()) & set(RUN_OPTION_NAMES))
     if clashes:
         raise UsageError(
             f"{where}: the job's parameter {clashes[0]!r} has the name of one of run's own options "
-            f"({', '.join(RUN_OPTIONS)}): rename it"
+            f"({', '.join(RUN_OPTION_NAMES)}): rename it"
         )
     return job

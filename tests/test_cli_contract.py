@@ -113,7 +113,7 @@ def test_progress_goes_through_logging_off_a_terminal(tmp_path, caplog):
     from batchenum.pipeline.progress import Progress
 
     with caplog.at_level(logging.INFO, logger="batchenum"):
-        run_job(PalagoJob(8), RunOptions(out_dir=str(tmp_path / "api"), serial=True), Progress("palago"))
+        run_job(PalagoJob(8), RunOptions(out=str(tmp_path / "api"), serial=True), Progress("palago"))
     said = [record.getMessage() for record in caplog.records if record.name == "batchenum"]
     assert any("computing in this process (--serial)" in line for line in said)
     assert any(line.startswith("palago: 4/4 shards") for line in said)

@@ -34,7 +34,7 @@ class Quitter(Job):
 
 
 def _run(tmp_path, job, **options):
-    return run_job(job, RunOptions(out_dir=str(tmp_path), **options), Progress("quitter", stream=io.StringIO()))
+    return run_job(job, RunOptions(out=str(tmp_path), **options), Progress("quitter", stream=io.StringIO()))
 
 
 def _committed(tmp_path) -> list[str]:

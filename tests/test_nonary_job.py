@@ -148,7 +148,7 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
 
     def run(timeout):
         job = NonaryJob(str(path), records_per_shard=2, record_timeout=timeout)
-        result = run_job(job, RunOptions(out_dir=str(tmp_path / "out"), serial=True), Progress("nonary", stream=log))
+        result = run_job(job, RunOptions(out=str(tmp_path / "out"), serial=True), Progress("nonary", stream=log))
         return job, result
 
     job, first = run(1e-6)

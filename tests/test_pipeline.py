@@ -29,7 +29,7 @@ def quiet() -> Progress:
 
 def run(tmp_path, job=None, **options):
     return run_job(
-        job or ToyJob(), RunOptions(out_dir=str(tmp_path), serial=options.pop("serial", True), **options), quiet()
+        job or ToyJob(), RunOptions(out=str(tmp_path), serial=options.pop("serial", True), **options), quiet()
     )
 
 

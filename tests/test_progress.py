@@ -40,7 +40,7 @@ def test_off_a_terminal_a_first_line_at_once_then_shard_lines_at_most_every_log_
     stream = TimedLines()
     run_job(
         ToyJob(shards=12, seconds=0.25),
-        RunOptions(out_dir=str(tmp_path), serial=True),
+        RunOptions(out=str(tmp_path), serial=True),
         Progress("toy", stream=stream, log_every=1.0),
     )
     shard_lines = [(moment, line) for moment, line in stream.lines if re.match(r"toy: \d+/12 shards", line)]
@@ -126,7 +126,7 @@ class Chatty(toy_job.ToyJob):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
-run_job(Chatty(shards=6, seconds=1.0), RunOptions(out_dir={out!r}, workers=1, head_start=False), Progress("toy"))
+run_job(Chatty(shards=6, seconds=1.0), RunOptions(out={out!r}, workers=1, head_start=False), Progress("toy"))
 """
 
 
