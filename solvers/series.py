@@ -558,6 +558,8 @@ def predict(series: Sequence[int], count: int, order: int = 2) -> list[Predictio
         values = [extension[step] for extension in extensions]
         middle = statistics.median(values)  # exact (Fractions): terms of 1e30 predicted to 1e-15 need it
         size = abs(float(middle))
+        if not size:
+            raise ValueError(f"a({actual_n}) is predicted 0: a relative error bar needs a nonzero prediction")
         scatter = _MAD_TO_SIGMA * float(statistics.median(abs(v - middle) for v in values))
         drift = errors[step] * size
         # a term further out is known no better than a nearer one: relative bars never narrow
