@@ -78,7 +78,7 @@ class Result:
 
 def job_names() -> list[str]:
     """The jobs ``run`` knows by name: this package's and installed packages' (entry-point group
-    ``batchenum.jobs``): ``['dungeons', 'nonary', 'palago']`` and any added."""
+    ``batchenum.jobs``), in the registry's order."""
     return REGISTRY.names()
 
 

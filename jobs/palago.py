@@ -73,13 +73,17 @@ class PalagoJob(PalagoCountsJob):
     instead (``create``).
     """
 
+    def __new__(cls, *args: Any, **params: Any) -> Any:
+        """``PalagoJob(..., method="transfer")`` is the transfer-matrix job (``PalagoTransferJob``),
+        so every declared parameter works from the constructor as from the command line."""
+        if args or params:
+            values = resolve_params(cls, args, params, cls.check_params)
+            if values["method"] == "transfer":
+                return PalagoTransferJob(**values)
+        return super().__new__(cls)
+
     def __init__(self, *args: Any, **params: Any):
         super().__init__(*args, **params)
-        if self.method != "direct":
-            raise UsageError(
-                "PalagoJob is the direct search: for method='transfer' call PalagoJob.create(...) "
-                "or use jobs.palago_transfer.PalagoTransferJob"
-            )
         catalogue_max_n = self.catalogue_max_n
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
         # the catalogue is written one n at a time, never all in the driver's memory
@@ -116,10 +120,7 @@ class PalagoJob(PalagoCountsJob):
         """The job ``batchenum run palago`` runs: this one, or ``PalagoTransferJob`` for
         ``method="transfer"`` (counts only; its heights save their sweep every
         ``checkpoint_interval`` seconds, default ``CHECKPOINT_INTERVAL``)."""
-        values = resolve_params(cls, (), params, cls.check_params)
-        if values["method"] == "transfer":
-            return PalagoTransferJob(values["max_n"], checkpoint_interval=values["checkpoint_interval"])
-        return cls(**values)
+        return cls(**params)
 
     @classmethod
     def warm(cls, scratch: str) -> None:
