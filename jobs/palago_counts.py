@@ -102,7 +102,7 @@ class PalagoCountsJob(Job):
         metavar="M",
         help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)",
     )
-    shards = Param(
+    shards: Param[int | None] = Param(
         int,
         default=None,
         low=1,
@@ -118,7 +118,7 @@ class PalagoCountsJob(Job):
         help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
         "bounding-box height (docs/palago_transfer.md)",
     )
-    checkpoint_interval = Param(
+    checkpoint_interval: Param[float | None] = Param(
         float,
         default=None,
         above=0,

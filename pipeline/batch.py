@@ -63,7 +63,7 @@ class BatchInputJob(Job):
     # a sorted list) and the slicing.  A shard is its slice's place in its file (slice_identity) and
     # records a checksum of the bytes it read (input_fingerprint), so a changed file is never taken
     # for the one already processed, and only the shards whose bytes changed are computed again.
-    input = Param(
+    input: Param[Any] = Param(
         INPUTS,
         metavar="PATH",
         recorded_as=lambda job, _: job.input_param,
@@ -74,7 +74,7 @@ class BatchInputJob(Job):
             "--input again, add files"
         ),
     )
-    records_per_shard = Param(
+    records_per_shard: Param[int | None] = Param(
         int,
         default=None,
         low=1,

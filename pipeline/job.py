@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchenum.pipeline.params import Param, declared_params, recorded_params, resolve_params
+
+if TYPE_CHECKING:  # both import this module
+    from batchenum.pipeline.checkpoint import Checkpoint
+    from batchenum.pipeline.tasks import ShardTasks
 
 __all__ = [
     "Column",
@@ -71,14 +75,14 @@ class ShardContext:
                 the shard recomputes only those and keeps the other rows.  Empty otherwise.
     """
 
-    make_checkpoint: Callable[[], Any] | None = field(default=None, repr=False)
-    make_tasks: Callable[[], Any] | None = field(default=None, repr=False)
+    make_checkpoint: Callable[[], Checkpoint] | None = field(default=None, repr=False)
+    make_tasks: Callable[[], ShardTasks] | None = field(default=None, repr=False)
     retry: list = field(default_factory=list)
     previous: dict[str, Any] = field(default_factory=dict)
     _made: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
-    def checkpoint(self) -> Any:
+    def checkpoint(self) -> Checkpoint:
         if "checkpoint" not in self._made:
             if self.make_checkpoint is None:
                 raise RuntimeError(
@@ -89,12 +93,12 @@ class ShardContext:
         return self._made["checkpoint"]
 
     @property
-    def used_checkpoint(self) -> Any:
+    def used_checkpoint(self) -> Checkpoint | None:
         """The checkpoint if the shard asked for it, else None."""
         return self._made.get("checkpoint")
 
     @property
-    def tasks(self) -> Any:
+    def tasks(self) -> ShardTasks:
         if "tasks" not in self._made:
             from batchenum.pipeline.tasks import InProcessTasks
 
