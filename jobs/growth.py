@@ -86,7 +86,7 @@ def _whole_number(text: str, where: str) -> int:
 def _parquet_columns(path: str) -> dict[str, list[int] | None]:
     import pyarrow.parquet as pq
 
-    from batchenum.jobs.palago import exact_column
+    from batchenum.jobs.palago_table import exact_column
 
     try:
         table = pq.read_table(path)

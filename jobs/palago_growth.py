@@ -25,7 +25,7 @@ from batchenum.jobs.growth import (
     prediction_json,
     prediction_text,
 )
-from batchenum.jobs.palago import _read_counts, exact_column
+from batchenum.jobs.palago_table import _read_counts, exact_column
 from batchenum.pipeline.cli import Command
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.storage import Storage

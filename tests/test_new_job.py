@@ -6,6 +6,7 @@ must pass, and the copy's CLI runs the new job."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -59,6 +60,21 @@ def _copy_of_the_repository(target) -> None:
             os.symlink(os.readlink(source), copy)
         else:
             shutil.copy2(source, copy)
+
+
+def test_job_modules_import_no_command_line():
+    """A job module (one that declares JOB) imports the job contract, its parameters and its solver;
+    the CLI, the pipeline's top floor, is for command modules."""
+    jobs = [path for path in (REPO / "jobs").glob("*.py") if "\nJOB = " in path.read_text()]
+    assert len(jobs) >= 3
+    for path in jobs:
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+        assert "batchenum.pipeline.cli" not in imported, path.name
 
 
 @pytest.mark.slow

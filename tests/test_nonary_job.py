@@ -107,12 +107,14 @@ def test_arguments_are_checked():
 def test_generate_command_writes_jsonl_and_parquet(tmp_path):
     import argparse
 
+    from batchenum.jobs import generate as commands
+
     parser = argparse.ArgumentParser()
-    nonary.add_generate_arguments(parser)
+    commands.add_door_graph_arguments(parser)
     for name in ("g.jsonl", "g.parquet"):
         out = tmp_path / name
         args = parser.parse_args(["--count", "12", "--rooms", "3", "--doors", "7", "--seed", "5", "--out", str(out)])
-        assert nonary.run_generate(args) == 0
+        assert commands.generate_door_graphs(args) == 0
         answers, errors = run_all(NonaryJob(str(out)))
         assert len(answers["id"]) == 12 and not errors["id"]
         assert answers["id"][0] == "g01"
