@@ -26,6 +26,7 @@ from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.names import check_file_name
 from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.registry import JobRegistry, is_job_path
@@ -366,13 +367,20 @@ def _cleanup(args: argparse.Namespace) -> int:
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):
         raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
+    if args.job:
+        check_file_name(args.job, "--job")  # a job's name, never a way out of DIR
     names = [args.job] if args.job else [os.path.basename(path.rstrip("/")) for path in out.list_dirs(out.root)]
+    folders = []
     for name in names:
         folder = out.child(name)
         if name.startswith("_") or not folder.is_file(folder.join(MANIFEST_FILE)):
             if args.job:
                 raise PipelineError(f"{folder.display_root} has no committed tables: nothing to clean up there")
             continue
+        folders.append((name, folder))
+    for _, folder in folders:  # a job folder replaced by a link: refused before anything is removed
+        folder.refuse_links(folder.root)
+    for name, folder in folders:
         with Lease(folder, say=lambda line: print(line, file=sys.stderr)):  # no run may write there meanwhile
             files, size = remove_shards(folder)
         print(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchenum.pipeline.names import check_file_name, check_job_class, check_plain_name, check_unique
 from batchenum.pipeline.params import Param, declared_params, resolve_params
 
 __all__ = [
@@ -133,6 +134,7 @@ class Column:
     distinct: bool = False
 
     def __post_init__(self) -> None:
+        check_plain_name(self.name, "column")
         if self.type not in COLUMN_TYPES:
             raise ValueError(f"column {self.name!r}: type must be one of {COLUMN_TYPES}, not {self.type!r}")
 
@@ -157,7 +159,9 @@ class TableSpec:
     partition: str | None = None
 
     def __post_init__(self) -> None:
+        check_file_name(self.name, "table")  # its file or folder in the job folder
         names = [c.name for c in self.columns]
+        check_unique(names, f"table {self.name!r}", "columns")
         for col in (*self.key, *self.sort, *([self.partition] if self.partition else [])):
             if col not in names:
                 raise ValueError(f"table {self.name!r}: {col!r} is not one of its columns {names}")
@@ -224,6 +228,10 @@ class Job:
     # Tables shards write (and the merge reads); default: all declared tables.  Tables that only
     # finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_job_class(cls)  # a bad name fails where it is declared (pipeline/names.py)
 
     def __init__(self, *args: Any, **params: Any):
         for name, value in resolve_params(type(self), args, params, type(self).check_params).items():

@@ -20,10 +20,12 @@ import importlib.util
 import os
 import pkgutil
 import sys
+import traceback
 from typing import Any
 
 from batchenum.pipeline.errors import UsageError
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.names import BadNameError, check_job_names
 
 __all__ = ["JobRegistry", "ENTRY_POINT_GROUP", "RUN_OPTIONS", "is_job_path", "load_job_class"]
 
@@ -169,10 +171,19 @@ def _import_file(path: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except BadNameError as error:  # a name in a class body fails before its class exists: say where
+        del sys.modules[name]
+        raise BadNameError(f"{path}, line {_line_in(path, error)}: {error}") from None
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+def _line_in(path: str, error: BaseException) -> int | None:
+    """The line of ``path`` that the error went through last."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == path]
+    return frames[-1].lineno if frames else None
 
 
 def _checked(job: Any, where: str) -> type[Job]:
@@ -181,6 +192,7 @@ def _checked(job: Any, where: str) -> type[Job]:
         raise UsageError(f"{where} is not a job class (a subclass of batchenum.pipeline.job.Job): {job!r}")
     if not job.name:
         raise UsageError(f"{where}: the job class {job.__qualname__} has no name: set name = '...' on it")
+    check_job_names(job)  # a name set after the class's definition
     clashes = sorted(set(job.declared_params()) & set(RUN_OPTIONS))
     if clashes:
         raise UsageError(
