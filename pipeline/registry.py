@@ -82,7 +82,7 @@ class JobRegistry:
             if entry is None:
                 continue
             try:
-                found[name] = _checked(entry.load(), entry.value)
+                found[name] = _named(_checked(entry.load(), entry.value), name)
             except Exception as error:  # one broken package must not take every other job with it
                 self._unloadable[name] = (
                     f"the job {name!r} of the installed package {_distribution(entry)} ({entry.value}) "
@@ -244,6 +244,14 @@ def _one_line(error: BaseException) -> str:
     """An import error as one line: its type and its message's first line."""
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _named(job: type[Job], name: str) -> type[Job]:
+    """An installed job under its own name: one registered as ``other`` but named ``dungeons``
+    would write into a built-in job's folder."""
+    if job.name != name:
+        raise UsageError(f"its class {job.__qualname__} is named {job.name!r}: give the entry point its job's name")
+    return job
 
 
 def _checked(job: Any, where: str) -> type[Job]:

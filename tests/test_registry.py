@@ -288,7 +288,11 @@ def test_a_broken_or_competing_installed_job_is_one_warning_and_every_other_job_
             tmp_path,
             "zz-broken-jobs",
             {"zzbroken": ""},
-            {"broken": "zzbroken.missing:Broken", "dungeons": "zzbroken.shadow:Dungeons"},
+            {
+                "broken": "zzbroken.missing:Broken",
+                "dungeons": "zzbroken.shadow:Dungeons",
+                "misnamed": "toyqueens_a:Queens",  # a job named toyqueens: it would write in toyqueens/
+            },
         ),
         # two packages registering one name: the first by distribution name wins
         _package(tmp_path, "toyqueens-b", {"toyqueens_b": queens}, {"toyqueens": "toyqueens_b:Queens"}),
@@ -313,7 +317,7 @@ def test_a_broken_or_competing_installed_job_is_one_warning_and_every_other_job_
     try:
         helped = run(*cli_command("run", "--help"))
         lines = warned(helped)
-        assert len(lines) == 3 and all(line.count("\n") == 0 for line in lines), helped.stderr
+        assert len(lines) == 4 and all(line.count("\n") == 0 for line in lines), helped.stderr
         assert f"batchenum: warning: {broken}{error}; it is left out" in lines, lines
         assert any(
             "zz-broken-jobs (zzbroken.shadow:Dungeons) registers the job 'dungeons'" in line
@@ -327,7 +331,12 @@ def test_a_broken_or_competing_installed_job_is_one_warning_and_every_other_job_
             and "toyqueens-a's is used, the first by distribution name" in line
             for line in lines
         ), lines
-        assert "toyqueens" in helped.stdout and "broken" not in helped.stdout
+        assert (
+            "batchenum: warning: the job 'misnamed' of the installed package zz-broken-jobs (toyqueens_a:Queens) cannot "
+            "be loaded: UsageError: its class Queens is named 'toyqueens': give the entry point its job's name; "
+            "it is left out"
+        ) in lines, lines
+        assert "toyqueens" in helped.stdout and "broken" not in helped.stdout and "misnamed" not in helped.stdout
 
         out = tmp_path / "out"
         dungeons = ("run", "dungeons", "--input", str(CASES / "dungeon_seed.jsonl"), "--serial", "--out", str(out))
