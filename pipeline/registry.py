@@ -185,17 +185,18 @@ def _import_file(path: str) -> Any:
         spec.loader.exec_module(module)
     except BadNameError as error:  # a name in a class body fails before its class exists: say where
         del sys.modules[name]
-        raise BadNameError(f"{path}, line {_line_in(path, error)}: {error}") from None
+        raise BadNameError(f"{_where_in(path, error)}: {error}") from None
     except BaseException:
         del sys.modules[name]
         raise
     return module
 
 
-def _line_in(path: str, error: BaseException) -> int | None:
-    """The line of ``path`` that the error went through last."""
+def _where_in(path: str, error: BaseException) -> str:
+    """``path, line N``: the line of ``path`` the error went through last (the file alone when it
+    was raised in a module the file imports)."""
     frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == path]
-    return frames[-1].lineno if frames else None
+    return f"{path}, line {frames[-1].lineno}" if frames else path
 
 
 class PluginWarning(UserWarning):

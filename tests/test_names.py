@@ -82,6 +82,7 @@ def test_a_bad_name_fails_at_definition_in_one_line_and_writes_nothing(name, tab
     )
     assert_exit(done, 2)
     assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    assert done.stderr.startswith(f"batchenum: error: {job_file}, line "), done.stderr  # where, in the file
     assert tree(victim) == before and not out.exists()
 
 
