@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +27,10 @@ from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import run_job
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.names import check_file_name
 from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
-from batchenum.pipeline.registry import JobRegistry, is_job_path
+from batchenum.pipeline.registry import JobRegistry, PluginWarning, is_job_path
 from batchenum.pipeline.run_options import CLI, RunOptions, run_params
 from batchenum.pipeline.storage import Storage, is_uri
 
@@ -300,13 +302,20 @@ def _cleanup(args: argparse.Namespace) -> int:
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):
         raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
+    if args.job:
+        check_file_name(args.job, "--job")  # a job's name, never a way out of DIR
     names = [args.job] if args.job else [os.path.basename(path.rstrip("/")) for path in out.list_dirs(out.root)]
+    folders = []
     for name in names:
         folder = out.child(name)
         if name.startswith("_") or not folder.is_file(folder.join(MANIFEST_FILE)):
             if args.job:
                 raise PipelineError(f"{folder.display_root} has no committed tables: nothing to clean up there")
             continue
+        folders.append((name, folder))
+    for _, folder in folders:  # a job folder replaced by a link: refused before anything is removed
+        folder.refuse_links(folder.root)
+    for name, folder in folders:
         with Lease(folder, say=lambda line: print(line, file=sys.stderr)):  # no run may write there meanwhile
             files, size = remove_shards(folder)
         print(
@@ -355,6 +364,25 @@ def _refuse_relative_out_under_job_submit(out: str) -> None:
 
 
 def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchenum", version: str = "unknown") -> int:
+    with warnings.catch_warnings():  # restores Python's own display afterwards
+        warnings.showwarning = _plugin_warnings_as_lines(prog, warnings.showwarning)
+        return _main(argv, registry, prog, version)
+
+
+def _plugin_warnings_as_lines(prog: str, shown: Callable[..., None]) -> Callable[..., None]:
+    """An installed job left out (pipeline/registry.py) is one line, ``batchenum: warning: ...``,
+    not Python's two (a file, a line of source); any other warning is shown as before."""
+
+    def show(message: Any, category: type[Warning], *rest: Any, **named: Any) -> None:
+        if issubclass(category, PluginWarning):
+            print(f"{prog}: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest, **named)
+
+    return show
+
+
+def _main(argv: Sequence[str] | None, registry: JobRegistry, prog: str, version: str) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(registry, prog, version, only_job=_one_job(registry, argv))
@@ -394,7 +422,9 @@ def _one_job(registry: JobRegistry, argv: Sequence[str]) -> str:
     if len(argv) < 2 or argv[0] != "run":
         return ""
     job = argv[1]
-    return job if is_job_path(job) or registry.own_module_job(job) is not None else ""
+    if is_job_path(job) or registry.own_module_job(job) is not None or job in registry.unloadable:
+        return job  # (an installed job that cannot be loaded: its parser says why, in one line)
+    return ""
 
 
 class _Interrupt(threading.Event):

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
+from batchenum.pipeline.names import file_name_problem
 
 __all__ = ["ContractError", "checked_params", "check_plan", "completed_tables"]
 
@@ -43,11 +44,14 @@ def checked_params(job: Job) -> dict[str, Any]:
 
 
 def check_plan(job: Job, shards: list[Shard]) -> None:
-    """Every shard id once, each a ``Shard``."""
+    """Every shard id once, each a ``Shard`` whose id can name its files in the job folder."""
     seen: set[str] = set()
     for shard in shards:
         if not isinstance(shard, Shard):
             raise ContractError(f"job {job.name!r}: plan() must return Shard objects, not {type(shard).__name__}")
+        problem = file_name_problem(shard.id)
+        if problem is not None:
+            raise ContractError(f"job {job.name!r}: plan() gives a shard id that cannot name its files: {problem}")
         if shard.id in seen:
             raise ContractError(
                 f"job {job.name!r}: plan() gives the shard id {shard.id!r} twice; ids name the "

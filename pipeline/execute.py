@@ -17,6 +17,7 @@ from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lease import Lease
+from batchenum.pipeline.names import check_job_names
 from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
@@ -57,12 +58,14 @@ class RunResult:
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
+    check_job_names(job)  # a name set after the class's definition (on the object, say): nothing written yet
     progress = progress or Progress(job.name)
     started = time.monotonic()
     params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(
         _output_storage(options.out, options.storage_timeout), job, Provenance(job.name, code_version(job), params)
     )
+    store.storage.refuse_links(store.storage.root)  # the job folder itself, before its lease is written
     try:
         return _run_leased(job, store, options, progress, started)
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (pipeline/cli.py): say what a rerun reuses

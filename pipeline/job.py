@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from batchenum.pipeline.names import check_file_name, check_job_class, check_plain_name, check_unique
 from batchenum.pipeline.params import Param, declared_params, recorded_params, resolve_params
 
 if TYPE_CHECKING:  # both import this module
@@ -137,6 +138,7 @@ class Column:
     distinct: bool = False
 
     def __post_init__(self) -> None:
+        check_plain_name(self.name, "column")
         if self.type not in COLUMN_TYPES:
             raise ValueError(f"column {self.name!r}: type must be one of {COLUMN_TYPES}, not {self.type!r}")
 
@@ -161,7 +163,9 @@ class TableSpec:
     partition: str | None = None
 
     def __post_init__(self) -> None:
+        check_file_name(self.name, "table")  # its file or folder in the job folder
         names = [c.name for c in self.columns]
+        check_unique(names, f"table {self.name!r}", "columns")
         for col in (*self.key, *self.sort, *([self.partition] if self.partition else [])):
             if col not in names:
                 raise ValueError(f"table {self.name!r}: {col!r} is not one of its columns {names}")
@@ -229,6 +233,15 @@ class Job:
     # finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_job_class(cls)  # a bad name fails where it is declared (pipeline/names.py)
+        if "params" in vars(cls):
+            raise TypeError(
+                f"job class {cls.__name__}: params() is derived from the declared parameters (every Param "
+                "with recorded=True) and cannot be overridden; define extra_params() to add to it"
+            )
+
     def __init__(self, *args: Any, **params: Any):
         for name, value in resolve_params(type(self), args, params, type(self).check_params).items():
             setattr(self, name, value)
@@ -257,14 +270,6 @@ class Job:
     def commands(cls) -> list:
         """Other commands the job brings (``pipeline.cli.Command``: ``generate dungeons``...)."""
         return []
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "params" in vars(cls):
-            raise TypeError(
-                f"job class {cls.__name__}: params() is derived from the declared parameters (every Param "
-                "with recorded=True) and cannot be overridden; define extra_params() to add to it"
-            )
 
     def params(self) -> dict[str, Any]:
         """The parameters that determine the results, recorded as provenance in every file: every

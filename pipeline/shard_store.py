@@ -34,6 +34,7 @@ from batchenum.pipeline.arrow import to_numpy
 from batchenum.pipeline.checkpoint import CHECKPOINTS
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
+from batchenum.pipeline.names import file_name_problem
 from batchenum.pipeline.parquet_format import (
     SHARD_ROW_GROUP_ROWS,
     DamagedFileError,
@@ -75,9 +76,12 @@ PLAN_FILE = "_plan.json"
 # The lease's own scratch file (lease.py, ``_create_exclusively``), left by a writer killed there.
 _LEASE_SCRATCH = re.compile(re.escape(LEASE_FILE + TMP_MARK) + "[0-9a-f]{32}")
 SHARDS_DIR = "_shards"  # the shard store: committed shard files, outside every table's folder
-# A table's or shard's name as the store's own files may give them: names read from a file in the
-# folder are used only as these, so none leads outside.
-PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def is_file_name(name: Any) -> bool:
+    """Whether ``name`` is a table's or shard's name as a job may declare it (pipeline/names.py):
+    names read from a file in the folder are used only as these, so none leads outside."""
+    return file_name_problem(name) is None
 
 
 def plan_problem(plan: Any) -> str | None:
@@ -86,9 +90,7 @@ def plan_problem(plan: Any) -> str | None:
         return f"it holds a JSON {type(plan).__name__}, not an object"
     for key in ("shards", "tables"):
         value = plan.get(key, [])
-        if not isinstance(value, list) or not all(
-            isinstance(item, str) and PLAIN_NAME.fullmatch(item) for item in value
-        ):
+        if not isinstance(value, list) or not all(is_file_name(item) for item in value):
             return f"its {key} are not a list of plain names"
     for key in ("started_at",):
         value = plan.get(key)
