@@ -294,9 +294,11 @@ class Job:
         """The shards, in a deterministic order."""
         raise NotImplementedError
 
-    def run_shard(self, shard: Shard, context: ShardContext) -> ShardResult:
+    def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Compute one shard.  Runs in a Ray worker, or in the driver's own threads; ``context``
-        carries what else it may use (checkpoint, nested tasks, records to retry)."""
+        carries what else it may use (checkpoint, nested tasks, records to retry).  The pipeline
+        always gives one; None when the shard is computed by hand (a test, a warm-up), without a
+        checkpoint store or tasks.  Every built-in job overrides it with this very signature."""
         raise NotImplementedError
 
     def shard_label(self, shard: Shard) -> str:

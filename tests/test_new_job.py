@@ -7,6 +7,7 @@ must pass, and the copy's CLI runs the new job."""
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import shutil
 import subprocess
@@ -75,6 +76,19 @@ def test_job_modules_import_no_command_line():
             elif isinstance(node, ast.Import):
                 imported |= {alias.name for alias in node.names}
         assert "batchenum.pipeline.cli" not in imported, path.name
+
+
+def test_every_run_shard_has_the_base_signature():
+    from batchenum.jobs import REGISTRY
+    from batchenum.pipeline.job import Job
+    from batchenum.pipeline.skeletons import RecordJob, TreeJob
+
+    base = inspect.signature(Job.run_shard)
+    classes = [REGISTRY.job_class(name) for name in REGISTRY.names()] + [RecordJob, TreeJob]
+    for job_class in classes:
+        for klass in job_class.__mro__:
+            if "run_shard" in vars(klass):
+                assert inspect.signature(vars(klass)["run_shard"]) == base, klass.__qualname__
 
 
 @pytest.mark.slow
