@@ -12,15 +12,17 @@ document on standard output (docs/cli.md, "JSON output"); progress stays on stan
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
@@ -211,7 +213,7 @@ def build_parser(
     only_job: build ``run`` with that job alone (a registered name, or ``MODULE:CLASS``) and no other
     command, for a command line that starts ``run JOB``: argparse reads it the same, without
     importing every job's module."""
-    parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
+    parser = _Parser(prog=prog, description="Distributed batch enumeration on Ray.")
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run = top.add_parser(
@@ -262,6 +264,57 @@ def build_parser(
         command.add_arguments(sub)
         sub.set_defaults(handler=command.run)
     return parser
+
+
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<argument>\S+): invalid choice: (?P<given>'.*?') \(choose from (?P<choices>.*)\)$"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its mistakes answered by the command they were made in: an unknown option
+    gets that command's usage (``run palago --max-m``: palago's, not the top level's) and the
+    closest option; an unknown choice the closest choice; an unknown job how to name one's own."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            words = list(sys.argv[1:] if args is None else args)
+            owner = _command_parser(self, words)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(extras, _options_of(owner))}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        found = _INVALID_CHOICE.match(message)
+        if found:
+            choices = [choice.strip("'") for choice in found["choices"].split(", ")]
+            message += _did_you_mean([found["given"].strip("'")], choices)
+            if found["argument"] == "JOB":
+                message += "; or a job class of your own, as MODULE:CLASS or path/to/file.py:CLASS (docs/jobs.md)"
+        super().error(message)
+
+
+def _command_parser(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command a command line names: ``run palago ...`` -> palago's."""
+    for word in words:
+        commands = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not commands:
+            break
+        parser = commands[0].choices.get(word, parser)
+    return parser
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for option in parser._option_string_actions if option.startswith("--")]
+
+
+def _did_you_mean(given: Sequence[str], known: Sequence[str]) -> str:
+    """ " (did you mean --max-n?)" for the closest known word to any given one, else ""."""
+    for word in given:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:

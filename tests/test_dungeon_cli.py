@@ -101,7 +101,7 @@ def test_generate_then_run(tmp_path):
 
 def test_missing_input_fails_with_a_clear_message(tmp_path):
     done = batchenum("run", "dungeons", "--input", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path), "--serial")
-    assert_exit(done, 1)
+    assert_exit(done, 2)  # a usage mistake, as every other (issue 48)
     assert "does not exist" in done.stderr
 
 
