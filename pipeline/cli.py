@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.interrupts import interrupted as _interrupted
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
@@ -559,20 +560,6 @@ def _pipe_closed() -> int:
     flush at exit does not fail again."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
-
-
-def _interrupted(prog: str, signum: int = signal.SIGINT, committed: int | None = None) -> int:
-    """One line, and exit status 128 + the signal, as a shell reports a process the signal ended: 130
-    for Ctrl-C, 143 for SIGTERM.  ``committed``: the shards the job folder holds, when known."""
-    how = "stopped (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-    if committed is None:
-        kept = "committed shards are kept, a rerun reuses them"
-    elif committed == 1:
-        kept = "1 shard committed is kept, a rerun reuses it"
-    else:
-        kept = f"{committed} shards committed are kept, a rerun reuses them"
-    print(f"\n{prog}: {how}; {kept}", file=sys.stderr)
-    return 128 + int(signum)
 
 
 # ------------------------------------------------------------------- generate commands of batch jobs
