@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import assert_exit, assert_matches_published, wait_until
+from helpers import assert_exit, assert_matches_published, cli_command, wait_until
 
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder, process_tree
 
@@ -261,3 +261,53 @@ def test_runs_in_two_threads_share_one_private_ray_and_the_last_stops_it(tmp_pat
     assert report["ray_initialised"] is False  # stopped by the last run to finish
     for name in ("a", "b"):
         assert_matches_published(tmp_path / name, 22)
+
+
+# ------------------------------------------------------------------- a Ray that cannot start (issue 48)
+
+
+def test_a_long_ray_tmpdir_is_refused_up_front_in_one_line(tmp_path):
+    long_root = tmp_path / ("r" * 40)  # with pytest's own folder: far past Ray's 107-byte socket paths
+    long_root.mkdir()
+    started = time.monotonic()
+    done = subprocess.run(
+        cli_command("run", "palago", "--max-n", "9", "--no-head-start", "--out", str(tmp_path / "out")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": str(long_root)},
+    )
+    assert_exit(done, 1)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"batchenum: error: could not start a local Ray: RAY_TMPDIR={long_root} is too long")
+    assert "a Unix socket's path may take 107; set RAY_TMPDIR to a folder of yours of at most" in last
+    assert "Traceback" not in done.stderr and time.monotonic() - started < 60  # Ray was never started
+    assert os.listdir(long_root) == []
+
+
+def test_a_ray_that_cannot_start_says_why_in_one_line_with_its_logs_path(tmp_path, monkeypatch):
+    """``ray start`` failing with colour codes in its output (a sitecustomize makes every Python it
+    starts fail so): the reason without them, and a copy of the output that outlives the folder."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, sys\nsys.stderr.write('noise\\n\\x1b[31mRuntimeError: the raylet could not bind\\x1b[0m\\nmore\\n')\n"
+        "sys.stderr.flush()\nos._exit(1)\n"
+    )
+    root = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", root)
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        with pytest.raises(LocalRayError) as raised:
+            ray.wait(60)
+    finally:
+        ray.stop()
+    message = str(raised.value)
+    kept = re.search(r"\(its output: (\S+)\)$", message)
+    assert message.startswith("`ray start` exited with status 1: RuntimeError: the raylet could not bind (its output: ")
+    assert "\n" not in message and "\x1b" not in message and kept
+    assert "the raylet could not bind" in Path(kept[1]).read_text()
+    os.remove(kept[1])
+    os.rmdir(root)
