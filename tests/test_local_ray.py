@@ -311,3 +311,29 @@ def test_a_ray_that_cannot_start_says_why_in_one_line_with_its_logs_path(tmp_pat
     assert "the raylet could not bind" in Path(kept[1]).read_text()
     os.remove(kept[1])
     os.rmdir(root)
+
+
+@pytest.mark.parametrize("token_file", [True, False])
+def test_ray_start_turns_token_auth_on_by_itself_when_it_finds_a_token_file(tmp_path, monkeypatch, token_file):
+    """docs/cluster.md, Authentication: with RAY_AUTH_MODE unset, a plain ``ray start --head``
+    requires a token exactly when ``~/.ray/auth_token`` exists (issue 48: the README said it never
+    did, and nodes without the token failed)."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    if token_file:
+        (home / ".ray" / "auth_token").write_text("0123456789abcdef0123456789abcdef")
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    root = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", root)
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        ray.wait(300)
+        (log,) = Path(root).glob("batchenum-ray-*/ray-start.log")
+        said = log.read_text()
+    finally:
+        ray.stop()
+        os.rmdir(root)
+    assert f"Token authentication is {'enabled' if token_file else 'disabled'} for this Ray cluster" in said
