@@ -337,3 +337,44 @@ def test_ray_start_turns_token_auth_on_by_itself_when_it_finds_a_token_file(tmp_
         ray.stop()
         os.rmdir(root)
     assert f"Token authentication is {'enabled' if token_file else 'disabled'} for this Ray cluster" in said
+
+
+FORWARDED = """
+import sys, time
+import ray
+from ray._private.worker import global_worker_stdstream_dispatcher as dispatcher
+from batchenum.pipeline.runner import RaySession
+
+session = RaySession(None, 1)
+session.connect()
+base = {"ip": "127.0.0.1", "localhost": "127.0.0.1", "is_err": True, "job": "", "task_name": "", "actor_name": ""}
+# what Ray's log monitor forwards from the GCS's and the raylet's .err files, as measured in issue 48
+dispatcher.emit({**base, "pid": "gcs_server", "lines": [
+    "[2026-12-04 10:00:00,000 E 1 1] gcs_server.cc:1361: Failed to establish connection to the "
+    "event+metrics exporter agent. Events and metrics will not be exported."]})
+dispatcher.emit({**base, "pid": "raylet", "lines": ["[2026-12-04 10:00:00,000 E 1 1] main.cc:1108: raylet noise"]})
+dispatcher.emit({**base, "pid": "4242", "lines": ["\\x1b[31ma worker's own line\\x1b[0m", "[state-dump] NodeManager:"]})
+
+@ray.remote
+def speak():
+    print("a task's print", file=sys.stderr)
+
+ray.get(speak.remote())
+time.sleep(3)  # the log monitor forwards a task's output within a second or so
+session.close()
+"""
+
+
+def test_the_private_ray_forwards_what_the_work_prints_and_none_of_rays_own_lines(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", FORWARDED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": tempfile.mkdtemp(prefix="rt", dir="/tmp")},
+    )
+    assert_exit(done, 0)
+    assert "a worker's own line" in done.stderr and "a task's print" in done.stderr
+    assert "\x1b" not in done.stderr  # off a terminal: no colour codes, Ray's own prefixes' included
+    for noise in ("gcs_server", "raylet", "main.cc", "[state-dump]", "exporter agent"):
+        assert noise not in done.stderr, done.stderr
