@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from batchenum.pipeline.batch import BatchInputJob, rejection_lines
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import RunOptions, run_job
@@ -342,6 +343,9 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
         print(json.dumps(_run_json(job, result, summary), indent=2))
         return 0
     print(summary)
+    if isinstance(job, BatchInputJob) and result.paths.get("errors"):  # which records, and why
+        for line in rejection_lines(job.name, result.paths["errors"], len(result.tables["errors"])):
+            print(line)
     print(
         f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
         + (f", {len(result.recomputed)} recomputed: {_why_recomputed(result)}" if result.recomputed else "")
