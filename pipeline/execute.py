@@ -76,6 +76,8 @@ class RunResult:
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
     progress = progress or Progress(job.name)
+    progress.ray = not options.serial
+    progress.kernels = any("warm" in vars(cls) for cls in type(job).__mro__ if cls is not Job)  # kernels to warm
     started = time.monotonic()
     params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(
