@@ -21,7 +21,7 @@ from batchenum.pipeline.params import INPUTS, Param
 from batchenum.pipeline.parquet_format import TAKEOVER_ROWS
 from batchenum.pipeline.storage import Storage, is_uri, redact
 
-__all__ = ["BatchInputJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
+__all__ = ["BatchInputJob", "rejection_lines", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
 
 # A record's identity, the key and order of both tables: its file (files are planned in sorted path
 # order, so the key rises from shard to shard) and its line (JSONL) or row (Parquet) in that file.
@@ -160,6 +160,32 @@ class BatchInputJob(Job):
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
         """``NAME: read N, answered A, rejected R`` (N = A + R, checked by ``check_totals``)."""
         return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
+
+
+SHOWN_REJECTIONS = 3  # rejected records the command line names after a batch's summary
+
+
+def rejection_lines(job: str, errors_path: str, rejected: int, shown: int = SHOWN_REJECTIONS) -> list[str]:
+    """What a person reads after ``read N, answered A, rejected R``: the first ``shown`` reasons,
+    each with its file (the reason starts with its line), then how to read them all.  Nothing when
+    no record was rejected, or the errors table cannot be read back."""
+    if not rejected:
+        return []
+    import pyarrow.dataset as ds
+
+    try:
+        first = ds.dataset(errors_path, format="parquet").head(shown, columns=["file", "error"]).to_pylist()
+    except (OSError, ValueError):  # (pyarrow's errors are both) the summary stands without them
+        return []
+    if rejected > len(first):
+        which = f"the first {len(first)} of {rejected:,} rejected records"
+    else:
+        which = "the rejected record" if rejected == 1 else f"the {rejected} rejected records"
+    lines = [f"{job}: {which}:"]
+    lines += [f"  {row['file']}: {row['error']}" for row in first]
+    reading = f"pd.read_parquet({errors_path!r})[['file', 'line', 'error']].to_string()"
+    lines.append(f'  every one, with its id: python -c "import pandas as pd; print({reading})"')
+    return lines
 
 
 def _shown(value: str) -> str:

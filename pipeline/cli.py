@@ -12,20 +12,24 @@ document on standard output (docs/cli.md, "JSON output"); progress stays on stan
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
+from batchenum.pipeline.batch import BatchInputJob, rejection_lines
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import run_job
+from batchenum.pipeline.interrupts import interrupted as _interrupted
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.names import check_file_name
 from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
@@ -153,7 +157,7 @@ def build_parser(
     only_job: build ``run`` with that job alone (a registered name, or ``MODULE:CLASS``) and no other
     command, for a command line that starts ``run JOB``: argparse reads it the same, without
     importing every job's module."""
-    parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
+    parser = _Parser(prog=prog, description="Distributed batch enumeration on Ray.")
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run = top.add_parser(
@@ -206,6 +210,57 @@ def build_parser(
     return parser
 
 
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<argument>\S+): invalid choice: (?P<given>'.*?') \(choose from (?P<choices>.*)\)$"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its mistakes answered by the command they were made in: an unknown option
+    gets that command's usage (``run palago --max-m``: palago's, not the top level's) and the
+    closest option; an unknown choice the closest choice; an unknown job how to name one's own."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            words = list(sys.argv[1:] if args is None else args)
+            owner = _command_parser(self, words)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(extras, _options_of(owner))}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        found = _INVALID_CHOICE.match(message)
+        if found:
+            choices = [choice.strip("'") for choice in found["choices"].split(", ")]
+            message += _did_you_mean([found["given"].strip("'")], choices)
+            if found["argument"] == "JOB":
+                message += "; or a job class of your own, as MODULE:CLASS or path/to/file.py:CLASS (docs/jobs.md)"
+        super().error(message)
+
+
+def _command_parser(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command a command line names: ``run palago ...`` -> palago's."""
+    for word in words:
+        commands = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not commands:
+            break
+        parser = commands[0].choices.get(word, parser)
+    return parser
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for option in parser._option_string_actions if option.startswith("--")]
+
+
+def _did_you_mean(given: Sequence[str], known: Sequence[str]) -> str:
+    """ " (did you mean --max-n?)" for the closest known word to any given one, else ""."""
+    for word in given:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
+
+
 def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
     try:
         options = RunOptions.given({name: getattr(args, name) for name in run_params(CLI) if hasattr(args, name)}, CLI)
@@ -222,6 +277,9 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
         print(json.dumps(_run_json(job, result, summary), indent=2))
         return 0
     print(summary)
+    if isinstance(job, BatchInputJob) and result.paths.get("errors"):  # which records, and why
+        for line in rejection_lines(job.name, result.paths["errors"], len(result.tables["errors"])):
+            print(line)
     print(
         f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
         + (f", {len(result.recomputed)} recomputed: {_why_recomputed(result)}" if result.recomputed else "")
@@ -468,20 +526,6 @@ def _pipe_closed() -> int:
     flush at exit does not fail again."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
-
-
-def _interrupted(prog: str, signum: int = signal.SIGINT, committed: int | None = None) -> int:
-    """One line, and exit status 128 + the signal, as a shell reports a process the signal ended: 130
-    for Ctrl-C, 143 for SIGTERM.  ``committed``: the shards the job folder holds, when known."""
-    how = "stopped (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-    if committed is None:
-        kept = "committed shards are kept, a rerun reuses them"
-    elif committed == 1:
-        kept = "1 shard committed is kept, a rerun reuses it"
-    else:
-        kept = f"{committed} shards committed are kept, a rerun reuses them"
-    print(f"\n{prog}: {how}; {kept}", file=sys.stderr)
-    return 128 + int(signum)
 
 
 # ------------------------------------------------------------------- generate commands of batch jobs

@@ -60,6 +60,8 @@ class RunResult:
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
     check_job_names(job)  # a name set after the class's definition (on the object, say): nothing written yet
     progress = progress or Progress(job.name)
+    progress.ray = not options.serial
+    progress.kernels = any("warm" in vars(cls) for cls in type(job).__mro__ if cls is not Job)  # kernels to warm
     started = time.monotonic()
     params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(

@@ -89,6 +89,7 @@ class LocalRay:
         """Spawn the watchdog and ``ray start``.  A failure here (no temporary folder, say) is raised
         by ``address()``, like one of ``ray start`` itself."""
         try:
+            _check_socket_room(_temp_root())
             self._folder, self._lock = private_folder(_temp_root())
             self._log = open(os.path.join(self._folder, "ray-start.log"), "w+b")
             ports = _free_port_options()
@@ -133,7 +134,7 @@ class LocalRay:
             raise LocalRayError(self._failure or "the local Ray was not started")
         up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
         if self._process.poll() is not None:
-            raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._output_tail()}")
+            raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._failure_said()}")
         if up:
             os.chmod(os.path.join(self._folder, _RAY_DIR), 0o700)  # Ray made it 0777
         return self._address if up else None
@@ -143,7 +144,7 @@ class LocalRay:
         deadline = time.monotonic() + timeout
         while (address := self.address()) is None:
             if time.monotonic() > deadline:
-                raise LocalRayError(f"`ray start` was not up after {timeout:g} s: {self._output_tail()}")
+                raise LocalRayError(f"`ray start` was not up after {timeout:g} s: {self._failure_said()}")
             time.sleep(0.05)
         return address
 
@@ -169,13 +170,67 @@ class LocalRay:
             os.close(self._lock)
             self._lock = None
 
-    def _output_tail(self, lines: int = 3) -> str:
+    def _failure_said(self) -> str:
+        """One line: the reason ``ray start`` gave (its last error line, without colour codes),
+        and where its whole output is kept (a copy: the private folder is removed with Ray)."""
         if self._log is None:  # stopped, or the log could not be opened
             return "(no output)"
         self._log.flush()
         self._log.seek(0)
-        text = self._log.read().decode(errors="replace").strip().splitlines()
-        return "\n".join(text[-lines:]) or "(no output)"
+        output = self._log.read()
+        lines = [_ANSI.sub("", line).strip() for line in output.decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        reason = next((line for line in reversed(lines) if _ERROR_LINE.search(line)), lines[-1] if lines else "")
+        kept = _keep_log(output)
+        return (reason or "(no output)") + (f" (its output: {kept})" if kept else "")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes Ray writes even off a terminal
+_ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b|\berror\b|\bfailed\b", re.IGNORECASE)
+
+
+def _keep_log(output: bytes) -> str | None:
+    """A copy of ``ray start``'s output in the temporary folder (mode 0600), for the message."""
+    try:
+        handle, path = tempfile.mkstemp(prefix="batchenum-ray-start-", suffix=".log", dir=_temp_root())
+        with os.fdopen(handle, "wb") as copy:
+            copy.write(output)
+    except OSError:
+        return None
+    return path
+
+
+# Ray makes its Unix sockets at TEMP/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store
+# (its longest), and a Unix socket's path holds at most 107 bytes.
+_SOCKET_TAIL = len("/session_2026-12-04_23-18-33_633652_") + len("/sockets/plasma_store")
+_SOCKET_PATH_MAX = 107
+
+
+def _check_socket_room(root: str) -> None:
+    """LocalRayError, before anything starts, when Ray's socket paths in a private folder of
+    ``root`` would pass 107 bytes: a long RAY_TMPDIR (or TMPDIR) that Ray would refuse, seconds
+    later, with a traceback."""
+    if not os.path.isdir(root):
+        return  # mkdtemp then says what is wrong with it
+    pid_digits = len(_read_text("/proc/sys/kernel/pid_max", "4194304").strip())
+    folder = os.path.join(os.path.abspath(root), _FOLDER_PREFIX + "x" * 8, _RAY_DIR)
+    longest = len(os.fsencode(folder)) + _SOCKET_TAIL + pid_digits
+    if longest > _SOCKET_PATH_MAX:
+        room = len(os.fsencode(os.path.abspath(root))) - (longest - _SOCKET_PATH_MAX)
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
+        raise LocalRayError(
+            f"{variable}={root} is too long for the private Ray: its socket paths there would take "
+            f"{longest} bytes, and a Unix socket's path may take {_SOCKET_PATH_MAX}; set {variable} to a "
+            f"folder of yours of at most {max(room, 1)} characters (such as /tmp), or unset it"
+        )
+
+
+def _read_text(path: str, default: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return default
 
 
 def private_folder(root: str) -> tuple[str, int]:

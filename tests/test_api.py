@@ -68,7 +68,7 @@ import batchenum
 from batchenum.pipeline.errors import UsageError
 
 logging.basicConfig(level=logging.INFO)
-ray.init(num_cpus=1, include_dashboard=False)  # a notebook's own Ray
+ray.init(address="local", num_cpus=1, include_dashboard=False)  # a notebook's own Ray, never another's
 connected = ray.get_runtime_context().gcs_address
 out = sys.argv[1]
 for options in ({"workers": 2}, {"address": "127.0.0.9:1"}):

@@ -42,6 +42,28 @@ def test_usage_errors_exit_2_with_one_line(args, says):
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("batchenum: error: ") and says in done.stderr
 
 
+def test_an_unknown_option_gets_the_jobs_usage_and_the_closest_option():
+    done = cli("run", "palago", "--max-m", "10", expect=2)
+    assert done.stdout == "" and done.stderr.startswith("usage: batchenum run palago ")
+    assert done.stderr.endswith(
+        "batchenum run palago: error: unrecognized arguments: --max-m 10 (did you mean --max-n?)\n"
+    )
+    done = cli("status", "--ot", "x", expect=2)
+    assert done.stderr.startswith("usage: batchenum status ") and "(did you mean --out?)" in done.stderr
+
+
+def test_an_unknown_job_names_the_closest_and_how_to_name_ones_own():
+    done = cli("run", "palagos", expect=2)
+    assert "invalid choice: 'palagos'" in done.stderr and "(did you mean palago?)" in done.stderr
+    assert "MODULE:CLASS or path/to/file.py:CLASS (docs/jobs.md)" in done.stderr
+
+
+def test_a_missing_input_is_a_usage_mistake(tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    done = cli("run", "dungeons", "--input", str(missing), "--out", str(tmp_path), "--serial", expect=2)
+    assert done.stderr == f"batchenum: error: input file {missing} does not exist\n"
+
+
 def test_generate_refuses_a_folder_and_a_missing_parent_and_creates_nothing(tmp_path):
     (tmp_path / "adir").mkdir()
     done = cli("generate", "dungeons", "--count", "5", "--out", "adir", cwd=tmp_path, expect=2)
