@@ -361,8 +361,8 @@ def advance_saving(checkpoint: Any, name: str, sweep: tuple, c: int, rows, follo
     merged generation as the checkpoint's part ``name``, then advance it as advance_piece does."""
     from batchenum.solvers.palago.transfer import advance_generation, merge_generations
 
-    merged = merge_generations(list(pieces), sweep[1] + 1)
-    checkpoint.save_part(name, merged.write, f"column {c}, {merged.rows:,} states")
+    merged = [merge_generations(list(pieces), sweep[1] + 1)]  # handed over: freed once swept
+    checkpoint.save_part(name, merged[0].write, f"column {c}, {merged[0].rows:,} states")
     return advance_generation(sweep, c, rows, following, buckets, merged)
 
 
@@ -371,7 +371,7 @@ def advance_loaded(checkpoint: Any, names: list[str], sweep: tuple, c: int, rows
     from batchenum.solvers.palago.transfer import advance_generation, merge_generations
 
     pieces = [_loaded_part(checkpoint, name) for name in names]
-    merged = pieces[0] if len(pieces) == 1 else merge_generations(pieces, sweep[1] + 1)
+    merged = pieces if len(pieces) == 1 else [merge_generations(pieces, sweep[1] + 1)]  # handed over: freed once swept
     del pieces
     return advance_generation(sweep, c, rows, following, buckets, merged)
 

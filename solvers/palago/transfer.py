@@ -1366,14 +1366,18 @@ def advance_piece(
     whose signatures no other task holds), sweep those steps and hash the output by the signature
     of the phase of rows ``following`` into ``buckets`` generations.  ``sweep``: (height, max_n,
     weighted, bound).  Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
-    return advance_generation(sweep, c, rows, following, buckets, merge_generations(list(pieces), sweep[1] + 1))
+    return advance_generation(sweep, c, rows, following, buckets, [merge_generations(list(pieces), sweep[1] + 1)])
 
 
 def advance_generation(
-    sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int, merged: Generation
+    sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int, source: list[Generation]
 ) -> tuple:
     """advance_piece's sweep and bucketing, from a generation whose keys are distinct already (one
-    saved bucket, or the merged pieces).  Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
+    saved bucket, or the merged pieces), handed over in the one-item list ``source``, which is
+    emptied: no reference is left to keep its rows once they are swept (an argument would stay
+    referenced by the caller until the call returns).  Returns (PieceSummary, bucket 0, ...,
+    bucket buckets-1)."""
+    merged = source.pop()
     height, n1 = sweep[0], sweep[1] + 1
     stats = np.zeros(2, np.int64)
     done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
@@ -1387,7 +1391,7 @@ def advance_generation(
         c * height + rows[1],
         _NO_SPARE,
     )
-    del merged, spare  # buffers not holding the output: freed before the buckets are cut
+    del merged, spare  # the swept rows and the buffers not holding the output: freed before the cut
     out = split_generation(Generation(data[0][:count], data[1]), buckets, height, following)
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
