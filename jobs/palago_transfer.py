@@ -368,10 +368,10 @@ def advance_saving(checkpoint: Any, name: str, sweep: tuple, c: int, rows, follo
 
 def advance_loaded(checkpoint: Any, names: list[str], sweep: tuple, c: int, rows, following, buckets: int):
     """A task of the first phase of a resumed split save: its parts read here, merged, advanced."""
-    from batchenum.solvers.palago.transfer import advance_generation, merge_generations
+    from batchenum.solvers.palago.transfer import advance_generation, merged_rows
 
     pieces = [_loaded_part(checkpoint, name) for name in names]
-    merged = pieces if len(pieces) == 1 else [merge_generations(pieces, sweep[1] + 1)]  # handed over: freed once swept
+    merged = pieces if len(pieces) == 1 else [merged_rows(pieces, sweep[1] + 1)]  # handed over: freed once swept
     del pieces
     return advance_generation(sweep, c, rows, following, buckets, merged)
 

@@ -48,6 +48,7 @@ __all__ = [
     "PieceSummary",
     "split_generation",
     "merge_generations",
+    "merged_rows",
     "advance_piece",
     "advance_generation",
     "advance_column",
@@ -1314,36 +1315,45 @@ def _merge_from(source, first, slots, target, count, used, n1):
 
 
 @njit(cache=True, nogil=True)
-def _merge_rows(heads, pool, n1):
-    """Rows of the generation (heads, pool) with equal keys summed (uint64 wraps, mod P adds mod P,
-    float64 adds, ranges widen); returns (the merged heads, their pool, how many rows)."""
-    size = 64
-    while size < 2 * heads.shape[0]:
-        size *= 2
-    slots = np.full(size, -1, dtype=np.int64)
-    out = np.zeros_like(heads)
-    out_pool = np.zeros(max(64, pool.shape[0]), dtype=np.int64)
+def _merge_piece(heads, pool, slots, out, out_pool, count, used, n1):
+    """The rows of one piece (heads, pool) summed into the merged rows ``out`` (found through
+    ``slots``, room for every row) and their pool, grown as needed; returns (out_pool, count,
+    used)."""
     source = (heads, pool, pool.view(np.uint64), pool.view(np.float64))
-    first, count, used = 0, 0, 0
+    first = 0
     while first < heads.shape[0]:
         out_pool = _with_room(out_pool, used, 3 * n1 + pool.shape[0] // 4)
         first, count, used = _merge_from(
             source, first, slots, (out, out_pool, out_pool.view(np.uint64), out_pool.view(np.float64)), count, used, n1
         )
-    return out, out_pool, count
+    return out_pool, count, used
+
+
+def merged_rows(pieces: list[Generation], n1: int) -> Generation:
+    """merge_generations's rows, read from each piece in place (no copy of them all together) and
+    left where the merge wrote them: a pool with holes (where a widened range moved), which the
+    sweep reads as it is.  For a task that sweeps them next (advance_piece)."""
+    pieces = [piece for piece in pieces if piece.rows]
+    if not pieces:
+        return _empty_generation()
+    rows = sum(piece.rows for piece in pieces)
+    size = 64
+    while size < 2 * rows:
+        size *= 2
+    slots = np.full(size, -1, dtype=np.int64)
+    out = np.zeros((rows, _HEAD), np.int64)
+    out_pool = np.zeros(max(64, sum(piece.pool.shape[0] for piece in pieces)), np.int64)
+    count, used = 0, 0
+    for piece in pieces:
+        out_pool, count, used = _merge_piece(piece.heads, piece.pool, slots, out, out_pool, count, used, n1)
+    return Generation(out[:count], out_pool)
 
 
 def merge_generations(pieces: list[Generation], n1: int) -> Generation:
     """One generation from ``pieces`` (of max_n + 1 = ``n1`` coefficients), rows with equal keys
     summed: the uint64 channel wraps, the mod-P channel adds mod P, float64 adds, ranges widen."""
-    pieces = [piece for piece in pieces if piece.rows]
-    if not pieces:
-        return _empty_generation()
-    starts = np.cumsum([0] + [piece.pool.shape[0] for piece in pieces[:-1]])
-    heads = np.concatenate([piece.heads for piece in pieces])
-    heads[:, _AT] += np.repeat(starts, [piece.rows for piece in pieces])
-    out, pool, count = _merge_rows(heads, np.concatenate([piece.pool for piece in pieces]), n1)
-    return Generation(*_compacted(out, pool, count))
+    merged = merged_rows(pieces, n1)
+    return Generation(*_compacted(merged.heads, merged.pool, merged.rows))
 
 
 def split_generation(generation: Generation, parts: int, height: int, steps: tuple[int, int]) -> list[Generation]:
@@ -1366,7 +1376,7 @@ def advance_piece(
     whose signatures no other task holds), sweep those steps and hash the output by the signature
     of the phase of rows ``following`` into ``buckets`` generations.  ``sweep``: (height, max_n,
     weighted, bound).  Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
-    return advance_generation(sweep, c, rows, following, buckets, [merge_generations(list(pieces), sweep[1] + 1)])
+    return advance_generation(sweep, c, rows, following, buckets, [merged_rows(list(pieces), sweep[1] + 1)])
 
 
 def advance_generation(
