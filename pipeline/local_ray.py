@@ -21,6 +21,13 @@ Private on a shared machine (docs/cluster.md, "On a shared machine"):
 - The run holds a lock on its folder while it lives; a folder whose lock no process holds was left
   by a run killed with its watchdog, and the next run removes it.  A live run's folder is never
   removed, whatever its PID namespace.
+
+Its object store (where tasks' results wait for the tasks that take them: a split height's
+buckets, docs/palago_transfer.md) is sized and spills explicitly (``object_store_options``): a
+quarter of the machine's memory unless ``BATCHENUM_RAY_OBJECT_STORE`` says how many bytes (at most
+what /dev/shm holds), and past about 80% of it Ray writes objects to files in ``spill`` inside the
+private folder, on the temporary folder's disk, or in a new private folder under
+``BATCHENUM_RAY_SPILL_DIR``: removed with the rest when the run ends.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-__all__ = ["LocalRay", "LocalRayError", "process_tree"]
+__all__ = ["LocalRay", "LocalRayError", "object_store_bytes", "process_tree"]
 
 _PORT_OPTIONS = (
     "--port",
@@ -62,6 +69,9 @@ _FOLDER_NAME = re.compile(rf"{_FOLDER_PREFIX}[a-z0-9_]{{8}}")  # tempfile.mkdtem
 _LOCK = "lock"  # held (flock) by the run while it lives
 _RAY_DIR = "ray"  # Ray's --temp-dir, inside the private folder
 _STOP_TIMEOUT = 30.0  # seconds the watchdog may take to kill Ray's processes
+_SPILL = "spill"  # where the object store spills, inside the private folder (or a folder of its own)
+_STORE_SHARE = 0.25  # of the machine's memory, the object store's by default (Ray's own: 0.3)
+_STORE_BYTES_ENV, _SPILL_DIR_ENV = "BATCHENUM_RAY_OBJECT_STORE", "BATCHENUM_RAY_SPILL_DIR"
 _SWEPT: set[str] = set()
 
 
@@ -84,6 +94,7 @@ class LocalRay:
         self._process: subprocess.Popen | None = None  # the watchdog
         self._log: IO[bytes] | None = None  # ray start's output, read back for error messages
         self._failure: str | None = None
+        self._spill: tuple[str, int] | None = None  # a spill folder outside the private one, and its lock
 
     def start(self) -> None:
         """Spawn the watchdog and ``ray start``.  A failure here (no temporary folder, say) is raised
@@ -110,6 +121,7 @@ class LocalRay:
                 "127.0.0.1",
                 "--include-dashboard=false",
                 "--disable-usage-stats",
+                *self._object_store_options(),
                 *ports,
             ]
             try:
@@ -126,6 +138,18 @@ class LocalRay:
                 os.close(read_end)
         except (OSError, LocalRayError) as error:
             self._failure = str(error) if isinstance(error, LocalRayError) else f"{type(error).__name__}: {error}"
+
+    def _object_store_options(self) -> list[str]:
+        """``ray start``'s object store size and spill folder (the module's docstring says which)."""
+        assert self._folder is not None
+        spill_root = os.environ.get(_SPILL_DIR_ENV)
+        if spill_root:
+            self._spill = private_folder(spill_root)
+            spill = os.path.join(self._spill[0], _SPILL)
+        else:
+            spill = os.path.join(self._folder, _SPILL)
+        os.makedirs(spill, mode=0o700, exist_ok=True)
+        return ["--object-store-memory", str(object_store_bytes()), "--object-spilling-directory", spill]
 
     def address(self) -> str | None:
         """The head's address once it is up, None while it starts; raises LocalRayError if
@@ -169,6 +193,10 @@ class LocalRay:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+        if self._spill is not None:
+            shutil.rmtree(self._spill[0], ignore_errors=True)
+            os.close(self._spill[1])
+            self._spill = None
 
     def _failure_said(self) -> str:
         """One line: the reason ``ray start`` gave (its last error line, without colour codes),
@@ -231,6 +259,25 @@ def _read_text(path: str, default: str) -> str:
             return handle.read()
     except OSError:
         return default
+
+
+def object_store_bytes() -> int:
+    """The object store's size: ``BATCHENUM_RAY_OBJECT_STORE`` bytes if set, else a quarter of the
+    machine's memory; at most what /dev/shm can hold (Ray's store lives there)."""
+    wanted = os.environ.get(_STORE_BYTES_ENV)
+    if wanted:
+        try:
+            size = int(float(wanted))
+        except ValueError:
+            raise LocalRayError(f"{_STORE_BYTES_ENV}={wanted!r} is not a number of bytes") from None
+    else:
+        size = int(_STORE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    try:
+        shm = os.statvfs("/dev/shm")
+        size = min(size, shm.f_bavail * shm.f_frsize)
+    except OSError:
+        pass  # no /dev/shm (not Linux): Ray uses its own fallback folder
+    return size
 
 
 def private_folder(root: str) -> tuple[str, int]:
