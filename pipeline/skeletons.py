@@ -15,7 +15,6 @@ canonical ``key`` also catalogued, deduplicated by key.
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -156,7 +155,7 @@ class TreeJob(Job):
     """
 
     hands_back = True
-    PLAN_SUBTREES = 64
+    PLAN_SUBTREES = 16
     MAX_SPLIT_DEPTH = 12
     split_depth = Param(
         int,
@@ -238,25 +237,44 @@ class TreeJob(Job):
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Shard ``t`` of a cut counts the nodes above it; any other explores the subtree at its
-        path, up to its budget, and hands back the subtrees it did not enter as children."""
+        path (from node ``from`` on, for the rest of a subtree a shard began), up to its budget,
+        and hands back what it did not explore as children."""
         spec = shard.spec
         found: dict[str, str] | None = {} if "leaves" in self.shard_tables else None
-        unexplored: list[tuple[int, ...]] = []
+        children: list[Shard] = []
         if "above" in spec:
             leaves, nodes = self._above(spec["above"], found)
         else:
-            path = tuple(spec["path"])
-            leaves, nodes, unexplored = self._explore(self._node_at(path), path, spec["budget"], found)
+            path, budget = tuple(spec["path"]), spec["budget"]
+            leaves, nodes, stopped = self._explore(self._stack(path, tuple(spec.get("from", ()))), budget, found)
+            if stopped:
+                children = _handed_back(stopped, path, budget)
         tables: dict[str, Any] = {"partial": {"shard": [shard.id], "leaves": [leaves], "nodes": [nodes]}}
         if found is not None:
             tables["leaves"] = {"key": list(found), "leaf": list(found.values())}
-        children = [Shard(path_id(p), {"path": list(p), "budget": spec["budget"]}) for p in sorted(unexplored)]
         return ShardResult(tables, {"leaves": leaves, "nodes": nodes}, children=children)
+
+    def _stack(self, path: tuple[int, ...], start: tuple[int, ...]) -> list[Iterator[Any]]:
+        """The walk's stack at the node at ``path``, or, given ``start`` (a path below it), where
+        an earlier walk stopped: one iterator per level, each past the nodes already explored,
+        the top one at ``start``'s node."""
+        node = self._node_at(path)
+        stack = [iter([node])]
+        if not start:
+            return stack
+        next(stack[0])  # entered by the shard that stopped
+        for depth, index in enumerate(start):
+            below = _as_list(self.children(node))
+            level = iter(below)
+            level.__setstate__(index if depth == len(start) - 1 else index + 1)  # type: ignore[attr-defined]
+            stack.append(level)
+            node = below[index]
+        return stack
 
     def _node_at(self, path: tuple[int, ...]) -> Any:
         node = self.root()
         for index in path:
-            node = _nth(self.children(node), index)
+            node = _as_list(self.children(node))[index]
         return node
 
     def _above(self, depth: int, found: dict[str, str] | None) -> tuple[int, int]:
@@ -276,21 +294,20 @@ class TreeJob(Job):
         return leaves, nodes
 
     def _explore(
-        self, start: Any, path: tuple[int, ...], budget: int, found: dict[str, str] | None
-    ) -> tuple[int, int, list[tuple[int, ...]]]:
-        """Leaves and nodes of the subtree at ``start`` explored depth first until ``budget`` nodes
-        (0: no limit), and the paths of the subtrees not entered.  A stack of one iterator per
-        level holds O(depth) lists of children; a leaf is counted, or with ``found`` its key kept
-        once, never listed."""
+        self, stack: list[Iterator[Any]], budget: int, found: dict[str, str] | None
+    ) -> tuple[int, int, list[Iterator[Any]]]:
+        """Leaves and nodes the walk on ``stack`` explores, depth first, until ``budget`` nodes (0:
+        no limit), and the stack where it stopped (empty when it finished).  One iterator per level
+        holds O(depth) lists of children; a leaf is counted, or with ``found`` its key kept once,
+        never listed."""
         is_leaf, children, key = self.is_leaf, self.children, self.key
         whole = self.count_subtree if type(self).count_subtree is not TreeJob.count_subtree else None
         limit = budget or sys.maxsize
         leaves = nodes = 0
-        stack: list[Iterator[Any]] = [iter((start,))]
         while stack:
             for node in stack[-1]:
                 if nodes >= limit:
-                    return leaves, nodes, _unexplored(stack, path)
+                    return leaves, nodes, stack
                 if whole is not None:
                     counted = whole(node)
                     if counted is not None:
@@ -327,23 +344,31 @@ class TreeJob(Job):
         return line + (f", {int(row.distinct)} distinct by key" if "leaves" in tables else "")
 
 
-def _nth(items: Iterable[Any], index: int) -> Any:
-    if isinstance(items, (list, tuple)):
-        return items[index]
-    return next(itertools.islice(items, index, None))
+def _as_list(items: Iterable[Any]) -> list[Any]:
+    return items if isinstance(items, list) else list(items)
 
 
-def _unexplored(stack: list[Iterator[Any]], path: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The paths of the nodes a walk stopped on ``stack`` has not entered: on every level below the
-    start, the children its iterator has not given yet, and on the top level the node it gave last
-    too (taken, then put back).  A list iterator tells its list and position (``__reduce__``), so
-    the walk keeps no path per node."""
-    unexplored: list[tuple[int, ...]] = []
-    prefix = path
-    for level, iterator in enumerate(stack[1:], start=1):
-        reduced: Any = iterator.__reduce__()
-        items, position = (reduced[1][0], int(reduced[2])) if len(reduced) > 2 else ((), 0)
-        first = position - 1 if level == len(stack) - 1 else position
-        unexplored += [(*prefix, index) for index in range(first, len(items))]
-        prefix = (*prefix, position - 1)
-    return unexplored
+def _handed_back(stack: list[Iterator[Any]], path: tuple[int, ...], budget: int) -> list[Shard]:
+    """The shards for what a walk stopped on ``stack`` (started at ``path``) did not explore, the
+    largest pieces first named (YewPar's budget skeleton): on the shallowest level with nodes not
+    yet entered, each of them a shard of its own; the rest, below the node that level is inside,
+    one shard going on from the node the walk stopped at (``from``), named after that node.  The
+    top level's last node was taken, then put back.  A list iterator tells its list and position
+    (``__reduce__``), so the walk keeps no path per node."""
+    levels: list[tuple[int, int]] = []  # (children on the level, first one not entered)
+    for depth, level in enumerate(stack[1:], start=1):
+        reduced: Any = level.__reduce__()
+        size, position = (len(reduced[1][0]), int(reduced[2])) if len(reduced) > 2 else (0, 0)
+        levels.append((size, position - 1 if depth == len(stack) - 1 else position))
+    shallowest = next(depth for depth, (size, first) in enumerate(levels) if first < size)
+    inside = tuple(first - 1 for _, first in levels)  # the node each level is inside
+    prefix = path + inside[:shallowest]
+    size, first = levels[shallowest]
+    shards = [
+        Shard(path_id((*prefix, index)), {"path": [*prefix, index], "budget": budget}) for index in range(first, size)
+    ]
+    if shallowest < len(levels) - 1:
+        rest = (*prefix, first - 1)
+        start = [*inside[shallowest + 1 : -1], levels[-1][1]]
+        shards.append(Shard(path_id(rest), {"path": list(rest), "from": start, "budget": budget}))
+    return sorted(shards, key=lambda shard: shard.id)
