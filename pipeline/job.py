@@ -231,6 +231,9 @@ class Job:
     # Whether a shard may hand back shards of its own (``ShardResult.children``): a rerun then reads
     # each committed shard's recorded children to check them too (one more footer read a shard).
     hands_back: bool = False
+    # Whether run_shard holds the GIL (pure Python): the head start then computes shards in forked
+    # processes of the driver, not threads that would share one core (docs/design.md, the head start).
+    holds_gil: bool = False
 
     def __init__(self, *args: Any, **params: Any):
         for name, value in resolve_params(type(self), args, params, type(self).check_params).items():

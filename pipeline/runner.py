@@ -22,6 +22,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import multiprocessing
 import os
 import re
 import secrets
@@ -33,6 +34,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,7 +231,8 @@ class Executor:
                 return False
             elapsed = time.monotonic() - started
             left = here.seconds_left(len(queue), threads)
-            busy = (time.process_time() - cpu_started) / max(elapsed, 1e-3) / threads
+            # shards in processes of the driver's keep its CPUs busy, though not this process
+            busy = 1.0 if here.in_processes else (time.process_time() - cpu_started) / max(elapsed, 1e-3) / threads
             if (elapsed if left is None else left) > self.options.ray_after and (
                 busy < RAY_WHEN_BUSY or not self.options.ray_after
             ):
@@ -325,7 +328,9 @@ class _Front:
 
 class _InDriver:
     """Shards computed in this process, named as the driver's: in this thread (``run``), or in
-    threads taking from the end of the queue (``start``, then ``join``)."""
+    threads taking from the end of the queue (``start``, then ``join``).  A job whose shards hold
+    the GIL (``Job.holds_gil``) has each thread's shards computed in a forked process of its own,
+    so that pure Python gets every core without waiting for Ray."""
 
     def __init__(self, job: Job, store: ShardStore, verify: frozenset, on_done: OnDone):
         self.job = job
@@ -334,6 +339,11 @@ class _InDriver:
         self.on_done = on_done
         self._failures: list[BaseException] = []
         self._seconds: list[float] = []  # of each shard the threads finished
+        self._processes: ProcessPoolExecutor | None = None
+
+    @property
+    def in_processes(self) -> bool:
+        return self._processes is not None
 
     def seconds_left(self, shards: int, threads: int) -> float | None:
         """Wall seconds the threads would take for ``shards`` more, at their mean so far; None
@@ -352,6 +362,8 @@ class _InDriver:
                 return
 
     def start(self, queue: ShardQueue, threads: int, stop: threading.Event) -> list[threading.Thread]:
+        if self.job.holds_gil and threads > 1:
+            self._processes = ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork"))
         started = [
             threading.Thread(
                 target=self._take_from_the_end, args=(queue, stop), daemon=True, name=f"batchenum-compute-{k}"
@@ -366,6 +378,9 @@ class _InDriver:
         """Wait for the threads; raise the first failure one of them met."""
         for thread in threads:
             thread.join()
+        if self._processes is not None:
+            self._processes.shutdown(cancel_futures=True)
+            self._processes = None
         if self._failures:
             raise self._failures[0]
 
@@ -385,10 +400,11 @@ class _InDriver:
 
     def _attempt(self, shard: Shard) -> Attempt:
         """Run a shard here, turning its exception into one that names it."""
+        args = (self.job, shard, self.store, f"{socket.gethostname()} (the driver)", shard.id in self.verify)
         try:
-            return run_attempt(
-                self.job, shard, self.store, f"{socket.gethostname()} (the driver)", shard.id in self.verify
-            )
+            if self._processes is not None and threading.current_thread() is not threading.main_thread():
+                return self._processes.submit(run_attempt, *args).result()
+            return run_attempt(*args)
         except RunStoppedError:
             raise
         except Exception as error:

@@ -155,6 +155,7 @@ class TreeJob(Job):
     """
 
     hands_back = True
+    holds_gil = True  # Python callbacks on every node
     PLAN_SUBTREES = 16
     MAX_SPLIT_DEPTH = 12
     split_depth = Param(

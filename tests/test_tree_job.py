@@ -221,3 +221,25 @@ def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_
     pd.testing.assert_frame_equal(
         pd.read_parquet(out / "walks" / "partial.parquet"), pd.read_parquet(serial / "walks" / "partial.parquet")
     )
+
+
+class _Pids(Walks):
+    """Walks that note the process computing each shard."""
+
+    name = "pids"
+
+    def run_shard(self, shard, context=None):
+        with open(os.path.join(os.environ["PIDS_FOLDER"], "pids"), "a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return super().run_shard(shard, context)
+
+
+def test_the_head_start_computes_a_pure_python_job_in_processes_of_its_own(tmp_path, monkeypatch):
+    """Threads would share one core under the GIL (TreeJob.holds_gil)."""
+    import batchenum
+
+    monkeypatch.setenv("PIDS_FOLDER", str(tmp_path))
+    result = batchenum.run(_Pids, n=9, budget=2000, out=str(tmp_path / "out"), workers=2)
+    assert result.summary.startswith(f"pids: {A001411[9]} leaves")
+    pids = set((tmp_path / "pids").read_text().split())
+    assert len(pids) == 2 and str(os.getpid()) not in pids
