@@ -243,3 +243,11 @@ def test_the_head_start_computes_a_pure_python_job_in_processes_of_its_own(tmp_p
     assert result.summary.startswith(f"pids: {A001411[9]} leaves")
     pids = set((tmp_path / "pids").read_text().split())
     assert len(pids) == 2 and str(os.getpid()) not in pids
+
+
+def test_the_defaults_docs_jobs_md_states_are_the_codes():
+    from batchenum.pipeline.skeletons import DEFAULT_BUDGET
+
+    text = " ".join((REPO / "docs" / "jobs.md").read_text().split())
+    assert f"cuts at the first level with at least {TreeJob.PLAN_SUBTREES} nodes" in text
+    assert f"(`--budget NODES`, default {DEFAULT_BUDGET:,})" in text
