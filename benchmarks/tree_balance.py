@@ -3,7 +3,7 @@
 Two trees: a deliberately skewed one (one child of the root holds 90% of the nodes, and inside it
 one child 90% again), and the self-avoiding walks of examples/walks.py.  Each is run with
 ``--serial`` and a budget; from the shards' own records (the nodes in ``partial``, the seconds in
-each shard file's stats) the largest shard's share of the total is printed: the bound on the
+each shard file's stats, CPU and wall) the largest shard's share of the total is printed: the bound on the
 speedup, whatever the cluster.  Beside it, the share the cut before issue 46 gave (the first depth
 with 16 subtrees per CPU, dealt round-robin into 16 x CPUs shards), from the same subtrees' node
 counts.  ``python benchmarks/tree_balance.py --walks 14``.
@@ -85,15 +85,17 @@ def former_cut_share(job: TreeJob, cpus: int) -> float:
     return max(shards) / sum(shards)
 
 
-def shares(folder: Path) -> tuple[int, float, float, int]:
-    """(shards, largest node share, largest time share, total nodes) from a job folder."""
+def shares(folder: Path) -> tuple[int, float, float, float, int]:
+    """(shards, largest node share, largest CPU share, largest wall share, total nodes) from a job
+    folder: nodes from ``partial``, CPU and wall seconds from each shard file's stats."""
     partial = pd.read_parquet(folder / "partial.parquet")
-    seconds = [
-        json.loads(pq.read_schema(path).metadata[b"batchenum.stats"])["seconds"]
+    stats = [
+        json.loads(pq.read_schema(path).metadata[b"batchenum.stats"])
         for path in glob.glob(str(folder / "_shards" / "partial" / "*.parquet"))
     ]
+    cpu, wall = [s["cpu_ms"] for s in stats], [s["seconds"] for s in stats]
     total = int(partial.nodes.sum())
-    return len(partial), partial.nodes.max() / total, max(seconds) / sum(seconds), total
+    return len(partial), partial.nodes.max() / total, max(cpu) / sum(cpu), max(wall) / sum(wall), total
 
 
 def main() -> None:
@@ -109,11 +111,12 @@ def main() -> None:
             total = subtree_nodes(probe, probe.root())
             budget = max(1, total // args.per_budget)
             result = batchenum.run(job, **params, budget=budget, out=f"{scratch}/{job.name}", serial=True)
-            count, node_share, time_share, nodes = shares(Path(result.location))
+            count, node_share, cpu_share, wall_share, nodes = shares(Path(result.location))
             assert nodes == total, (nodes, total)
             print(
                 f"{job.name} {params}: {total} nodes, budget {budget}: {count} shards, largest "
-                f"{node_share:.4f} of the nodes, {time_share:.4f} of the seconds (1/64 = 0.0156); "
+                f"{node_share:.4f} of the nodes, {cpu_share:.4f} of the CPU, {wall_share:.4f} of the wall "
+                "seconds (1/64 = 0.0156); "
                 f"the former cut ({args.cpus} CPUs): {former_cut_share(probe, args.cpus):.4f}"
             )
             print(f"  {result.summary}; load average {os.getloadavg()[0]:.1f} (seconds are noisy on a busy machine)")
