@@ -363,6 +363,9 @@ class _InDriver:
 
     def start(self, queue: ShardQueue, threads: int, stop: threading.Event) -> list[threading.Thread]:
         if self.job.holds_gil and threads > 1:
+            # forked, so that a job defined in a script or a notebook needs no pickling by value; a
+            # lock another driver thread (the lease's heartbeat) held at the fork stays held in the
+            # child, so the workers are forked once, as the threads start
             self._processes = ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork"))
         started = [
             threading.Thread(
