@@ -4,7 +4,8 @@ self-avoiding walks (examples/walks.py), n steps, on ``--cpus`` CPUs, alternatin
 - ``batchenum.run(Walks, n=N, workers=CPUS, head_start=False)``: every shard a Ray task, each
   committed as Parquet, the tables merged;
 - a fresh ``ray.init(num_cpus=CPUS)`` and one task per walk prefix of ``--prefix`` steps, each
-  counting its subtree with a plain depth-first search, the counts summed.
+  counting its subtree with a plain depth-first search (the job's two methods as functions of
+  the script, which Ray ships by value), the counts summed.
 
 Each in a fresh process; wall seconds from the start of the process, Ray's start included.
 ``python benchmarks/tree_ray.py --n 15 --rounds 2``.
@@ -22,12 +23,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 PLAIN = """
-import sys
-sys.path.insert(0, {examples!r})
 import ray
-from walks import Walks
 
-walks = Walks(n={n})
+N = {n}
+
+
+def children(walk):
+    if len(walk) > N:
+        return []
+    x, y = walk[-1]
+    return [walk + (p,) for p in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)) if p not in walk]
+
+
+def is_leaf(walk):
+    return len(walk) == N + 1
 
 
 @ray.remote
@@ -36,17 +45,17 @@ def count(prefix):
     while stack:
         node = stack.pop()
         nodes += 1
-        if walks.is_leaf(node):
+        if is_leaf(node):
             leaves += 1
         else:
-            stack.extend(walks.children(node))
+            stack.extend(children(node))
     return leaves, nodes
 
 
-level, above = [walks.root()], 0
+level, above = [((0, 0),)], 0
 for _ in range({prefix}):
     above += len(level)
-    level = [child for node in level for child in walks.children(node)]
+    level = [child for node in level for child in children(node)]
 ray.init(num_cpus={cpus}, include_dashboard=False, logging_level="ERROR")
 counts = ray.get([count.remote(prefix) for prefix in level])
 print(sum(c[0] for c in counts), above + sum(c[1] for c in counts))
@@ -83,7 +92,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for round_ in range(args.rounds):
             for label, code in (
-                ("plain", PLAIN.format(examples=examples, n=args.n, cpus=args.cpus, prefix=args.prefix)),
+                ("plain", PLAIN.format(n=args.n, cpus=args.cpus, prefix=args.prefix)),
                 ("tree", TREE.format(examples=examples, n=args.n, cpus=args.cpus, out=f"{scratch}/{round_}")),
             ):
                 seconds, counts = timed(code)
