@@ -124,7 +124,8 @@ LEAVES = TableSpec(
     sort=("key",),
 )
 # Nodes a shard explores before it hands its unexplored subtrees back, unless --budget says
-# otherwise: a pure-Python shard of a few seconds, whose commit costs a few milliseconds.
+# otherwise: a pure-Python shard of a few seconds, against its commit's tens of milliseconds
+# (docs/jobs.md, "Choosing the budget").
 DEFAULT_BUDGET = 1_000_000
 
 

@@ -87,6 +87,40 @@ def test_every_budget_gives_the_same_counts_and_leaves(budget):
         assert run_in_process(Walks(n=n, budget=budget))[0] == A001411[n]
 
 
+class _RandomTree(TreeJob):
+    """An irregular tree: each node (a seed) has 0 to 5 children, fewer as it goes deeper; a leaf
+    is a node without children (the default is_leaf)."""
+
+    name = "random_tree"
+    seed = Param(int, default=0)
+
+    def root(self):
+        return (self.seed, 0)
+
+    def children(self, node):
+        seed, depth = node
+        rng = random.Random(seed)
+        return [(rng.getrandbits(32), depth + 1) for _ in range(rng.randrange(6) if depth < 9 else 0)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_irregular_tree_gives_the_same_counts_whatever_the_budget_and_the_cut(seed):
+    plain = _RandomTree(seed=seed)
+    stack, leaves, nodes = [plain.root()], 0, 0
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        below = plain.children(node)
+        leaves += not below
+        stack.extend(below)
+    rng = random.Random(seed)
+    for budget in (0, 1, *rng.sample(range(2, 400), 4)):
+        for split_depth in (None, 0, rng.randrange(1, 6)):
+            found = run_in_process(_RandomTree(seed=seed, budget=budget, split_depth=split_depth))
+            assert found[:2] == (leaves, nodes), (budget, split_depth)
+            assert len(found[3]) == len(set(found[3]))
+
+
 def test_a_small_budget_splits_the_work_into_shards_of_at_most_that_many_nodes():
     job = Walks(n=9, budget=50)
     todo = collections.deque(job.plan(PlanContext()))
