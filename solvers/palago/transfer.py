@@ -28,6 +28,7 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -68,7 +69,7 @@ def max_height(max_n: int) -> int:
 
 
 def _relabel(labels):
-    mapping = {}
+    mapping: dict[int, int] = {}
     out = []
     for x in labels:
         if x == 0:
@@ -404,8 +405,7 @@ def _hash_key(key):
     return h
 
 
-@intrinsic
-def _prefetch(typingctx, array, index):
+def _prefetch_typing(typingctx, array, index):
     """Ask the CPU to fetch array[index] (a one-dimensional array) into its caches, without waiting
     for it (LLVM's prefetch: read, high locality)."""
 
@@ -422,6 +422,10 @@ def _prefetch(typingctx, array, index):
         return context.get_dummy_value()
 
     return types.void(array, index), codegen
+
+
+# called in kernels as _prefetch(array, index); numba's stubs would type it as the typing function
+_prefetch: Any = intrinsic(_prefetch_typing)
 
 
 @njit(cache=True, nogil=True)
