@@ -317,21 +317,29 @@ def _partition_committed(
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
-    if len(damaged) > _DAMAGE_LINES:
-        progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
     params_change = "; ".join(changes)
+    _say_why_recomputed(progress, len(damaged), len(other_runs), params_change, len(code_changed))
+    pending_ids = {shard.id for shard in pending}
+    committed = [shard for shard in shards if shard.id not in pending_ids]
+    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
+
+
+def _say_why_recomputed(
+    progress: Progress, damaged: int, other_runs: int, params_change: str, code_changed: int
+) -> None:
+    """The lines that say why committed shards are computed again (the first damaged ones were
+    named one by one already)."""
+    if damaged > _DAMAGE_LINES:
+        progress.stage(f"... and {damaged - _DAMAGE_LINES} more damaged or stale shards")
     if other_runs:
-        counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
+        counted = "1 shard was" if other_runs == 1 else f"{other_runs} shards were"
         progress.stage(
             f"{counted} committed with other parameters ({params_change}: a change of parameters, not damage); "
             "computing them anew"
         )
     if code_changed:
-        counted = "1 shard was" if len(code_changed) == 1 else f"{len(code_changed)} shards were"
+        counted = "1 shard was" if code_changed == 1 else f"{code_changed} shards were"
         progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
-    pending_ids = {shard.id for shard in pending}
-    committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
 
 
 def _tree_order(planned: list[Shard], children: dict[str, tuple[Shard, ...]]) -> list[Shard]:
