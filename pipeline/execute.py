@@ -72,6 +72,7 @@ class RunResult:
     code_changed: list[str] = field(default_factory=list)  # recomputed since the job's code changed
     params_changed: list[str] = field(default_factory=list)  # recomputed since the parameters changed
     params_change: str = ""  # how: "max_steps 10000 -> 5"
+    code_change: str = ""  # what: "the job's file or a module it imports" (codeversion.code_change)
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -110,7 +111,7 @@ def _run_holding_the_folder(
 ) -> RunResult:
     shards = _plan(job, store, executor, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
-    pending, reused, damaged, code_changed, (params_changed, params_change) = _partition_committed(
+    pending, reused, damaged, (code_changed, code_change), (params_changed, params_change) = _partition_committed(
         job, store, shards, progress
     )
     verify = frozenset(shard.id for shard in reused if job.inputs())
@@ -152,6 +153,7 @@ def _run_holding_the_folder(
         location=store.where,
         input_changed=changed,
         code_changed=code_changed,
+        code_change=code_change,
         params_changed=params_changed,
         params_change=params_change,
     )
@@ -302,6 +304,7 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
     tables = _shard_tables(job)
     pending, damaged, other_runs, code_changed = [], [], [], []
     changes: dict[str, None] = {}  # how the parameters changed, each way once, in shard order
+    code_changes: dict[str, None] = {}  # which part of the code version, likewise
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is None:
@@ -312,6 +315,7 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
             changes[problem.detail.removeprefix(OTHER_PARAMETERS).strip(" ()")] = None
         elif problem.kind is ShardProblemKind.STALE and problem.field == "code":
             code_changed.append(shard.id)
+            code_changes[problem.change or "the job's code"] = None
         elif problem.kind is not ShardProblemKind.MISSING:
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
@@ -327,10 +331,13 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         )
     if code_changed:
         counted = "1 shard was" if len(code_changed) == 1 else f"{len(code_changed)} shards were"
-        progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
+        progress.stage(
+            f"{counted} computed by other code ({'; '.join(code_changes)} changed since); computing them anew"
+        )
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
+    code = (code_changed, "; ".join(code_changes))
+    return pending, committed, damaged + other_runs + code_changed, code, (other_runs, params_change)
 
 
 def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:
