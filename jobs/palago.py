@@ -92,7 +92,7 @@ class PalagoJob(PalagoCountsJob):
         shard, packed by estimated work (``packed_prefixes``)."""
         count = self.shard_count(context.cpus)
         depth = next((d for d, prefixes in SPLIT_DEPTHS if prefixes >= 20 * count), SPLIT_DEPTHS[-1][0])
-        return [
+        shards = [
             Shard(
                 f"s{index:04d}",
                 {
@@ -106,6 +106,8 @@ class PalagoJob(PalagoCountsJob):
             )
             for index, prefixes in enumerate(packed_prefixes(self.max_n, depth, count))
         ]
+        _compile_the_merges_kernels()  # with the planning's, in one phase: none during the merge
+        return shards
 
     @classmethod
     def create(cls, **params: Any) -> PalagoCountsJob:
@@ -116,7 +118,8 @@ class PalagoJob(PalagoCountsJob):
 
     @classmethod
     def warm(cls, scratch: str) -> None:
-        """The search's kernels (with the catalogue), and the transfer method's."""
+        """The search's kernels (with the catalogue), the merge's (in ``plan``), and the transfer
+        method's."""
         job = cls(10, catalogue_max_n=10, shards=1)
         for shard in job.plan(PlanContext()):
             job.run_shard(shard)
@@ -236,6 +239,15 @@ def _string_array(data, offsets) -> pa.Array:
     if offsets[-1] >= 2**31:
         raise PipelineError(f"a shard's catalogue text is too large ({int(offsets[-1]):,} bytes): use more --shards")
     return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype("int32")), pa.py_buffer(data))
+
+
+def _compile_the_merges_kernels() -> None:
+    """Compile (or load from the cache) the kernels ``_check_symmetric`` calls at the merge, on the
+    smallest input: a run then compiles once, while it plans, not again as it writes its tables
+    (issue 48 measured 9.8 s of compiling in a Palago merge on a loaded machine)."""
+    from batchenum.solvers.palago.symmetric import symmetric_counts
+
+    symmetric_counts(6)  # (the smallest n whose search reaches every kernel: below 3 none runs)
 
 
 def _check_symmetric(counts: pd.DataFrame) -> None:

@@ -1,7 +1,7 @@
 """``batchenum warm``: compile every numba kernel the jobs use, here or on every node of a cluster.
 
 numba compiles a kernel on its first call in a process and keeps the machine code in its cache
-(``__pycache__`` beside the installed package, or ``NUMBA_CACHE_DIR``), so a node's first run pays
+(per user, by source: batchenum/numba_cache.py; or ``NUMBA_CACHE_DIR``), so a node's first run pays
 the compiles once.  ``warm`` pays them before a run: every registered job's ``warm`` (pipeline/job.py)
 runs its shard code on a few tiny records in a scratch folder, which calls every kernel a real
 shard calls.

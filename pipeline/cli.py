@@ -290,7 +290,7 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
 
 def _why_recomputed(result) -> str:
     reasons = ["their input changed"] if result.input_changed else []
-    reasons += ["the job's code changed"] if result.code_changed else []
+    reasons += [f"{result.code_change} changed"] if result.code_changed else []
     reasons += [f"parameters changed: {result.params_change}"] if result.params_changed else []
     explained = len(result.input_changed) + len(result.code_changed) + len(result.params_changed)
     if len(result.recomputed) > explained:

@@ -23,7 +23,7 @@ import os
 import sys
 import types
 
-__all__ = ["code_version", "installed_part", "user_modules", "LIBRARIES"]
+__all__ = ["code_version", "installed_part", "user_modules", "code_change", "LIBRARIES"]
 
 LIBRARIES = ("numba", "numpy", "pyarrow")  # their versions are part of the code version
 
@@ -41,6 +41,20 @@ def installed_part(job) -> str:
         return "+".join(job.split("+")[:2])
     packages = job.code_packages or _default_packages(type(job).__module__)
     return f"{job.version}+{_digest(tuple(sorted(set(packages))))}"
+
+
+def code_change(found: str | None, expected: str) -> str:
+    """Which part of a code version differs, in words a person reads after "... changed": the
+    job's declared version, the installed code (its packages' source, or numba's, numpy's or
+    pyarrow's version), or the code that is not installed (the job's file, or a module it imports)."""
+    old, new = (found or "").split("+"), expected.split("+")
+    if old[0] != new[0]:
+        return f"the job's declared version ({old[0] or 'none'} -> {new[0]})"
+    if old[1:2] != new[1:2]:
+        return "the installed code it runs (its package's source, or numba, numpy or pyarrow)"
+    if old[2:] != new[2:]:
+        return "the job's file or a module it imports"
+    return "the job's code"
 
 
 def _default_packages(module: str) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ class RunResult:
     code_changed: list[str] = field(default_factory=list)  # recomputed since the job's code changed
     params_changed: list[str] = field(default_factory=list)  # recomputed since the parameters changed
     params_change: str = ""  # how: "max_steps 10000 -> 5"
+    code_change: str = ""  # what: "the job's file or a module it imports" (codeversion.code_change)
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -97,7 +98,7 @@ def _run_holding_the_folder(
     run = {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()}
     store.write_plan(planned, run)
     children: dict[str, tuple[Shard, ...]] = {}  # shards handed back, by the id of the shard that did
-    pending, reused, damaged, code_changed, (params_changed, params_change) = _partition_committed(
+    pending, reused, damaged, (code_changed, code_change), (params_changed, params_change) = _partition_committed(
         job, store, planned, progress, children
     )
     shards = _tree_order(planned, children)
@@ -145,6 +146,7 @@ def _run_holding_the_folder(
         location=store.where,
         input_changed=changed,
         code_changed=code_changed,
+        code_change=code_change,
         params_changed=params_changed,
         params_change=params_change,
     )
@@ -299,6 +301,7 @@ def _partition_committed(
     tables = _shard_tables(job)
     pending, damaged, other_runs, code_changed = [], [], [], []
     changes: dict[str, None] = {}  # how the parameters changed, each way once, in shard order
+    code_changes: dict[str, None] = {}  # which part of the code version, likewise
     shards = list(shards)
     for shard in shards:  # grows with the shards committed ones handed back
         problem = store.check_shard(shard, tables)
@@ -313,22 +316,24 @@ def _partition_committed(
             changes[problem.detail.removeprefix(OTHER_PARAMETERS).strip(" ()")] = None
         elif problem.kind is ShardProblemKind.STALE and problem.field == "code":
             code_changed.append(shard.id)
+            code_changes[problem.change or "the job's code"] = None
         elif problem.kind is not ShardProblemKind.MISSING:
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
-    params_change = "; ".join(changes)
-    _say_why_recomputed(progress, len(damaged), len(other_runs), params_change, len(code_changed))
+    params_change, code_change = "; ".join(changes), "; ".join(code_changes)
+    _say_why_recomputed(progress, len(damaged), (len(other_runs), params_change), (len(code_changed), code_change))
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
+    code = (code_changed, code_change)
+    return pending, committed, damaged + other_runs + code_changed, code, (other_runs, params_change)
 
 
-def _say_why_recomputed(
-    progress: Progress, damaged: int, other_runs: int, params_change: str, code_changed: int
-) -> None:
+def _say_why_recomputed(progress: Progress, damaged: int, params: tuple[int, str], code: tuple[int, str]) -> None:
     """The lines that say why committed shards are computed again (the first damaged ones were
-    named one by one already)."""
+    named one by one already): ``params`` and ``code`` are how many shards their change concerns
+    and what changed."""
+    (other_runs, params_change), (code_changed, code_change) = params, code
     if damaged > _DAMAGE_LINES:
         progress.stage(f"... and {damaged - _DAMAGE_LINES} more damaged or stale shards")
     if other_runs:
@@ -339,7 +344,7 @@ def _say_why_recomputed(
         )
     if code_changed:
         counted = "1 shard was" if code_changed == 1 else f"{code_changed} shards were"
-        progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
+        progress.stage(f"{counted} computed by other code ({code_change} changed since); computing them anew")
 
 
 def _tree_order(planned: list[Shard], children: dict[str, tuple[Shard, ...]]) -> list[Shard]:

@@ -39,6 +39,9 @@ LONGEST_GAP = 60.0
 # made from those finished after the first (whose time holds Ray's start and the compiles), and one
 # or two shards said little (a 94 s run once read "~16m12s left (from 2 shards)").
 ESTIMATE_SHARDS = 3
+# The bar at a terminal: tqdm's estimate of the time left is shown from ESTIMATE_SHARDS shards on.
+_BAR = "{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}, {rate_fmt}{postfix}]"
+_BAR_WITH_ESTIMATE = "{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
 
 def _waiting_hint(elapsed: float, ray: bool = True, kernels: bool = True) -> str:
@@ -152,7 +155,7 @@ class Progress:
                     dynamic_ncols=True,
                     mininterval=0.2,
                     smoothing=0.1,
-                    bar_format="{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+                    bar_format=_BAR if reused + ESTIMATE_SHARDS <= total else _BAR_WITH_ESTIMATE,
                 )
                 self._redirected = _write_above(self._bar)
             else:
@@ -177,6 +180,8 @@ class Progress:
             if self._first_done is None:
                 self._first_done = self._last_change
             if self._bar is not None:
+                if self._done - self._reused == ESTIMATE_SHARDS:  # tqdm's estimate now means something
+                    self._bar.bar_format = _BAR_WITH_ESTIMATE
                 self._bar.set_postfix_str(self._records_text(), refresh=False)
                 self._bar.update(1)
             elif self._done == self._total or self._due():

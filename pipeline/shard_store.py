@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from batchenum.pipeline import faults
 from batchenum.pipeline.arrow import to_numpy
 from batchenum.pipeline.checkpoint import CHECKPOINTS
+from batchenum.pipeline.codeversion import code_change
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
 from batchenum.pipeline.names import file_name_problem
@@ -345,6 +346,7 @@ class ShardProblem:
     kind: ShardProblemKind
     detail: str  # what a person reads: the file and what is wrong with it
     field: str | None = None  # STALE and OTHER_PARAMETERS: the provenance field that differs
+    change: str = ""  # STALE code: which part of the code version differs (codeversion.code_change)
 
     def __str__(self) -> str:
         return self.detail
@@ -467,7 +469,8 @@ def _provenance_problem(
     for key in _PROVENANCE_FIELDS:
         if key in expected and found.get(key) != expected[key]:
             detail = f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
-            return ShardProblem(ShardProblemKind.STALE, detail, key)
+            change = code_change(found.get(key), expected[key]) if key == "code" else ""
+            return ShardProblem(ShardProblemKind.STALE, detail, key, change)
     if found.get("rows") != str(rows):
         return ShardProblem(
             ShardProblemKind.DAMAGED, f"row count {rows} does not match the {found.get('rows')} recorded"

@@ -63,3 +63,12 @@ def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
     message = result.stderr.strip().splitlines()[-1]
     assert "runs other code than the driver" in message and "Ray node" in message
     assert not (tmp_path / "out" / "palago" / "_shards" / "partial_counts").exists()
+
+
+def test_code_change_names_the_part_of_the_code_version_that_differs():
+    from batchenum.pipeline.codeversion import code_change
+
+    assert code_change("1+aaaa", "2+aaaa") == "the job's declared version (1 -> 2)"
+    assert code_change("1+aaaa", "1+bbbb").startswith("the installed code it runs")
+    assert code_change("1+aaaa+cccc", "1+aaaa+dddd") == "the job's file or a module it imports"
+    assert code_change(None, "1+aaaa") == "the job's declared version (none -> 1)"

@@ -237,3 +237,20 @@ def test_in_a_jupyter_kernel_a_bar_and_the_stage_lines():
     assert "toy: wrote it [" in stderr
     assert "toy: 3/3 shards |" in stderr or widgets, outputs  # text bar, or a widget with ipywidgets
     assert "30 records" in stderr or widgets
+
+
+class _Terminal(TimedLines):
+    """A stream that says it is a terminal: Progress draws its tqdm bar there."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bar_shows_its_estimate_only_from_three_computed_shards():
+    progress = Progress("bar", stream=_Terminal())
+    progress.start_shards(total=10, reused=2)
+    assert "{remaining}" not in progress._bar.bar_format
+    for _ in range(3):
+        progress.shard_done()
+    assert "{remaining}" in progress._bar.bar_format
+    progress.finish_shards()

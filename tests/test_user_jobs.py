@@ -130,8 +130,10 @@ def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_pa
         timeout=300,
     )
     assert_exit(edited, 0)
-    assert "(0 reused, 21 recomputed: the job's code changed)" in edited.stdout
-    assert "21 shards were computed by other code (the job's code changed since)" in edited.stderr
+    assert "(0 reused, 21 recomputed: the job's file or a module it imports changed)" in edited.stdout
+    assert (
+        "21 shards were computed by other code (the job's file or a module it imports changed since)" in edited.stderr
+    )
     by_module = subprocess.run(
         cli_command("run", "nqcli:Queens", "--n", "6", "--out", str(tmp_path / "b"), "--workers", "2", "--json"),
         capture_output=True,
@@ -232,3 +234,25 @@ def test_the_examples_run_as_documented(tmp_path):
     )
     assert_exit(collatz, 0)
     assert "collatz: read 4, answered 3, rejected 1" in collatz.stdout and "111  9232" in collatz.stdout
+
+
+def test_a_rerun_after_an_edit_of_a_module_the_job_imports_says_so(tmp_path):
+    """Issue 48: such a rerun recomputed every shard with no reason given."""
+    (tmp_path / "attacks.py").write_text(
+        "def attacks(col, c, r, row):\n    return col == c or abs(col - c) == row - r\n"
+    )
+    job = QUEENS.replace(
+        "if all(c != d and abs(c - d) != row - r for r, d in enumerate(cols))",
+        "if not any(attacks(c, d, r, row) for r, d in enumerate(cols))",
+    )
+    assert job != QUEENS
+    (tmp_path / "helped.py").write_text("from attacks import attacks\n" + job)
+    command = cli_command(
+        "run", str(tmp_path / "helped.py:Queens"), "--n", "6", "--serial", "--out", str(tmp_path / "o")
+    )
+    assert_exit(subprocess.run(command, capture_output=True, text=True, timeout=300), 0)
+    with open(tmp_path / "attacks.py", "a") as helper:
+        helper.write("# an edit of the helper only\n")
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert_exit(again, 0)
+    assert "recomputed: the job's file or a module it imports changed)" in again.stdout

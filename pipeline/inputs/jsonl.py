@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
 from batchenum.pipeline.arrow import has_nulls
 from batchenum.pipeline.inputs.jsonl_strict import read_id_and_strings
 from batchenum.pipeline.inputs.lines import MAX_LINE_BYTES

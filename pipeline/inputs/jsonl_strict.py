@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 __all__ = ["read_id_and_strings"]
 
 _QUOTE, _BACKSLASH, _SPACE = 0x22, 0x5C, 0x20

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 __all__ = ["DIRECTIONS", "COMMON", "solve_kernel", "parents_kernel"]
 
 _WALL, _GOLD, _MONSTER = 1, 2, 3

@@ -15,6 +15,8 @@ from functools import cache
 import numpy as np
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 __all__ = ["DONE", "PAUSED", "GROW", "GROW_NETS", "Tables", "new_memo", "grow_memo", "Nets", "search"]
 
 # What search() returns.

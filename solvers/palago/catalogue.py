@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 from .canonical import _CODE_WIDTH
 from .model import DIRECTIONS
 from .search import MAX_N, Catalogue

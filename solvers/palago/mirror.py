@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 from .transfer import _grown, _hash_key, _no_refcounts, _popcount, _probe, _rehashed, _rows_to_reach
 
 __all__ = ["reflection_counts", "reflection_counts_reference", "MAX_N"]

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 from .model import GROUP
 
 __all__ = ["MAX_N", "SearchCounts", "count_creatures", "frontier", "prefix_nodes", "SearchGrid"]

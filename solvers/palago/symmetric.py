@@ -49,6 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 __all__ = [
     "SymmetricCounts",
     "SymmetricPart",

@@ -36,6 +36,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source: batchenum/numba_cache.py)
+
 __all__ = [
     "max_height",
     "count_height",
