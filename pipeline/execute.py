@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.job import Job, Shard, StreamedTable
+from batchenum.pipeline.lazy_table import LazyTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.parquet_format import Provenance
@@ -31,6 +33,7 @@ from batchenum.pipeline.table_commit import (
     part_plan,
     write_part,
 )
+from batchenum.pipeline.table_merge import MERGE_DIR, MERGE_ROWS, MergeTask, merge_table, run_merge_task
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
@@ -59,7 +62,7 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    tables: dict[str, Any]  # final tables as pandas DataFrames
+    tables: dict[str, Any]  # final tables: LazyTable (merged), StreamedTable, or the DataFrames finalize made
     paths: dict[str, str]  # where each was written
     shards: int
     reused: int
@@ -121,18 +124,20 @@ def _run_holding_the_folder(
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
     progress.stage("merging shard outputs")
     ids = [shard.id for shard in shards]
-    merged = _merge(job, store, ids)
+    merged = _merge(job, store, executor, ids, shard_rows, progress)
     streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
     job.check_totals({**merged, **streamed}, totals)
     staged = StagedTables(store)
-    final = job.finalize(merged, store.storage)
-    paths = {name: staged.write_final(name, frame) for name, frame in final.items()}
+    final = job.finalize(dict(merged), store.storage)
+    paths = {name: _stage_final(staged, name, table) for name, table in final.items()}
     for name, text in job.side_files(final, store.storage).items():
         staged.write_side_file(name, text)
     for name in job.streamed_tables:
         paths[name] = _stage_streamed(staged, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
     staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
+    store.storage.delete_dir(store.storage.join(MERGE_DIR))  # its parts are the tables' now
+    final.update({name: staged.committed(name, table) for name, table in final.items() if isinstance(table, LazyTable)})
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(
         tables=final,
@@ -146,6 +151,14 @@ def _run_holding_the_folder(
         input_changed=changed,
         code_changed=code_changed,
     )
+
+
+def _stage_final(staged: StagedTables, name: str, table: Any) -> str:
+    """Stage a table ``finalize`` returned: a merged table as it is (its parts shared, no row read
+    here), one the job built (a pandas DataFrame) written whole."""
+    if isinstance(table, LazyTable):
+        return staged.share_parts(name, table.paths, table.part_rows)
+    return staged.write_final(name, table)
 
 
 def _stage_streamed(staged: StagedTables, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
@@ -389,18 +402,35 @@ def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, p
         executor.ray.check_shared_folders(folders, files)
 
 
-def _merge(job: Job, store: ShardStore, ids: list[str]) -> dict[str, Any]:
-    """Each shard table that is not streamed, concatenated in shard order, deduplicated on its key,
-    sorted (as pandas DataFrames, for ``finalize``)."""
+def _merge(
+    job: Job, store: ShardStore, executor: Executor, ids: list[str], rows: dict[str, dict[str, int]], progress: Progress
+) -> dict[str, LazyTable]:
+    """Each shard table that is not streamed merged by partition (pipeline/table_merge.py):
+    deduplicated on its key, sorted, written as parts; returned as ``LazyTable``s for ``finalize``."""
     merged = {}
     for name in _shard_tables(job):
         if name in job.streamed_tables:
             continue
-        spec = job.table_spec(name)
-        frame = store.read_shards(name, ids).to_pandas()
-        if spec.sort:
-            frame = frame.sort_values(list(spec.sort), kind="stable")
-        if spec.key:
-            frame = frame.drop_duplicates(list(spec.key), keep="first")
-        merged[name] = frame.reset_index(drop=True)
+        total = sum(rows[name].values())
+        paths, part_rows = merge_table(store, name, ids, total, _merge_runner(executor, total), progress.stage)
+        merged[name] = LazyTable(name, store.storage, paths, part_rows)
     return merged
+
+
+def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], list]:
+    """How a merge's tasks run: as Ray tasks when Ray is up or the table is larger than one
+    partition (so that the driver holds none of it); else in this process, by the driver's threads
+    (by this thread with --serial)."""
+
+    def run(tasks: list[MergeTask]) -> list:
+        if not tasks:
+            return []
+        serial = executor.options.serial
+        if not serial and (executor.ray.connected or executor.on_cluster or rows > MERGE_ROWS):
+            return executor.ray.map(run_merge_task, tasks)
+        if serial:
+            return [run_merge_task(task) for task in tasks]
+        with ThreadPoolExecutor(min(len(tasks), os.cpu_count() or 1), "batchenum-merge") as pool:
+            return list(pool.map(run_merge_task, tasks))
+
+    return run

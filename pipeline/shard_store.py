@@ -243,8 +243,8 @@ class ShardStore:
         them (the job folder, ``_shards/<table>/``, ``_checkpoints/``), each checked to be a regular
         file (a real folder for one moved aside) reached without a link: never a pattern over a whole
         path, never anything through a link (LinkRefusedError naming it)."""
-        for name in self.job.streamed_tables:
-            self.storage.restore_folder(self.storage.join(name))
+        for spec in self.job.tables:  # streamed and merged tables are folders
+            self.storage.restore_folder(self.storage.join(spec.name))
         leftovers = [
             path
             for folder in self._writing_folders()

@@ -135,11 +135,13 @@ class StagedTables:
         self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         self._parts: dict[str, list[dict[str, Any]]] = {}
         self._side_files: list[str] = []
+        self._folders = set(self.job.streamed_tables)  # tables staged as folders of parts
 
     def table_location(self, name: str) -> str:
         """Where table ``name`` lives in the job folder: a streamed table is a folder of parts
-        (``answers/part-00000.parquet``...), a table the driver builds whole one file (``creature_counts.parquet``)."""
-        return f"{name}/" if name in self.job.streamed_tables else f"{name}.parquet"
+        (``answers/part-00000.parquet``...), as is a merged one (``leaves/``), a table the driver builds
+        whole one file (``creature_counts.parquet``)."""
+        return f"{name}/" if name in self._folders else f"{name}.parquet"
 
     def _staged(self, relative: str = "") -> str:
         return _staged_path(self.storage, self.run_id, relative)
@@ -164,6 +166,27 @@ class StagedTables:
         self.storage.write_atomic(path, write)
         self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
         return self.storage.uri(self.storage.join(location))
+
+    def share_parts(self, name: str, paths: list[str], rows: list[int]) -> str:
+        """Stage merged table ``name`` as a folder of the parts a merge wrote (table_merge.py), in
+        order, each shared without a row read here (``Storage.share``); returns where it will be."""
+        self._folders.add(name)
+        entries = []
+        for index, (source, count) in enumerate(zip(paths, rows)):
+            location = f"{name}/part-{index:05d}.parquet"
+            self.storage.share(source, self._staged(location))
+            entries.append({"path": location, "rows": count, "bytes": self.storage.stat(source)[0]})
+        self._parts[name] = entries
+        return self.storage.uri(self.storage.join(self.table_location(name)))
+
+    def committed(self, name: str, table: Any) -> Any:
+        """Table ``name`` as it stands once committed (a ``LazyTable`` over the table's own parts)."""
+        from batchenum.pipeline.lazy_table import LazyTable
+
+        paths = [self.storage.join(part["path"]) for part in self._parts[name]]
+        return LazyTable(
+            name, self.storage, paths, [part["rows"] for part in self._parts[name]], self.table_location(name)
+        )
 
     def write_side_file(self, name: str, text: str) -> None:
         """Stage a text file that is published beside the tables (``Job.side_files``); it is
