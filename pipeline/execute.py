@@ -122,6 +122,8 @@ def _run_holding_the_folder(
     reused += still_current
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
+    if not _merge_wants_ray(job, rows):
+        executor.ray.release()  # in the background: the driver writes its tables meanwhile
     progress.stage("merging shard outputs")
     ids = [shard.id for shard in shards]
     merged = _merge(job, store, executor, ids, shard_rows, progress)
@@ -135,6 +137,7 @@ def _run_holding_the_folder(
     for name in job.streamed_tables:
         paths[name] = _stage_streamed(staged, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
+    executor.ray.release()
     staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
     store.storage.delete_dir(store.storage.join(MERGE_DIR))  # its parts are the tables' now
     final.update({name: staged.committed(name, table) for name, table in final.items() if isinstance(table, LazyTable)})
@@ -379,7 +382,7 @@ def _compute(
 
     progress.start_shards(total, reused)
     try:
-        executor.run(job, pending, store, on_done, verify)
+        executor.run(job, pending, store, on_done, verify, release=False)  # the merge may want Ray
     finally:
         progress.finish_shards()
     if changed:  # one line for the run: an append or an edit changes many shards' bytes at once
@@ -417,6 +420,12 @@ def _merge(
     return merged
 
 
+def _merge_wants_ray(job: Job, rows: dict[str, int]) -> bool:
+    """Whether a merged table has more rows than one range: its ranges are then merged by Ray tasks,
+    so the private Ray the shards used is kept for them."""
+    return any(rows[name] > MERGE_ROWS for name in _shard_tables(job) if name not in job.streamed_tables)
+
+
 def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], list]:
     """How a merge's tasks run: as Ray tasks when Ray is up or the table is larger than one
     partition (so that the driver holds none of it); else in this process, by the driver's threads
@@ -426,7 +435,7 @@ def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], 
         if not tasks:
             return []
         serial = executor.options.serial
-        if not serial and (executor.ray.connected or executor.on_cluster or rows > MERGE_ROWS):
+        if not serial and (executor.ray.connected or executor.on_cluster or rows > MERGE_ROWS):  # Ray holds the rows
             return executor.ray.map(run_merge_task, tasks)
         if serial:
             return [run_merge_task(task) for task in tasks]

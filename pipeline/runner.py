@@ -147,10 +147,17 @@ class Executor:
         return PlanContext(self.ray.local_cpus, self.ray.map, map_ready=self.ray.connected)
 
     def run(
-        self, job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, verify: frozenset = frozenset()
+        self,
+        job: Job,
+        shards: list[Shard],
+        store: ShardStore,
+        on_done: OnDone,
+        verify: frozenset = frozenset(),
+        release: bool = True,
     ) -> None:
         """Run ``shards`` (those in ``verify`` are committed: check their input first), calling
-        ``on_done`` as each finishes, from whichever thread ran it."""
+        ``on_done`` as each finishes, from whichever thread ran it.  ``release``: give up the private
+        Ray at the end (else the caller does, with ``ray.release()``, once the merge needs it no more)."""
         queue = ShardQueue(shards)
         here = _InDriver(job, store, verify, on_done)
         # a private Ray this process already connected (another run's, or a test session's) is used at once
@@ -170,7 +177,8 @@ class Executor:
                 self.say(f"computing on {self.ray.connect()}")
                 self.ray.run_shards(job, queue.front(), store, on_done, verify, self.say)
         finally:
-            self.ray.release()  # in the background: the driver writes its tables meanwhile
+            if release:
+                self.ray.release()  # in the background: the driver writes its tables meanwhile
 
     def _head_start(self, queue: ShardQueue, here: _InDriver) -> None:
         """The driver's threads take shards from the end.  A private Ray is started only once they

@@ -1,26 +1,36 @@
 """The merge of a table the shards write in no particular order (every table but the streamed ones):
-its rows split into partitions by ranges of one column, each partition deduplicated on the key and
+its rows cut into partitions by ranges of one column, each partition deduplicated on the key and
 sorted by a task of its own, the partitions written as the parts of one table in its sort order, so
 that no process holds the whole table (docs/design.md, "Tables merged by partition").
 
-The rule is the one the driver's in-memory merge had: every row carries its place in the run
-(``ORDER_COLUMN``: its shard's index in the plan, then its row in the shard); the row kept for a key
-is the first by (``sort`` columns, place), and the table's rows come in that order.
+The rule is the one the driver's in-memory merge had: the rows in their places (plan order of the
+shards, then order within a shard), sorted stably by the table's order (``merged_order``), the
+first row per key kept.  A task reads its rows in place order and sorts them stably, so ties are
+decided by place without a column saying so, except where rows leave place order (round 2 below):
+there they carry ``ORDER_COLUMN`` (shard index times 2**40 plus the row in the shard).
+
+**One round** when the first order column is a key column (``range_column``; the common case: key
+and sort the same).  Every row of a key then falls in one range of it.  Shards write such a table
+sorted by that column in row groups of ``RANGE_GROUP_ROWS`` (shard_store.py), so the driver cuts
+the ranges from the shard files' footers alone (row-group statistics), and the task of a range reads
+only the row groups whose statistics reach it: every row is read about once, by one task.
+
+**Two rounds** otherwise: round 1 cuts the rows by ranges of the first key column (sampled from the
+shard files), each shard's rows first split into one row group per range (``split-1/``), and keeps
+the first row per key; round 2 cuts those rows by ranges of the first order column (or of their
+places, without a sort) and sorts each range.
 
 Layout under ``OUT/<job>/_merge/<table>/<merge id>/`` (the merge id is a checksum of the job's
 provenance, the table, its shards and their commit ids, so that a rerun reuses only what these
 exact shards made):
 
-    split-R/<input>.parquet   an input's rows (a shard's, or round 1's deduplicated partition),
-                              one row group per partition of round R, their places kept
-    dedup-PPPPP.parquet       round 1 of two: partition P deduplicated (by ranges of the key)
+    split-R/<input>.parquet   round R of two: an input's rows, one row group per range, places kept
+    dedup-PPPPP.parquet       round 1 of two: range P deduplicated, places kept
     part-PPPPP.parquet        a part of the final table, which the commit shares into the table
 
 Every file is written whole under its final name (``Storage.write_atomic``) and checked before it is
-reused: its footer records the merge id and the table's provenance, and its pages are verified when
-read.  One round suffices when the first sort column is a key column (every row of a key then falls
-in one range of it); otherwise round 1 deduplicates by ranges of the first key column and round 2
-sorts by ranges of the first sort column.
+reused: its metadata (the table's provenance, and the merge id in the intermediate files) and every
+page's checksum.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ import hashlib
 import json
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,56 +53,36 @@ from batchenum.pipeline.parquet_format import (
     StoreError,
     decode_metadata,
     encode_metadata,
+    merged_order,
     parquet_options,
-    partition_order,
+    range_column,
     read_verified,
     table_schema,
 )
 from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.storage import is_temporary
 
-__all__ = [
-    "MERGE_DIR",
-    "MERGE_ROWS",
-    "ORDER_COLUMN",
-    "MergePlan",
-    "MergeTask",
-    "merge_id",
-    "merge_table",
-    "run_merge_task",
-    "table_order",
-]
+__all__ = ["MERGE_DIR", "MERGE_ROWS", "ORDER_COLUMN", "MergeTask", "merge_table", "run_merge_task"]
 
 MERGE_DIR = "_merge"
-# Rows (as the shards emitted them, duplicates included) per partition: what one task holds at once.
-# About 2M rows of an int64 and a 20-character string took 0.5 GB of a worker's memory at its peak
-# (docs/design.md, "Tables merged by partition").
+# Rows (as the shards emitted them, duplicates included) per range: what one task holds at once.
+# docs/design.md, "Tables merged by partition", has what a task of 2M rows took.
 MERGE_ROWS = 1 << 21
-# A row's place in the run: its shard's index in the plan times 2**40, plus its row in the shard.
+# A row's place in the run, where rows leave place order: shard index * 2**40 + its row in the shard.
 ORDER_COLUMN = "__order"
 _ROW_BITS = 40
-_SAMPLES = 256  # values each input contributes to the choice of the ranges
-
-
-def table_order(spec: TableSpec) -> list[str]:
-    """The columns a merged table's rows are sorted by: its partition column first, if it has one."""
-    return partition_order(spec) if spec.partition is not None else list(spec.sort)
+_SAMPLES = 1024  # values each shard file contributes to the ranges of a two-round merge
+_TASKS = 16  # sample and split tasks per merge at most (a task costs ~0.5 ms on Ray, a file less)
 
 
 @dataclass(frozen=True)
-class Round:
-    """One pass over the rows: inputs split by ranges of ``column`` into ``len(splitters) + 1``
-    partitions, each partition then deduplicated (``dedup``) and/or written as a final part (``final``)."""
+class Input:
+    """One file a step reads: its name, path, and the index of its shard (None for a merge file,
+    whose rows carry their places)."""
 
-    number: int
-    column: str
-    splitters: tuple
-    dedup: bool
-    final: bool
-
-    @property
-    def partitions(self) -> int:
-        return len(self.splitters) + 1
+    name: str
+    path: str
+    shard: int | None
 
 
 @dataclass(frozen=True)
@@ -112,152 +102,215 @@ class MergePlan:
     def folder(self) -> str:
         return self.store.storage.join(MERGE_DIR, self.table, self.merge_id)
 
+    def shards(self) -> list[Input]:
+        return [Input(s, self.store.shard_path(self.table, s), k) for k, s in enumerate(self.shard_ids)]
+
     def split_path(self, number: int, name: str) -> str:
         return posixpath.join(self.folder, f"split-{number}", f"{name}.parquet")
 
-    def output_path(self, round_: Round, partition: int) -> str:
-        return posixpath.join(self.folder, f"{'part' if round_.final else 'dedup'}-{partition:05d}.parquet")
+    def output_path(self, final: bool, partition: int) -> str:
+        return posixpath.join(self.folder, f"{'part' if final else 'dedup'}-{partition:05d}.parquet")
 
-    def inputs(self, round_: Round, previous: Round | None) -> list[tuple[str, str, int | None]]:
-        """(name, path, shard index or None) of each input of ``round_``: the shard files, or the
-        previous round's outputs (whose rows carry their places already)."""
-        if previous is None:
-            return [
-                (shard_id, self.store.shard_path(self.table, shard_id), index)
-                for index, shard_id in enumerate(self.shard_ids)
-            ]
-        return [(f"dedup-{p:05d}", self.output_path(previous, p), None) for p in range(previous.partitions)]
-
-    def metadata(self, **extra: str) -> dict[bytes, bytes]:
-        """What every intermediate file of the merge records: the table's provenance and the merge id."""
+    def intermediate_metadata(self, **extra: str) -> dict[bytes, bytes]:
+        """What an intermediate file records: the table's provenance and the merge id."""
         return encode_metadata({**self.store.provenance.final_metadata(self.table), "merge": self.merge_id, **extra})
 
 
 @dataclass(frozen=True)
 class MergeTask:
-    """One task of a merge: ``kind`` "sample", "split" or "partition", on the inputs (or partition) named."""
+    """One task of a merge.
+
+    kind "range":  range ``partition`` of a one-round merge, from the row groups ``groups`` names in
+                   each shard file (in plan order), rows with ``column`` in [``low``, ``high``).
+    kind "sample": sample ``column`` in each of ``inputs``.
+    kind "split":  split each of ``inputs`` into ``round``'s ranges of ``column`` (``splitters``).
+    kind "partition": range ``partition`` of ``round`` (1 or 2) from its split files.
+    """
 
     plan: MergePlan
     kind: str
-    round: Round | None = None
-    previous: Round | None = None
+    round: int = 1
     column: str = ""
-    inputs: tuple[tuple[str, str, int | None], ...] = ()
+    splitters: tuple = ()
+    inputs: tuple[Input, ...] = ()
     partition: int = 0
+    low: Any = None
+    high: Any = None
+    groups: tuple[tuple[int, ...], ...] = field(default=())
 
     def __str__(self) -> str:
-        what = f"partition {self.partition}" if self.kind == "partition" else ", ".join(i[0] for i in self.inputs[:3])
+        what = f"range {self.partition}" if self.kind in ("range", "partition") else self.inputs[0].name + ".."
         return f"{self.plan.table} merge {self.kind} ({what})"
 
 
 def run_merge_task(task: MergeTask) -> Any:
     """Run one ``MergeTask`` (a module-level function, for Ray's workers)."""
+    if task.kind == "range":
+        return _merge_range(task)
     if task.kind == "sample":
-        return [_sample(task.plan, path, index, task.column) for _, path, index in task.inputs]
+        return [_sample(task.plan, source, task.column) for source in task.inputs]
     if task.kind == "split":
-        assert task.round is not None
-        return [_split(task.plan, task.round, name, path, index) for name, path, index in task.inputs]
-    assert task.round is not None
-    return _merge_partition(task.plan, task.round, task.previous, task.partition)
+        return [_split(task, source) for source in task.inputs]
+    return _merge_split_partition(task)
 
 
 # ------------------------------------------------------------------------------------- the driver
 
 
-def merge_id(store: ShardStore, table: str, shard_ids: list[str], commits: list[str]) -> str:
-    """A checksum of everything a merge's files depend on: provenance (code version in full), the
-    table, the shards in plan order with their commit ids, and the partition size."""
-    text = json.dumps(
-        [
-            store.provenance.job,
-            store.provenance.version,
-            store.provenance.params,
-            table,
-            shard_ids,
-            commits,
-            MERGE_ROWS,
-        ],
-        sort_keys=True,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
 def merge_table(
-    store: ShardStore, table: str, shard_ids: list[str], rows: int, run: Callable[[list[MergeTask]], list], say
+    store: ShardStore,
+    table: str,
+    shard_ids: list[str],
+    rows: int,
+    run: Callable[[list[MergeTask]], list],
+    say: Callable[[str], None],
 ) -> tuple[list[str], list[int]]:
     """Merge table ``table`` of the shards ``shard_ids`` (``rows`` rows in all), each step's tasks
     run by ``run`` (Ray tasks, or this process); returns its final parts' paths and rows, in order."""
     spec = store.job.table_spec(table)
-    order, key = table_order(spec), list(spec.key)
-    one_round = not key or (bool(order) and order[0] in key)
-    column = (order[0] if order else ORDER_COLUMN) if one_round else key[0]
-    partitions = max(1, -(-rows // MERGE_ROWS))
+    ranges = max(1, -(-rows // MERGE_ROWS))
     probe = MergePlan(store, table, "", tuple(shard_ids))
-    samples = run(_batched(probe, "sample", probe.inputs(Round(1, column, (), False, False), None), column=column))
-    found = [item for batch in samples for item in batch]
-    plan = MergePlan(store, table, merge_id(store, table, shard_ids, [commit for commit, _ in found]), tuple(shard_ids))
+    footers = [_footer(store, source.path, range_column(spec)) for source in probe.shards()]
+    plan = MergePlan(store, table, merge_id(store, table, shard_ids, [f.commit for f in footers]), tuple(shard_ids))
     _clear_other_merges(plan)
-    round_1 = Round(1, column, _splitters([sample for _, sample in found], partitions), bool(key), one_round)
-    written = _run_round(plan, round_1, None, run, say)
-    if one_round:
-        return _parts(plan, round_1, written)
-    second_column = order[0] if order else ORDER_COLUMN
-    inputs = plan.inputs(round_1, round_1)
-    samples = run(_batched(plan, "sample", inputs, column=second_column))
-    round_2 = Round(2, second_column, _splitters([s for b in samples for _, s in b], partitions), False, True)
-    return _parts(plan, round_2, _run_round(plan, round_2, round_1, run, say))
+    column = range_column(spec)
+    if column is not None or not spec.key:
+        return _one_round(plan, column, footers, ranges, run, say)
+    return _two_rounds(plan, ranges, run, say)
 
 
-def _run_round(plan: MergePlan, round_: Round, previous: Round | None, run, say) -> list[int]:
-    """Split the round's inputs (unless it has one partition), then write each partition; returns
-    the rows of each partition's output.  Outputs already written by an interrupted run with the
-    same merge id are kept."""
-    done = {p: _committed_rows(plan, plan.output_path(round_, p)) for p in range(round_.partitions)}
-    todo = [p for p, rows in done.items() if rows is None]
-    if len(todo) < round_.partitions:
-        say(
-            f"{plan.table}: {round_.partitions - len(todo)} of {round_.partitions} merged partitions "
-            f"(round {round_.number}) kept from an interrupted run, {len(todo)} to write"
+def merge_id(store: ShardStore, table: str, shard_ids: list[str], commits: list[str]) -> str:
+    """A checksum of everything a merge's files depend on: provenance (code version in full), the
+    table, the shards in plan order with their commit ids, and the range size."""
+    provenance = store.provenance
+    identity = [provenance.job, provenance.version, provenance.params, table, shard_ids, commits, MERGE_ROWS]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class _Footer:
+    """What a shard file's footer says: its commit id, and for each row group its rows and the
+    smallest and largest value of the range column (None when unknown)."""
+
+    commit: str
+    groups: list[tuple[int, Any, Any]]
+
+
+def _footer(store: ShardStore, path: str, column: str | None) -> _Footer:
+    with store.storage.open_input(path) as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    commit = decode_metadata(metadata.schema.to_arrow_schema().metadata).get("commit", "")
+    index = metadata.schema.to_arrow_schema().get_field_index(column) if column else -1
+    groups = []
+    for k in range(metadata.num_row_groups):
+        group = metadata.row_group(k)
+        stats = group.column(index).statistics if index >= 0 else None
+        if stats is not None and stats.has_min_max:
+            groups.append((group.num_rows, stats.min, stats.max))
+        else:
+            groups.append((group.num_rows, None, None))
+    return _Footer(commit, groups)
+
+
+def _one_round(
+    plan: MergePlan, column: str | None, footers: list[_Footer], ranges: int, run, say
+) -> tuple[list[str], list[int]]:
+    """Ranges of ``column`` cut from the footers' row-group statistics; one task per range reads the
+    row groups that reach it (a row group without statistics: every task)."""
+    splitters = _splitters_from_footers(footers, ranges) if column else ()
+    bounds = [None, *splitters, None]
+    tasks = []
+    for p in range(len(splitters) + 1):
+        low, high = bounds[p], bounds[p + 1]
+        groups = tuple(
+            tuple(k for k, (_, least, most) in enumerate(f.groups) if _reaches(least, most, low, high)) for f in footers
         )
-    if todo and round_.partitions > 1:
-        run(_batched(plan, "split", plan.inputs(round_, previous), round_=round_))
-    written = run([MergeTask(plan, "partition", round_, previous, partition=p) for p in todo])
-    done.update(zip(todo, written))
-    return [int(done[p] or 0) for p in range(round_.partitions)]
+        tasks.append(MergeTask(plan, "range", column=column or "", partition=p, low=low, high=high, groups=groups))
+    return _run_partitions(plan, tasks, True, 1, say, run)
 
 
-def _parts(plan: MergePlan, round_: Round, rows: list[int]) -> tuple[list[str], list[int]]:
-    """The final parts that hold rows (one, possibly empty, when none does)."""
-    kept = [p for p in range(round_.partitions) if rows[p]] or [0]
-    return [plan.output_path(round_, p) for p in kept], [rows[p] for p in kept]
+def _reaches(least: Any, most: Any, low: Any, high: Any) -> bool:
+    """Whether a row group with values in [least, most] (None: unknown) may hold values in [low, high)."""
+    if least is None or most is None:
+        return True
+    return (low is None or most >= low) and (high is None or least < high)
 
 
-def _batched(plan: MergePlan, kind: str, inputs: list, column: str = "", round_: Round | None = None) -> list:
-    """Tasks of ``kind`` over ``inputs``, a few inputs per task (a task costs about 0.5 ms on Ray,
-    reading a small file less): at least ~1M rows a task, never fewer than one input."""
-    per_task = max(1, len(inputs) // 64)
+def _splitters_from_footers(footers: list[_Footer], ranges: int) -> tuple:
+    """Cut points from the row groups' statistics: each row group's rows counted at its smallest value."""
+    weighted: list[tuple[Any, float]] = [
+        (least, rows) for f in footers for rows, least, _ in f.groups if least is not None and rows
+    ]
+    return _cut(weighted, ranges)
+
+
+def _two_rounds(plan: MergePlan, ranges: int, run, say) -> tuple[list[str], list[int]]:
+    spec = plan.spec
+    key_column = spec.key[0]
+    samples = run(_batched(plan, "sample", plan.shards(), column=key_column))
+    splitters = _cut([item for batch in samples for sample in batch for item in sample], ranges)
+    dedup = _run_split_round(plan, 1, key_column, splitters, plan.shards(), final=False, run=run, say=say)[1]
+    order = merged_order(spec)
+    column = order[0] if order else ORDER_COLUMN
+    inputs = [Input(f"dedup-{p:05d}", plan.output_path(False, p), None) for p in range(len(dedup))]
+    samples = run(_batched(plan, "sample", inputs, column=column))
+    splitters = _cut([item for batch in samples for sample in batch for item in sample], ranges)
+    return _run_split_round(plan, 2, column, splitters, inputs, final=True, run=run, say=say)
+
+
+def _run_split_round(
+    plan: MergePlan, number: int, column: str, splitters: tuple, inputs: list[Input], final: bool, run, say
+) -> tuple[list[str], list[int]]:
+    """Round ``number`` of two: each input split into the ranges (unless every range's output is
+    written already), then each range merged from the split files."""
+    tasks = [
+        MergeTask(plan, "partition", number, column, splitters, tuple(inputs), partition=p)
+        for p in range(len(splitters) + 1)
+    ]
+    if any(_kept_rows(plan, plan.output_path(final, p), final) is None for p in range(len(tasks))):
+        if len(tasks) > 1:
+            run(_batched(plan, "split", inputs, column=column, round=number, splitters=splitters))
+    return _run_partitions(plan, tasks, final, number, say, run)
+
+
+def _run_partitions(
+    plan: MergePlan, tasks: list[MergeTask], final: bool, number: int, say, run
+) -> tuple[list[str], list[int]]:
+    """Run the tasks whose output is not written yet (an interrupted run's are kept); returns the
+    outputs that hold rows, and their rows (one output, possibly empty, when none does)."""
+    rows = {task.partition: _kept_rows(plan, plan.output_path(final, task.partition), final) for task in tasks}
+    todo = [task for task in tasks if rows[task.partition] is None]
+    if len(todo) < len(tasks):
+        say(
+            f"{plan.table}: {len(tasks) - len(todo)} of {len(tasks)} merged ranges (round {number}) "
+            f"kept from an interrupted run, {len(todo)} to write"
+        )
+    rows.update(zip((task.partition for task in todo), run(todo)))
+    kept = [p for p in sorted(rows) if rows[p]] or [0]
+    return [plan.output_path(final, p) for p in kept], [int(rows[p] or 0) for p in kept]
+
+
+def _batched(plan: MergePlan, kind: str, inputs: list[Input], **fields: Any) -> list[MergeTask]:
+    """Tasks of ``kind`` over ``inputs``, at most ``_TASKS`` of them, each a run of inputs."""
+    per_task = max(1, -(-len(inputs) // _TASKS))
     return [
-        MergeTask(plan, kind, round_, column=column, inputs=tuple(inputs[k : k + per_task]))
-        for k in range(0, len(inputs), per_task)
+        MergeTask(plan, kind, inputs=tuple(inputs[k : k + per_task]), **fields) for k in range(0, len(inputs), per_task)
     ]
 
 
-def _splitters(samples: list[list], partitions: int) -> tuple:
-    """``partitions - 1`` values cutting the sampled values into ranges of about equal weight
-    (each input's sample stands for its rows equally), distinct and rising; fewer when the column
-    has fewer distinct values."""
-    if partitions <= 1:
+def _cut(weighted: list[tuple[Any, float]], ranges: int) -> tuple:
+    """``ranges - 1`` values cutting weighted values into ranges of about equal weight, distinct and
+    rising; fewer when there are fewer distinct values."""
+    if ranges <= 1 or not weighted:
         return ()
-    weighted = sorted((value, weight) for sample in samples if sample for value, weight in sample if value is not None)
-    if not weighted:
-        return ()
+    weighted = sorted(weighted, key=lambda item: item[0])
     total = sum(weight for _, weight in weighted)
     cuts: list[Any] = []
-    seen, goal = 0.0, total / partitions
+    seen = 0.0
     for value, weight in weighted:
-        seen += weight
-        if seen >= goal * (len(cuts) + 1) and len(cuts) < partitions - 1 and (not cuts or value > cuts[-1]):
+        if seen >= total * (len(cuts) + 1) / ranges and len(cuts) < ranges - 1 and (not cuts or value > cuts[-1]):
             cuts.append(value)
+        seen += weight
     return tuple(cuts)
 
 
@@ -275,179 +328,214 @@ def _clear_other_merges(plan: MergePlan) -> None:
                 storage.delete_file(path)
 
 
-def _committed_rows(plan: MergePlan, path: str) -> int | None:
-    """The rows of a merge output already written for this merge id, or None (none, or another's)."""
+def _kept_rows(plan: MergePlan, path: str, final: bool) -> int | None:
+    """The rows of a merge output an interrupted run wrote for this merge id, or None (none, or one
+    whose metadata or any page fails its check: written again)."""
     storage = plan.store.storage
     if not storage.is_file(path):
         return None
     try:
         with storage.open_input(path) as handle:
-            table = read_verified(handle)  # every page checked: a damaged part is written again
+            table = read_verified(handle)
     except StoreError:
         return None
-    found = decode_metadata(table.schema.metadata)
     expected = plan.store.provenance.final_metadata(plan.table)
-    if posixpath.basename(path).startswith("dedup-"):  # round 1 of two: its own file
+    if not final:
         expected = {**expected, "merge": plan.merge_id}
-    if found != expected:
-        return None
-    return table.num_rows
+    return table.num_rows if decode_metadata(table.schema.metadata) == expected else None
 
 
 # ------------------------------------------------------------------------------------ the workers
 
 
-def _sample(plan: MergePlan, path: str, index: int | None, column: str) -> tuple[str, list]:
-    """(the file's commit id, ``_SAMPLES`` evenly spaced values of ``column`` in it with the rows
-    each stands for): the ranges' cut points come from these.  A shard's places are its index and
-    row numbers, not a column of its file."""
+def _merge_range(task: MergeTask) -> int:
+    """A range of a one-round merge: from each shard file (plan order) the row groups that reach the
+    range, its rows in [low, high), deduplicated and sorted; written as a final part."""
+    import pyarrow.compute as pc
+
+    plan = task.plan
+    pieces = []
+    for source, groups in zip(plan.shards(), task.groups):
+        if not groups:
+            continue
+        piece = plan.store.read_shard_file(source.path, plan.table, row_groups=list(groups))
+        if task.low is not None or task.high is not None:
+            values = piece.column(task.column)
+            inside = pc.and_kleene(
+                pc.greater_equal(values, task.low) if task.low is not None else pa.scalar(True),
+                pc.less(values, task.high) if task.high is not None else pa.scalar(True),
+            )
+            piece = piece.filter(inside)
+        pieces.append(piece.replace_schema_metadata(None))
+    table = pa.concat_tables(pieces) if pieces else table_schema(plan.spec).empty_table()
+    table = _arranged(table, plan.spec, dedup=bool(plan.spec.key), final=True, in_place_order=True)
+    return _write_output(task, plan.output_path(True, task.partition), table, final=True)
+
+
+def _sample(plan: MergePlan, source: Input, column: str) -> list[tuple[Any, float]]:
+    """Up to ``_SAMPLES`` values of ``column`` in a file, evenly spaced by row, each with the rows it
+    stands for (a shard's places are computed, not read)."""
     storage = plan.store.storage
-    with storage.open_input(path) as handle:
+    with storage.open_input(source.path) as handle:
         parquet = pq.ParquetFile(handle)
-        commit = decode_metadata(parquet.schema_arrow.metadata).get("commit", "")
         rows = parquet.metadata.num_rows
         if not rows:
-            return commit, []
-        if column == ORDER_COLUMN and index is not None:
-            values = pa.chunked_array([(np.int64(index) << _ROW_BITS) + np.arange(rows, dtype=np.int64)])
+            return []
+        picked = np.linspace(0, rows - 1, num=min(_SAMPLES, rows)).astype(np.int64)
+        if column == ORDER_COLUMN and source.shard is not None:
+            values = ((np.int64(source.shard) << _ROW_BITS) + picked).tolist()
         else:
-            values = parquet.read(columns=[column]).column(0)
-    picked = np.linspace(0, len(values) - 1, num=min(_SAMPLES, len(values))).astype(np.int64)
-    ordered = values.take(_sort_indices(pa.table({column: values}), [column])).take(pa.array(picked))
-    return commit, [(value, len(values) / len(picked)) for value in ordered.to_pylist()]
+            values = parquet.read(columns=[column]).column(0).take(pa.array(picked)).to_pylist()
+    return [(value, rows / len(picked)) for value in values if value is not None]
 
 
-def _read_input(plan: MergePlan, path: str, index: int | None, row_groups: list[int] | None = None) -> pa.Table:
-    """An input's rows with their places: a shard file (its places made from ``index``) or a merge
-    file (its places kept), every page verified."""
-    if index is not None:
-        table = plan.store.read_shard_file(path, plan.table).replace_schema_metadata(None)
-        places = (np.int64(index) << _ROW_BITS) + np.arange(table.num_rows, dtype=np.int64)
+def _read_input(plan: MergePlan, source: Input, row_groups: list[int] | None = None) -> pa.Table:
+    """An input's rows with their places: a shard file (places made from its index) or a merge file
+    (places kept), every page verified."""
+    if source.shard is not None:
+        table = plan.store.read_shard_file(source.path, plan.table).replace_schema_metadata(None)
+        places = (np.int64(source.shard) << _ROW_BITS) + np.arange(table.num_rows, dtype=np.int64)
         return table.append_column(ORDER_COLUMN, pa.array(places))
     storage = plan.store.storage
-    with storage.open_input(path) as handle:
-        table = read_verified(handle, _merge_schema(plan.spec), row_groups=row_groups, where=storage.uri(path))
+    with storage.open_input(source.path) as handle:
+        table = read_verified(handle, _merge_schema(plan.spec), row_groups=row_groups, where=storage.uri(source.path))
     return table.replace_schema_metadata(None)
 
 
-def _split(plan: MergePlan, round_: Round, name: str, path: str, index: int | None) -> list[int]:
-    """Write input ``name``'s rows to ``split-R/<name>.parquet``, one row group per partition of
-    the round (by ranges of its column), their places kept; returns the rows per partition."""
-    target = plan.split_path(round_.number, name)
-    kept = _split_rows(plan, target)
+def _split(task: MergeTask, source: Input) -> list[int]:
+    """Write an input's rows to ``split-R/<name>.parquet``, one row group per range of the round (in
+    place order within each), places kept; returns the rows per range."""
+    plan = task.plan
+    target = plan.split_path(task.round, source.name)
+    kept = _split_rows(plan, target, len(task.splitters) + 1)
     if kept is not None:
         return kept
-    table = _read_input(plan, path, index)
-    partition = _partition_of(table.column(round_.column), round_.splitters)
-    by_partition = np.argsort(partition, kind="stable")
-    bounds = np.searchsorted(partition[by_partition], np.arange(round_.partitions + 1))
-    table = table.take(pa.array(by_partition))
+    table = _read_input(plan, source)
+    ranges = len(task.splitters) + 1
+    which = _range_of(table.column(task.column), task.splitters)
+    by_range = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[by_range], np.arange(ranges + 1))
+    table = table.take(pa.array(by_range))
     counts = np.diff(bounds).tolist()
-    schema = _merge_schema(plan.spec).with_metadata(plan.metadata(partition_rows=json.dumps(counts)))
+    schema = _merge_schema(plan.spec).with_metadata(plan.intermediate_metadata(range_rows=json.dumps(counts)))
 
     def write(local: str) -> None:
         with pq.ParquetWriter(local, schema, **_split_options(plan.spec)) as writer:
-            for p in range(round_.partitions):
-                part = table.slice(int(bounds[p]), int(counts[p]))
-                writer.write_table(part.replace_schema_metadata(schema.metadata), row_group_size=max(1, len(part)))
+            for p in range(ranges):
+                part = table.slice(int(bounds[p]), int(counts[p])).replace_schema_metadata(schema.metadata)
+                writer.write_table(part, row_group_size=max(1, len(part)))
 
     plan.store.storage.write_atomic(target, write)
     return counts
 
 
-def _split_rows(plan: MergePlan, path: str) -> list[int] | None:
-    """The rows per partition of a split file this merge already wrote, or None."""
+def _split_rows(plan: MergePlan, path: str, ranges: int) -> list[int] | None:
+    """The rows per range of a split file this merge already wrote, or None."""
     storage = plan.store.storage
     if not storage.is_file(path):
         return None
     try:
         with storage.open_input(path) as handle:
             footer = pq.ParquetFile(handle).metadata
-    except Exception:  # unreadable: written again
+        found = decode_metadata(footer.schema.to_arrow_schema().metadata)
+        counts = json.loads(found["range_rows"])
+    except Exception:  # unreadable, or not ours: written again
         return None
-    found = decode_metadata(footer.schema.to_arrow_schema().metadata)
-    if found.get("merge") != plan.merge_id or footer.num_row_groups != len(json.loads(found["partition_rows"])):
+    if found.get("merge") != plan.merge_id or len(counts) != ranges or footer.num_row_groups != ranges:
         return None
-    return json.loads(found["partition_rows"])
+    return counts
 
 
-def _partition_of(values: pa.ChunkedArray, splitters: tuple) -> np.ndarray:
+def _range_of(values: pa.ChunkedArray, splitters: tuple) -> np.ndarray:
     """Each value's range: how many splitters it reaches (a value equal to one goes above it)."""
     import pyarrow.compute as pc
 
-    partition = np.zeros(len(values), dtype=np.int32)
+    which = np.zeros(len(values), dtype=np.int32)
     for cut in splitters:
-        partition += pc.greater_equal(values, pa.scalar(cut, values.type)).to_numpy(zero_copy_only=False)
-    return partition
+        which += pc.greater_equal(values, pa.scalar(cut, values.type)).to_numpy(zero_copy_only=False)
+    return which
 
 
-def _merge_partition(plan: MergePlan, round_: Round, previous: Round | None, partition: int) -> int:
-    """Partition ``partition`` of the round: its rows from every input (the row group each split
-    file holds for it, or every input whole when the round has one partition), deduplicated and
-    sorted, written as a final part or round 1's output; returns its rows."""
-    spec = plan.spec
-    if round_.partitions == 1:
-        pieces = [_read_input(plan, path, index) for _, path, index in plan.inputs(round_, previous)]
+def _merge_split_partition(task: MergeTask) -> int:
+    """Range ``partition`` of round 1 or 2 of a two-round merge: the row group each split file holds
+    for it (every input whole when the round has one range); round 1 keeps the first row per key,
+    round 2 sorts and writes a final part."""
+    plan = task.plan
+    if task.splitters:
+        sources = [Input(s.name, plan.split_path(task.round, s.name), None) for s in task.inputs]
+        pieces = [_read_input(plan, source, row_groups=[task.partition]) for source in sources]
     else:
-        pieces = [
-            _read_input(plan, plan.split_path(round_.number, name), None, row_groups=[partition])
-            for name, _, _ in plan.inputs(round_, previous)
-        ]
-    table = pa.concat_tables(pieces) if pieces else _merge_schema(spec).empty_table()
-    if round_.dedup:
-        table = _first_per_key(table, list(spec.key), table_order(spec))
-    if round_.final:
-        table = table.take(_sort_indices(table, [*table_order(spec), ORDER_COLUMN]))
-        table = table.drop_columns([ORDER_COLUMN])
-    _write_output(plan, plan.output_path(round_, partition), table, final=round_.final)
-    faults.after_merge_partition(partition)
-    return table.num_rows
+        pieces = [_read_input(plan, source) for source in task.inputs]
+    table = pa.concat_tables(pieces) if pieces else _merge_schema(plan.spec).empty_table()
+    final = task.round == 2
+    table = _arranged(table, plan.spec, dedup=not final, final=final, in_place_order=not final)
+    return _write_output(task, plan.output_path(final, task.partition), table, final)
 
 
-def _first_per_key(table: pa.Table, key: list[str], order: list[str]) -> pa.Table:
-    """The first row of each key by (``order``, place): sorted by key, then the rest of ``order``,
-    then place, the first of each run of equal keys."""
-    by = [*key, *(c for c in order if c not in key), ORDER_COLUMN]
-    ordered = table.take(_sort_indices(table, by))
-    if not ordered.num_rows:
-        return ordered
-    first = np.zeros(ordered.num_rows, dtype=bool)
+def _arranged(table: pa.Table, spec: TableSpec, dedup: bool, final: bool, in_place_order: bool) -> pa.Table:
+    """``table`` with the first row per key kept (``dedup``) and/or in the table's order (``final``:
+    ties by place, the helper columns dropped).  ``in_place_order``: its rows come in place order,
+    so a stable sort decides ties by place; otherwise they carry ``ORDER_COLUMN``."""
+    order, key = merged_order(spec), list(spec.key)
+    ties = [] if in_place_order else [ORDER_COLUMN]
+    places = np.arange(table.num_rows, dtype=np.int64)
+    sorted_by: list[str] | None = None
+    if dedup and table.num_rows:
+        sorted_by = [*key, *(c for c in order if c not in key)]
+        indices = _sort_indices(table, sorted_by + ties)
+        table = table.take(pa.array(indices))
+        first = _first_of_runs(table, key)
+        table, places = table.filter(pa.array(first)), indices[first]
+    if final and sorted_by != order and table.num_rows:
+        helper = "__place" if in_place_order else ORDER_COLUMN
+        if in_place_order:
+            table = table.append_column(helper, pa.array(places))
+        table = table.take(pa.array(_sort_indices(table, [*order, helper])))
+    if final:
+        table = table.select(spec.column_names)
+    return table
+
+
+def _first_of_runs(table: pa.Table, key: list[str]) -> np.ndarray:
+    """Whether each row (sorted by ``key``) is the first of its run of equal keys."""
+    import pyarrow.compute as pc
+
+    first = np.zeros(table.num_rows, dtype=bool)
     first[0] = True
     for column in key:
-        values = ordered.column(column)
-        first[1:] |= _differs(values.slice(1), values.slice(0, len(values) - 1))
-    return ordered.filter(pa.array(first))
+        values = table.column(column)
+        later, earlier = values.slice(1), values.slice(0, len(values) - 1)
+        differs = pc.fill_null(pc.not_equal(later, earlier), True).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(pc.is_null(later), pc.is_null(earlier)).to_numpy(zero_copy_only=False)
+        first[1:] |= differs & ~both_null
+    return first
 
 
-def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+def _sort_indices(table: pa.Table, columns: list[str]) -> np.ndarray:
+    """Indices of a stable sort by ``columns`` (Arrow's sort is stable)."""
     import pyarrow.compute as pc
 
-    return pc.fill_null(pc.not_equal(a, b), True).to_numpy(zero_copy_only=False) & ~(
-        pc.and_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
-    )
+    return pc.sort_indices(table, [(column, "ascending") for column in columns]).to_numpy()
 
 
-def _sort_indices(table: pa.Table, columns: list[str]) -> pa.Array:
-    import pyarrow.compute as pc
-
-    return pc.sort_indices(table, [(column, "ascending") for column in columns])
-
-
-def _write_output(plan: MergePlan, path: str, table: pa.Table, final: bool) -> None:
-    """A partition's output: a final part records the table's provenance alone, as every final
-    table does (the same bytes whatever run wrote it: its folder names the merge); round 1's output
-    keeps the places and records the merge id."""
-    spec = plan.spec
+def _write_output(task: MergeTask, path: str, table: pa.Table, final: bool) -> int:
+    """A range's output, then its rows.  A final part records the table's provenance alone, as every
+    final table does (the same bytes whatever run wrote it: its folder names the merge); round 1's
+    output keeps the places and records the merge id."""
+    plan, spec = task.plan, task.plan.spec
     if final:
-        schema = table_schema(spec).with_metadata(encode_metadata(plan.store.provenance.final_metadata(plan.table)))
+        metadata = encode_metadata(plan.store.provenance.final_metadata(plan.table))
+        schema = table_schema(spec).with_metadata(metadata)
     else:
-        schema = _merge_schema(spec).with_metadata(plan.metadata())
+        schema = _merge_schema(spec).with_metadata(plan.intermediate_metadata())
     table = table.replace_schema_metadata(schema.metadata)
 
     def write(local: str) -> None:
         pq.write_table(table, local, row_group_size=ROW_GROUP_ROWS, **parquet_options(spec))
 
     plan.store.storage.write_atomic(path, write)
+    faults.after_merge_partition(task.partition)
+    return table.num_rows
 
 
 def _merge_schema(spec: TableSpec) -> pa.Schema:
@@ -455,5 +543,5 @@ def _merge_schema(spec: TableSpec) -> pa.Schema:
 
 
 def _split_options(spec: TableSpec) -> dict[str, Any]:
-    """Split files are read once, by the next step: lz4, like shard files."""
+    """Split files are read once, by the next step: lz4, like shard files, without dictionaries."""
     return {**parquet_options(spec, compression="lz4"), "use_dictionary": False}

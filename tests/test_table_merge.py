@@ -140,7 +140,7 @@ def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes
     assert not (tmp_path / "killed" / "overlapping" / "rows").exists()  # nothing committed
     rerun = run(tmp_path / "killed")
     assert rerun.returncode == 0, rerun.stderr
-    assert "3 of " in rerun.stderr and "merged partitions (round 1) kept from an interrupted run" in rerun.stderr
+    assert "3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
     assert run(tmp_path / "whole").returncode == 0
     assert _table_bytes(tmp_path / "killed") == _table_bytes(tmp_path / "whole")
 
