@@ -33,12 +33,17 @@ from batchenum.pipeline.table_commit import (
     part_plan,
     write_part,
 )
-from batchenum.pipeline.table_merge import MERGE_DIR, MERGE_ROWS, MergeTask, merge_table, run_merge_task
+from batchenum.pipeline.table_merge import MERGE_DIR, MergeTask, merge_table, run_merge_task
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
 _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are counted
 _SHARE_THREADS = 8  # parts taken over or written at once by the driver: links and copies wait on the store
+# A merged table of at most this many rows is merged by the driver's threads (each holding one range
+# of it) unless Ray is up anyway; a larger one by Ray tasks, the private Ray kept for them: about
+# 100 MB of driver memory at most, against the seconds a Ray costs to start (docs/design.md, "Tables
+# merged by partition").
+DRIVER_MERGE_ROWS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -421,21 +426,21 @@ def _merge(
 
 
 def _merge_wants_ray(job: Job, rows: dict[str, int]) -> bool:
-    """Whether a merged table has more rows than one range: its ranges are then merged by Ray tasks,
-    so the private Ray the shards used is kept for them."""
-    return any(rows[name] > MERGE_ROWS for name in _shard_tables(job) if name not in job.streamed_tables)
+    """Whether a merged table has more than ``DRIVER_MERGE_ROWS`` rows: it is then merged by Ray
+    tasks, so the private Ray the shards used is kept for them."""
+    return any(rows[name] > DRIVER_MERGE_ROWS for name in _shard_tables(job) if name not in job.streamed_tables)
 
 
 def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], list]:
-    """How a merge's tasks run: as Ray tasks when Ray is up or the table is larger than one
-    partition (so that the driver holds none of it); else in this process, by the driver's threads
-    (by this thread with --serial)."""
+    """How a merge's tasks run: as Ray tasks when Ray is up or the table has more than
+    ``DRIVER_MERGE_ROWS`` rows (so that the driver holds none of it); else in this process, by the
+    driver's threads (by this thread with --serial)."""
 
     def run(tasks: list[MergeTask]) -> list:
         if not tasks:
             return []
         serial = executor.options.serial
-        if not serial and (executor.ray.connected or executor.on_cluster or rows > MERGE_ROWS):  # Ray holds the rows
+        if not serial and (executor.ray.connected or executor.on_cluster or rows > DRIVER_MERGE_ROWS):
             return executor.ray.map(run_merge_task, tasks)
         if serial:
             return [run_merge_task(task) for task in tasks]

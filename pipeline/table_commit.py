@@ -56,6 +56,7 @@ from batchenum.pipeline.parquet_format import (
 )
 from batchenum.pipeline.shard_store import PLAIN_NAME, SHARDS_DIR, ShardStore
 from batchenum.pipeline.storage import TMP_MARK, Storage, link_refused
+from batchenum.pipeline.table_merge import MERGE_DIR
 
 __all__ = [
     "GUARD_FILE",
@@ -470,7 +471,7 @@ class RemovedShards(NamedTuple):
 
 def remove_shards(storage: Storage) -> RemovedShards:
     """Delete the shard store of a job folder whose tables are committed (completing an interrupted
-    commit first); returns the files removed and bytes freed, counted as each file is removed.  The caller holds the folder's lease.
+    commit first), and the files of a merge an interruption left (``_merge/``); returns the files removed and bytes freed, counted as each file is removed.  The caller holds the folder's lease.
     A link anywhere in the shard store (LinkRefusedError naming it) removes nothing.  A rerun then
     finds no committed shard and computes every one again: never a stale table."""
     complete_commit(storage)
@@ -480,16 +481,22 @@ def remove_shards(storage: Storage) -> RemovedShards:
             f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
             "record of the work done, so they are kept. Run the job to the end first"
         )
-    shards = storage.join(SHARDS_DIR)
-    storage.refuse_links(shards)
+    removed = [_remove_tree(storage, storage.join(folder)) for folder in (SHARDS_DIR, MERGE_DIR)]
+    return RemovedShards(sum(files for files, _ in removed), sum(freed for _, freed in removed))
+
+
+def _remove_tree(storage: Storage, folder: str) -> tuple[int, int]:
+    """Delete a folder of the store (the shard store, or a merge an interruption left); returns the
+    files removed and bytes freed."""
+    storage.refuse_links(folder)
     if not storage.local:
-        files = storage.list_files(shards)
+        files = storage.list_files(folder)
         sizes = [storage.stat(path)[0] for path in files]
         for path in files:
             storage.delete_file(path)
-        storage.delete_dir(shards)
-        return RemovedShards(len(files), sum(sizes))
-    return RemovedShards(*_remove_local_tree(shards))
+        storage.delete_dir(folder)
+        return len(files), sum(sizes)
+    return _remove_local_tree(folder)
 
 
 def _remove_local_tree(root: str) -> tuple[int, int]:
