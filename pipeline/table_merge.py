@@ -24,6 +24,7 @@ Layout under ``OUT/<job>/_merge/<table>/<merge id>/`` (the merge id is a checksu
 provenance, the table, its shards and their commit ids, so that a rerun reuses only what these
 exact shards made):
 
+    round-R.json              round R's ranges, for ``batchenum status``
     split-R/<input>.parquet   round R of two: an input's rows, one row group per range, places kept
     dedup-PPPPP.parquet       round 1 of two: range P deduplicated, places kept
     part-PPPPP.parquet        a part of the final table, which the commit shares into the table
@@ -278,6 +279,9 @@ def _run_partitions(
 ) -> tuple[list[str], list[int]]:
     """Run the tasks whose output is not written yet (an interrupted run's are kept); returns the
     outputs that hold rows, and their rows (one output, possibly empty, when none does)."""
+    # what `batchenum status` counts the written ranges against
+    progress = json.dumps({"round": number, "ranges": len(tasks), "final": final})
+    plan.store.storage.write_text(posixpath.join(plan.folder, f"round-{number}.json"), progress + "\n")
     rows = {task.partition: _kept_rows(plan, plan.output_path(final, task.partition), final) for task in tasks}
     todo = [task for task in tasks if rows[task.partition] is None]
     if len(todo) < len(tasks):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 from batchenum.pipeline.lazy_table import TableTooLargeError
 from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.status import job_statuses, render
 
 COLUMNS = (Column("key", "int64"), Column("score", "int64"), Column("payload", "string"))
 
@@ -138,6 +140,8 @@ def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes
     written = sorted(path.name for path in merge.rglob("*-0000*.parquet"))
     assert written[:3] == [f"{'part' if sort == key else 'dedup'}-{p:05d}.parquet" for p in range(3)]
     assert not (tmp_path / "killed" / "overlapping" / "rows").exists()  # nothing committed
+    shown = render(job_statuses(str(tmp_path / "killed")))
+    assert re.search(r"merge: +rows: 3 of \d+ ranges written \(round 1\); a rerun keeps them", shown), shown
     rerun = run(tmp_path / "killed")
     assert rerun.returncode == 0, rerun.stderr
     assert "3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
