@@ -190,11 +190,12 @@ def merge_id(store: ShardStore, table: str, shard_ids: list[str], commits: list[
 
 @dataclass(frozen=True)
 class _Footer:
-    """What a shard file's footer says: its commit id, and for each row group its rows and the
-    smallest and largest value of the range column (None when unknown)."""
+    """What a shard file's footer says: its commit id, and for each row group its rows, the
+    smallest and largest value of the range column (None when unknown), and whether it holds a null
+    there (True when unknown)."""
 
     commit: str
-    groups: list[tuple[int, Any, Any]]
+    groups: list[tuple[int, Any, Any, bool]]
 
 
 def _footer(store: ShardStore, path: str, column: str | None) -> _Footer:
@@ -207,9 +208,10 @@ def _footer(store: ShardStore, path: str, column: str | None) -> _Footer:
         group = metadata.row_group(k)
         stats = group.column(index).statistics if index >= 0 else None
         if stats is not None and stats.has_min_max:
-            groups.append((group.num_rows, stats.min, stats.max))
+            nulls = not stats.has_null_count or stats.null_count > 0
+            groups.append((group.num_rows, stats.min, stats.max, nulls))
         else:
-            groups.append((group.num_rows, None, None))
+            groups.append((group.num_rows, None, None, True))
     return _Footer(commit, groups)
 
 
@@ -224,15 +226,17 @@ def _one_round(
     for p in range(len(splitters) + 1):
         low, high = bounds[p], bounds[p + 1]
         groups = tuple(
-            tuple(k for k, (_, least, most) in enumerate(f.groups) if _reaches(least, most, low, high)) for f in footers
+            tuple(k for k, (_, least, most, nulls) in enumerate(f.groups) if _reaches(least, most, nulls, low, high))
+            for f in footers
         )
         tasks.append(MergeTask(plan, "range", column=column or "", partition=p, low=low, high=high, groups=groups))
     return _run_partitions(plan, tasks, True, 1, say, run)
 
 
-def _reaches(least: Any, most: Any, low: Any, high: Any) -> bool:
-    """Whether a row group with values in [least, most] (None: unknown) may hold values in [low, high)."""
-    if least is None or most is None:
+def _reaches(least: Any, most: Any, nulls: bool, low: Any, high: Any) -> bool:
+    """Whether a row group with values in [least, most] (None: unknown), and nulls or not, may hold
+    rows of the range [low, high) (the last range, ``high`` None, holds the nulls)."""
+    if least is None or most is None or (nulls and high is None):
         return True
     return (low is None or most >= low) and (high is None or least < high)
 
@@ -240,7 +244,7 @@ def _reaches(least: Any, most: Any, low: Any, high: Any) -> bool:
 def _splitters_from_footers(footers: list[_Footer], ranges: int) -> tuple:
     """Cut points from the row groups' statistics: each row group's rows counted at its smallest value."""
     weighted: list[tuple[Any, float]] = [
-        (least, rows) for f in footers for rows, least, _ in f.groups if least is not None and rows
+        (least, rows) for f in footers for rows, least, _, _ in f.groups if least is not None and rows
     ]
     return _cut(weighted, ranges)
 
@@ -355,7 +359,6 @@ def _kept_rows(plan: MergePlan, path: str, final: bool) -> int | None:
 def _merge_range(task: MergeTask) -> int:
     """A range of a one-round merge: from each shard file (plan order) the row groups that reach the
     range, its rows in [low, high), deduplicated and sorted; written as a final part."""
-    import pyarrow.compute as pc
 
     plan = task.plan
     pieces = []
@@ -364,16 +367,22 @@ def _merge_range(task: MergeTask) -> int:
             continue
         piece = plan.store.read_shard_file(source.path, plan.table, row_groups=list(groups))
         if task.low is not None or task.high is not None:
-            values = piece.column(task.column)
-            inside = pc.and_kleene(
-                pc.greater_equal(values, task.low) if task.low is not None else pa.scalar(True),
-                pc.less(values, task.high) if task.high is not None else pa.scalar(True),
-            )
-            piece = piece.filter(inside)
+            piece = piece.filter(_inside(piece.column(task.column), task.low, task.high))
         pieces.append(piece.replace_schema_metadata(None))
     table = pa.concat_tables(pieces) if pieces else table_schema(plan.spec).empty_table()
     table = _arranged(table, plan.spec, dedup=bool(plan.spec.key), final=True, in_place_order=True)
     return _write_output(task, plan.output_path(True, task.partition), table, final=True)
+
+
+def _inside(values: pa.ChunkedArray, low: Any, high: Any) -> pa.ChunkedArray:
+    """Whether each value is in [low, high) (None: unbounded); a null sorts last, so the last range
+    holds it."""
+    import pyarrow.compute as pc
+
+    above = pc.greater_equal(values, low) if low is not None else pa.scalar(True)
+    below = pc.less(values, high) if high is not None else pc.invert(pc.is_null(values))
+    inside = pc.fill_null(pc.and_kleene(above, below), False)
+    return pc.or_(inside, pc.is_null(values)) if high is None else inside
 
 
 def _sample(plan: MergePlan, source: Input, column: str) -> list[tuple[Any, float]]:
@@ -456,7 +465,8 @@ def _range_of(values: pa.ChunkedArray, splitters: tuple) -> np.ndarray:
 
     which = np.zeros(len(values), dtype=np.int32)
     for cut in splitters:
-        which += pc.greater_equal(values, pa.scalar(cut, values.type)).to_numpy(zero_copy_only=False)
+        above = pc.fill_null(pc.greater_equal(values, pa.scalar(cut, values.type)), True)  # a null sorts last
+        which += above.to_numpy(zero_copy_only=False)
     return which
 
 

@@ -35,25 +35,26 @@ class Overlapping(Job):
     name = "overlapping"
     version = "1"
 
-    def __init__(self, key=("key",), sort=("key",), shards=7, rows=300, seed=1):
+    def __init__(self, key=("key",), sort=("key",), shards=7, rows=300, seed=1, nulls=False):
         self.tables = (TableSpec("rows", COLUMNS, key=tuple(key), sort=tuple(sort)),)
-        self.shards, self.rows, self.seed = shards, rows, seed
+        self.shards, self.rows, self.seed, self.nulls = shards, rows, seed, nulls
 
     def params(self) -> dict:
-        return {"key": self.tables[0].key, "sort": self.tables[0].sort, "shards": self.shards, "seed": self.seed}
+        spec = self.tables[0]
+        return {"key": spec.key, "sort": spec.sort, "shards": self.shards, "seed": self.seed, "nulls": self.nulls}
 
     def plan(self, context: PlanContext) -> list[Shard]:
         return [Shard(f"s{k:03d}", {"k": k}) for k in range(self.shards)]
 
     def run_shard(self, shard: Shard, context=None) -> ShardResult:
-        return ShardResult({"rows": shard_rows(shard.spec["k"], self.rows, self.seed)})
+        return ShardResult({"rows": shard_rows(shard.spec["k"], self.rows, self.seed, self.nulls)})
 
 
-def shard_rows(k: int, rows: int, seed: int) -> dict:
+def shard_rows(k: int, rows: int, seed: int, nulls: bool = False) -> dict:
     rng = np.random.default_rng([seed, k])
     keys = rng.integers(k * rows // 2, k * rows // 2 + rows, rows)  # half of each range is the next shard's
     return {
-        "key": keys,
+        "key": [None if nulls and value % 37 == 0 else int(value) for value in keys] if nulls else keys,
         "score": rng.integers(0, 4, rows),
         "payload": [f"s{k}-r{r}" for r in range(rows)],  # says where the row came from
     }
@@ -62,7 +63,8 @@ def shard_rows(k: int, rows: int, seed: int) -> dict:
 def oracle(job: Overlapping) -> pd.DataFrame:
     """The rule, by pandas: rows in plan order, stably sorted by ``sort``, the first per key."""
     spec = job.tables[0]
-    frame = pd.concat([pd.DataFrame(shard_rows(k, job.rows, job.seed)) for k in range(job.shards)], ignore_index=True)
+    shards = [pd.DataFrame(shard_rows(k, job.rows, job.seed, job.nulls)) for k in range(job.shards)]
+    frame = pd.concat(shards, ignore_index=True)
     if spec.sort:
         frame = frame.sort_values(list(spec.sort), kind="stable")
     return frame.drop_duplicates(list(spec.key), keep="first").reset_index(drop=True)
@@ -94,6 +96,15 @@ def test_a_merged_table_keeps_the_first_row_per_key_in_sort_order(tmp_path, smal
     assert result.tables["rows"].to_pandas().equals(expected)
     assert len(result.tables["rows"]) == len(expected)
     assert not (tmp_path / "overlapping" / "_merge").exists()  # removed once the tables are committed
+
+
+@pytest.mark.parametrize("sort", [("key",), ("score",)])
+def test_null_keys_are_one_key_sorted_last_as_in_memory(tmp_path, small_partitions, sort):
+    job = Overlapping(("key",), sort, nulls=True)
+    run_job(job, RunOptions(out_dir=str(tmp_path), serial=True), quiet())
+    found = pd.read_parquet(tmp_path / "overlapping" / "rows")
+    expected = oracle(job)
+    assert found.key.isna().sum() == 1 and found.astype(str).equals(expected.astype(str))
 
 
 def test_ray_tasks_and_the_drivers_threads_write_the_same_bytes(tmp_path, small_partitions, ray_session):
