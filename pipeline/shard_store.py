@@ -321,12 +321,13 @@ class ShardStore:
         self.storage.write_atomic(path, write)
 
     def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str, merged_by: str | None = None) -> None:
-        """A shard's table; a merged table's sorted (stably) by ``merged_by`` in row groups of
-        ``RANGE_GROUP_ROWS``, so that the merge reads each range from the row groups that hold it.
-        The sort keeps the order of rows with equal values, the only order the merge's rule sees."""
+        """A shard's table; a merged table's of more than one row group sorted (stably) by
+        ``merged_by`` in row groups of ``RANGE_GROUP_ROWS``, so that the merge reads each range from
+        the row groups that hold it.  The sort keeps the order of rows with equal values, the only
+        order the merge's rule sees."""
         groups = SHARD_ROW_GROUP_ROWS
-        if merged_by is not None and table.num_rows:
-            import pyarrow.compute as pc  # (not on a streamed table's path: docs/design.md, "No pandas ...")
+        if merged_by is not None and table.num_rows > RANGE_GROUP_ROWS:  # one row group needs no order
+            import pyarrow.compute as pc  # only here: docs/design.md, "No pandas ..."
 
             table = table.take(pc.sort_indices(table, [(merged_by, "ascending")]))
             groups = RANGE_GROUP_ROWS
