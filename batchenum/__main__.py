@@ -1,5 +1,5 @@
 """``python -m batchenum`` is the same as the ``batchenum`` command."""
 
-from batchenum.jobs.cli import console
+from batchenum.console import console
 
 console()

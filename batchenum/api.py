@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import io
 import os
 from collections.abc import Iterator
@@ -12,12 +13,12 @@ from typing import Any
 
 from batchenum.jobs import REGISTRY
 from batchenum.pipeline.errors import UsageError
-from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.execute import run_job
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.params import INPUTS
 from batchenum.pipeline.progress import Progress
-from batchenum.pipeline.runner import TASK_MAX_RETRIES
-from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage
+from batchenum.pipeline.run_options import PYTHON, RunOptions, run_params
+from batchenum.pipeline.storage import Storage
 
 __all__ = ["run", "Result", "Table", "job_names"]
 
@@ -77,68 +78,45 @@ class Result:
 
 def job_names() -> list[str]:
     """The jobs ``run`` knows by name: this package's and installed packages' (entry-point group
-    ``batchenum.jobs``): ``['dungeons', 'nonary', 'palago']`` and any added."""
+    ``batchenum.jobs``), in the registry's order."""
     return REGISTRY.names()
 
 
-def run(
-    job: str | type[Job] | Job,
-    *,
-    out: str = "results",
-    workers: int | None = None,
-    address: str | None = None,
-    serial: bool = False,
-    head_start: bool = True,
-    overwrite: bool = False,
-    retries: int = TASK_MAX_RETRIES,
-    quiet: bool = True,
-    storage_timeout: float = STORAGE_TIMEOUT,
-    **params: Any,
-) -> Result:
+def run(job: str | type[Job] | Job, **keywords: Any) -> Result:
     """Run ``job`` and return its ``Result``.
 
     job:      a name from ``job_names()``, ``"MODULE:CLASS"`` or ``"path/to/file.py:CLASS"``, a job
               class (defined anywhere: a script, a notebook cell, a module), or a job object.
     params:   the job's own parameters, as declared on its class (the CLI's options with
-              underscores), checked by the declaration as the CLI checks them: palago ``max_n``,
-              ``catalogue_max_n``, ``shards``, ``method``, ``checkpoint_interval``; dungeons ``input``,
-              ``records_per_shard``, ``max_cells``; nonary ``input``, ``records_per_shard``, ``max_doors``,
-              ``record_timeout``.
+              underscores: ``batchenum run JOB --help`` lists them), checked by the declaration as
+              the CLI checks them.
               A record batch's ``input`` is a file, a folder or a glob (local or a URI such as ``s3://b/parts/``),
               a list of them (their files make one batch, in sorted path order), or a pandas
               DataFrame or Arrow table with the columns ``id`` and the payload (``grid``,
               ``doors``), which is first written to ``OUT/_inputs/`` as Parquet, named by its
               content (so a rerun reuses its shards).
-    out, workers, address, serial, head_start, overwrite, retries, storage_timeout: as the CLI's
-              options of the same names (``head_start=False`` is ``--no-head-start``).  ``overwrite=True`` replaces the job's tables that a run with other input or
-              parameters left in ``out`` (a new DataFrame into the same ``out``, say).
-    quiet:    no progress (progress goes to the ``batchenum`` logger otherwise).
+    options:  the run's own, as the CLI's options of the same names, declared once in
+              ``pipeline/run_options.py``: ``out``, ``workers``, ``address``, ``serial``,
+              ``head_start`` (``head_start=False`` is ``--no-head-start``), ``retries``,
+              ``storage_timeout``, ``overwrite`` (replaces the job's tables that a run with other
+              input or parameters left in ``out``: a new DataFrame into the same ``out``, say) and
+              ``quiet`` (True by default here: no progress; progress goes to the ``batchenum``
+              logger otherwise).
 
     >>> import batchenum
     >>> batchenum.run("palago", max_n=99)
     Traceback (most recent call last):
     ...
     batchenum.pipeline.params.ParamError: max_n must be between 1 and 40, not 99
-    >>> batchenum.run("sudoku")
+    >>> batchenum.run("sudoku")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    batchenum.pipeline.errors.UsageError: no job 'sudoku': the jobs are dungeons, nonary, palago (or give MODULE:CLASS or path/to/file.py:CLASS)
+    batchenum.pipeline.errors.UsageError: no job 'sudoku': the jobs are ... (or give MODULE:CLASS or path/to/file.py:CLASS)
     """
-    if serial and (workers or address):
-        raise UsageError("serial=True runs without Ray: drop workers/address, or drop serial")
-    instance = _job(job, params, out)
-    options = RunOptions(
-        out_dir=out,
-        workers=workers,
-        address=address,
-        serial=serial,
-        head_start=head_start,
-        overwrite=overwrite,
-        retries=retries,
-        storage_timeout=storage_timeout,
-    )
+    options = RunOptions.given({name: keywords.pop(name) for name in run_params(PYTHON) if name in keywords}, PYTHON)
+    instance = _job(job, keywords, options.out)
     with _environment_kept():
-        done = run_job(instance, options, Progress(instance.name, quiet=quiet))
+        done = run_job(instance, options, Progress(instance.name, quiet=options.quiet))
     tables = {
         name: Table(name, done.paths[name], len(table), instance.table_spec(name).partition)
         for name, table in done.tables.items()
@@ -154,6 +132,17 @@ def run(
         done.totals,
         instance.summary(done.tables, done.totals),
     )
+
+
+# help(batchenum.run) and notebooks' completion show the run's options with their defaults
+run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("job", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    + [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=param.default)
+        for name, param in run_params(PYTHON).items()
+    ]
+    + [inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD)]
+)
 
 
 @contextlib.contextmanager

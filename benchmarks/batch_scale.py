@@ -178,7 +178,7 @@ def finish_only(path: str, out: str, mode: str) -> None:
 
     job = DungeonJob(path)
     store = ShardStore(Storage.at(out), job, Provenance(job.name, code_version(job), job.params()))
-    options = execute.RunOptions(out_dir=out, workers=2, head_start=False)
+    options = execute.RunOptions(out=out, workers=2, head_start=False)
     with Executor(options.execution(), Progress(job.name, quiet=True).stage) as executor:
         executor.ray.connect()
         executor.ray.map(_warm, [0, 1])  # workers up and importing, as after the run's own shards

@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 import threading
 from typing import NoReturn
 
+from batchenum.console import stop_on_signals
 from batchenum.jobs import REGISTRY, __version__
-from batchenum.pipeline import cli
 
 
 def main(argv: list[str] | None = None) -> int:
+    from batchenum.pipeline import cli  # here, not above: console() first handles signals
+
     return cli.main(sys.argv[1:] if argv is None else argv, REGISTRY, version=__version__)
 
 
-def console() -> NoReturn:
-    """The ``batchenum`` process: ``main``, then exit without the interpreter's teardown."""
-    _exit_now(main())
+def console(received: list[int] | None = None) -> NoReturn:
+    """The ``batchenum`` process: ``main``, then exit without the interpreter's teardown.  A Ctrl-C
+    or SIGTERM before ``cli.main`` installs its handlers ends it with the line a later one gives;
+    ``received`` collects the signals (batchenum/console.py, which installs the first handlers
+    before this module imports anything)."""
+    received = stop_on_signals() if received is None else received
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        from batchenum.pipeline.interrupts import interrupted
+
+        status = interrupted("batchenum", received[-1] if received else signal.SIGINT)
+    _exit_now(status)
 
 
 def _exit_now(status: int) -> NoReturn:

@@ -11,7 +11,6 @@ read = answered + rejected.
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
@@ -21,27 +20,18 @@ import pyarrow as pa
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline.arrow import from_numpy, string_list_buffers
 from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, BatchInputJob
-from batchenum.pipeline.cli import (
-    Command,
-    positive_int,
-    probability,
-    write_generated,
-)
-from batchenum.pipeline.cli import (
-    add_generate_arguments as add_batch_generate_arguments,
-)
 from batchenum.pipeline.inputs import read_records
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.dungeon import DungeonError, GridTooLargeError, ParsedBatch, generate, parse_flat, solve_batch
 from batchenum.solvers.dungeon.parse import grid_rows
 
-__all__ = ["DungeonJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
+__all__ = ["DungeonJob", "JOB"]
 
 # Enough work per task to amortise Ray's per-task cost (docs/benchmarks.md#record-batches-and-first-shards).
 # It shapes the plan: docs/design.md#constants-that-shape-a-plan.
 RECORDS_PER_SHARD = 25_000
 MAX_CELLS = 1_000_000
-_GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
+GRID_TYPE = pa.list_(pa.string())  # a well-formed record's grid, read straight into Arrow buffers
 
 
 class DungeonJob(BatchInputJob):
@@ -87,9 +77,6 @@ class DungeonJob(BatchInputJob):
         help=f"reject dungeons with more cells than this (default {MAX_CELLS:,})",
     )
 
-    def limits(self) -> dict[str, Any]:
-        return {"max_cells": self.max_cells}
-
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Read, parse, deduplicate and solve one slice; every record gets exactly one row.
 
@@ -98,7 +85,7 @@ class DungeonJob(BatchInputJob):
         with no Python object per record.  Records the reader rejected, and rejected grids, are
         the errors.
         """
-        records = read_records(dict(shard.spec), "grid", _GRID_TYPE, check=grid_rows, source=self.source(shard))
+        records = read_records(dict(shard.spec), "grid", GRID_TYPE, check=grid_rows, source=self.source(shard))
         batch = parse_flat(*string_list_buffers(records.payloads), max_cells=self.max_cells)
         is_rejected = np.ones(len(records), dtype=np.bool_)
         is_rejected[batch.index] = False
@@ -148,42 +135,4 @@ class DungeonJob(BatchInputJob):
             job.run_shard(shard)
 
 
-# --------------------------------------------------------------------------------------------- CLI
-
-
-def _size(text: str) -> int | tuple[int, int]:
-    """argparse type: ``32`` or a range ``1-60`` drawn per dungeon."""
-    low, _, high = text.partition("-")
-    values = (positive_int(low), positive_int(high)) if high else positive_int(low)
-    if isinstance(values, tuple) and values[0] > values[1]:
-        raise argparse.ArgumentTypeError(f"range {text!r} must be low-high with low <= high")
-    return values
-
-
-def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``batchenum generate dungeons``."""
-    add_batch_generate_arguments(parser, "dungeons")
-    parser.add_argument("--height", type=_size, default=32, help="rows, or a range like 1-60 (default 32)")
-    parser.add_argument("--width", type=_size, default=32, help="columns, or a range like 1-60 (default 32)")
-    parser.add_argument("--wall", type=probability, default=0.25, help="wall density (default 0.25)")
-    parser.add_argument("--gold", type=probability, default=0.05, help="gold density (default 0.05)")
-    parser.add_argument("--monster", type=probability, default=0.03, help="monster density (default 0.03)")
-
-
-def run_generate(args: argparse.Namespace) -> int:
-    """Write the generated dungeons to ``args.out`` (atomically); returns the exit status."""
-    grids = generate(
-        args.count, args.height, args.width, args.seed, wall=args.wall, gold=args.gold, monster=args.monster
-    )
-    return write_generated(args.out, "grid", "d", grids, _GRID_TYPE, "dungeons")
-
-
 JOB = DungeonJob
-COMMANDS = [
-    Command(
-        ("generate", "dungeons"),
-        "write a batch of seeded random dungeons (JSONL or Parquet)",
-        add_generate_arguments,
-        run_generate,
-    )
-]

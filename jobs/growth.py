@@ -23,7 +23,19 @@ import os
 from batchenum.pipeline.cli import Command
 from batchenum.pipeline.errors import PipelineError, UsageError
 
-__all__ = ["COMMANDS", "CONVENTION", "read_series", "analysis_json", "analysis_text", "check_json", "check_text"]
+__all__ = [
+    "COMMANDS",
+    "CONVENTION",
+    "read_series",
+    "analysis_json",
+    "analysis_text",
+    "check_json",
+    "check_text",
+    "add_predict_argument",
+    "add_theta_argument",
+    "prediction_json",
+    "prediction_text",
+]
 
 CONVENTION = "a(n) ~ C * lambda^n * n^(-theta)"
 TABLE_ENDINGS = (".parquet", ".csv")
@@ -74,7 +86,7 @@ def _whole_number(text: str, where: str) -> int:
 def _parquet_columns(path: str) -> dict[str, list[int] | None]:
     import pyarrow.parquet as pq
 
-    from batchenum.jobs.palago import exact_column
+    from batchenum.jobs.palago_table import exact_column
 
     try:
         table = pq.read_table(path)
@@ -205,6 +217,32 @@ def check_text(check) -> str:
     )
 
 
+def prediction_json(prediction) -> dict:
+    """One predicted term: its estimate, error bar (absolute and relative) and the backtest's error."""
+    return {
+        "n": prediction.n,
+        "estimate": prediction.value.estimate,
+        "spread": _finite(prediction.value.spread),
+        "relative_spread": _finite(prediction.relative_spread),
+        "scatter": prediction.value.scatter,
+        "backtest_error": _finite(prediction.backtest_error),
+        "approximants": prediction.approximants,
+    }
+
+
+def prediction_text(prediction) -> str:
+    """'  predicted a(57) = 4.300878e+22 ± 2e-06 relative (...)': the digits the bar leaves meaningful."""
+    relative = prediction.relative_spread
+    digits = (
+        6 if not math.isfinite(relative) or relative <= 0 else max(1, min(16, 1 - math.floor(math.log10(relative))))
+    )
+    backtest = f"{prediction.backtest_error:.1g}" if math.isfinite(prediction.backtest_error) else "none"
+    return (
+        f"  predicted a({prediction.n}) = {prediction.value.estimate:.{digits}e} ± {relative:.1g} relative "
+        f"(backtest error {backtest}, {prediction.approximants} approximants)"
+    )
+
+
 def _pm(estimate, digits: int) -> str:
     """At least ``digits`` decimals, and as many as the spread's first significant digit needs."""
     if math.isfinite(estimate.spread) and estimate.spread > 0:
@@ -227,6 +265,24 @@ def add_theta_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _term_count(text: str) -> int:
+    count = int(text) if text.strip().isdigit() else -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of terms: give K >= 1 (0: no prediction)")
+    return count
+
+
+def add_predict_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--predict",
+        type=_term_count,
+        default=0,
+        metavar="K",
+        help="also predict the next K terms from the second-order approximants' equations, with error "
+        "bars from their scatter and from a backtest (the same prediction K terms earlier)",
+    )
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
@@ -244,15 +300,17 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         '"method", "methods", "disagreements", "checks"} (docs/cli.md)',
     )
     add_theta_argument(parser)
+    add_predict_argument(parser)
 
 
 def _growth(args: argparse.Namespace) -> int:
-    from batchenum.solvers.series import analyse, check_exponent
+    from batchenum.solvers.series import analyse, check_exponent, predict
 
     series, column = read_series(args.file, args.column)
     try:
         analysis = analyse(series)
         checks = [check_exponent(series, theta, analysis) for theta in args.theta]
+        predictions = predict(series, args.predict) if args.predict else []
     except ValueError as error:
         raise PipelineError(f"{args.file}: {column}: {error}") from None
     if args.json:
@@ -265,6 +323,7 @@ def _growth(args: argparse.Namespace) -> int:
                     "convention": CONVENTION,
                     **analysis_json(analysis),
                     "checks": [check_json(c) for c in checks],
+                    "predictions": [prediction_json(p) for p in predictions],
                 },
                 indent=2,
             )
@@ -274,6 +333,8 @@ def _growth(args: argparse.Namespace) -> int:
     print(analysis_text(column, analysis))
     for check in checks:
         print(check_text(check))
+    for prediction in predictions:
+        print(prediction_text(prediction))
     return 0
 
 

@@ -12,7 +12,6 @@ read = answered + rejected.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -23,28 +22,19 @@ import pyarrow as pa
 
 from batchenum.jobs import CODE_PACKAGES
 from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, BatchInputJob
-from batchenum.pipeline.cli import (
-    Command,
-    positive_int,
-    probability,
-    write_generated,
-)
-from batchenum.pipeline.cli import (
-    add_generate_arguments as add_batch_generate_arguments,
-)
 from batchenum.pipeline.inputs import Records, read_records
 from batchenum.pipeline.job import Column, Param, PlanContext, Shard, ShardContext, ShardResult, TableSpec
 from batchenum.solvers.nonary import SolveTimeout, TooManyDoorsError, generate, parse, solve_parsed
 from batchenum.solvers.nonary.canonical import canonical_form
 
-__all__ = ["NonaryJob", "JOB", "add_generate_arguments", "run_generate", "COMMANDS"]
+__all__ = ["NonaryJob", "JOB"]
 
 # A hard graph can take a good fraction of a second.  It shapes the plan:
 # docs/design.md#constants-that-shape-a-plan.
 RECORDS_PER_SHARD = 2_000
 MAX_DOORS = 200
 RECORD_TIMEOUT = 60.0  # seconds of preparation and search per distinct graph before it becomes an error row
-_DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
+DOORS_TYPE = pa.list_(pa.list_(pa.int64()))
 
 
 class NonaryJob(BatchInputJob):
@@ -84,6 +74,7 @@ class NonaryJob(BatchInputJob):
     )
 
     max_doors = Param(int, default=MAX_DOORS, low=1, metavar="N", help="reject door lists longer than this")
+    # not recorded: a record that times out is retried by the next run, whatever budget it is given
     record_timeout = Param(
         float,
         default=RECORD_TIMEOUT,
@@ -95,11 +86,6 @@ class NonaryJob(BatchInputJob):
             f"records become error rows (default {RECORD_TIMEOUT:g}; 'inf' for no limit)"
         ),
     )
-
-    def limits(self) -> dict[str, Any]:
-        """--max-doors changes answers; --record-timeout does not (a record that times out is
-        retried by the next run, with whatever budget it is given), so it is not a parameter."""
-        return {"max_doors": self.max_doors}
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Read, check and solve one slice; every record gets exactly one row.  On a rerun that
@@ -245,49 +231,4 @@ class _TimedOut(str):
     """A reason that is a timeout (it depends on the run, not on the record)."""
 
 
-# --------------------------------------------------------------------------------------------- CLI
-
-
-def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``batchenum generate nonary``."""
-    add_batch_generate_arguments(parser, "door graphs")
-    parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
-    parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
-    parser.add_argument(
-        "--cycles",
-        type=probability,
-        default=0.2,
-        help="chance that a door goes back to an earlier room or itself (default 0.2)",
-    )
-    parser.add_argument(
-        "--parallel",
-        type=probability,
-        default=0.2,
-        help="chance that a door repeats the rooms of an earlier one (default 0.2)",
-    )
-    parser.add_argument("--nines", type=probability, default=0.25, help="share of doors numbered 9 (default 0.25)")
-
-
-def run_generate(args: argparse.Namespace) -> int:
-    """Write the generated door graphs to ``args.out`` (atomically); returns the exit status."""
-    graphs = generate(
-        args.count,
-        rooms=args.rooms,
-        doors=args.doors,
-        seed=args.seed,
-        cycles=args.cycles,
-        parallel=args.parallel,
-        nines=args.nines,
-    )
-    return write_generated(args.out, "doors", "g", graphs, _DOORS_TYPE, "door graphs")
-
-
 JOB = NonaryJob
-COMMANDS = [
-    Command(
-        ("generate", "nonary"),
-        "write a batch of seeded random door graphs (JSONL or Parquet)",
-        add_generate_arguments,
-        run_generate,
-    )
-]

@@ -9,8 +9,6 @@ which takes milliseconds.
 
 from __future__ import annotations
 
-import argparse
-import json
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +17,6 @@ import pyarrow as pa
 from batchenum.jobs.palago_counts import (
     BFILE_COLUMNS,
     CHECKPOINT_INTERVAL,
-    CREATURE_COUNTS,
     CREATURES,
     INT64_MAX_N,
     STABILISER_ORDERS,
@@ -31,11 +28,9 @@ from batchenum.jobs.palago_counts import (
     summed_counts,
 )
 from batchenum.jobs.palago_transfer import PalagoTransferJob
-from batchenum.pipeline.cli import Command
-from batchenum.pipeline.errors import PipelineError, UsageError
+from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import PlanContext, Shard, ShardContext, ShardResult
 from batchenum.pipeline.params import resolve_params
-from batchenum.pipeline.storage import Storage
 
 if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its import
     import pandas as pd
@@ -43,10 +38,7 @@ if TYPE_CHECKING:  # pandas is for the driver's tables; workers need not pay its
 __all__ = [
     "PalagoJob",
     "JOB",
-    "bfile",
-    "exact_column",
     "BFILE_COLUMNS",
-    "COMMANDS",
     "CHECKPOINT_INTERVAL",
     "CREATURES",
     "INT64_MAX_N",
@@ -73,13 +65,17 @@ class PalagoJob(PalagoCountsJob):
     instead (``create``).
     """
 
+    def __new__(cls, *args: Any, **params: Any) -> Any:
+        """``PalagoJob(..., method="transfer")`` is the transfer-matrix job (``PalagoTransferJob``),
+        so every declared parameter works from the constructor as from the command line."""
+        if args or params:
+            values = resolve_params(cls, args, params, cls.check_params)
+            if values["method"] == "transfer":
+                return PalagoTransferJob(**values)
+        return super().__new__(cls)
+
     def __init__(self, *args: Any, **params: Any):
         super().__init__(*args, **params)
-        if self.method != "direct":
-            raise UsageError(
-                "PalagoJob is the direct search: for method='transfer' call PalagoJob.create(...) "
-                "or use jobs.palago_transfer.PalagoTransferJob"
-            )
         catalogue_max_n = self.catalogue_max_n
         self.shard_tables = ("partial_counts", "creatures") if catalogue_max_n else ("partial_counts",)
         # the catalogue is written one n at a time, never all in the driver's memory
@@ -116,10 +112,7 @@ class PalagoJob(PalagoCountsJob):
         """The job ``batchenum run palago`` runs: this one, or ``PalagoTransferJob`` for
         ``method="transfer"`` (counts only; its heights save their sweep every
         ``checkpoint_interval`` seconds, default ``CHECKPOINT_INTERVAL``)."""
-        values = resolve_params(cls, (), params, cls.check_params)
-        if values["method"] == "transfer":
-            return PalagoTransferJob(values["max_n"], checkpoint_interval=values["checkpoint_interval"])
-        return cls(**values)
+        return cls(**params)
 
     @classmethod
     def warm(cls, scratch: str) -> None:
@@ -265,134 +258,4 @@ def _check_symmetric(counts: pd.DataFrame) -> None:
             raise PipelineError(f"internal error: {name} disagrees with the count of symmetric creatures")
 
 
-# ---------------------------------------------------------------------------------------- CLI
-
-
-def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--out", default="results", metavar="DIR", help="the folder or URI a palago run wrote to (default: results)"
-    )
-    parser.add_argument(
-        "--format",
-        choices=("text", "bfile"),
-        default="text",
-        help="text: the whole table; bfile: OEIS b-file lines 'n value' for one column (default: text)",
-    )
-    parser.add_argument(
-        "--column",
-        choices=BFILE_COLUMNS,
-        default="free",
-        help="the column a b-file lists: " + ", ".join(BFILE_COLUMNS) + " (default: free)",
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON object on standard output: the table's location and its rows (docs/cli.md)",
-    )
-
-
-def _print_table(args: argparse.Namespace) -> int:
-    folder = Storage.at(args.out).child("palago")
-    path = folder.join("creature_counts.parquet")
-    if not folder.is_file(path):
-        raise PipelineError(f"no count table at {folder.uri(path)}: run `batchenum run palago --out {args.out}` first")
-    import pandas as pd
-
-    table = _read_counts(folder, path, args.out)
-    if args.format == "bfile":
-        print(bfile(table, args.column), end="")
-        return 0
-    counts = table.to_pandas()
-    if args.json:
-        rows = [{name: int(value) for name, value in row.items()} for row in counts.to_dict("records")]
-        print(json.dumps({"table": "creature_counts", "location": folder.uri(path), "rows": rows}, indent=2))
-        return 0
-    with pd.option_context("display.max_rows", None, "display.width", 200):
-        print(counts.to_string(index=False))
-    return 0
-
-
-def _read_counts(folder: Storage, path: str, out: str) -> pa.Table:
-    """The count table, verified (pipeline.parquet_format.read_verified: page checksums, footer, columns) and
-    checked for what its footer's unprotected parts could still get wrong: it holds n = 1..max_n, in
-    order, for the max_n its parameters record.  A damaged table is one error naming it, never
-    other numbers."""
-    from batchenum.pipeline.parquet_format import DamagedFileError, read_verified, recorded_metadata
-
-    where = folder.uri(path)
-    rebuild = (
-        f"; no number from it is shown. Run the `batchenum run palago ... --out {out}` command that "
-        "wrote it again: it reuses the committed shards and rebuilds the table"
-    )
-    try:
-        with folder.open_input(path) as handle:
-            table = read_verified(handle, where=where)  # pages and footer; the columns below
-    except DamagedFileError as error:
-        raise PipelineError(f"{error}{rebuild}") from None
-    except OSError as error:
-        raise PipelineError(f"cannot read {where}: {error}") from None
-    meta = recorded_metadata(table.schema)
-    params = None  # none recorded: written by another tool (pandas, say), checked for what it holds
-    if meta:
-        try:
-            params = json.loads(meta["params"])
-            max_n = int(params["max_n"])
-        except (KeyError, TypeError, ValueError):
-            raise PipelineError(f"{where} is damaged (its recorded parameters are unreadable){rebuild}") from None
-    problem = _count_columns_problem(table.schema, params)
-    if problem:
-        raise PipelineError(f"{where} is damaged ({problem}){rebuild}")
-    if params is None:
-        return table
-    if meta.get("table") != CREATURE_COUNTS.name or table.column("n").to_pylist() != list(range(1, max_n + 1)):
-        raise PipelineError(f"{where} is damaged (it does not hold n = 1..{max_n} as its parameters say){rebuild}")
-    return table.replace_schema_metadata(None)
-
-
-def _count_columns_problem(schema: pa.Schema, params: dict | None) -> str | None:
-    """The count table has int64 columns, or decimal strings where its run counted past int64
-    (params ``"counts": "decimal strings"``); a table without provenance may be either."""
-    from batchenum.pipeline.parquet_format import columns_problem, table_schema
-
-    if params is None:
-        wide = "fixed" in schema.names and pa.types.is_string(schema.field("fixed").type)
-    else:
-        wide = params.get("counts") == "decimal strings"
-    return columns_problem(schema, table_schema(WIDE_CREATURE_COUNTS if wide else CREATURE_COUNTS))
-
-
-def bfile(table: pa.Table, column: str = "free") -> str:
-    """OEIS b-file text for one column of the count table: one line 'n value' per row, n ascending,
-    no header; values exact however the table stores them (``exact_column``)."""
-    if column not in BFILE_COLUMNS:
-        raise UsageError(f"a b-file lists one of {', '.join(BFILE_COLUMNS)}, not {column}")
-    rows = sorted(zip(exact_column(table, "n"), exact_column(table, column)))
-    return "".join(f"{n} {value}\n" for n, value in rows)
-
-
-def exact_column(table: pa.Table, column: str) -> list[int]:
-    """A count column as Python integers, exactly: from integer columns, and from the wider forms a
-    count table may hold past int64 (decimal columns of scale 0, decimal strings).  Anything else,
-    a null or a fraction is an error naming the column and the row, never a rounded number."""
-    import decimal
-
-    values = table.column(column).to_pylist()
-    exact = []
-    for row, value in enumerate(values):
-        try:
-            if isinstance(value, bool) or value is None or isinstance(value, float):
-                raise ValueError
-            number = int(value)
-            if isinstance(value, decimal.Decimal) and number != value:
-                raise ValueError
-        except (ValueError, TypeError, ArithmeticError):
-            raise PipelineError(
-                f"the count table's {column} column holds {value!r} in row {row + 1}, not a whole "
-                "number: rebuild the table with `batchenum run palago`"
-            ) from None
-        exact.append(number)
-    return exact
-
-
 JOB = PalagoJob
-COMMANDS = [Command(("table",), "print the Palago creature count table", _add_table_arguments, _print_table)]

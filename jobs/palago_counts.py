@@ -102,7 +102,7 @@ class PalagoCountsJob(Job):
         metavar="M",
         help="also write every free creature of size <= M to DIR/palago/creatures/ (default: 0, none)",
     )
-    shards = Param(
+    shards: Param[int | None] = Param(
         int,
         default=None,
         low=1,
@@ -114,11 +114,11 @@ class PalagoCountsJob(Job):
         str,
         default="direct",
         choices=METHODS,
-        recorded=False,
+        omit_default=True,  # the direct search's tables were published before the transfer method came
         help="direct: the anchored search; transfer: the transfer-matrix method, one shard per "
         "bounding-box height (docs/palago_transfer.md)",
     )
-    checkpoint_interval = Param(
+    checkpoint_interval: Param[float | None] = Param(
         float,
         default=None,
         above=0,
@@ -154,12 +154,6 @@ class PalagoCountsJob(Job):
             raise ParamError("{method} transfer counts only: no {catalogue_max_n}, no {shards} (one shard per height)")
         if not transfer and not values["force"]:
             _check_direct_time(values["max_n"])
-
-    def params(self) -> dict:
-        """max_n and catalogue_max_n, and the method when it is not the direct search (the tables
-        of the direct search recorded only those two before the transfer method came)."""
-        params = {"max_n": self.max_n, "catalogue_max_n": self.catalogue_max_n}
-        return {**params, "method": self.method} if self.method != "direct" else params
 
     def side_files(self, tables: dict, out) -> dict[str, str]:
         """The count table's Markdown rendering and growth plot, committed with it."""

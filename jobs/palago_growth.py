@@ -9,16 +9,28 @@ ratio plot.  docs/palago_growth.md explains the methods and the figures.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+from fractions import Fraction
 
-from batchenum.jobs.growth import CONVENTION, add_theta_argument, analysis_json, analysis_text, check_json, check_text
-from batchenum.jobs.palago import _read_counts, exact_column
+from batchenum.jobs.growth import (
+    CONVENTION,
+    add_predict_argument,
+    add_theta_argument,
+    analysis_json,
+    analysis_text,
+    check_json,
+    check_text,
+    prediction_json,
+    prediction_text,
+)
+from batchenum.jobs.palago_table import _read_counts, exact_column
 from batchenum.pipeline.cli import Command
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.storage import Storage
 
-__all__ = ["COMMANDS", "DEFAULT_SOURCES", "series_of"]
+__all__ = ["COMMANDS", "DEFAULT_SOURCES", "series_of", "joint_predictions"]
 
 # The committed tables --from chooses among by default: the one reaching the largest n wins.
 DEFAULT_SOURCES = ("results/transfer", "results/extended", "results")
@@ -37,6 +49,25 @@ def series_of(table, column: str) -> list[int]:
     return [0, *exact_column(table, column)]
 
 
+def joint_predictions(fixed: list[int], free: list[int], count: int) -> dict[str, list]:
+    """The next ``count`` terms of both series (solvers/series.py ``predict``), each bar widened to
+    the larger of the two relative bars and the distance between the two predictions: free(n) is
+    fixed(n)/6 but for the symmetric creatures (1e-12 of the count at n = 56), so the two series
+    predict one number twice, and where they disagree at least one bar is too narrow."""
+    from batchenum.solvers.series import predict
+
+    by_series = {"fixed": predict(fixed, count), "free": predict(free, count)}
+    scale = Fraction(free[-1], fixed[-1])  # free/fixed at the last counted n, the next ones' to 1e-12
+    relative = 0.0  # as in predict, relative bars never narrow with the horizon
+    for step, (one, other) in enumerate(zip(by_series["fixed"], by_series["free"])):
+        distance = abs(other.value.estimate / (one.value.estimate * float(scale)) - 1)
+        relative = max(relative, one.relative_spread, other.relative_spread, distance)
+        for name, prediction in (("fixed", one), ("free", other)):
+            value = dataclasses.replace(prediction.value, spread=relative * prediction.value.estimate)
+            by_series[name][step] = dataclasses.replace(prediction, value=value)
+    return by_series
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
@@ -53,6 +84,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--svg", metavar="PATH", help="also draw the ratio plot (ratios against 1/n) to PATH")
     add_theta_argument(parser)
+    add_predict_argument(parser)
 
 
 def _growth(args: argparse.Namespace) -> int:
@@ -67,6 +99,7 @@ def _growth(args: argparse.Namespace) -> int:
             checks[column] = [check_exponent(series, theta, results[column]) for theta in args.theta]
         except ValueError as error:
             raise PipelineError(f"{location}: {column} series: {error}") from None
+    predictions = _predictions(table, location, args.predict)
     if args.svg:
         _write_plot(args.svg, table, results["fixed"])
     if args.json:
@@ -77,7 +110,12 @@ def _growth(args: argparse.Namespace) -> int:
             "series": "fixed",
             **analysis_json(results["fixed"]),
             "checks": [check_json(c) for c in checks["fixed"]],
-            "free": {**analysis_json(results["free"]), "checks": [check_json(c) for c in checks["free"]]},
+            "predictions": [prediction_json(p) for p in predictions["fixed"]],
+            "free": {
+                **analysis_json(results["free"]),
+                "checks": [check_json(c) for c in checks["free"]],
+                "predictions": [prediction_json(p) for p in predictions["free"]],
+            },
         }
         if args.svg:
             document["svg"] = args.svg
@@ -88,9 +126,20 @@ def _growth(args: argparse.Namespace) -> int:
         print(analysis_text(column, results[column]))
         for check in checks[column]:
             print(check_text(check))
+        for prediction in predictions[column]:
+            print(prediction_text(prediction))
     if args.svg:
         print(f"ratio plot: {args.svg}")
     return 0
+
+
+def _predictions(table, location: str, count: int) -> dict[str, list]:
+    if not count:
+        return {column: [] for column in SERIES}
+    try:
+        return joint_predictions(series_of(table, "fixed"), series_of(table, "free"), count)
+    except ValueError as error:
+        raise PipelineError(f"{location}: predicting {count} terms: {error}") from None
 
 
 def _source_table(source: str | None):

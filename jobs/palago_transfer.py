@@ -12,8 +12,10 @@ There is no search tree, so the nodes column is 0.
 
 from __future__ import annotations
 
+import io
 import math
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,7 +41,17 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["PalagoTransferJob", "ShardCost", "complete", "rotation_group_seconds", "rotation_parts"]
+__all__ = [
+    "PalagoTransferJob",
+    "ShardCost",
+    "BucketIndex",
+    "SplitSweep",
+    "complete",
+    "resumed_stats",
+    "rotation_group_seconds",
+    "rotation_parts",
+    "sweep_height",
+]
 
 # The largest rotation group's search: its CPU seconds at n = 48 and growth per tile, measured once
 # (docs/benchmarks.md#palago-symmetric-shards); rotation_parts cuts it into pieces of
@@ -60,7 +72,7 @@ class PalagoTransferJob(PalagoCountsJob):
     """Creature counts up to ``max_n`` by the transfer-matrix method: one shard per bounding-box
     height, counts only (no catalogue, no search nodes)."""
 
-    method = Param(str, default="transfer", choices=("transfer",), recorded=False, help="the transfer-matrix method")
+    method = Param(str, default="transfer", choices=("transfer",), help="the transfer-matrix method")
     shard_tables = ("partial_counts", "symmetric_counts")
     piece_states: int | None = None  # fewest states per such task; None: the solver's PIECE_STATES
     symmetric_piece_seconds = SYMMETRIC_PIECE_SECONDS  # CPU a piece of a rotation group's search gets
@@ -76,8 +88,8 @@ class PalagoTransferJob(PalagoCountsJob):
             SYMMETRIC_COUNTS,
         )
 
-    def params(self) -> dict:
-        return {**super().params(), "counts": "decimal strings"} if self.wide else super().params()
+    def extra_params(self) -> dict:
+        return {"counts": "decimal strings"} if self.wide else {}
 
     def plan(self, context: PlanContext) -> list[Shard]:
         from batchenum.solvers.palago.symmetric import symmetric_parts
@@ -137,26 +149,24 @@ class PalagoTransferJob(PalagoCountsJob):
         return ShardResult({"symmetric_counts": symmetric}, stats=cost.stats())
 
     def _height_shard(self, shard: Shard, context: ShardContext | None) -> ShardResult:
-        from batchenum.solvers.palago.transfer import count_height, saved_stats
-
         max_n = shard.spec["max_n"]
         options: dict = {}
         resumed = np.zeros(2, np.int64)
         if context is not None:  # called by hand: no checkpoint, nothing split
             tasks, checkpoint = context.tasks, context.checkpoint  # in this process tasks.cpus is 1: nothing is split
             resume = checkpoint.load()
-            resumed = saved_stats(resume) if resume is not None else resumed
+            resumed = resumed_stats(resume) if resume is not None else resumed
             options = {
                 "tasks": tasks,
                 "parts": tasks.cpus,
                 "piece_states": self.piece_states,
                 "resume": resume,
-                "save": checkpoint.save,
+                "checkpoint": checkpoint,
                 "save_every": self.checkpoint_interval,
             }
         sweep = np.zeros(2, np.int64)
         with ShardCost() as cost:
-            fixed = count_height(shard.spec["height"], max_n, stats=sweep, **options)[1:].tolist()  # exact ints
+            fixed = sweep_height(shard.spec["height"], max_n, stats=sweep, **options)[1:].tolist()  # exact ints
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n  # type: ignore[list-item]  # wide: strings
@@ -182,13 +192,12 @@ class PalagoTransferJob(PalagoCountsJob):
         (merge, buckets), which run_shard uses only on Ray."""
         from batchenum.pipeline.tasks import InProcessTasks
         from batchenum.solvers.palago.symmetric import symmetric_counts
-        from batchenum.solvers.palago.transfer import count_height
 
         job = cls(8)
         for shard in job.plan(PlanContext()):
             job.run_shard(shard)
         symmetric_counts(8)
-        count_height(4, 12, tasks=InProcessTasks(), parts=2, piece_states=2)
+        sweep_height(4, 12, tasks=InProcessTasks(), parts=2, piece_states=2)
 
     def finalize(self, tables: dict, out) -> dict:
         # free and stabilisers from fixed + symmetric, in Python ints
@@ -199,6 +208,294 @@ class PalagoTransferJob(PalagoCountsJob):
 
     def summary(self, tables: dict, totals: dict) -> str:
         return summary_head(tables["creature_counts"]) + "transfer-matrix method"
+
+
+# ------------------------------------------------------------------- one height across tasks
+#
+# A height's sweep (solvers/palago/transfer.py) advances a generation of fewer than 2 piece_states
+# states in the height's own process; a larger one runs as tasks, phase by phase, whose buckets
+# stay with the tasks (on Ray: objects in the object store, spilled to disk past its memory) from
+# phase to phase and across column ends.  The height's process holds only the handles, the bucket
+# sizes and the completed creatures.  A checkpoint is saved bucket by bucket: the tasks of the
+# first phase after a column end each write the part they merged (Checkpoint.save_part), and the
+# height's process then writes the small index naming them (docs/palago_transfer.md, section 6).
+
+
+def sweep_height(
+    height: int,
+    max_n: int,
+    stats: np.ndarray | None = None,
+    tasks: Any = None,
+    parts: int = 1,
+    piece_states: int | None = None,
+    resume: bytes | None = None,
+    checkpoint: Any = None,
+    save_every: float = CHECKPOINT_INTERVAL,
+) -> np.ndarray:
+    """count_height's counts (exact ints, sizes 0..max_n), with its large columns split across
+    ``tasks`` (pipeline/tasks.py) when ``parts`` >= 2: a generation of at least 2 ``piece_states``
+    states (default PIECE_STATES) runs as up to ``parts`` tasks a phase, each of at least
+    ``piece_states`` states.  ``checkpoint`` (pipeline/checkpoint.py's Checkpoint) is saved every
+    ``save_every`` seconds at a column's end, whole in this process or, split, bucket by bucket;
+    ``resume``: what it last saved, either kind.  stats (int64[2]) as count_height's; split, stats[0]
+    is an upper bound on the peak (the sum of the tasks' peaks)."""
+    from batchenum.solvers.palago.transfer import (
+        PIECE_STATES,
+        Saver,
+        SweepState,
+        advance_column,
+        exact_counts,
+        tasks_for,
+    )
+
+    sweep = (height, max_n, True, 3)
+    stats = np.zeros(2, np.int64) if stats is None else stats
+    piece_states = PIECE_STATES if piece_states is None else piece_states
+    if piece_states < 1:
+        raise ValueError(f"piece_states must be at least 1, not {piece_states}")
+    saver = Saver(_whole_saver(checkpoint), save_every, sweep)
+    split = SplitSweep(sweep, tasks, parts, piece_states, checkpoint, saver, stats) if tasks is not None else None
+    if resume is not None and BucketIndex.holds(resume):
+        index = BucketIndex.from_bytes(resume, sweep)
+        stats[:2] += index.stats
+        state = split.resume(index) if split is not None and parts >= 2 else index.gathered(checkpoint, sweep)
+    else:
+        state = SweepState.start(max_n) if resume is None else SweepState.from_bytes(resume, sweep)
+        stats[:2] += state.stats
+    spare: tuple | None = None
+    while state.count > 0:
+        if split is not None and tasks_for(state.count, parts, piece_states) >= 2:
+            state = split.run(state)
+            continue
+        state, spare = advance_column(sweep, state, stats, spare)
+        saver.maybe(state)
+    return exact_counts(state.done_w, state.done_p, state.done_f)
+
+
+def _whole_saver(checkpoint: Any):
+    """Saves a generation held whole in this process; the parts of an earlier split save go."""
+    if checkpoint is None:
+        return None
+
+    def save(data: bytes, progress: str) -> None:
+        checkpoint.save(data, progress)
+        checkpoint.remove_parts()
+
+    return save
+
+
+def resumed_stats(data: bytes) -> np.ndarray:
+    """The stats (peak states, states processed) a save holds, whole or split: the part of a
+    resumed sweep's stats an earlier process computed."""
+    from batchenum.solvers.palago.transfer import saved_stats
+
+    return BucketIndex.from_bytes(data).stats if BucketIndex.holds(data) else saved_stats(data)
+
+
+@dataclass
+class BucketIndex:
+    """A split save: the generation before column ``c`` in the parts ``names`` (each written by
+    the task that merged it), cut by the signature of the phase of rows ``steps`` (so a task may
+    take any of them together), ``rows`` states in all; and what the height's process holds, the
+    completed creatures and the stats, as at that column's end."""
+
+    c: int
+    steps: tuple[int, int]
+    names: tuple[str, ...]
+    rows: int
+    done_w: np.ndarray
+    done_p: np.ndarray
+    done_f: np.ndarray
+    stats: np.ndarray
+
+    @staticmethod
+    def holds(data: bytes) -> bool:
+        with np.load(io.BytesIO(data)) as saved:
+            return "names" in saved.files
+
+    def to_bytes(self, sweep: tuple) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            sweep=np.array(sweep, np.int64),
+            scalars=np.array([self.c, *self.steps, self.rows], np.int64),
+            names=np.array(self.names),
+            done_w=self.done_w,
+            done_p=self.done_p,
+            done_f=self.done_f,
+            stats=self.stats,
+        )
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, sweep: tuple | None = None) -> BucketIndex:
+        with np.load(io.BytesIO(data)) as saved:
+            if sweep is not None and tuple(saved["sweep"].tolist()) != sweep:
+                raise ValueError(f"the saved sweep is of {tuple(saved['sweep'].tolist())}, not {sweep}")
+            c, a, b, rows = saved["scalars"].tolist()
+            return cls(
+                c,
+                (a, b),
+                tuple(str(name) for name in saved["names"]),
+                rows,
+                **{name: saved[name].copy() for name in ("done_w", "done_p", "done_f", "stats")},
+            )
+
+    def gathered(self, checkpoint: Any, sweep: tuple):
+        """The saved generation in this process, whole (a split save resumed where nothing splits)."""
+        from batchenum.solvers.palago.transfer import SweepState, merge_generations
+
+        live = merge_generations([_loaded_part(checkpoint, name) for name in self.names], sweep[1] + 1)
+        return SweepState(
+            (live.heads, live.pool), live.rows, self.c, self.done_w, self.done_p, self.done_f, self.stats.copy()
+        )
+
+
+def _loaded_part(checkpoint: Any, name: str):
+    from batchenum.solvers.palago.transfer import Generation
+
+    return Generation.read(checkpoint.load_part(name))
+
+
+def advance_saving(checkpoint: Any, name: str, sweep: tuple, c: int, rows, following, buckets: int, *pieces):
+    """A task of the first phase after a column end that saves: merge ``pieces``, commit the
+    merged generation as the checkpoint's part ``name``, then advance it as advance_piece does."""
+    from batchenum.solvers.palago.transfer import advance_generation, merge_generations
+
+    merged = [merge_generations(list(pieces), sweep[1] + 1)]  # handed over: freed once swept
+    checkpoint.save_part(name, merged[0].write, f"column {c}, {merged[0].rows:,} states")
+    return advance_generation(sweep, c, rows, following, buckets, merged)
+
+
+def advance_loaded(checkpoint: Any, names: list[str], sweep: tuple, c: int, rows, following, buckets: int):
+    """A task of the first phase of a resumed split save: its parts read here, merged, advanced."""
+    from batchenum.solvers.palago.transfer import advance_generation, merged_rows
+
+    pieces = [_loaded_part(checkpoint, name) for name in names]
+    merged = pieces if len(pieces) == 1 else [merged_rows(pieces, sweep[1] + 1)]  # handed over: freed once swept
+    del pieces
+    return advance_generation(sweep, c, rows, following, buckets, merged)
+
+
+@dataclass
+class _PendingSave:
+    """A split save under way: its parts are written by the next phase's tasks; the index, from
+    what the height held at the column's end, once they all have."""
+
+    index: BucketIndex
+    started: float
+
+
+class SplitSweep:
+    """The columns of one height advanced as tasks while the generation keeps at least 2
+    piece_states states at a column's end; this process holds handles, never a generation."""
+
+    def __init__(self, sweep, tasks, parts: int, piece_states: int, checkpoint, saver, stats: np.ndarray):
+        self.sweep, self.tasks, self.parts, self.piece_states = sweep, tasks, parts, piece_states
+        self.checkpoint, self.saver, self.stats = checkpoint, saver, stats
+
+    def run(self, state):
+        """Split ``state``'s generation (held here, small: it just passed 2 piece_states states)
+        and advance it as tasks; returns the sweep gathered back (or finished)."""
+        from batchenum.solvers.palago.transfer import next_phase, split_generation, tasks_for
+
+        height = self.sweep[0]
+        live = state.generation_rows()
+        k = tasks_for(live.rows, self.parts, self.piece_states)
+        steps = next_phase(height, height, live.rows, k)
+        groups = [[piece] for piece in split_generation(live, k, height, steps)]
+        return self._phases(state.without_rows(), steps, groups, live.rows)
+
+    def resume(self, index: BucketIndex):
+        """Continue a split save: the first phase's tasks read its parts, a few each if there are
+        more parts than CPUs now (any union of them is exact: the parts are cut by signature)."""
+        from batchenum.solvers.palago.transfer import SweepState, merge_generations
+
+        k = max(1, min(self.parts, len(index.names)))
+        groups = [[name for i, name in enumerate(index.names) if i * k // len(index.names) == t] for t in range(k)]
+        nothing = merge_generations([], self.sweep[1] + 1)
+        state = SweepState(
+            (nothing.heads, nothing.pool), 0, index.c, index.done_w, index.done_p, index.done_f, index.stats.copy()
+        )
+        return self._phases(state, index.steps, groups, index.rows, loading=True)
+
+    def _phases(self, state, steps, groups: list[list], rows: int, loading: bool = False):
+        from batchenum.solvers.palago.transfer import next_phase, tasks_for
+
+        height = self.sweep[0]
+        saving: _PendingSave | None = None
+        while True:
+            following = next_phase(height, steps[1], rows, len(groups))
+            buckets = min(self.parts, 2 * len(groups))  # room for the next phase to use twice the tasks
+            outputs = self._submit(state.c, steps, following, buckets, groups, loading, saving)
+            loading = False
+            summaries = self.tasks.get([output[0] for output in outputs])
+            if saving is not None:
+                self._commit(saving)  # every part is written: the index last
+                saving = None
+            self._count(state, summaries)
+            column_end = steps[1] == height
+            state.c += column_end
+            rows = sum(sum(piece.bucket_rows) for piece in summaries)
+            k = max(1, min(buckets, tasks_for(rows, self.parts, self.piece_states)))  # a task per bucket at most
+            handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
+            if rows == 0 or (column_end and k < 2):
+                return self._gathered(state, handles)
+            # task t of the next phase merges buckets b with b * k // buckets == t of every task
+            groups = [[h for b in range(buckets) if b * k // buckets == t for h in handles[b]] for t in range(k)]
+            steps = following
+            if column_end and self.saver.due():
+                saving = self._pending(state, steps, k, rows)
+
+    def _submit(self, c, steps, following, buckets, groups, loading: bool, saving: _PendingSave | None) -> list:
+        from batchenum.solvers.palago.transfer import advance_piece
+
+        phase = f"h{self.sweep[0]:03d} column {c} rows {steps[0]}-{steps[1] - 1}"
+        outputs = []
+        for t, group in enumerate(groups):
+            name = f"{phase} part {t + 1}/{len(groups)}"
+            common = (self.sweep, c, steps, following, buckets)
+            if loading:
+                call: tuple = (advance_loaded, self.checkpoint, group, *common)
+            elif saving is not None:
+                call = (advance_saving, self.checkpoint, saving.index.names[t], *common, *group)
+            else:
+                call = (advance_piece, *common, *group)
+            outputs.append(self.tasks.submit(*call, returns=buckets + 1, name=name))
+        return outputs
+
+    def _count(self, state, summaries) -> None:
+        """Add the phase's completed creatures and stats to the height's."""
+        for piece in summaries:
+            state.add_done(piece)
+        peak, processed = sum(int(p.stats[0]) for p in summaries), sum(int(p.stats[1]) for p in summaries)
+        self.stats[0], self.stats[1] = max(self.stats[0], peak), self.stats[1] + processed
+        state.stats = np.array([max(state.stats[0], peak), state.stats[1] + processed], np.int64)
+
+    def _pending(self, state, steps, k: int, rows: int) -> _PendingSave:
+        """The save of the generation before column state.c, as the next phase's k tasks hold it."""
+        names = tuple(f"c{state.c:04d}-{t + 1:04d}-of-{k:04d}" for t in range(k))
+        done = (state.done_w.copy(), state.done_p.copy(), state.done_f.copy())
+        index = BucketIndex(state.c, steps, names, rows, *done, state.stats.copy())
+        return _PendingSave(index, time.monotonic())
+
+    def _commit(self, saving: _PendingSave) -> None:
+        index = saving.index
+        progress = (
+            f"column {index.c}, {index.rows:,} states in {len(index.names)} parts, {int(index.stats[1]):,} processed"
+        )
+        self.checkpoint.save(index.to_bytes(self.sweep), progress)
+        self.checkpoint.remove_parts(keep=frozenset(index.names))
+        self.saver.saved(saving.started)
+
+    def _gathered(self, state, handles: list[list]):
+        """The split generation (``handles[b]``: bucket b of every piece), small now, merged here."""
+        from batchenum.solvers.palago.transfer import SweepState, merge_generations
+
+        live = merge_generations(self.tasks.get([h for bucket in handles for h in bucket]), self.sweep[1] + 1)
+        return SweepState(
+            (live.heads, live.pool), live.rows, state.c, state.done_w, state.done_p, state.done_f, state.stats
+        )
 
 
 class ShardCost:

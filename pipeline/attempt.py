@@ -80,7 +80,7 @@ def run_attempt(
         retry=retry,
         previous=store.read_shard_tables(shard) if retry else {},
     )
-    result = job.run_shard(shard, context)
+    result = _run_shard(job, shard, context)
     if not isinstance(result, ShardResult):
         raise PipelineError(
             f"shard {shard.id}: run_shard returned {type(result).__name__}, not a ShardResult: "
@@ -94,6 +94,18 @@ def run_attempt(
     if context.used_checkpoint is not None:
         context.used_checkpoint.clear()  # the committed shard supersedes it
     return Attempt(node, input_changed=verify and not retry, retried=len(retry), records=result.stats.get("records"))
+
+
+def _run_shard(job: Job, shard: Shard, context: ShardContext) -> ShardResult:
+    """``job.run_shard``, with a ``sys.exit`` in the job's code made an error naming the shard: it
+    would otherwise end the driver (or a worker) with that exit code and no word."""
+    try:
+        return job.run_shard(shard, context)
+    except SystemExit as stop:
+        raise PipelineError(
+            f"the job's code called sys.exit({stop.code!r}): a shard must return its tables or raise an "
+            "error. The committed shards are kept"
+        ) from None
 
 
 def _recorded_stats(

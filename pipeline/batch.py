@@ -21,7 +21,7 @@ from batchenum.pipeline.params import INPUTS, Param
 from batchenum.pipeline.parquet_format import TAKEOVER_ROWS
 from batchenum.pipeline.storage import Storage, is_uri, redact
 
-__all__ = ["BatchInputJob", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
+__all__ = ["BatchInputJob", "rejection_lines", "ERRORS_TABLE", "RECORD_KEY", "FILE_COLUMN", "LINE_COLUMN"]
 
 # A record's identity, the key and order of both tables: its file (files are planned in sorted path
 # order, so the key rises from shard to shard) and its line (JSONL) or row (Parquet) in that file.
@@ -59,9 +59,14 @@ class BatchInputJob(Job):
 
     least_per_shard = 1  # the fewest records an automatic shard holds (enough work for a task)
 
-    input = Param(
+    # Recorded with every declared parameter of the job (params()): the input values (one string, or
+    # a sorted list) and the slicing.  A shard is its slice's place in its file (slice_identity) and
+    # records a checksum of the bytes it read (input_fingerprint), so a changed file is never taken
+    # for the one already processed, and only the shards whose bytes changed are computed again.
+    input: Param[Any] = Param(
         INPUTS,
         metavar="PATH",
+        recorded_as=lambda job, _: job.input_param,
         help=(
             'the batch: JSONL files (one {{"id", "{job.field}"}} object per line; plain, .jsonl.gz or .jsonl.zst) '
             "or Parquet files (columns id, {job.field}); each PATH a file, a folder, or a glob in quotes "
@@ -69,11 +74,12 @@ class BatchInputJob(Job):
             "--input again, add files"
         ),
     )
-    records_per_shard = Param(
+    records_per_shard: Param[int | None] = Param(
         int,
         default=None,
         low=1,
         metavar="N",
+        recorded_as=lambda _, value: value or "auto",
         help=(
             f"input lines or rows per shard (default: from the batch, {SLICES_PER_CPU} to {2 * SLICES_PER_CPU} shards "
             "per CPU of the run, "
@@ -98,17 +104,6 @@ class BatchInputJob(Job):
     @functools.cached_property
     def _by_path(self) -> dict[str, Storage]:
         return {source.display_root: source for source in self.files}
-
-    def limits(self) -> dict[str, Any]:
-        """The job's own parameters that change answers (recorded with the input in params)."""
-        return {}
-
-    def params(self) -> dict[str, Any]:
-        """The input values (one string, or a sorted list), the slicing and the limits.  A shard is
-        its slice's place in its file (``slice_identity``) and records a checksum of the bytes it
-        read (``input_fingerprint``), so a changed file is never taken for the one already
-        processed, and only the shards whose bytes changed are computed again."""
-        return {"input": self.input_param, "records_per_shard": self.records_per_shard or "auto", **self.limits()}
 
     def shard_label(self, shard: Shard) -> str:
         """``s00003 lines 75001-100000`` (JSONL; the last slice ``lines 975001-end``) or
@@ -165,6 +160,32 @@ class BatchInputJob(Job):
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
         """``NAME: read N, answered A, rejected R`` (N = A + R, checked by ``check_totals``)."""
         return accounting_summary(self.name, len(tables["answers"]), len(tables["errors"]))
+
+
+SHOWN_REJECTIONS = 3  # rejected records the command line names after a batch's summary
+
+
+def rejection_lines(job: str, errors_path: str, rejected: int, shown: int = SHOWN_REJECTIONS) -> list[str]:
+    """What a person reads after ``read N, answered A, rejected R``: the first ``shown`` reasons,
+    each with its file (the reason starts with its line), then how to read them all.  Nothing when
+    no record was rejected, or the errors table cannot be read back."""
+    if not rejected:
+        return []
+    import pyarrow.dataset as ds
+
+    try:
+        first = ds.dataset(errors_path, format="parquet").head(shown, columns=["file", "error"]).to_pylist()
+    except (OSError, ValueError):  # (pyarrow's errors are both) the summary stands without them
+        return []
+    if rejected > len(first):
+        which = f"the first {len(first)} of {rejected:,} rejected records"
+    else:
+        which = "the rejected record" if rejected == 1 else f"the {rejected} rejected records"
+    lines = [f"{job}: {which}:"]
+    lines += [f"  {row['file']}: {row['error']}" for row in first]
+    reading = f"pd.read_parquet({errors_path!r})[['file', 'line', 'error']].to_string()"
+    lines.append(f'  every one, with its id: python -c "import pandas as pd; print({reading})"')
+    return lines
 
 
 def _shown(value: str) -> str:

@@ -7,14 +7,22 @@ file is committed whole, like a shard file (storage.py: rename on a disk, one up
 store), and its first line records the shard's provenance (job, code version, parameters, shard id
 and spec) and when and how far it was saved: a checkpoint of other code or parameters is never
 loaded.  The attempt that commits the shard removes it.  Nothing here knows about any puzzle.
+
+A state too large for one process is saved in *parts*, each by the process that holds it
+(``save_part``: ``OUT/<job>/_checkpoints/<shard id>.<name>.part``, committed whole, with the same
+first line), and then the small ``.ckpt`` file that names them, by the shard itself, last: a save
+is complete once its ``.ckpt`` is, and a part no ``.ckpt`` names is removed by the next save
+(``remove_parts``) or when the shard commits.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 from batchenum.pipeline.job import Shard
 from batchenum.pipeline.storage import TMP_MARK, Storage
@@ -22,6 +30,7 @@ from batchenum.pipeline.storage import TMP_MARK, Storage
 __all__ = ["CHECKPOINTS", "Checkpoint", "saved_checkpoints"]
 
 CHECKPOINTS = "_checkpoints"
+PART = ".part"
 LOGGER = logging.getLogger("batchenum.checkpoint")
 
 
@@ -30,6 +39,7 @@ class Checkpoint:
 
     def __init__(self, storage: Storage, shard: Shard, provenance: dict[str, str]):
         self.storage = storage
+        self.shard_id = shard.id
         self.path = storage.join(CHECKPOINTS, f"{shard.id}.ckpt")
         self.provenance = provenance
 
@@ -60,8 +70,50 @@ class Checkpoint:
         self.storage.write_atomic(self.path, write)
         LOGGER.info(f"{self.storage.uri(self.path)}: saved at {progress or '?'}, {len(data):,} bytes")
 
+    def save_part(self, name: str, write: Callable[[IO[bytes]], object], progress: str = "") -> None:
+        """Commit one part of a save (``write`` writes its data to an open binary file), from any
+        process; the ``.ckpt`` file that names it is saved after every part it names."""
+        header = json.dumps({"provenance": self.provenance, "saved_at": round(time.time(), 3), "progress": progress})
+
+        def written(local: str) -> None:
+            with open(local, "wb") as handle:
+                handle.write(header.encode() + b"\n")
+                write(handle)
+
+        self.storage.write_atomic(self._part_path(name), written)
+
+    def load_part(self, name: str) -> bytes:
+        """A part's data; ValueError when it is missing or saved by other code or parameters (the
+        ``.ckpt`` that names it was committed after it, so either means the folder was tampered with)."""
+        path = self._part_path(name)
+        if not self.storage.exists(path):
+            raise ValueError(f"{self.storage.uri(self.path)} names the part {name}, which is missing")
+        header, data = _split(self.storage.read_bytes(path))
+        if header is None or header.get("provenance") != self.provenance:
+            raise ValueError(f"{self.storage.uri(path)} was saved by other code or parameters")
+        return data
+
+    def remove_parts(self, keep: frozenset[str] = frozenset()) -> None:
+        """Delete this shard's parts, but those named in ``keep``."""
+        for name in self._part_names():
+            if name not in keep:
+                self.storage.delete_file(self._part_path(name))
+
     def clear(self) -> None:
         self.storage.delete_file(self.path)
+        self.remove_parts()
+
+    def _part_path(self, name: str) -> str:
+        return self.storage.join(CHECKPOINTS, f"{self.shard_id}.{name}{PART}")
+
+    def _part_names(self) -> list[str]:
+        prefix = f"{self.shard_id}."
+        names = []
+        for path in self.storage.list_files(self.storage.join(CHECKPOINTS), recursive=False):
+            base = posixpath.basename(path.replace("\\", "/"))
+            if base.startswith(prefix) and base.endswith(PART) and TMP_MARK not in base:
+                names.append(base[len(prefix) : -len(PART)])
+        return names
 
 
 def saved_checkpoints(folder: Storage) -> list[dict[str, Any]]:

@@ -12,25 +12,31 @@ document on standard output (docs/cli.md, "JSON output"); progress stays on stan
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
+from batchenum.pipeline.batch import BatchInputJob, rejection_lines
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.errors import PipelineError, UsageError
-from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.execute import run_job
+from batchenum.pipeline.interrupts import interrupted as _interrupted
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.names import check_file_name
 from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
 from batchenum.pipeline.progress import Progress
-from batchenum.pipeline.registry import JobRegistry, is_job_path
-from batchenum.pipeline.runner import TASK_MAX_RETRIES
-from batchenum.pipeline.storage import STORAGE_TIMEOUT, Storage, is_uri
+from batchenum.pipeline.registry import JobRegistry, PluginWarning, is_job_path
+from batchenum.pipeline.run_options import CLI, RunOptions, run_params
+from batchenum.pipeline.storage import Storage, is_uri
 
 __all__ = [
     "Command",
@@ -39,8 +45,6 @@ __all__ = [
     "build_parser",
     "add_param_options",
     "positive_int",
-    "non_negative_int",
-    "positive_seconds",
     "probability",
     "add_generate_arguments",
     "write_generated",
@@ -62,11 +66,6 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer of at least 0."""
-    return _int_at_least(text, 0)
-
-
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
@@ -74,17 +73,6 @@ def _int_at_least(text: str, low: int) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
     if value < low:
         raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
     return value
 
 
@@ -107,64 +95,22 @@ def _add_runs_folder(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The run's own options, from their declaration (pipeline/run_options.py): a flag for a yes/no
+    option (``--serial``; ``--no-head-start`` for one that is on by default)."""
     group = parser.add_argument_group("where and how to run")
-    group.add_argument(
-        "--out",
-        default="results",
-        metavar="DIR",
-        help="output folder or object-store URI (s3://bucket/prefix, gs://..., file://...); "
-        "tables go to DIR/JOB/ (default: results). Rerunning into the same place reuses "
-        "every committed shard with matching provenance",
-    )
-    group.add_argument(
-        "--workers",
-        type=positive_int,
-        metavar="K",
-        help="CPUs of the private local Ray (default: all cores); not with --address",
-    )
-    group.add_argument(
-        "--address", metavar="A", help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)"
-    )
-    group.add_argument(
-        "--serial",
-        action="store_true",
-        help="run every shard in this process without Ray (debugging, profiling, small inputs)",
-    )
-    group.add_argument(
-        "--no-head-start",
-        dest="head_start",
-        action="store_false",
-        help="do not compute shards in this process while the local Ray starts in the "
-        "background (every shard then runs in a Ray worker)",
-    )
-    group.add_argument(
-        "--retries",
-        type=non_negative_int,
-        default=TASK_MAX_RETRIES,
-        metavar="R",
-        help="times a shard (or a planning task) is run again when its worker process or its "
-        f"node dies (default {TASK_MAX_RETRIES}); an exception in the shard is never retried",
-    )
-    group.add_argument(
-        "--storage-timeout",
-        type=positive_seconds,
-        default=STORAGE_TIMEOUT,
-        metavar="SECONDS",
-        help="how long the output store may stay unreachable (refused or dropped connections, "
-        "timeouts, throttling, 5xx answers) before the run gives up; every operation is "
-        f"retried with backoff meanwhile (default {STORAGE_TIMEOUT:g}). Committed shards are "
-        "kept either way",
-    )
-    group.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace tables that a run with other input or parameters left in DIR/JOB "
-        "(without it such a run is refused, so nothing is replaced silently)",
-    )
-    group.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
-    group.add_argument(
-        "--json", action="store_true", help="print the summary as one JSON object on standard output (docs/cli.md)"
-    )
+    for name, param in run_params(CLI).items():
+        options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": _run_option_help(param)}
+        if param.type is bool:
+            options["action"] = "store_false" if param.default else "store_true"
+            group.add_argument(spelled(f"no_{name}" if param.default else name, cli=True), **options)
+        else:
+            group.add_argument(spelled(name, cli=True), metavar=param.metavar, **options)
+
+
+def _run_option_help(param: Param) -> str:
+    if param.type is bool or param.default is None or "(default" in param.help:
+        return param.help
+    return f"{param.help} (default: {param.default:g})" if isinstance(param.default, float) else param.help
 
 
 def add_param_options(parser: argparse.ArgumentParser, job_class: type[Job]) -> None:
@@ -211,7 +157,7 @@ def build_parser(
     only_job: build ``run`` with that job alone (a registered name, or ``MODULE:CLASS``) and no other
     command, for a command line that starts ``run JOB``: argparse reads it the same, without
     importing every job's module."""
-    parser = argparse.ArgumentParser(prog=prog, description="Distributed batch enumeration on Ray.")
+    parser = _Parser(prog=prog, description="Distributed batch enumeration on Ray.")
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run = top.add_parser(
@@ -264,30 +210,76 @@ def build_parser(
     return parser
 
 
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<argument>\S+): invalid choice: (?P<given>'.*?') \(choose from (?P<choices>.*)\)$"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its mistakes answered by the command they were made in: an unknown option
+    gets that command's usage (``run palago --max-m``: palago's, not the top level's) and the
+    closest option; an unknown choice the closest choice; an unknown job how to name one's own."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            words = list(sys.argv[1:] if args is None else args)
+            owner = _command_parser(self, words)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{_did_you_mean(extras, _options_of(owner))}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        found = _INVALID_CHOICE.match(message)
+        if found:
+            choices = [choice.strip("'") for choice in found["choices"].split(", ")]
+            message += _did_you_mean([found["given"].strip("'")], choices)
+            if found["argument"] == "JOB":
+                message += "; or a job class of your own, as MODULE:CLASS or path/to/file.py:CLASS (docs/jobs.md)"
+        super().error(message)
+
+
+def _command_parser(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command a command line names: ``run palago ...`` -> palago's."""
+    for word in words:
+        commands = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not commands:
+            break
+        parser = commands[0].choices.get(word, parser)
+    return parser
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for option in parser._option_string_actions if option.startswith("--")]
+
+
+def _did_you_mean(given: Sequence[str], known: Sequence[str]) -> str:
+    """ " (did you mean --max-n?)" for the closest known word to any given one, else ""."""
+    for word in given:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
+
+
 def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
-    if args.serial and (args.workers or args.address):
-        raise UsageError("--serial runs without Ray: drop --workers/--address, or drop --serial")
-    _refuse_relative_out_under_job_submit(args.out)
-    job = _job_from_args(job_class, args)
-    options = RunOptions(
-        out_dir=args.out,
-        workers=args.workers,
-        address=args.address,
-        serial=args.serial,
-        head_start=args.head_start,
-        overwrite=args.overwrite,
-        retries=args.retries,
-        storage_timeout=args.storage_timeout,
-    )
     try:
-        result = run_job(job, options, Progress(job.name, quiet=args.quiet))
+        options = RunOptions.given({name: getattr(args, name) for name in run_params(CLI) if hasattr(args, name)}, CLI)
+    except ParamError as error:
+        raise error.spoken(cli=True) from None
+    _refuse_relative_out_under_job_submit(options.out)
+    job = _job_from_args(job_class, args)
+    try:
+        result = run_job(job, options, Progress(job.name, quiet=options.quiet))
     except SpokenError as error:  # the run's words for its options, in the command line's spelling
         raise error.spoken(cli=True) from None
     summary = job.summary(result.tables, result.totals)
-    if args.json:
+    if options.json:
         print(json.dumps(_run_json(job, result, summary), indent=2))
         return 0
     print(summary)
+    if isinstance(job, BatchInputJob) and result.paths.get("errors"):  # which records, and why
+        for line in rejection_lines(job.name, result.paths["errors"], len(result.tables["errors"])):
+            print(line)
     print(
         f"{job.name}: {_plural(result.shards, 'shard')} ({result.reused} reused"
         + (f", {len(result.recomputed)} recomputed: {_why_recomputed(result)}" if result.recomputed else "")
@@ -299,9 +291,11 @@ def _run(job_class: type[Job], args: argparse.Namespace, prog: str) -> int:
 def _why_recomputed(result) -> str:
     reasons = ["their input changed"] if result.input_changed else []
     reasons += ["the job's code changed"] if result.code_changed else []
-    if len(result.recomputed) > len(result.input_changed) + len(result.code_changed):
-        reasons.append("damaged, stale or made with other parameters")
-    return " or ".join(reasons)
+    reasons += [f"parameters changed: {result.params_change}"] if result.params_changed else []
+    explained = len(result.input_changed) + len(result.code_changed) + len(result.params_changed)
+    if len(result.recomputed) > explained:
+        reasons.append("damaged or stale")
+    return "; ".join(reasons)
 
 
 def _job_from_args(job_class: type[Job], args: argparse.Namespace) -> Job:
@@ -366,13 +360,20 @@ def _cleanup(args: argparse.Namespace) -> int:
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):
         raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
+    if args.job:
+        check_file_name(args.job, "--job")  # a job's name, never a way out of DIR
     names = [args.job] if args.job else [os.path.basename(path.rstrip("/")) for path in out.list_dirs(out.root)]
+    folders = []
     for name in names:
         folder = out.child(name)
         if name.startswith("_") or not folder.is_file(folder.join(MANIFEST_FILE)):
             if args.job:
                 raise PipelineError(f"{folder.display_root} has no committed tables: nothing to clean up there")
             continue
+        folders.append((name, folder))
+    for _, folder in folders:  # a job folder replaced by a link: refused before anything is removed
+        folder.refuse_links(folder.root)
+    for name, folder in folders:
         with Lease(folder, say=lambda line: print(line, file=sys.stderr)):  # no run may write there meanwhile
             files, size = remove_shards(folder)
         print(
@@ -421,6 +422,25 @@ def _refuse_relative_out_under_job_submit(out: str) -> None:
 
 
 def main(argv: Sequence[str] | None, registry: JobRegistry, prog: str = "batchenum", version: str = "unknown") -> int:
+    with warnings.catch_warnings():  # restores Python's own display afterwards
+        warnings.showwarning = _plugin_warnings_as_lines(prog, warnings.showwarning)
+        return _main(argv, registry, prog, version)
+
+
+def _plugin_warnings_as_lines(prog: str, shown: Callable[..., None]) -> Callable[..., None]:
+    """An installed job left out (pipeline/registry.py) is one line, ``batchenum: warning: ...``,
+    not Python's two (a file, a line of source); any other warning is shown as before."""
+
+    def show(message: Any, category: type[Warning], *rest: Any, **named: Any) -> None:
+        if issubclass(category, PluginWarning):
+            print(f"{prog}: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest, **named)
+
+    return show
+
+
+def _main(argv: Sequence[str] | None, registry: JobRegistry, prog: str, version: str) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(registry, prog, version, only_job=_one_job(registry, argv))
@@ -460,7 +480,9 @@ def _one_job(registry: JobRegistry, argv: Sequence[str]) -> str:
     if len(argv) < 2 or argv[0] != "run":
         return ""
     job = argv[1]
-    return job if is_job_path(job) or registry.own_module_job(job) is not None else ""
+    if is_job_path(job) or registry.own_module_job(job) is not None or job in registry.unloadable:
+        return job  # (an installed job that cannot be loaded: its parser says why, in one line)
+    return ""
 
 
 class _Interrupt(threading.Event):
@@ -504,20 +526,6 @@ def _pipe_closed() -> int:
     flush at exit does not fail again."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
-
-
-def _interrupted(prog: str, signum: int = signal.SIGINT, committed: int | None = None) -> int:
-    """One line, and exit status 128 + the signal, as a shell reports a process the signal ended: 130
-    for Ctrl-C, 143 for SIGTERM.  ``committed``: the shards the job folder holds, when known."""
-    how = "stopped (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
-    if committed is None:
-        kept = "committed shards are kept, a rerun reuses them"
-    elif committed == 1:
-        kept = "1 shard committed is kept, a rerun reuses it"
-    else:
-        kept = f"{committed} shards committed are kept, a rerun reuses them"
-    print(f"\n{prog}: {how}; {kept}", file=sys.stderr)
-    return 128 + int(signum)
 
 
 # ------------------------------------------------------------------- generate commands of batch jobs

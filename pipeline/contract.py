@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import numbers
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
 
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
+from batchenum.pipeline.names import file_name_problem
 
 __all__ = ["ContractError", "checked_params", "check_plan", "completed_tables"]
 
@@ -43,11 +44,14 @@ def checked_params(job: Job) -> dict[str, Any]:
 
 
 def check_plan(job: Job, shards: list[Shard]) -> None:
-    """Every shard id once, each a ``Shard``."""
+    """Every shard id once, each a ``Shard`` whose id can name its files in the job folder."""
     seen: set[str] = set()
     for shard in shards:
         if not isinstance(shard, Shard):
             raise ContractError(f"job {job.name!r}: plan() must return Shard objects, not {type(shard).__name__}")
+        problem = file_name_problem(shard.id)
+        if problem is not None:
+            raise ContractError(f"job {job.name!r}: plan() gives a shard id that cannot name its files: {problem}")
         if shard.id in seen:
             raise ContractError(
                 f"job {job.name!r}: plan() gives the shard id {shard.id!r} twice; ids name the "
@@ -102,6 +106,8 @@ def _check_values(table: str, name: str, kind: str, shard: Shard, values: list |
     if fast and all(type(v) in fast for v in values):  # the usual case, at C speed
         return
     for row, value in enumerate(values):
+        if kind in _NOT_NULL and _holds_null(kind, value):
+            _refuse_null(table, name, kind, shard, row, value)
         if value is not None and not _fits(kind, value):
             raise ContractError(
                 f"shard {shard.id}: table {table!r}, column {name!r} is declared {kind} but row {row + 1} holds "
@@ -150,6 +156,32 @@ def _check_arrow(table: str, name: str, kind: str, shard: Shard, values: pa.Arra
         row = next((row for row, value in enumerate(rows) if value is not None and value > _INT64_MAX), None)
         if row is not None:
             _refuse_past_int64(table, name, shard, row, rows[row], "Arrow uint64")
+    if kind in _NOT_NULL and (values.null_count or (kind == "list<int64>" and values.flatten().null_count)):
+        found = values.to_pylist()
+        first = next(row for row, value in enumerate(found) if _holds_null(kind, value))
+        _refuse_null(table, name, kind, shard, first, found[first])
+
+
+# Columns that take no null: the finish reads shard tables with pandas, which holds a null of an
+# integer as a float NaN and then cannot write it back as int64 ("Float value nan was truncated");
+# the shard is refused instead, so nothing is committed that no rerun could finish.  A list<int64>
+# row may be null, an integer in it may not.
+_NOT_NULL = ("int64", "list<int64>")
+
+
+def _holds_null(kind: str, value: Any) -> bool:
+    if kind == "int64":
+        return value is None
+    return isinstance(value, (list, tuple, np.ndarray)) and any(item is None for item in value)
+
+
+def _refuse_null(table: str, name: str, kind: str, shard: Shard, row: int, value: Any) -> NoReturn:
+    where = "a null" if value is None else f"{value!r}, a null in the list"
+    raise ContractError(
+        f"shard {shard.id}: table {table!r}, column {name!r} is declared {kind} but row {row + 1} holds "
+        f"{where}: a column of {kind} takes no nulls (pandas would turn them into floats); give every row "
+        "whole numbers, or declare the column float64 and write NaN for a missing value"
+    )
 
 
 def _refuse_past_int64(table: str, name: str, shard: Shard, row: int, value: int, holds: str) -> None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["PipelineError", "InputError", "UsageError", "RunStoppedError", "SpokenError", "spelled", "literal"]
+__all__ = [
+    "PipelineError",
+    "InputError",
+    "MissingInputError",
+    "UsageError",
+    "RunStoppedError",
+    "SpokenError",
+    "spelled",
+    "literal",
+]
 
 
 class PipelineError(Exception):
@@ -26,6 +35,11 @@ class InputError(PipelineError):
 class UsageError(PipelineError):
     """Options that are out of range or cannot go together: the command exits with status 2, as for
     any other usage error, with one line saying what to change."""
+
+
+class MissingInputError(InputError, UsageError):
+    """An input value that names no file (a path that does not exist, a glob or folder that
+    matches none): a mistake in the command, so the command line exits 2 for it, as for any other."""
 
 
 class SpokenError(PipelineError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import threading
@@ -18,11 +19,13 @@ from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.job import Job, Shard, StreamedTable
 from batchenum.pipeline.lazy_table import LazyTable
 from batchenum.pipeline.lease import Lease
+from batchenum.pipeline.names import check_job_names
 from batchenum.pipeline.params import SpokenError, literal
 from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
-from batchenum.pipeline.runner import RAY_AFTER_SECONDS, TASK_MAX_RETRIES, Executor, ExecutorOptions
-from batchenum.pipeline.shard_store import SHARDS_DIR, ShardProblemKind, ShardStore
+from batchenum.pipeline.run_options import RunOptions
+from batchenum.pipeline.runner import Executor
+from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardProblemKind, ShardStore, params_change
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, NotWritableError, Storage, StorageError
 from batchenum.pipeline.table_commit import (
     PartTask,
@@ -46,25 +49,6 @@ _SHARE_THREADS = 8  # parts taken over or written at once by the driver: links a
 DRIVER_MERGE_ROWS = 1 << 18
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    out_dir: str = "results"  # a local folder or a URI (s3://bucket/prefix)
-    workers: int | None = None  # local Ray CPUs (default: all cores)
-    address: str | None = None  # a Ray cluster; None: RAY_ADDRESS or a private local Ray
-    serial: bool = False  # run every shard in this process, without Ray
-    head_start: bool = True  # compute shards in this process while a private local Ray starts
-    window: int | None = None  # tasks in flight (default: twice the cluster's CPUs, at least 8)
-    overwrite: bool = False  # replace final tables that another run (other input or parameters) made
-    retries: int = TASK_MAX_RETRIES  # a shard whose worker or node dies is run again this often
-    storage_timeout: float = STORAGE_TIMEOUT  # seconds the store may stay unreachable (storage.py)
-    ray_after: float = RAY_AFTER_SECONDS  # the head start starts Ray only for more work left (s)
-
-    def execution(self) -> ExecutorOptions:
-        return ExecutorOptions(
-            self.address, self.workers, self.serial, self.head_start, self.window, self.retries, self.ray_after
-        )
-
-
 @dataclass
 class RunResult:
     tables: dict[str, Any]  # final tables: LazyTable (merged), StreamedTable, or the DataFrames finalize made
@@ -77,15 +61,21 @@ class RunResult:
     location: str = ""  # the job folder, as a path or URI
     input_changed: list[str] = field(default_factory=list)  # recomputed since their input bytes changed
     code_changed: list[str] = field(default_factory=list)  # recomputed since the job's code changed
+    params_changed: list[str] = field(default_factory=list)  # recomputed since the parameters changed
+    params_change: str = ""  # how: "max_steps 10000 -> 5"
 
 
 def run_job(job: Job, options: RunOptions, progress: Progress | None = None) -> RunResult:
+    check_job_names(job)  # a name set after the class's definition (on the object, say): nothing written yet
     progress = progress or Progress(job.name)
+    progress.ray = not options.serial
+    progress.kernels = any("warm" in vars(cls) for cls in type(job).__mro__ if cls is not Job)  # kernels to warm
     started = time.monotonic()
     params = checked_params(job)  # provenance must be JSON: fail early, not in a worker
     store = ShardStore(
-        _output_storage(options.out_dir, options.storage_timeout), job, Provenance(job.name, code_version(job), params)
+        _output_storage(options.out, options.storage_timeout), job, Provenance(job.name, code_version(job), params)
     )
+    store.storage.refuse_links(store.storage.root)  # the job folder itself, before its lease is written
     try:
         return _run_leased(job, store, options, progress, started)
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (pipeline/cli.py): say what a rerun reuses
@@ -113,7 +103,9 @@ def _run_holding_the_folder(
 ) -> RunResult:
     shards = _plan(job, store, executor, progress)
     store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
-    pending, reused, damaged, code_changed = _partition_committed(job, store, shards, progress)
+    pending, reused, damaged, code_changed, (params_changed, params_change) = _partition_committed(
+        job, store, shards, progress
+    )
     verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
@@ -158,6 +150,8 @@ def _run_holding_the_folder(
         location=store.where,
         input_changed=changed,
         code_changed=code_changed,
+        params_changed=params_changed,
+        params_change=params_change,
     )
 
 
@@ -236,12 +230,23 @@ def _refuse_to_replace_other_results(store: ShardStore, overwrite: bool) -> None
     message names the options in the caller's words (pipeline/cli.py re-spells it for the CLI)."""
     found = final_params(store.storage, store.job)
     expected = store.provenance.final_metadata("")["params"]
-    if found is None or found == expected or overwrite:
+    if found is None or found == expected or overwrite or _recorded_fewer(found, expected):
         return
     raise SpokenError(
-        literal(f"{store.where} holds the tables of another run (parameters {found}; this run: {expected}). ")
+        literal(f"{store.where} holds the tables of another run (parameters {params_change(found, expected)}). ")
         + "Give {out=} another folder to keep both, or {overwrite=True} to replace this job's tables."
     )
+
+
+def _recorded_fewer(found: str, expected: str) -> bool:
+    """Whether tables recording ``found`` were written by an older spelling of the job that recorded
+    fewer of its parameters, the others equal: their values are unknown, so every shard is
+    computed again (``_partition_committed`` says why), neither reused nor refused."""
+    try:
+        before, after = json.loads(found), json.loads(expected)
+    except ValueError:
+        return False
+    return isinstance(before, dict) and before.keys() < after.keys() and all(after[k] == v for k, v in before.items())
 
 
 def _output_storage(location: str, timeout: float = STORAGE_TIMEOUT) -> Storage:
@@ -302,6 +307,7 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
     ids of the committed shards not reused, and of those among them that other code computed."""
     tables = _shard_tables(job)
     pending, damaged, other_runs, code_changed = [], [], [], []
+    changes: dict[str, None] = {}  # how the parameters changed, each way once, in shard order
     for shard in shards:
         problem = store.check_shard(shard, tables)
         if problem is None:
@@ -309,6 +315,7 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
         pending.append(shard)
         if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
             other_runs.append(shard.id)
+            changes[problem.detail.removeprefix(OTHER_PARAMETERS).strip(" ()")] = None
         elif problem.kind is ShardProblemKind.STALE and problem.field == "code":
             code_changed.append(shard.id)
         elif problem.kind is not ShardProblemKind.MISSING:
@@ -317,17 +324,19 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
     if len(damaged) > _DAMAGE_LINES:
         progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
+    params_change = "; ".join(changes)
     if other_runs:
         counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
         progress.stage(
-            f"{counted} committed with other parameters (a change of parameters, not damage); computing them anew"
+            f"{counted} committed with other parameters ({params_change}: a change of parameters, not damage); "
+            "computing them anew"
         )
     if code_changed:
         counted = "1 shard was" if len(code_changed) == 1 else f"{len(code_changed)} shards were"
         progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
     pending_ids = {shard.id for shard in pending}
     committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs + code_changed, code_changed
+    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
 
 
 def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:

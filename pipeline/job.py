@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from batchenum.pipeline.params import Param, declared_params, resolve_params
+from batchenum.pipeline.names import check_file_name, check_job_class, check_plain_name, check_unique
+from batchenum.pipeline.params import Param, declared_params, recorded_params, resolve_params
+
+if TYPE_CHECKING:  # both import this module
+    from batchenum.pipeline.checkpoint import Checkpoint
+    from batchenum.pipeline.tasks import ShardTasks
 
 __all__ = [
     "Column",
@@ -71,14 +76,14 @@ class ShardContext:
                 the shard recomputes only those and keeps the other rows.  Empty otherwise.
     """
 
-    make_checkpoint: Callable[[], Any] | None = field(default=None, repr=False)
-    make_tasks: Callable[[], Any] | None = field(default=None, repr=False)
+    make_checkpoint: Callable[[], Checkpoint] | None = field(default=None, repr=False)
+    make_tasks: Callable[[], ShardTasks] | None = field(default=None, repr=False)
     retry: list = field(default_factory=list)
     previous: dict[str, Any] = field(default_factory=dict)
     _made: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
-    def checkpoint(self) -> Any:
+    def checkpoint(self) -> Checkpoint:
         if "checkpoint" not in self._made:
             if self.make_checkpoint is None:
                 raise RuntimeError(
@@ -89,12 +94,12 @@ class ShardContext:
         return self._made["checkpoint"]
 
     @property
-    def used_checkpoint(self) -> Any:
+    def used_checkpoint(self) -> Checkpoint | None:
         """The checkpoint if the shard asked for it, else None."""
         return self._made.get("checkpoint")
 
     @property
-    def tasks(self) -> Any:
+    def tasks(self) -> ShardTasks:
         if "tasks" not in self._made:
             from batchenum.pipeline.tasks import InProcessTasks
 
@@ -133,6 +138,7 @@ class Column:
     distinct: bool = False
 
     def __post_init__(self) -> None:
+        check_plain_name(self.name, "column")
         if self.type not in COLUMN_TYPES:
             raise ValueError(f"column {self.name!r}: type must be one of {COLUMN_TYPES}, not {self.type!r}")
 
@@ -157,7 +163,9 @@ class TableSpec:
     partition: str | None = None
 
     def __post_init__(self) -> None:
+        check_file_name(self.name, "table")  # its file or folder in the job folder
         names = [c.name for c in self.columns]
+        check_unique(names, f"table {self.name!r}", "columns")
         for col in (*self.key, *self.sort, *([self.partition] if self.partition else [])):
             if col not in names:
                 raise ValueError(f"table {self.name!r}: {col!r} is not one of its columns {names}")
@@ -225,6 +233,15 @@ class Job:
     # finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_job_class(cls)  # a bad name fails where it is declared (pipeline/names.py)
+        if "params" in vars(cls):
+            raise TypeError(
+                f"job class {cls.__name__}: params() is derived from the declared parameters (every Param "
+                "with recorded=True) and cannot be overridden; define extra_params() to add to it"
+            )
+
     def __init__(self, *args: Any, **params: Any):
         for name, value in resolve_params(type(self), args, params, type(self).check_params).items():
             setattr(self, name, value)
@@ -255,17 +272,33 @@ class Job:
         return []
 
     def params(self) -> dict[str, Any]:
-        """JSON-serialisable parameters that determine the results (recorded as provenance):
-        default, every declared parameter with ``recorded=True``."""
-        return {name: getattr(self, name) for name, param in declared_params(type(self)).items() if param.recorded}
+        """The parameters that determine the results, recorded as provenance in every file: every
+        declared parameter with ``recorded=True``, then ``extra_params()``.  A committed shard is
+        reused only while they match, so no job can leave a recorded parameter out."""
+        declared = recorded_params(self)
+        extra = self.extra_params()
+        clash = sorted(set(declared) & set(extra))
+        if clash:
+            raise TypeError(
+                f"job class {type(self).__name__}: extra_params() names declared parameters ({', '.join(clash)}), "
+                "which params() records already"
+            )
+        return {**declared, **extra}
+
+    def extra_params(self) -> dict[str, Any]:
+        """What else determines the results besides the declared parameters (JSON-serialisable),
+        added to ``params()``: a setting that is not a ``Param``.  Default: nothing."""
+        return {}
 
     def plan(self, context: PlanContext) -> list[Shard]:
         """The shards, in a deterministic order."""
         raise NotImplementedError
 
-    def run_shard(self, shard: Shard, context: ShardContext) -> ShardResult:
+    def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Compute one shard.  Runs in a Ray worker, or in the driver's own threads; ``context``
-        carries what else it may use (checkpoint, nested tasks, records to retry)."""
+        carries what else it may use (checkpoint, nested tasks, records to retry).  The pipeline
+        always gives one; None when the shard is computed by hand (a test, a warm-up), without a
+        checkpoint store or tasks.  Every built-in job overrides it with this very signature."""
         raise NotImplementedError
 
     def shard_label(self, shard: Shard) -> str:

@@ -143,6 +143,7 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Lease:
+        self.folder.refuse_links(self.path)  # the job folder itself a link: nothing read or written
         current = self._read()
         if current is not None:
             self._refuse_if_alive(current)

@@ -21,6 +21,13 @@ Private on a shared machine (docs/cluster.md, "On a shared machine"):
 - The run holds a lock on its folder while it lives; a folder whose lock no process holds was left
   by a run killed with its watchdog, and the next run removes it.  A live run's folder is never
   removed, whatever its PID namespace.
+
+Its object store (where tasks' results wait for the tasks that take them: a split height's
+buckets, docs/palago_transfer.md) is sized and spills explicitly (``object_store_options``): a
+quarter of the machine's memory unless ``BATCHENUM_RAY_OBJECT_STORE`` says how many bytes (at most
+what /dev/shm holds), and past about 80% of it Ray writes objects to files in ``spill`` inside the
+private folder, on the temporary folder's disk, or in a new private folder under
+``BATCHENUM_RAY_SPILL_DIR``: removed with the rest when the run ends.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-__all__ = ["LocalRay", "LocalRayError", "process_tree"]
+__all__ = ["LocalRay", "LocalRayError", "object_store_bytes", "process_tree"]
 
 _PORT_OPTIONS = (
     "--port",
@@ -62,6 +69,9 @@ _FOLDER_NAME = re.compile(rf"{_FOLDER_PREFIX}[a-z0-9_]{{8}}")  # tempfile.mkdtem
 _LOCK = "lock"  # held (flock) by the run while it lives
 _RAY_DIR = "ray"  # Ray's --temp-dir, inside the private folder
 _STOP_TIMEOUT = 30.0  # seconds the watchdog may take to kill Ray's processes
+_SPILL = "spill"  # where the object store spills, inside the private folder (or a folder of its own)
+_STORE_SHARE = 0.25  # of the machine's memory, the object store's by default (Ray's own: 0.3)
+_STORE_BYTES_ENV, _SPILL_DIR_ENV = "BATCHENUM_RAY_OBJECT_STORE", "BATCHENUM_RAY_SPILL_DIR"
 _SWEPT: set[str] = set()
 
 
@@ -84,11 +94,13 @@ class LocalRay:
         self._process: subprocess.Popen | None = None  # the watchdog
         self._log: IO[bytes] | None = None  # ray start's output, read back for error messages
         self._failure: str | None = None
+        self._spill: tuple[str, int] | None = None  # a spill folder outside the private one, and its lock
 
     def start(self) -> None:
         """Spawn the watchdog and ``ray start``.  A failure here (no temporary folder, say) is raised
         by ``address()``, like one of ``ray start`` itself."""
         try:
+            _check_socket_room(_temp_root())
             self._folder, self._lock = private_folder(_temp_root())
             self._log = open(os.path.join(self._folder, "ray-start.log"), "w+b")
             ports = _free_port_options()
@@ -109,6 +121,7 @@ class LocalRay:
                 "127.0.0.1",
                 "--include-dashboard=false",
                 "--disable-usage-stats",
+                *self._object_store_options(),
                 *ports,
             ]
             try:
@@ -126,6 +139,18 @@ class LocalRay:
         except (OSError, LocalRayError) as error:
             self._failure = str(error) if isinstance(error, LocalRayError) else f"{type(error).__name__}: {error}"
 
+    def _object_store_options(self) -> list[str]:
+        """``ray start``'s object store size and spill folder (the module's docstring says which)."""
+        assert self._folder is not None
+        spill_root = os.environ.get(_SPILL_DIR_ENV)
+        if spill_root:
+            self._spill = private_folder(spill_root)
+            spill = os.path.join(self._spill[0], _SPILL)
+        else:
+            spill = os.path.join(self._folder, _SPILL)
+        os.makedirs(spill, mode=0o700, exist_ok=True)
+        return ["--object-store-memory", str(object_store_bytes()), "--object-spilling-directory", spill]
+
     def address(self) -> str | None:
         """The head's address once it is up, None while it starts; raises LocalRayError if
         ``ray start`` has exited."""
@@ -133,7 +158,7 @@ class LocalRay:
             raise LocalRayError(self._failure or "the local Ray was not started")
         up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
         if self._process.poll() is not None:
-            raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._output_tail()}")
+            raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._failure_said()}")
         if up:
             os.chmod(os.path.join(self._folder, _RAY_DIR), 0o700)  # Ray made it 0777
         return self._address if up else None
@@ -143,7 +168,7 @@ class LocalRay:
         deadline = time.monotonic() + timeout
         while (address := self.address()) is None:
             if time.monotonic() > deadline:
-                raise LocalRayError(f"`ray start` was not up after {timeout:g} s: {self._output_tail()}")
+                raise LocalRayError(f"`ray start` was not up after {timeout:g} s: {self._failure_said()}")
             time.sleep(0.05)
         return address
 
@@ -168,14 +193,91 @@ class LocalRay:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+        if self._spill is not None:
+            shutil.rmtree(self._spill[0], ignore_errors=True)
+            os.close(self._spill[1])
+            self._spill = None
 
-    def _output_tail(self, lines: int = 3) -> str:
+    def _failure_said(self) -> str:
+        """One line: the reason ``ray start`` gave (its last error line, without colour codes),
+        and where its whole output is kept (a copy: the private folder is removed with Ray)."""
         if self._log is None:  # stopped, or the log could not be opened
             return "(no output)"
         self._log.flush()
         self._log.seek(0)
-        text = self._log.read().decode(errors="replace").strip().splitlines()
-        return "\n".join(text[-lines:]) or "(no output)"
+        output = self._log.read()
+        lines = [_ANSI.sub("", line).strip() for line in output.decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        reason = next((line for line in reversed(lines) if _ERROR_LINE.search(line)), lines[-1] if lines else "")
+        kept = _keep_log(output)
+        return (reason or "(no output)") + (f" (its output: {kept})" if kept else "")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes Ray writes even off a terminal
+_ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b|\berror\b|\bfailed\b", re.IGNORECASE)
+
+
+def _keep_log(output: bytes) -> str | None:
+    """A copy of ``ray start``'s output in the temporary folder (mode 0600), for the message."""
+    try:
+        handle, path = tempfile.mkstemp(prefix="batchenum-ray-start-", suffix=".log", dir=_temp_root())
+        with os.fdopen(handle, "wb") as copy:
+            copy.write(output)
+    except OSError:
+        return None
+    return path
+
+
+# Ray makes its Unix sockets at TEMP/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store
+# (its longest), and a Unix socket's path holds at most 107 bytes.
+_SOCKET_TAIL = len("/session_2026-12-04_23-18-33_633652_") + len("/sockets/plasma_store")
+_SOCKET_PATH_MAX = 107
+
+
+def _check_socket_room(root: str) -> None:
+    """LocalRayError, before anything starts, when Ray's socket paths in a private folder of
+    ``root`` would pass 107 bytes: a long RAY_TMPDIR (or TMPDIR) that Ray would refuse, seconds
+    later, with a traceback."""
+    if not os.path.isdir(root):
+        return  # mkdtemp then says what is wrong with it
+    pid_digits = len(_read_text("/proc/sys/kernel/pid_max", "4194304").strip())
+    folder = os.path.join(os.path.abspath(root), _FOLDER_PREFIX + "x" * 8, _RAY_DIR)
+    longest = len(os.fsencode(folder)) + _SOCKET_TAIL + pid_digits
+    if longest > _SOCKET_PATH_MAX:
+        room = len(os.fsencode(os.path.abspath(root))) - (longest - _SOCKET_PATH_MAX)
+        variable = "RAY_TMPDIR" if "RAY_TMPDIR" in os.environ else "TMPDIR"
+        raise LocalRayError(
+            f"{variable}={root} is too long for the private Ray: its socket paths there would take "
+            f"{longest} bytes, and a Unix socket's path may take {_SOCKET_PATH_MAX}; set {variable} to a "
+            f"folder of yours of at most {max(room, 1)} characters (such as /tmp), or unset it"
+        )
+
+
+def _read_text(path: str, default: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return default
+
+
+def object_store_bytes() -> int:
+    """The object store's size: ``BATCHENUM_RAY_OBJECT_STORE`` bytes if set, else a quarter of the
+    machine's memory; at most what /dev/shm can hold (Ray's store lives there)."""
+    wanted = os.environ.get(_STORE_BYTES_ENV)
+    if wanted:
+        try:
+            size = int(float(wanted))
+        except ValueError:
+            raise LocalRayError(f"{_STORE_BYTES_ENV}={wanted!r} is not a number of bytes") from None
+    else:
+        size = int(_STORE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    try:
+        shm = os.statvfs("/dev/shm")
+        size = min(size, shm.f_bavail * shm.f_frsize)
+    except OSError:
+        pass  # no /dev/shm (not Linux): Ray uses its own fallback folder
+    return size
 
 
 def private_folder(root: str) -> tuple[str, int]:

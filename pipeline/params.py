@@ -14,13 +14,14 @@ argparse: pipeline/cli.py turns declarations into options.
 
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 import operator
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from batchenum.pipeline.errors import SpokenError, UsageError, literal, spelled
 
@@ -31,6 +32,7 @@ __all__ = [
     "REQUIRED",
     "INPUTS",
     "declared_params",
+    "recorded_params",
     "resolve_params",
     "spelled",
     "literal",
@@ -50,8 +52,11 @@ class ParamError(SpokenError, UsageError, ValueError):
     """A parameter value the job refuses (a ValueError too, as Python callers expect)."""
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Param:
+class Param(Generic[T]):
     """One parameter of a job.
 
     type:     int, float, str, bool, or ``INPUTS`` (one or more paths, globs or URIs).
@@ -64,10 +69,15 @@ class Param:
     recorded: the parameter changes results, so its value is part of the provenance (``params()``)
               and a change recomputes every shard.  False for parameters that only change how
               the work is done (shard counts, time budgets, checkpoint intervals).
+    recorded_as: ``recorded_as(job, value)`` is what the provenance records for the value (an
+              input's paths made absolute, "auto" for None); default: the value itself.
+    omit_default: recorded only when it differs from its default: for a parameter added to a job
+              whose tables were published before it existed, the default being what the job did
+              then, so those tables keep their identity (and bytes).
     metavar:  how ``--help`` shows its value.
     """
 
-    type: Any
+    type: builtins.type[T] | str  # a Python type, or INPUTS
     default: Any = REQUIRED
     low: float | None = None
     high: float | str | None = None
@@ -75,22 +85,35 @@ class Param:
     choices: tuple = ()
     help: str = ""
     recorded: bool = True
+    recorded_as: Callable[[Any, Any], Any] | None = None
+    omit_default: bool = False
     metavar: str | None = None
     name: str = field(default="", compare=False)
 
-    def __set_name__(self, owner: type, name: str) -> None:
+    def __post_init__(self) -> None:
+        if self.type not in (int, float, str, bool, INPUTS):
+            raise TypeError(f"Param type must be int, float, str, bool or INPUTS, not {self.type!r}")
+
+    def __set_name__(self, owner: builtins.type, name: str) -> None:
         object.__setattr__(self, "name", name)
 
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        """The declaration itself; typed as the value it declares, which a job's constructor sets on
-        the job (an instance's own attribute, which this non-data descriptor never shadows)."""
+    @overload
+    def __get__(self, instance: None, owner: builtins.type | None = None) -> Param[T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: builtins.type | None = None) -> T: ...
+
+    def __get__(self, instance: object, owner: builtins.type | None = None) -> Any:
+        """On the class, the declaration itself; on a job, typed as the value it declares (``T``),
+        which the job's constructor sets as the instance's own attribute (which this non-data
+        descriptor never shadows, so this is reached on the class alone)."""
         return self
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
 
-    def help_for(self, job_class: type) -> str:
+    def help_for(self, job_class: builtins.type) -> str:
         return self.help.format(job=job_class)
 
     def coerce(self, value: Any) -> Any:
@@ -110,7 +133,7 @@ class Param:
             if not isinstance(value, str):
                 raise ParamError(f"{{{self.name}}} must be a string, not {value!r}")
             return value
-        return self.type(value)
+        raise AssertionError(f"unchecked parameter type {self.type!r}")  # __post_init__ refuses others
 
     def check(self, value: Any, values: Mapping[str, Any]) -> None:
         """Raise ParamError when ``value`` is out of bounds or not one of the choices."""
@@ -184,6 +207,18 @@ def _inputs(name: str, value: Any) -> Any:
         f"paths and URIs (files, folders, globs), not {type(value).__name__}"
         + (" holding other things" if isinstance(value, (list, tuple)) else "")
     )
+
+
+def recorded_params(job: object) -> dict[str, Any]:
+    """What ``job``'s provenance records of its declared parameters: every one declared with
+    ``recorded=True`` (as ``recorded_as`` gives it), but those ``omit_default`` at their default."""
+    recorded = {}
+    for name, param in declared_params(type(job)).items():
+        value = getattr(job, name)
+        if not param.recorded or (param.omit_default and value == param.default):
+            continue
+        recorded[name] = value if param.recorded_as is None else param.recorded_as(job, value)
+    return recorded
 
 
 def declared_params(job_class: type) -> dict[str, Param]:

@@ -35,11 +35,21 @@ START_UP = 180.0  # past this, a run with no finished shard is not starting: its
 LONGEST_GAP = 60.0
 
 
-def _waiting_hint(elapsed: float) -> str:
-    """Why no shard has finished after ``elapsed`` seconds of this run's shards."""
-    if elapsed <= START_UP:
-        return "no shard done yet: Ray starting, or kernels compiling in the workers"
-    return "no shard finished in this run yet: long shards; `batchenum status` shows their checkpoints"
+# An estimate of the time left is given once this many shards were computed in this run: it is
+# made from those finished after the first (whose time holds Ray's start and the compiles), and one
+# or two shards said little (a 94 s run once read "~16m12s left (from 2 shards)").
+ESTIMATE_SHARDS = 3
+
+
+def _waiting_hint(elapsed: float, ray: bool = True, kernels: bool = True) -> str:
+    """Why no shard has finished after ``elapsed`` seconds of this run's shards: what the run may
+    be waiting for (Ray starting, when it uses Ray; kernels compiling, when the job has any)."""
+    if elapsed > START_UP:
+        return "no shard finished in this run yet: long shards; `batchenum status` shows their checkpoints"
+    causes = (["Ray starting"] if ray else []) + (
+        [f"kernels compiling{' in the workers' if ray else ''}"] if kernels else []
+    )
+    return "no shard done yet: " + (" or ".join(causes) if causes else "the first shards are long")
 
 
 def _heartbeat_gap(log_every: float, waited: float) -> float:
@@ -92,7 +102,10 @@ class Progress:
         self.interactive = self.notebook or bool(getattr(self.stream, "isatty", lambda: False)())
         self.logged = stream is None and not self.interactive
         self.log_every = log_every
+        self.ray = True  # whether the run may start or use Ray, and whether the job has kernels to
+        self.kernels = True  # compile (the run says so before its shards): the waiting hint names only those
         self.started = time.monotonic()
+        self._first_done: float | None = None  # when the first shard computed in this run finished
         self._lock = threading.RLock()
         self._bar: Any = None
         self._redirected: tuple[Any, Any] | None = None
@@ -127,6 +140,7 @@ class Progress:
                 self._clock = None
             self._running = True
             self._total, self._done, self._reused, self._records = total, reused, reused, 0
+            self._first_done = None
             self._shards_started = self._last_line = self._last_change = time.monotonic()
             if self.interactive and not self.quiet:
                 self._bar = _bar_class(self.notebook)(
@@ -152,6 +166,8 @@ class Progress:
             self._done += 1
             self._records += records or 0
             self._last_change = time.monotonic()
+            if self._first_done is None:
+                self._first_done = self._last_change
             if self._bar is not None:
                 self._bar.set_postfix_str(self._records_text(), refresh=False)
                 self._bar.update(1)
@@ -187,7 +203,9 @@ class Progress:
             if self._bar is not None:
                 waited = time.monotonic() - self._shards_started
                 if self._done == self._reused and waited > FIRST_SHARD_HINT:
-                    self._bar.set_postfix_str(self._records_text() or _waiting_hint(waited), refresh=False)
+                    self._bar.set_postfix_str(
+                        self._records_text() or _waiting_hint(waited, self.ray, self.kernels), refresh=False
+                    )
                 self._bar.refresh()
             elif self._running and not self.interactive and self._heartbeat_due():
                 self._line(self._shard_line())
@@ -206,14 +224,13 @@ class Progress:
         computed = self._done - self._reused
         line = f"{self.label}: {self._done}/{self._total} shards, {_duration(elapsed)} elapsed"
         remaining = self._total - self._done
-        if computed and remaining:
-            line += f", ~{_duration(elapsed / computed * remaining)} left"
-            if computed < 3:  # one or two shards' time says little of the others' (a large height's, say)
-                line += f" (from {computed} shard{'s' if computed > 1 else ''})"
+        if computed >= ESTIMATE_SHARDS and remaining and self._first_done is not None:
+            since_first = time.monotonic() - self._first_done
+            line += f", ~{_duration(since_first / (computed - 1) * remaining)} left"
         if self._records and elapsed > 0:
             line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
         elif not computed and remaining and elapsed > FIRST_SHARD_HINT:
-            line += f" ({_waiting_hint(elapsed)})"
+            line += f" ({_waiting_hint(elapsed, self.ray, self.kernels)})"
         return line
 
     def _records_text(self) -> str:

@@ -20,28 +20,17 @@ import importlib.util
 import os
 import pkgutil
 import sys
+import traceback
+import warnings
 from typing import Any
 
 from batchenum.pipeline.errors import UsageError
 from batchenum.pipeline.job import Job
+from batchenum.pipeline.names import BadNameError, check_job_names
 
-__all__ = ["JobRegistry", "ENTRY_POINT_GROUP", "RUN_OPTIONS", "is_job_path", "load_job_class"]
+__all__ = ["JobRegistry", "PluginWarning", "ENTRY_POINT_GROUP", "is_job_path", "load_job_class"]
 
 ENTRY_POINT_GROUP = "batchenum.jobs"
-# what ``run`` itself takes, in the CLI and in batchenum.run: no job parameter may have these names
-RUN_OPTIONS = (
-    "out",
-    "workers",
-    "address",
-    "serial",
-    "head_start",
-    "overwrite",
-    "retries",
-    "storage_timeout",
-    "quiet",
-    "json",
-)
-
 # modules of a jobs package that are not jobs' (the command line's entry, the registry itself)
 _NOT_JOBS = ("cli", "registry")
 
@@ -53,6 +42,7 @@ class JobRegistry:
     def __init__(self, package: str, group: str = ENTRY_POINT_GROUP):
         self.package = package
         self.group = group
+        self._unloadable: dict[str, str] = {}
 
     @functools.cached_property
     def _modules(self) -> list[Any]:
@@ -66,24 +56,32 @@ class JobRegistry:
 
     @functools.cached_property
     def jobs(self) -> dict[str, type[Job]]:
-        """Every job by name: the package's, in module order, then the installed packages'."""
+        """Every job by name: the package's, in module order, then the installed packages' that load
+        (``unloadable`` holds the others, each named in one warning)."""
         found: dict[str, type[Job]] = {}
         for module in self._modules:
             job = getattr(module, "JOB", None)
             if job is not None:
                 found[_checked(job, module.__name__).name] = job
-        for entry in sorted(importlib.metadata.entry_points(group=self.group), key=lambda e: e.name):
-            if entry.name in found:
-                continue  # a built-in name is never shadowed by an installed package
+        for name, entries in _entry_points_by_name(self.group).items():
+            entry = _chosen(name, entries, found)
+            if entry is None:
+                continue
             try:
-                job = entry.load()
-            except Exception as error:
-                raise UsageError(
-                    f"the job {entry.name!r} registered by an installed package ({entry.value}) "
-                    f"cannot be loaded: {type(error).__name__}: {error}"
-                ) from error
-            found[entry.name] = _checked(job, entry.value)
+                found[name] = _named(_checked(entry.load(), entry.value), name)
+            except Exception as error:  # one broken package must not take every other job with it
+                self._unloadable[name] = (
+                    f"the job {name!r} of the installed package {_distribution(entry)} ({entry.value}) "
+                    f"cannot be loaded: {_one_line(error)}"
+                )
+                _warn(f"{self._unloadable[name]}; it is left out")
         return found
+
+    @property
+    def unloadable(self) -> dict[str, str]:
+        """Installed jobs that could not be loaded, by name: why, in one line."""
+        self.jobs  # noqa: B018 (the scan fills it)
+        return self._unloadable
 
     def names(self) -> list[str]:
         return list(self.jobs)
@@ -100,6 +98,8 @@ class JobRegistry:
         own = self.own_module_job(name)
         if own is not None:
             return own
+        if name in self.unloadable:
+            raise UsageError(self.unloadable[name])
         if name not in self.jobs:
             raise UsageError(
                 f"no job {name!r}: the jobs are {', '.join(self.jobs)} (or give MODULE:CLASS or path/to/file.py:CLASS)"
@@ -169,10 +169,76 @@ def _import_file(path: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except BadNameError as error:  # a name in a class body fails before its class exists: say where
+        del sys.modules[name]
+        raise BadNameError(f"{_where_in(path, error)}: {error}") from None
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+def _where_in(path: str, error: BaseException) -> str:
+    """``path, line N``: the line of ``path`` the error went through last (the file alone when it
+    was raised in a module the file imports)."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == path]
+    return f"{path}, line {frames[-1].lineno}" if frames else path
+
+
+class PluginWarning(UserWarning):
+    """An installed package's job left out, or one of two jobs of one name: batchenum goes on."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, PluginWarning, stacklevel=2)
+
+
+def _entry_points_by_name(group: str) -> dict[str, list[importlib.metadata.EntryPoint]]:
+    """The group's entry points by job name, each name's in order of their distribution's name."""
+    found: dict[str, list[importlib.metadata.EntryPoint]] = {}
+    for entry in sorted(importlib.metadata.entry_points(group=group), key=lambda e: (e.name, _distribution(e))):
+        found.setdefault(entry.name, []).append(entry)
+    return found
+
+
+def _chosen(
+    name: str, entries: list[importlib.metadata.EntryPoint], built_in: dict[str, type[Job]]
+) -> importlib.metadata.EntryPoint | None:
+    """Which entry point gives the job ``name``: None when a built-in job has that name (a built-in
+    is never shadowed), else the first by distribution name; one warning when several compete."""
+    packages = ", ".join(f"{_distribution(entry)} ({entry.value})" for entry in entries)
+    if name in built_in:
+        where = built_in[name].__module__
+        _warn(
+            f"the installed package {packages} registers the job {name!r}, a built-in job's name ({where}): "
+            "the built-in job is used"
+        )
+        return None
+    if len(entries) > 1:
+        _warn(
+            f"the installed packages {packages} all register the job {name!r}: "
+            f"{_distribution(entries[0])}'s is used, the first by distribution name"
+        )
+    return entries[0]
+
+
+def _distribution(entry: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(entry, "dist", None)
+    return dist.name if dist is not None else "(unknown)"
+
+
+def _one_line(error: BaseException) -> str:
+    """An import error as one line: its type and its message's first line."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _named(job: type[Job], name: str) -> type[Job]:
+    """An installed job under its own name: one registered as ``other`` but named ``dungeons``
+    would write into a built-in job's folder."""
+    if job.name != name:
+        raise UsageError(f"its class {job.__qualname__} is named {job.name!r}: give the entry point its job's name")
+    return job
 
 
 def _checked(job: Any, where: str) -> type[Job]:
@@ -181,10 +247,13 @@ def _checked(job: Any, where: str) -> type[Job]:
         raise UsageError(f"{where} is not a job class (a subclass of batchenum.pipeline.job.Job): {job!r}")
     if not job.name:
         raise UsageError(f"{where}: the job class {job.__qualname__} has no name: set name = '...' on it")
-    clashes = sorted(set(job.declared_params()) & set(RUN_OPTIONS))
+    check_job_names(job)  # a name set after the class's definition
+    from batchenum.pipeline.run_options import RUN_OPTION_NAMES  # the executor's too: imported when a job is
+
+    clashes = sorted(set(job.declared_params()) & set(RUN_OPTION_NAMES))
     if clashes:
         raise UsageError(
             f"{where}: the job's parameter {clashes[0]!r} has the name of one of run's own options "
-            f"({', '.join(RUN_OPTIONS)}): rename it"
+            f"({', '.join(RUN_OPTION_NAMES)}): rename it"
         )
     return job

@@ -415,6 +415,7 @@ class RaySession:
                 ray.init(address=self.address, logging_level=logging.WARNING)
         except Exception as error:
             raise ClusterError(_explain_connect_failure(self.address, error)) from error
+        _filter_forwarded_lines(private=False)
         return f"the Ray cluster at {self.address}"
 
     def _already_initialised(self) -> str:
@@ -590,6 +591,7 @@ class _SharedPrivateRay:
                 raise ClusterError(
                     f"could not connect to the local Ray at {address}: {type(error).__name__}: {error}"
                 ) from error
+            _filter_forwarded_lines(private=True)
             self.connected = True
 
     def release(self) -> threading.Thread | None:
@@ -632,6 +634,42 @@ def _stop_private(connected: bool, local: LocalRay) -> None:
         ray.shutdown()
         _loopback_only(False)
     local.stop()
+
+
+# Lines Ray forwards to the driver that say nothing about the run: its GCS's and raylet's own C++
+# log (the metrics exporter agent not up yet, periodic state dumps), which a newcomer reads as a
+# failure.  From the private Ray every line of those two processes is dropped (the run reports what
+# matters in its own words); from a cluster, only these.
+_RAY_INTERNALS = ("raylet", "gcs_server")
+_NOISE = re.compile(r"\[state-dump\]|event\+metrics exporter agent|Exporter agent status")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _filter_forwarded_lines(private: bool) -> None:
+    """Wrap the handler through which Ray prints what its processes write (``log_to_driver``): drop
+    Ray's own noise (``_NOISE``; everything its GCS and raylet say, from the private Ray), and
+    colour codes when standard error is not a terminal.  Ray's printing is private API: if it
+    changes, lines are printed unfiltered, never lost."""
+    try:
+        from ray._private.worker import global_worker_stdstream_dispatcher as dispatcher
+    except ImportError:
+        return
+    printing = [handler for name, handler in getattr(dispatcher, "handlers", []) if name == "ray_print_logs"]
+    if len(printing) != 1:
+        return
+    plain = not sys.stderr.isatty()
+    if plain:
+        os.environ["RAY_COLOR_PREFIX"] = "0"  # Ray's own colours around its prefixes, read as it prints
+
+    def filtered(data: dict) -> None:
+        if private and data.get("pid") in _RAY_INTERNALS:
+            return
+        lines = [_COLOUR.sub("", line) if plain else line for line in data.get("lines", []) if not _NOISE.search(line)]
+        if lines:
+            printing[0]({**data, "lines": lines})
+
+    dispatcher.remove_handler("ray_print_logs")
+    dispatcher.add_handler("ray_print_logs", filtered)
 
 
 def _loopback_only(on: bool) -> None:
@@ -932,7 +970,7 @@ def _failure_message(shard: Shard, error: Exception, retries: int = TASK_MAX_RET
     if isinstance(error, rex.WorkerCrashedError):
         return (
             f"shard {shard.id}: its worker process died on {attempts} (see --retries) "
-            f"(killed, or crashed in native code). Look for what kills it (the OOM killer, an operator); {rerun}."
+            f"(killed, crashed in native code, or ended by the job's code with os._exit). Look for what kills it (the OOM killer, an operator); {rerun}."
         )
     if isinstance(error, rex.TaskCancelledError):
         return f"shard {shard.id} was cancelled; {rerun}."

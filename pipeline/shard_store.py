@@ -34,6 +34,7 @@ from batchenum.pipeline.arrow import to_numpy
 from batchenum.pipeline.checkpoint import CHECKPOINTS
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
+from batchenum.pipeline.names import file_name_problem
 from batchenum.pipeline.parquet_format import (
     RANGE_GROUP_ROWS,
     SHARD_ROW_GROUP_ROWS,
@@ -56,6 +57,7 @@ from batchenum.pipeline.parquet_format import (
 from batchenum.pipeline.storage import TMP_MARK, Storage, StorageUnavailableError, is_temporary
 
 __all__ = [
+    "OTHER_PARAMETERS",
     "PLAN_FILE",
     "SHARDS_DIR",
     "ShardCheck",
@@ -63,6 +65,7 @@ __all__ = [
     "ShardProblemKind",
     "ShardStore",
     "inspect_shard",
+    "params_change",
     "plan_problem",
 ]
 
@@ -75,9 +78,12 @@ PLAN_FILE = "_plan.json"
 # The lease's own scratch file (lease.py, ``_create_exclusively``), left by a writer killed there.
 _LEASE_SCRATCH = re.compile(re.escape(LEASE_FILE + TMP_MARK) + "[0-9a-f]{32}")
 SHARDS_DIR = "_shards"  # the shard store: committed shard files, outside every table's folder
-# A table's or shard's name as the store's own files may give them: names read from a file in the
-# folder are used only as these, so none leads outside.
-PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def is_file_name(name: Any) -> bool:
+    """Whether ``name`` is a table's or shard's name as a job may declare it (pipeline/names.py):
+    names read from a file in the folder are used only as these, so none leads outside."""
+    return file_name_problem(name) is None
 
 
 def plan_problem(plan: Any) -> str | None:
@@ -86,9 +92,7 @@ def plan_problem(plan: Any) -> str | None:
         return f"it holds a JSON {type(plan).__name__}, not an object"
     for key in ("shards", "tables"):
         value = plan.get(key, [])
-        if not isinstance(value, list) or not all(
-            isinstance(item, str) and PLAIN_NAME.fullmatch(item) for item in value
-        ):
+        if not isinstance(value, list) or not all(is_file_name(item) for item in value):
             return f"its {key} are not a list of plain names"
     for key in ("started_at",):
         value = plan.get(key)
@@ -470,7 +474,7 @@ def _provenance_problem(
     """Why a file recording ``found`` is not current: a provenance field ``expected`` holds that
     differs, a row count other than the recorded one, or (``columns`` given) other columns."""
     if "params" in expected and found.get("job") == expected.get("job") and found.get("params") != expected["params"]:
-        detail = f"{OTHER_PARAMETERS} ({found.get('params')})"
+        detail = f"{OTHER_PARAMETERS} ({params_change(found.get('params'), expected['params'])})"
         return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, detail, "params")
     for key in _PROVENANCE_FIELDS:
         if key in expected and found.get(key) != expected[key]:
@@ -483,6 +487,31 @@ def _provenance_problem(
     if columns is not None and schema.remove_metadata() != columns:
         return ShardProblem(ShardProblemKind.STALE, "columns do not match the table's declaration", "columns")
     return None
+
+
+def params_change(found: str | None, expected: str) -> str:
+    """How the parameters a file records (JSON) differ from a run's: ``max_steps 10000 -> 5``, one
+    entry a parameter; ``not recorded`` for one the file does not record (an older job, or a
+    batchenum before the parameter was recorded) or the run no longer records."""
+    try:
+        before = json.loads(found or "")
+    except ValueError:
+        before = None
+    after = json.loads(expected)
+    if not isinstance(before, dict):
+        return f"unreadable before: {str(found)[:60]!r}"
+    changes = []
+    for name in sorted(set(before) | set(after), key=lambda name: (name not in after, name)):
+        if before.get(name, _ABSENT) != after.get(name, _ABSENT):
+            changes.append(f"{name} {_recorded(before, name)} -> {_recorded(after, name)}")
+    return ", ".join(changes)
+
+
+_ABSENT = object()
+
+
+def _recorded(params: dict, name: str) -> str:
+    return json.dumps(params[name])[:60] if name in params else "not recorded"
 
 
 def _grouping_problem(handle: Any, table: pa.Table, spec: TableSpec) -> str | None:

@@ -140,7 +140,7 @@ class TreeJob(Job):
 
     SUBTREES_PER_CPU = 16
     MAX_SPLIT_DEPTH = 12
-    split_depth = Param(
+    split_depth: Param[int | None] = Param(
         int,
         default=None,
         low=0,

@@ -47,6 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pyarrow.fs as pafs
 
 from batchenum.pipeline.errors import PipelineError, RunStoppedError, SpokenError, literal
+from batchenum.pipeline.names import TMP_MARK  # in every temporary's name, never in a declared one
 
 __all__ = [
     "Storage",
@@ -99,7 +100,6 @@ _TRANSIENT_ERRNO = {
     errno.EPIPE,
 }
 
-TMP_MARK = ".tmp-"  # in the name of every temporary file or folder; never read as a result
 # A folder moved aside by the two-rename fallback of ``replace_folder``; the complete former folder.
 OLD_MARK = TMP_MARK + "old-"
 # The exact names the store gives its temporaries: the target's name, the mark, the writer's pid and
@@ -218,6 +218,9 @@ class Storage:
         self.display_root = display_root
         self.local = local
         self.timeout = timeout  # seconds an operation keeps retrying transient failures
+        # The folder the user chose (``at``'s): it and what is above it may be links; what batchenum
+        # makes below it (a job folder, ``_inputs``) may not, whichever child storage writes there.
+        self.top = root
         # Called with this storage before every commit (write_atomic); raises to refuse it.  The
         # lease puts its fence here (lease.py), so a run that lost its folder commits nothing.
         self.guard: Callable[[Storage], None] | None = None
@@ -265,13 +268,13 @@ class Storage:
         """The storage of a folder below this one."""
         display = (os.path.join if self.local else posixpath.join)(self.display_root, *parts)
         child = Storage(self.fs, self.join(*parts), display, self.local, self.timeout)
-        child.guard = self.guard
+        child.guard, child.top = self.guard, self.top
         return child
 
     def copy(self, **changes: Any) -> Storage:
         """The same storage with other ``timeout`` or ``guard``."""
         twin = Storage(self.fs, self.root, self.display_root, self.local, changes.get("timeout", self.timeout))
-        twin.guard = changes.get("guard", self.guard)
+        twin.guard, twin.top = changes.get("guard", self.guard), self.top
         return twin
 
     def uri(self, path: str) -> str:
@@ -284,22 +287,24 @@ class Storage:
         return path[len(self.root) :].lstrip("/")
 
     def refuse_links(self, path: str) -> None:
-        """On a local disk: LinkRefusedError naming the first symbolic link on the way from the root
-        (which the user chose, and may be a link) down to ``path``, ``path`` itself included;
-        StorageError when ``path`` is not below the root.  Every write, move and delete here checks
-        first, so that nothing outside the folder is reached through a link planted inside it.
-        Nothing to check on an object store, which has no links."""
+        """On a local disk: LinkRefusedError naming the first symbolic link on the way from ``top``
+        (the folder the user chose, which may be a link) down to ``path``, ``path`` itself included:
+        a job folder below ``--out`` is checked too; StorageError when ``path`` is not below the
+        root.  Every write, move and delete here checks first, so that nothing outside the folder is
+        reached through a link planted in it or put in its place.  Nothing to check on an object
+        store, which has no links."""
         if not self.local:
             return
-        relative = os.path.relpath(path, self.root)
-        if relative == ".":
-            return
-        if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
+        inside = os.path.relpath(path, self.root)
+        if inside == ".." or inside.startswith(".." + os.sep) or os.path.isabs(inside):
             raise StorageError(
                 f"{path} is outside {self.display_root}: batchenum writes and deletes only below it "
                 "(a bug: please report it)"
             )
-        current = self.root
+        relative = os.path.relpath(path, self.top)
+        if relative == ".":
+            return
+        current = self.top
         for name in relative.split(os.sep):
             current = os.path.join(current, name)
             try:

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from batchenum.pipeline import faults
 from batchenum.pipeline.arrow import to_numpy
 from batchenum.pipeline.job import Job, TableSpec
+from batchenum.pipeline.names import GUARD_NAME
 from batchenum.pipeline.parquet_format import (
     PART_ROWS,
     ROW_GROUP_ROWS,
@@ -54,7 +55,7 @@ from batchenum.pipeline.parquet_format import (
     table_schema,
     to_arrow,
 )
-from batchenum.pipeline.shard_store import PLAIN_NAME, SHARDS_DIR, ShardStore
+from batchenum.pipeline.shard_store import SHARDS_DIR, ShardStore, is_file_name
 from batchenum.pipeline.storage import TMP_MARK, Storage, link_refused
 from batchenum.pipeline.table_merge import MERGE_DIR
 
@@ -82,7 +83,7 @@ __all__ = [
 MANIFEST_FILE = "_manifest.json"
 MANIFEST_FORMAT = 1
 # A run id (``StagedTables``) and a part's name as the store's own files give them (a table's or
-# shard's name: ``PLAIN_NAME``): names read from a file in the folder are used only as these, so
+# shard's name: ``is_file_name``): names read from a file in the folder are used only as these, so
 # none leads outside.
 _RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
 _PART_NAME = re.compile(r"part-\d{5}\.parquet")
@@ -90,7 +91,7 @@ STAGED_DIR = "_staged"  # a run's final tables before they are moved into place
 # Not Parquet, though named so: every reader that globs or walks the whole job folder (pandas,
 # pyarrow.dataset, DuckDB, polars, Ray Data) opens it and fails, where it would otherwise mix the
 # job's tables into one (a folder of answers and errors read as one table: rows with null columns).
-GUARD_FILE = "NOT_A_TABLE.parquet"
+GUARD_FILE = f"{GUARD_NAME}.parquet"  # no table may take this name (pipeline/names.py)
 GUARD_TEXT = (
     "This file is not a table. It is here so that reading this whole folder as one dataset fails "
     "instead of mixing several tables. Read one table: <folder>/<table>/ (a folder of parts) or "
@@ -710,7 +711,7 @@ def _table_entry_problem(name: str, table: Any) -> str | None:
         and all(isinstance(p, dict) and isinstance(p.get("path"), str) for p in table["parts"])
     ):
         return "not described by a path and its parts"
-    if not PLAIN_NAME.fullmatch(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
+    if not is_file_name(name) or table["path"] not in (f"{name}/", f"{name}.parquet"):
         return f"its path {json.dumps(table['path'])[:60]} is not the table's own ({name}/ or {name}.parquet)"
     for part in table["parts"]:
         folder, _, file = part["path"].partition("/")

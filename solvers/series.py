@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -53,6 +54,8 @@ __all__ = [
     "check_exponent",
     "differential_approximant",
     "differential_approximants",
+    "Prediction",
+    "predict",
     "MIN_TERMS",
     "SCATTER_FACTOR",
     "DRIFT_FACTOR",
@@ -74,6 +77,8 @@ SCATTER_FACTOR = 2.0
 DRIFT_FACTOR = 2.0
 DRIFT_FRACTION = 1 / 5
 MIN_DRIFT_TERMS = 2
+# A predicted term is a float: its rounding, and a comparison's with the count, bound its bar below.
+ROUNDING = 4 * sys.float_info.epsilon
 
 
 @dataclass(frozen=True)
@@ -358,15 +363,25 @@ def biased_lambda(series: Sequence[int], theta: float) -> Estimate:
 def differential_approximants(series: Sequence[int], order: int, lam_reference: float) -> list[Approximant]:
     """Every non-defective approximant of ``order`` (1 or 2) of the deepest kinds the series allows
     (see DEPTHS, MAX_L): those whose singularity lies within ACCEPT of 1/lam_reference."""
+    return [approximant for approximant, _ in _approximant_equations(series, order, lam_reference)]
+
+
+def _approximant_equations(
+    series: Sequence[int], order: int, lam_reference: float
+) -> list[tuple[Approximant, list[list[Fraction]]]]:
+    """Each non-defective approximant with its equation's Q_0..Q_K, which can also extend the series."""
     last = len(series) - 1
     most = last + 1  # unknowns: equations x^0..x^(U-1) read a(n) up to n = U - 1
     found = []
     for unknowns in range(most - DEPTHS + 1, most + 1):
         for inhomogeneous in range(MAX_L + 1):
             for degrees in _balanced_degrees(order + 1, unknowns - inhomogeneous - 1 - order):
-                result = differential_approximant(series, degrees, inhomogeneous, 1 / lam_reference)
+                polys = _solve_approximant([int(v) for v in series], list(degrees), inhomogeneous)
+                if polys is None:
+                    continue
+                result = _singularity(polys, degrees, inhomogeneous, 1 / lam_reference)
                 if result is not None:
-                    found.append(result)
+                    found.append((result, polys))
     return found
 
 
@@ -391,10 +406,15 @@ def differential_approximant(
     (the indicial equation's nonzero root: near x_c, D^k f ~ x_c**k f^(k)), so a(n) ~ lam**n n**(g - 1):
     theta = 1 - g.
     """
-    order = len(degrees) - 1
     polys = _solve_approximant([int(v) for v in series], list(degrees), inhomogeneous)
-    if polys is None:
-        return None
+    return None if polys is None else _singularity(polys, degrees, inhomogeneous, x_reference)
+
+
+def _singularity(
+    polys: list[list[Fraction]], degrees: Sequence[int], inhomogeneous: int, x_reference: float
+) -> Approximant | None:
+    """The approximant's singularity and exponent from its solved equation (see differential_approximant)."""
+    order = len(degrees) - 1
     top = np.array([float(c) for c in polys[order]])
     roots = np.roots(top[::-1])  # numpy wants the highest power first
     real = [r.real for r in roots if r.real > 0 and abs(r.imag) <= 1e-9 * abs(r)]
@@ -487,3 +507,106 @@ def _back_substitute(rows: list[list[int]], pivots: list[int], size: int) -> lis
         if left:
             raise ArithmeticError(f"an inexact division in the back substitution, unknown {column}: a bug")
     return [Fraction(n, common) for n in numerators]
+
+
+# --------------------------------------------------------------------- predicting the next terms
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """a(n) before it is counted: ``value`` is an Estimate whose estimate is the median over the
+    approximants' extensions of the series, scatter their agreement, and drift the error the same
+    method made ``count`` terms earlier at the same horizon (the backtest), scaled to a(n); inf when
+    the series is too short to backtest.  spread = max(SCATTER_FACTOR * scatter, DRIFT_FACTOR * drift),
+    relative to a(n) at least the nearer terms' (the factors are those calibrated for lam and theta,
+    not retuned: tests/test_series.py and tests/test_palago_growth.py check coverage)."""
+
+    n: int
+    value: Estimate
+    approximants: int
+
+    @property
+    def relative_spread(self) -> float:
+        return self.value.spread / self.value.estimate
+
+    @property
+    def backtest_error(self) -> float:
+        """The backtest's relative error at this horizon (inf: none)."""
+        return self.value.drift / self.value.estimate
+
+
+def predict(series: Sequence[int], count: int, order: int = 2) -> list[Prediction]:
+    """a(N+1)..a(N+count) of ``series`` (a(0)..a(N)) from every approximant of ``order``, each
+    equation's recurrence run past the last term; the error bar from the approximants' scatter and
+    from a backtest: the same prediction from a(0)..a(N-count), against the terms it predicted
+    (and at least the float's rounding, ROUNDING; relative bars never narrow with the horizon).
+
+    >>> from math import comb
+    >>> central = [comb(2 * n, n) for n in range(30)]  # a first-order equation: every approximant exact
+    >>> [(p.n, round(p.value.estimate / comb(2 * p.n, p.n), 12), p.relative_spread < 1e-15) for p in predict(central, 2)]
+    [(30, 1.0, True), (31, 1.0, True)]
+    """
+    if count < 1:
+        raise ValueError(f"predict {count} terms: give at least 1")
+    series = _checked(series)
+    extensions = _extensions(series, count, order)
+    if not extensions:
+        raise ValueError(f"no usable approximant of order {order} extends the series: give more nonzero terms")
+    errors = _backtest_errors(series, count, order)
+    predictions, widest = [], 0.0
+    for step, actual_n in enumerate(range(len(series), len(series) + count)):
+        values = [extension[step] for extension in extensions]
+        middle = statistics.median(values)  # exact (Fractions): terms of 1e30 predicted to 1e-15 need it
+        size = abs(float(middle))
+        if not size:
+            raise ValueError(f"a({actual_n}) is predicted 0: a relative error bar needs a nonzero prediction")
+        scatter = _MAD_TO_SIGMA * float(statistics.median(abs(v - middle) for v in values))
+        drift = errors[step] * size
+        # a term further out is known no better than a nearer one: relative bars never narrow
+        widest = max(widest, SCATTER_FACTOR * scatter / size, DRIFT_FACTOR * drift / size, ROUNDING)
+        predictions.append(Prediction(actual_n, Estimate(float(middle), widest * size, scatter, drift), len(values)))
+    return predictions
+
+
+def _backtest_errors(series: list[int], count: int, order: int) -> list[float]:
+    """|predicted / actual - 1| for the last ``count`` terms predicted without them; inf where the
+    shorter series allows no prediction (too few terms, no approximant, or a zero term)."""
+    shorter, known = series[: len(series) - count], series[len(series) - count :]
+    if sum(1 for v in shorter if v) < MIN_TERMS:
+        return [math.inf] * count
+    extensions = _extensions(shorter, count, order)
+    if not extensions:
+        return [math.inf] * count
+    medians = [statistics.median(extension[step] for extension in extensions) for step in range(count)]
+    return [float(abs(m / actual - 1)) if actual else math.inf for m, actual in zip(medians, known)]
+
+
+def _extensions(series: list[int], count: int, order: int) -> list[list[Fraction]]:
+    """Each approximant's next ``count`` terms (approximants whose recurrence breaks down are left out)."""
+    fits = [fit for fit in ratio_estimates(series) if not _straight_line(fit)] or ratio_estimates(series)
+    if not fits:
+        return []
+    reference = statistics.median(fit.lam for fit in fits)
+    found = []
+    for _, polys in _approximant_equations(series, order, reference):
+        extension = _extend(series, polys, count)
+        if extension is not None:
+            found.append(extension)
+    return found
+
+
+def _extend(series: list[int], polys: list[list[Fraction]], count: int) -> list[Fraction] | None:
+    """The next ``count`` terms by the equation's recurrence, exact: the coefficient of x^m in
+    sum_k Q_k D^k f = P is sum_k sum_j Q_k[j] (m - j)**k a(m - j) = 0 once m passes deg P (the system
+    read every m below len(series) > deg P), solved for a(m); None when a(m)'s coefficient
+    sum_k Q_k[0] m**k vanishes."""
+    values: list[Fraction | int] = list(series)
+    for m in range(len(series), len(series) + count):
+        lead = sum(q[0] * m**k for k, q in enumerate(polys))
+        if lead == 0:
+            return None
+        rest = sum(
+            q[j] * (m - j) ** k * values[m - j] for k, q in enumerate(polys) for j in range(1, min(len(q), m + 1))
+        )
+        values.append(-rest / lead)
+    return [Fraction(v) for v in values[len(series) :]]

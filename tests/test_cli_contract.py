@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from helpers import CASES, assert_exit, cli
 
+from batchenum.jobs import REGISTRY
+
 
 def test_version_names_the_installed_package():
     from importlib import metadata
@@ -38,6 +40,28 @@ def test_usage_errors_exit_2_with_one_line(args, says):
     done = cli(*args, expect=2)
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("batchenum: error: ") and says in done.stderr
+
+
+def test_an_unknown_option_gets_the_jobs_usage_and_the_closest_option():
+    done = cli("run", "palago", "--max-m", "10", expect=2)
+    assert done.stdout == "" and done.stderr.startswith("usage: batchenum run palago ")
+    assert done.stderr.endswith(
+        "batchenum run palago: error: unrecognized arguments: --max-m 10 (did you mean --max-n?)\n"
+    )
+    done = cli("status", "--ot", "x", expect=2)
+    assert done.stderr.startswith("usage: batchenum status ") and "(did you mean --out?)" in done.stderr
+
+
+def test_an_unknown_job_names_the_closest_and_how_to_name_ones_own():
+    done = cli("run", "palagos", expect=2)
+    assert "invalid choice: 'palagos'" in done.stderr and "(did you mean palago?)" in done.stderr
+    assert "MODULE:CLASS or path/to/file.py:CLASS (docs/jobs.md)" in done.stderr
+
+
+def test_a_missing_input_is_a_usage_mistake(tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    done = cli("run", "dungeons", "--input", str(missing), "--out", str(tmp_path), "--serial", expect=2)
+    assert done.stderr == f"batchenum: error: input file {missing} does not exist\n"
 
 
 def test_generate_refuses_a_folder_and_a_missing_parent_and_creates_nothing(tmp_path):
@@ -113,7 +137,7 @@ def test_progress_goes_through_logging_off_a_terminal(tmp_path, caplog):
     from batchenum.pipeline.progress import Progress
 
     with caplog.at_level(logging.INFO, logger="batchenum"):
-        run_job(PalagoJob(8), RunOptions(out_dir=str(tmp_path / "api"), serial=True), Progress("palago"))
+        run_job(PalagoJob(8), RunOptions(out=str(tmp_path / "api"), serial=True), Progress("palago"))
     said = [record.getMessage() for record in caplog.records if record.name == "batchenum"]
     assert any("computing in this process (--serial)" in line for line in said)
     assert any(line.startswith("palago: 4/4 shards") for line in said)
@@ -161,7 +185,8 @@ def test_an_unreachable_cluster_fails_fast_naming_the_address(tmp_path):
 
 def test_warm_compiles_every_jobs_kernels_here_and_on_every_node(ray_session):
     done = cli("warm")
-    assert re.fullmatch(r"warm: \S+: dungeons [\d.]+ s, nonary [\d.]+ s, palago [\d.]+ s\n", done.stdout)
+    timed = ", ".join(rf"{name} [\d.]+ s" for name in REGISTRY.names())
+    assert re.fullmatch(rf"warm: \S+: {timed}\n", done.stdout)
     from batchenum.jobs.warm import warm_kernels
     from batchenum.pipeline.runner import on_every_node
 

@@ -29,9 +29,6 @@ class ArrayJob(Job):
     def __init__(self, columns=None):
         self.columns = columns
 
-    def params(self):
-        return {}
-
     def plan(self, context):
         return [Shard("s0")]
 
@@ -108,3 +105,33 @@ def test_a_run_reports_the_error_and_writes_nothing(tmp_path):
     assert not (tmp_path / "arrays" / "t.parquet").exists()
     good = batchenum.run(ArrayJob({**GOOD, "k": np.array([7, 8], dtype=np.int32)}), out=str(tmp_path), serial=True)
     assert pd.read_parquet(good.tables["t"].path).k.tolist() == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "column, values, holds",
+    [
+        ("k", [1, None], "a null"),
+        ("k", pa.array([1, None]), "a null"),
+        ("k", np.array([1, None], dtype=object), "a null"),
+        ("cells", [[1], [2, None]], "[2, None], a null in the list"),
+        ("cells", pa.array([[1], [2, None]]), "[2, None], a null in the list"),
+    ],
+)
+def test_a_null_in_an_integer_column_is_caught_at_the_shard(column, values, holds):
+    """It once committed, and then every finish failed with "Float value nan was truncated
+    converting to int64", naming neither shard nor row (issue 48)."""
+    with pytest.raises(ContractError) as raised:
+        check(**{column: values})
+    kind = "int64" if column == "k" else "list<int64>"
+    assert str(raised.value).startswith(
+        f"shard s0: table 't', column {column!r} is declared {kind} but row 2 holds {holds}: a column of {kind} "
+        "takes no nulls"
+    )
+
+
+def test_a_null_integer_commits_nothing_and_a_null_list_row_is_kept(tmp_path):
+    with pytest.raises(PipelineError, match="column 'k' is declared int64 but row 2 holds a null"):
+        batchenum.run(ArrayJob({**GOOD, "k": [1, None]}), out=str(tmp_path), serial=True)
+    assert not list((tmp_path / "arrays").glob("_shards/**/*.parquet"))
+    good = batchenum.run(ArrayJob({**GOOD, "cells": [[1], None]}), out=str(tmp_path), serial=True)
+    assert good.tables["t"].to_pandas().cells[1] is None

@@ -113,10 +113,11 @@ def test_the_docs_examples_run_as_written_in_order(tmp_path):
     clone = tmp_path / "clone"
     fresh_clone(clone)
     ray_tmp = tempfile.mkdtemp(prefix="rd")  # short: Ray's socket paths have a length limit
+    plant_a_stale_ray(ray_tmp)
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "RAY_TMPDIR": ray_tmp,  # a bare ray.init() in an example starts its own Ray, never finds another
+        "RAY_TMPDIR": ray_tmp,  # where a bare ray.init() looks for a Ray: a dead one's address is there
         "PYTHONSAFEPATH": "1",
     }  # the installed batchenum (its numba cache), not the copy's folders
     env.pop("RAY_ADDRESS", None)
@@ -140,6 +141,34 @@ def test_the_docs_examples_run_as_written_in_order(tmp_path):
         shutil.rmtree(ray_tmp, ignore_errors=True)
         print("\n".join(seconds))  # where the time goes (pytest -s, or -rP)
     assert ran >= 15
+
+
+def plant_a_stale_ray(temp_root: str) -> None:
+    """The address file a Ray that is gone leaves where a bare ``ray.init()`` looks for one
+    (``RAY_TMPDIR/ray/ray_current_cluster``), as another user's dead Ray leaves /tmp/ray's on a shared
+    machine: a block that attached to it failed after 207 s (issue 48)."""
+    os.makedirs(os.path.join(temp_root, "ray"))
+    with open(os.path.join(temp_root, "ray", "ray_current_cluster"), "w") as stale:
+        stale.write("127.0.0.1:9")  # the discard port: nothing answers there
+
+
+def test_no_python_block_or_test_attaches_to_a_ray_it_did_not_start():
+    """A bare ``ray.init()`` (no address, or without ``address="local"``) attaches to the Ray named
+    by the temporary folder's address file, whoever started it; the docs and the tests start their
+    own, or use the session's (tests/conftest.py)."""
+    bare = re.compile(r"ray\.init\((?![^)]*address=)")
+    sources = [block.code for page in PAGES for block in blocks(page) if block.language == "python"]
+    sources += [path.read_text() for path in (REPO / "tests").glob("*.py") if path.name != "test_docs_examples.py"]
+    assert not [source for source in sources if bare.search(re.sub(r"#.*", "", source))]  # comments may name it
+
+
+def test_the_readme_names_the_extra_that_installs_duckdb():
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (block,) = [block for block in blocks("README.md") if "import duckdb" in block.code]
+    named = re.search(r'pip install -e "\.\[(\w+)\]"', block.code)
+    assert named and any(need.startswith("duckdb") for need in extras[named.group(1)])
 
 
 def test_the_defaults_the_docs_state_are_the_codes():

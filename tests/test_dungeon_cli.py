@@ -101,7 +101,7 @@ def test_generate_then_run(tmp_path):
 
 def test_missing_input_fails_with_a_clear_message(tmp_path):
     done = batchenum("run", "dungeons", "--input", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path), "--serial")
-    assert_exit(done, 1)
+    assert_exit(done, 2)  # a usage mistake, as every other (issue 48)
     assert "does not exist" in done.stderr
 
 
@@ -151,3 +151,31 @@ def test_a_clean_batch_is_answered_without_importing_pandas_or_pyarrow_compute(t
     assert "imported from" not in done.stderr, done.stderr
     answers = pd.read_parquet(tmp_path / "dungeons" / "answers")
     assert answers["gold"].tolist() == [oracle_gold(g) for g in grids]
+
+
+def test_rejected_records_are_named_after_the_summary_with_how_to_read_them_all(tmp_path):
+    """Issue 48: ``read 9, answered 4, rejected 5`` said nothing of which or why."""
+    lines = []
+    for k in range(9):
+        good = k % 2 == 0 and k != 8
+        lines.append(json.dumps({"id": f"r{k}", "grid": ["@.$"] if good else ["@7"]}) if k != 3 else "{not json")
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    done = batchenum(
+        "run", "dungeons", "--input", str(batch), "--out", str(out), "--serial", "--quiet", "--records-per-shard", "2"
+    )
+    assert_exit(done, 0)
+    printed = done.stdout.splitlines()
+    assert printed[0] == "dungeons: read 9, answered 4, rejected 5"
+    assert printed[1] == "dungeons: the first 3 of 5 rejected records:"
+    assert printed[2].startswith(f"  {batch}: line 2: row 1, column 2: character '7'")
+    assert (
+        printed[3]
+        == f"  {batch}: line 4: not valid JSON: Expecting property name enclosed in double quotes at column 2"
+    )
+    assert printed[4].startswith(f"  {batch}: line 6: row 1, column 2: character '7'")
+    command = printed[5].removeprefix("  every one, with its id: ")
+    shown = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert [int(line.split()[2]) for line in shown.splitlines()[1:]] == [2, 4, 6, 8, 9]
+    assert printed[6].startswith("dungeons: 5 shards")

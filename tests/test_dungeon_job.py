@@ -13,7 +13,8 @@ from helpers import run_dungeon_shards
 
 import batchenum.jobs.dungeons
 from batchenum.jobs import REGISTRY
-from batchenum.jobs.dungeons import DungeonJob, add_generate_arguments, run_generate
+from batchenum.jobs.dungeons import DungeonJob
+from batchenum.jobs.generate import add_dungeon_arguments, generate_dungeons
 from batchenum.pipeline.cli import parse_job
 from batchenum.pipeline.errors import InputError, UsageError
 from batchenum.pipeline.job import PlanContext
@@ -105,10 +106,10 @@ def test_run_arguments():
 @pytest.mark.parametrize("name", ["gen.jsonl", "gen.parquet"])
 def test_generate_command_round_trips(tmp_path, name, capsys):
     parser = argparse.ArgumentParser()
-    add_generate_arguments(parser)
+    add_dungeon_arguments(parser)
     out = tmp_path / name
     args = parser.parse_args(["--count", "25", "--height", "1-6", "--width", "4", "--seed", "3", "--out", str(out)])
-    assert run_generate(args) == 0
+    assert generate_dungeons(args) == 0
     assert "wrote 25 dungeons" in capsys.readouterr().out
     answers = run_dungeon_shards(DungeonJob(str(out)))["answers"]
     expected = generate(25, (1, 6), 4, seed=3)

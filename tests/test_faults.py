@@ -138,10 +138,13 @@ def test_damaged_truncated_and_stale_shards_are_recomputed(tmp_path):
     stale = other / "palago" / "_shards" / "partial_counts" / "s0002.parquet"
     (shards / "s0002.parquet").write_bytes(stale.read_bytes())  # another run's parameters
     rerun = cli(*palago_args(out, 14, 6, "--serial"))
-    assert "(3 reused, 3 recomputed: damaged, stale or made with other parameters)" in rerun.stdout
+    assert "(3 reused, 3 recomputed: parameters changed: max_n 13 -> 14; damaged or stale)" in rerun.stdout
     for shard in ("s0000", "s0001"):
         assert f"shard {shard} will be recomputed" in rerun.stderr
-    assert "1 shard was committed with other parameters (a change of parameters, not damage)" in rerun.stderr
+    assert (
+        "1 shard was committed with other parameters (max_n 13 -> 14: a change of parameters, not damage)"
+        in rerun.stderr
+    )
     assert table_bytes(out) == reference
 
 

@@ -271,3 +271,76 @@ def test_reading_the_largest_shard_of_maximal_records_is_bounded(tmp_path):
     assert status == 0, stderr
     # the slice's bytes, its records as Arrow strings and the reader's buffers: a few times the slice
     assert peak < REFUSAL_PEAK + 4 * MAX_SLICE_BYTES, f"{peak / MB:.0f} MB"
+
+
+# ------------------------------------------------------------------------- Parquet bombs (issue 48)
+
+# Writes a zstd Parquet file whose row groups each hold ROWS records of an id of SIZE bytes (one
+# byte repeated: a few KB compressed) and a one-cell grid, GROUPS times, in a child process so
+# that pytest's own memory stays small.  Statistics and dictionaries off: they would cost seconds.
+_PARQUET_BOMB = """
+import sys, pyarrow as pa, pyarrow.parquet as pq
+size, rows, groups, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+offsets = pa.array([k * size for k in range(rows + 1)], pa.int32()).buffers()[1]
+ids = pa.Array.from_buffers(pa.string(), rows, [None, offsets, pa.py_buffer(b"a" * (size * rows))])
+table = pa.table({"id": ids, "grid": pa.array([["@"]] * rows)})
+options = dict(compression="zstd", compression_level=1, use_dictionary=False, write_statistics=False)
+with pq.ParquetWriter(path, table.schema, **options) as writer:
+    for _ in range(groups):
+        writer.write_table(table, row_group_size=rows)
+"""
+
+
+def parquet_bomb(path: Path, size: int, rows: int, groups: int) -> Path:
+    subprocess.run([sys.executable, "-c", _PARQUET_BOMB, str(size), str(rows), str(groups), str(path)], check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory) -> Path:
+    """The issue's bomb: 8 rows, each alone in its row group, each holding a 256 MiB id."""
+    return parquet_bomb(tmp_path_factory.mktemp("bomb") / "bomb.parquet", 256 * MB, 1, 8)
+
+
+def test_a_parquet_bomb_is_one_error_row_per_record_never_read(bomb, tmp_path):
+    import pandas as pd
+
+    from batchenum.pipeline.inputs.plan import MAX_RECORD_BYTES
+
+    assert bomb.stat().st_size < 100_000  # 68 KB of zstd for 2 GiB of ids
+    out = tmp_path / "out"
+    status, stderr, peak = measured("run", "dungeons", "--input", str(bomb), "--out", str(out), "--serial", timeout=120)
+    assert status == 0, stderr
+    assert "Traceback" not in stderr and "terminate called" not in stderr
+    assert peak < REFUSAL_PEAK, f"{peak / MB:.0f} MB"  # 240 MB measured; 3.6 GB and SIGABRT before
+    errors = pd.read_parquet(out / "dungeons" / "errors")
+    assert errors.line.tolist() == list(range(1, 9)) and errors.id.tolist() == [f"row {k}" for k in range(1, 9)]
+    assert errors.error[0].startswith(f"row 1: the record decodes to {256 * MB + 71:,} bytes, more than the ")
+    assert errors.error[0].endswith(f"{MAX_RECORD_BYTES:,} (32 MiB) a record may take")
+
+
+def test_a_parquet_row_group_over_the_cap_refuses_the_file_before_reading(tmp_path):
+    from batchenum.pipeline.inputs.plan import MAX_ROW_GROUP_BYTES
+
+    wide = parquet_bomb(tmp_path / "wide.parquet", 100 * MB, 3, 1)  # 300 MiB in one row group
+    status, stderr, peak = measured(
+        "run", "dungeons", "--input", str(wide), "--out", str(tmp_path / "out"), "--serial", "--quiet", timeout=120
+    )
+    assert status == 1, stderr
+    assert f"Parquet input {wide}: row group 1 of 1 holds 3 rows that decompress to " in stderr
+    assert f"more than the {MAX_ROW_GROUP_BYTES:,} (256 MiB) a row group may take" in stderr
+    assert "row_group_size=1" in stderr and "Traceback" not in stderr
+    assert peak < REFUSAL_PEAK, f"{peak / MB:.0f} MB"
+
+
+def test_a_record_over_the_cap_in_a_shared_row_group_is_rejected_and_its_neighbours_kept(tmp_path):
+    from batchenum.pipeline.inputs import plan_slices, read_records
+
+    path = tmp_path / "mixed.parquet"
+    ids = ["small", "x" * (40 * MB), "after"]
+    pq.write_table(pa.table({"id": ids, "grid": [["@"], ["@"], ["@$"]]}), path, use_dictionary=False)
+    (spec,) = plan_slices(str(path), "grid", 10)
+    read = read_records(spec, "grid", pa.list_(pa.string()))
+    assert read.ids.to_pylist() == ["small", "after"] and read.positions.tolist() == [1, 3]
+    assert read.rejected.positions.tolist() == [2] and read.rejected.names == ["row 2"]
+    assert read.rejected.reasons[0].startswith(f"row 2: the record decodes to {40 * MB + 13:,} bytes")

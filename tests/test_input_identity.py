@@ -41,7 +41,7 @@ def replace_keeping_size_and_mtime(path, old: bytes, new: bytes) -> None:
 def run(path, out):
     return run_job(
         DungeonJob(str(path), records_per_shard=5),
-        RunOptions(out_dir=str(out), serial=True),
+        RunOptions(out=str(out), serial=True),
         Progress("dungeons", stream=io.StringIO()),
     )
 
@@ -65,7 +65,7 @@ def test_content_changed_behind_same_size_and_mtime_is_recomputed(tmp_path):
 def run_saying(path, out, records_per_shard=5):
     said = io.StringIO()
     job = DungeonJob(str(path), records_per_shard=records_per_shard)
-    result = run_job(job, RunOptions(out_dir=str(out), serial=True), Progress("dungeons", stream=said))
+    result = run_job(job, RunOptions(out=str(out), serial=True), Progress("dungeons", stream=said))
     return result, said.getvalue()
 
 
@@ -198,7 +198,7 @@ def test_a_shard_reads_its_slice_once_and_records_its_checksum(tmp_path, job_cla
     for rerun in (False, True):  # computed, then checked against the input and reused
         source.reads = []
         result = run_job(
-            job, RunOptions(out_dir=str(tmp_path / "out"), serial=True), Progress(job.name, stream=io.StringIO())
+            job, RunOptions(out=str(tmp_path / "out"), serial=True), Progress(job.name, stream=io.StringIO())
         )
         assert result.reused == (result.shards if rerun else 0)
         run_reads, source.reads = source.reads, []

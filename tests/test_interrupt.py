@@ -123,3 +123,23 @@ def test_ctrl_c_with_address_leaves_the_cluster_up_and_nothing_of_the_run(tmp_pa
         assert_one_line_and_reused(tmp_path, status, after, left, 130)
     finally:
         clusters.stop(temp_dir)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_still_imports_is_the_same_one_line(tmp_path, signum):
+    """Sent as soon as pyarrow's library is mapped, long before the command line is parsed (issue
+    48: a raw KeyboardInterrupt traceback, and a SIGTERM that exited 143 without a word)."""
+    driver = subprocess.Popen(
+        cli_command("run", "palago", "--max-n", "3", "--serial", "--out", str(tmp_path)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        text=True,
+    )
+    maps = Path(f"/proc/{driver.pid}/maps")
+    wait_until(lambda: "libarrow" in maps.read_text(), "pyarrow imported", 60, driver, interval=0.002)
+    os.kill(driver.pid, signum)
+    _, stderr = driver.communicate(timeout=60)
+    how = "stopped (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    assert driver.returncode == 128 + signum, stderr
+    assert stderr == f"\nbatchenum: {how}; committed shards are kept, a rerun reuses them\n"

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import assert_exit, assert_matches_published, wait_until
+from helpers import assert_exit, assert_matches_published, cli_command, wait_until
 
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder, process_tree
 
@@ -261,3 +261,120 @@ def test_runs_in_two_threads_share_one_private_ray_and_the_last_stops_it(tmp_pat
     assert report["ray_initialised"] is False  # stopped by the last run to finish
     for name in ("a", "b"):
         assert_matches_published(tmp_path / name, 22)
+
+
+# ------------------------------------------------------------------- a Ray that cannot start (issue 48)
+
+
+def test_a_long_ray_tmpdir_is_refused_up_front_in_one_line(tmp_path):
+    long_root = tmp_path / ("r" * 40)  # with pytest's own folder: far past Ray's 107-byte socket paths
+    long_root.mkdir()
+    started = time.monotonic()
+    done = subprocess.run(
+        cli_command("run", "palago", "--max-n", "9", "--no-head-start", "--out", str(tmp_path / "out")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": str(long_root)},
+    )
+    assert_exit(done, 1)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"batchenum: error: could not start a local Ray: RAY_TMPDIR={long_root} is too long")
+    assert "a Unix socket's path may take 107; set RAY_TMPDIR to a folder of yours of at most" in last
+    assert "Traceback" not in done.stderr and time.monotonic() - started < 60  # Ray was never started
+    assert os.listdir(long_root) == []
+
+
+def test_a_ray_that_cannot_start_says_why_in_one_line_with_its_logs_path(tmp_path, monkeypatch):
+    """``ray start`` failing with colour codes in its output (a sitecustomize makes every Python it
+    starts fail so): the reason without them, and a copy of the output that outlives the folder."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, sys\nsys.stderr.write('noise\\n\\x1b[31mRuntimeError: the raylet could not bind\\x1b[0m\\nmore\\n')\n"
+        "sys.stderr.flush()\nos._exit(1)\n"
+    )
+    root = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", root)
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        with pytest.raises(LocalRayError) as raised:
+            ray.wait(60)
+    finally:
+        ray.stop()
+    message = str(raised.value)
+    kept = re.search(r"\(its output: (\S+)\)$", message)
+    assert message.startswith("`ray start` exited with status 1: RuntimeError: the raylet could not bind (its output: ")
+    assert "\n" not in message and "\x1b" not in message and kept
+    assert "the raylet could not bind" in Path(kept[1]).read_text()
+    os.remove(kept[1])
+    os.rmdir(root)
+
+
+@pytest.mark.parametrize("token_file", [True, False])
+def test_ray_start_turns_token_auth_on_by_itself_when_it_finds_a_token_file(tmp_path, monkeypatch, token_file):
+    """docs/cluster.md, Authentication: with RAY_AUTH_MODE unset, a plain ``ray start --head``
+    requires a token exactly when ``~/.ray/auth_token`` exists (issue 48: the README said it never
+    did, and nodes without the token failed)."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    if token_file:
+        (home / ".ray" / "auth_token").write_text("0123456789abcdef0123456789abcdef")
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    root = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", root)
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        ray.wait(300)
+        (log,) = Path(root).glob("batchenum-ray-*/ray-start.log")
+        said = log.read_text()
+    finally:
+        ray.stop()
+        os.rmdir(root)
+    assert f"Token authentication is {'enabled' if token_file else 'disabled'} for this Ray cluster" in said
+
+
+FORWARDED = """
+import sys, time
+import ray
+from ray._private.worker import global_worker_stdstream_dispatcher as dispatcher
+from batchenum.pipeline.runner import RaySession
+
+session = RaySession(None, 1)
+session.connect()
+base = {"ip": "127.0.0.1", "localhost": "127.0.0.1", "is_err": True, "job": "", "task_name": "", "actor_name": ""}
+# what Ray's log monitor forwards from the GCS's and the raylet's .err files, as measured in issue 48
+dispatcher.emit({**base, "pid": "gcs_server", "lines": [
+    "[2026-12-04 10:00:00,000 E 1 1] gcs_server.cc:1361: Failed to establish connection to the "
+    "event+metrics exporter agent. Events and metrics will not be exported."]})
+dispatcher.emit({**base, "pid": "raylet", "lines": ["[2026-12-04 10:00:00,000 E 1 1] main.cc:1108: raylet noise"]})
+dispatcher.emit({**base, "pid": "4242", "lines": ["\\x1b[31ma worker's own line\\x1b[0m", "[state-dump] NodeManager:"]})
+
+@ray.remote
+def speak():
+    print("a task's print", file=sys.stderr)
+
+ray.get(speak.remote())
+time.sleep(3)  # the log monitor forwards a task's output within a second or so
+session.close()
+"""
+
+
+def test_the_private_ray_forwards_what_the_work_prints_and_none_of_rays_own_lines(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", FORWARDED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": tempfile.mkdtemp(prefix="rt", dir="/tmp")},
+    )
+    assert_exit(done, 0)
+    assert "a worker's own line" in done.stderr and "a task's print" in done.stderr
+    assert "\x1b" not in done.stderr  # off a terminal: no colour codes, Ray's own prefixes' included
+    for noise in ("gcs_server", "raylet", "main.cc", "[state-dump]", "exporter agent"):
+        assert noise not in done.stderr, done.stderr

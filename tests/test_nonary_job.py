@@ -107,12 +107,14 @@ def test_arguments_are_checked():
 def test_generate_command_writes_jsonl_and_parquet(tmp_path):
     import argparse
 
+    from batchenum.jobs import generate as commands
+
     parser = argparse.ArgumentParser()
-    nonary.add_generate_arguments(parser)
+    commands.add_door_graph_arguments(parser)
     for name in ("g.jsonl", "g.parquet"):
         out = tmp_path / name
         args = parser.parse_args(["--count", "12", "--rooms", "3", "--doors", "7", "--seed", "5", "--out", str(out)])
-        assert nonary.run_generate(args) == 0
+        assert commands.generate_door_graphs(args) == 0
         answers, errors = run_all(NonaryJob(str(out)))
         assert len(answers["id"]) == 12 and not errors["id"]
         assert answers["id"][0] == "g01"
@@ -148,7 +150,7 @@ def test_timeouts_are_not_results_a_rerun_retries_only_them(tmp_path):
 
     def run(timeout):
         job = NonaryJob(str(path), records_per_shard=2, record_timeout=timeout)
-        result = run_job(job, RunOptions(out_dir=str(tmp_path / "out"), serial=True), Progress("nonary", stream=log))
+        result = run_job(job, RunOptions(out=str(tmp_path / "out"), serial=True), Progress("nonary", stream=log))
         return job, result
 
     job, first = run(1e-6)

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_exit
 
-from batchenum.jobs.palago import BFILE_COLUMNS, WIDE_CREATURE_COUNTS, bfile, exact_column
+from batchenum.jobs.palago import BFILE_COLUMNS, WIDE_CREATURE_COUNTS
+from batchenum.jobs.palago_table import bfile, exact_column
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.parquet_format import table_schema
 

@@ -22,6 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_exit
 
+from batchenum.jobs.growth import prediction_json
+from batchenum.jobs.palago_growth import joint_predictions, series_of
 from batchenum.solvers.series import analyse, ratio_estimates, ratios
 
 # OEIS A001168, fixed polyominoes, n = 0..28 (a(0) = 0 here: the series counts animals of n >= 1 cells)
@@ -201,3 +203,54 @@ def test_cli_errors_name_what_to_do(tmp_path):
     too_short = growth("--from", str(short))
     assert_exit(too_short, 1)
     assert "fixed series" in too_short.stderr and "nonzero terms" in too_short.stderr
+
+
+# ------------------------------------------------------------------------- predicting the next terms
+
+PREDICTED = 4  # terms predicted at a time, as docs/palago_growth.md states them
+
+
+def longest_table():
+    lengths = committed_lengths()
+    return pq.read_table(REPO / max(lengths, key=lengths.get) / "palago" / "creature_counts.parquet")
+
+
+@pytest.mark.parametrize("held_back", [1, 2, 3])
+def test_predicting_counted_terms_lands_inside_the_error_bars(held_back):
+    # the committed table's last 4, 8, 12 terms held back (n <= 52 predicts a(53..56) first): the
+    # rule of docs/palago_growth.md, computed here, must cover the counts it did not see
+    table = longest_table()
+    fixed, free = series_of(table, "fixed"), series_of(table, "free")
+    last = len(fixed) - 1 - PREDICTED * held_back
+    predictions = joint_predictions(fixed[: last + 1], free[: last + 1], PREDICTED)
+    for column, series in (("fixed", fixed), ("free", free)):
+        assert [p.n for p in predictions[column]] == list(range(last + 1, last + 1 + PREDICTED))
+        for prediction in predictions[column]:
+            assert prediction.value.covers(series[prediction.n]), (column, prediction)
+            assert prediction.relative_spread < 1e-3, prediction  # a bar that says something
+
+
+def test_joint_bars_cover_both_series_predictions():
+    # free(n) is fixed(n)/6 but for the symmetric creatures: each joint bar reaches the other's estimate
+    table = longest_table()
+    fixed, free = series_of(table, "fixed"), series_of(table, "free")
+    predictions = joint_predictions(fixed, free, PREDICTED)
+    for one, other in zip(predictions["fixed"], predictions["free"]):
+        scaled = one.value.estimate * free[-1] / fixed[-1]
+        assert abs(other.value.estimate - scaled) <= other.value.spread
+        assert one.relative_spread == pytest.approx(other.relative_spread, rel=1e-12)
+
+
+def test_cli_predicts_both_series(tmp_path):
+    source = tmp_path / "run"
+    (source / "palago").mkdir(parents=True)
+    shutil.copy(REPO / "results" / "extended" / "palago" / "creature_counts.parquet", source / "palago")
+    result = growth("--from", str(source), "--json", "--predict", "2")
+    assert_exit(result, 0)
+    document = json.loads(result.stdout)
+    table = pq.read_table(source / "palago" / "creature_counts.parquet")
+    expected = joint_predictions(series_of(table, "fixed"), series_of(table, "free"), 2)
+    for part, column in ((document, "fixed"), (document["free"], "free")):
+        assert part["predictions"] == [prediction_json(p) for p in expected[column]]
+    # n <= 26 gives no second-order approximant, so no backtest: the bar is unbounded, null in JSON
+    assert document["predictions"][0]["spread"] is None and document["predictions"][0]["backtest_error"] is None

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from batchenum.jobs.palago_transfer import sweep_height
 from batchenum.pipeline.tasks import InProcessTasks
 from batchenum.solvers.palago.transfer import (
     PHASE_STATE_STEPS,
@@ -27,7 +28,7 @@ def test_split_sweep_counts_and_processes_what_the_whole_one_does(height, max_n,
     whole_stats, split_stats = np.zeros(2, np.int64), np.zeros(2, np.int64)
     whole = count_height(height, max_n, stats=whole_stats)
     tasks = InProcessTasks()
-    split = count_height(height, max_n, stats=split_stats, tasks=tasks, parts=parts, piece_states=8)
+    split = sweep_height(height, max_n, stats=split_stats, tasks=tasks, parts=parts, piece_states=8)
     assert split.tolist() == whole.tolist()
     assert tasks.submitted > 2 * parts  # several columns were split
     # the signature cut keeps states that meet within a phase in one task: no state twice
@@ -36,27 +37,76 @@ def test_split_sweep_counts_and_processes_what_the_whole_one_does(height, max_n,
 
 def test_one_part_or_large_pieces_split_nothing():
     tasks = InProcessTasks()
-    assert count_height(6, 20, tasks=tasks, parts=1, piece_states=1).tolist() == count_height(6, 20).tolist()
-    assert count_height(6, 20, tasks=tasks, parts=8, piece_states=10**9).tolist() == count_height(6, 20).tolist()
+    assert sweep_height(6, 20, tasks=tasks, parts=1, piece_states=1).tolist() == count_height(6, 20).tolist()
+    assert sweep_height(6, 20, tasks=tasks, parts=8, piece_states=10**9).tolist() == count_height(6, 20).tolist()
     assert tasks.submitted == 0
 
 
-def test_split_sweep_resumes_from_a_save_of_a_split_column():
-    saved = []
-    whole = count_height(
-        8,
-        24,
-        tasks=InProcessTasks(),
-        parts=3,
-        piece_states=8,
-        save=lambda data, progress: saved.append(data),
-        save_every=0.0,
+def checkpoint_at(folder, shard_id: str):
+    """A real checkpoint of shard ``shard_id`` under ``folder`` (pipeline/checkpoint.py)."""
+    from batchenum.pipeline.checkpoint import Checkpoint
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    return Checkpoint(Storage.at(str(folder)), Shard(shard_id, {}), {"code": "test"})
+
+
+def saved_snapshots(checkpoint, into) -> list:
+    """Make ``checkpoint`` copy its whole folder (index and parts) into a new folder under ``into``
+    after every save it commits; returns the list of those folders, filled as the saves come."""
+    import shutil
+
+    snapshots: list = []
+    save = checkpoint.save
+
+    def save_and_copy(data, progress=""):
+        save(data, progress)
+        snapshot = into / f"save-{len(snapshots)}"
+        shutil.copytree(checkpoint.storage.root, snapshot)
+        snapshots.append(snapshot)
+
+    checkpoint.save = save_and_copy
+    return snapshots
+
+
+def test_a_split_save_is_written_bucket_by_bucket_and_resumes_split_or_whole(tmp_path):
+    from batchenum.jobs.palago_transfer import BucketIndex
+
+    # large enough for columns that take longer than nine saves (Saver's rule): about 1.5 s in all
+    height, max_n, piece_states = 10, 34, 100
+    whole_stats = np.zeros(2, np.int64)
+    whole = count_height(height, max_n, stats=whole_stats).tolist()
+    checkpoint = checkpoint_at(tmp_path / "run", "h010")
+    snapshots = saved_snapshots(checkpoint, tmp_path)
+    split = sweep_height(
+        height, max_n, tasks=InProcessTasks(), parts=3, piece_states=piece_states, checkpoint=checkpoint, save_every=0
     )
-    assert saved and whole.tolist() == count_height(8, 24).tolist()
-    for data in saved:
-        assert count_height(8, 24, resume=data).tolist() == whole.tolist()
-        split = count_height(8, 24, resume=data, tasks=InProcessTasks(), parts=2, piece_states=8)
-        assert split.tolist() == whole.tolist()
+    assert split.tolist() == whole
+    saves = [(folder, checkpoint_at(folder, "h010").load()) for folder in snapshots]
+    bucketed = [(folder, BucketIndex.from_bytes(data)) for folder, data in saves if BucketIndex.holds(data)]
+    assert bucketed, "a split column was saved"
+    # the parts of older saves are removed once a later save is committed
+    last = BucketIndex.from_bytes(saves[-1][1]).names if BucketIndex.holds(saves[-1][1]) else ()
+    left = {path.name for path in (tmp_path / "run" / "_checkpoints").glob("h010.*.part")}
+    assert left == {f"h010.{name}.part" for name in last}
+    for folder, index in bucketed:
+        parts = {path.name for path in (folder / "_checkpoints").glob("h010.*.part")}
+        assert {f"h010.{name}.part" for name in index.names} <= parts and len(index.names) >= 2  # a file a part
+        assert (folder / "_checkpoints" / "h010.ckpt").stat().st_size < 4096  # the index holds no states
+        for tasks, parts_now in ((InProcessTasks(), 2), (InProcessTasks(), 5), (None, 1)):
+            stats = np.zeros(2, np.int64)
+            resumed = sweep_height(
+                height,
+                max_n,
+                stats=stats,
+                tasks=tasks,
+                parts=parts_now,
+                piece_states=piece_states,
+                resume=checkpoint_at(folder, "h010").load(),
+                checkpoint=checkpoint_at(folder, "h010"),
+            )
+            assert resumed.tolist() == whole
+            assert stats[1] == whole_stats[1]  # the states before the save, and after it, once each
 
 
 def random_generation(rng: np.random.Generator, rows: int, n1: int, distinct_keys: int) -> Generation:
@@ -214,3 +264,88 @@ def test_ray_run_with_split_heights_equals_the_serial_run(tmp_path, ray_session)
     assert on_ray.summary == serial.summary
     submitted = [line for path in witness.iterdir() for line in path.read_text().splitlines()]
     assert any(line.startswith("_NestedTasks ") and "part 2/2" in line for line in submitted), submitted[:20]
+
+
+# A run of the transfer job on a private Ray of 4 CPUs whose heights split into tasks of at least 40
+# states, saving every 0.2 s: argv[1] the --out folder, argv[2] max_n.
+_SPLIT_RUN = """
+import sys
+import batchenum
+from batchenum.jobs.palago_transfer import PalagoTransferJob
+job = PalagoTransferJob(int(sys.argv[2]), checkpoint_interval=0.2)
+job.piece_states = 40
+batchenum.run(job, out=sys.argv[1], workers=4, head_start=False)
+"""
+
+
+def split_saves(folder) -> dict:
+    """{shard id: BucketIndex} of the split saves committed in ``folder``/palago/_checkpoints."""
+    from batchenum.jobs.palago_transfer import BucketIndex
+
+    found = {}
+    for path in (folder / "palago" / "_checkpoints").glob("h*.ckpt"):
+        data = path.read_bytes().partition(b"\n")[2]
+        if BucketIndex.holds(data):
+            found[path.stem] = BucketIndex.from_bytes(data)
+    return found
+
+
+def killed_during_a_split_column(script, out, max_n: int) -> dict:
+    """Start the split run and SIGKILL its whole process group (the driver; Ray goes with it) once
+    a split save is committed; returns the split saves the kill left (again, if a first kill came
+    as late as the height's commit)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for _ in range(3):
+        run = subprocess.Popen(
+            [sys.executable, str(script), str(out), str(max_n)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 900
+        while not split_saves(out):
+            assert run.poll() is None, "the run finished before any split column was saved"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        left = split_saves(out)
+        if left:
+            return left
+    raise AssertionError("every kill came after the saved height had committed")
+
+
+def test_a_run_killed_during_a_split_column_resumes_from_its_bucketed_save(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    import batchenum
+
+    max_n = 28
+    batchenum.run("palago", max_n=max_n, method="transfer", out=str(tmp_path / "serial"), serial=True)
+    script = tmp_path / "split_run.py"
+    script.write_text(_SPLIT_RUN)
+    out = tmp_path / "split"
+    saved = killed_during_a_split_column(script, out, max_n)
+    for shard, index in saved.items():  # every part the index names is on disk, written whole
+        for name in index.names:
+            assert (out / "palago" / "_checkpoints" / f"{shard}.{name}.part").stat().st_size > 0
+    subprocess.run([sys.executable, str(script), str(out), str(max_n)], check=True, timeout=900)
+    table = "palago/creature_counts.parquet"
+    assert (out / table).read_bytes() == (tmp_path / "serial" / table).read_bytes()
+    for shard, index in saved.items():
+        footer = pq.ParquetFile(out / "palago" / "_shards" / "partial_counts" / f"{shard}.parquet")
+        stats = json.loads(footer.schema_arrow.metadata[b"batchenum.stats"])
+        whole = np.zeros(2, np.int64)
+        count_height(int(shard[1:]), max_n, stats=whole)
+        # resumed from the save: the states before it came from it, and none was processed twice
+        assert stats["state_steps_resumed"] == int(index.stats[1]) > 0
+        assert stats["state_steps"] == int(whole[1])
+    assert not list((out / "palago" / "_checkpoints").iterdir())  # index and parts removed at the commit

@@ -89,7 +89,7 @@ def test_the_transfer_job_counts_symmetric_creatures_in_shards_not_on_the_driver
     symmetric = [shard.id for shard in plan if "symmetric" in shard.spec]
     assert len(symmetric) == sum(len(generators) for generators in GROUPS.values())
     assert "s-reflection" in symmetric
-    run_job(PalagoTransferJob(MAX_N), RunOptions(out_dir=str(tmp_path), serial=True), Progress("palago", quiet=True))
+    run_job(PalagoTransferJob(MAX_N), RunOptions(out=str(tmp_path), serial=True), Progress("palago", quiet=True))
     shards = tmp_path / "palago" / "_shards" / "symmetric_counts"
     rows = pq.ParquetDataset(sorted(str(p) for p in shards.glob("s-*.parquet"))).read().to_pandas()
     summed = rows.groupby("n").sum()
@@ -112,7 +112,7 @@ def test_the_transfer_job_cuts_each_rotation_group_into_pieces_when_its_search_g
     job.symmetric_piece_seconds = rotation_group_seconds(MAX_N) / 3.5
     rotation = [shard.id for shard in job.plan(PlanContext()) if shard.spec.get("symmetric") == "rotation"]
     assert rotation == [f"s-rotation-{group}-{part}" for group in range(3) for part in range(4)]
-    run_job(job, RunOptions(out_dir=str(tmp_path), serial=True), Progress("palago", quiet=True))
+    run_job(job, RunOptions(out=str(tmp_path), serial=True), Progress("palago", quiet=True))
     shards = tmp_path / "palago" / "_shards" / "symmetric_counts"
     rows = pq.ParquetDataset(sorted(str(p) for p in shards.glob("s-*.parquet"))).read().to_pandas()
     _, sym = both

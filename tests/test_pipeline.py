@@ -29,7 +29,7 @@ def quiet() -> Progress:
 
 def run(tmp_path, job=None, **options):
     return run_job(
-        job or ToyJob(), RunOptions(out_dir=str(tmp_path), serial=options.pop("serial", True), **options), quiet()
+        job or ToyJob(), RunOptions(out=str(tmp_path), serial=options.pop("serial", True), **options), quiet()
     )
 
 
@@ -186,7 +186,7 @@ class _PartitionedStreamedToy(ToyJob):
         super().__init__(shards=3)
         self.repeat = repeat
 
-    def params(self) -> dict:
+    def extra_params(self) -> dict:
         return {"repeat": self.repeat}
 
     def run_shard(self, shard, context=None):

@@ -151,7 +151,7 @@ def run_dungeons(path, out, **options):
     stream = io.StringIO()
     result = run_job(
         DungeonJob(str(path), records_per_shard=40),
-        RunOptions(out_dir=str(out), **options),
+        RunOptions(out=str(out), **options),
         Progress("dungeons", stream=stream),
     )
     return result, stream.getvalue()

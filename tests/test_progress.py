@@ -40,7 +40,7 @@ def test_off_a_terminal_a_first_line_at_once_then_shard_lines_at_most_every_log_
     stream = TimedLines()
     run_job(
         ToyJob(shards=12, seconds=0.25),
-        RunOptions(out_dir=str(tmp_path), serial=True),
+        RunOptions(out=str(tmp_path), serial=True),
         Progress("toy", stream=stream, log_every=1.0),
     )
     shard_lines = [(moment, line) for moment, line in stream.lines if re.match(r"toy: \d+/12 shards", line)]
@@ -71,7 +71,54 @@ def test_while_no_shard_finishes_lines_come_less_often_and_stop_blaming_the_star
     hints = [line for _, line in lines if "(" in line]
     assert "Ray starting" in hints[0] and "long shards; `batchenum status` shows their checkpoints" in hints[-1]
     assert stream.lines[-1][1].startswith("long: 1/2 shards")  # within log_every of a finished shard
-    assert stream.lines[-1][1].endswith(" left (from 1 shard)")  # an estimate from one shard says so
+    assert " left" not in stream.lines[-1][1]  # no estimate from one shard (issue 48)
+
+
+def test_an_estimate_comes_from_three_shards_and_leaves_the_first_ones_start_up_out():
+    """A first shard that waited for Ray and the compiles once made a 94 s run say
+    ``~16m12s left (from 2 shards)``; now no estimate before three shards, and then one made from
+    the shards after the first."""
+    stream = TimedLines()
+    progress = Progress("est", stream=stream, log_every=0.0)
+    progress.start_shards(total=6, reused=0)
+    time.sleep(2.0)  # the start-up: Ray, kernels
+    for _ in range(3):
+        progress.shard_done()
+        time.sleep(0.2)
+    progress.finish_shards()
+    lines = [line for _, line in stream.lines if line.startswith("est: ")]
+    assert not any(" left" in line for line in lines[:3]), lines
+    left = re.search(r"~(\d+\.\d)s left", next(line for line in lines if line.startswith("est: 3/6")))
+    assert left and float(left[1]) < 1.5, lines  # 3 more at 0.2 s each, not 3 more at (2.2 s / 3) each
+
+
+@pytest.mark.parametrize(
+    "ray, kernels, says",
+    [
+        (True, True, "no shard done yet: Ray starting or kernels compiling in the workers)"),
+        (True, False, "no shard done yet: Ray starting)"),
+        (False, True, "no shard done yet: kernels compiling)"),
+        (False, False, "no shard done yet: the first shards are long)"),
+    ],
+)
+def test_the_waiting_hint_names_only_what_the_run_has(monkeypatch, ray, kernels, says):
+    from batchenum.pipeline import progress as module
+
+    monkeypatch.setattr(module, "FIRST_SHARD_HINT", 0.05)
+    monkeypatch.setattr(module, "TICK", 0.02)
+    stream = TimedLines()
+    progress = Progress("hint", stream=stream, log_every=0.05)
+    progress.ray, progress.kernels = ray, kernels
+    progress.start_shards(total=2, reused=0)
+    wait_until(lambda: any("no shard done yet" in text for _, text in stream.lines), "a hint", 10)
+    progress.finish_shards()
+    assert any(text.endswith(says) for _, text in stream.lines), stream.lines
+
+
+def test_a_run_tells_progress_whether_it_uses_ray_and_has_kernels(tmp_path):
+    progress = Progress("toy", stream=TimedLines())
+    run_job(ToyJob(shards=2, seconds=0.0), RunOptions(out=str(tmp_path), serial=True), progress)
+    assert (progress.ray, progress.kernels) == (False, False)  # the toy job warms no kernel
 
 
 def test_a_first_line_comes_after_a_second_of_silence_and_never_after_an_early_line():
@@ -126,7 +173,7 @@ class Chatty(toy_job.ToyJob):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
-run_job(Chatty(shards=6, seconds=1.0), RunOptions(out_dir={out!r}, workers=1, head_start=False), Progress("toy"))
+run_job(Chatty(shards=6, seconds=1.0), RunOptions(out={out!r}, workers=1, head_start=False), Progress("toy"))
 """
 
 

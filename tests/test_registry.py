@@ -197,7 +197,7 @@ class _Broken(Job):
     def __init__(self, rows=None, ids=("a", "b"), params=None):
         self.rows, self.ids, self._params = rows, ids, params
 
-    def params(self):
+    def extra_params(self):
         return self._params or {}
 
     def plan(self, context):
@@ -263,3 +263,107 @@ def test_a_command_line_for_one_job_imports_no_other_job():
     assert _one_job(REGISTRY, ["run", "--help"]) == _one_job(REGISTRY, ["run", "no-such-job"]) == ""
     assert _one_job(REGISTRY, ["status", "dungeons"]) == ""
     assert _one_job(REGISTRY, ["run", "examples/queens.py:Queens"]) == "examples/queens.py:Queens"
+
+
+def _package(where, dist: str, modules: dict[str, str], entry_points: dict[str, str]):
+    """A source tree of a distribution ``dist`` with these modules and ``batchenum.jobs`` entry
+    points, to install with pip."""
+    folder = where / dist
+    for module, text in modules.items():
+        (folder / module).mkdir(parents=True)
+        (folder / module / "__init__.py").write_text(text)
+    lines = "\n".join(f'{name} = "{value}"' for name, value in entry_points.items())
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{dist}"\nversion = "0.1"\n\n[project.entry-points."batchenum.jobs"]\n{lines}\n'
+    )
+    return folder
+
+
+def test_a_broken_or_competing_installed_job_is_one_warning_and_every_other_job_works(tmp_path):
+    queens = (REPO / "examples" / "queens.py").read_text().replace('name = "queens"', 'name = "toyqueens"')
+    packages = [
+        # one job that cannot be imported, and one named like a built-in (never imported)
+        _package(
+            tmp_path,
+            "zz-broken-jobs",
+            {"zzbroken": ""},
+            {
+                "broken": "zzbroken.missing:Broken",
+                "dungeons": "zzbroken.shadow:Dungeons",
+                "misnamed": "toyqueens_a:Queens",  # a job named toyqueens: it would write in toyqueens/
+            },
+        ),
+        # two packages registering one name: the first by distribution name wins
+        _package(tmp_path, "toyqueens-b", {"toyqueens_b": queens}, {"toyqueens": "toyqueens_b:Queens"}),
+        _package(tmp_path, "toyqueens-a", {"toyqueens_a": queens}, {"toyqueens": "toyqueens_a:Queens"}),
+    ]
+    pip = [sys.executable, "-m", "pip", "-q"]
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", *map(str, packages)], capture_output=True, text=True, timeout=900, cwd=tmp_path
+    )
+    assert_exit(installed, 0)
+
+    def run(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert_exit(done, expect)
+        return done
+
+    def warned(done: subprocess.CompletedProcess) -> list[str]:
+        return [line for line in done.stderr.splitlines() if line.startswith("batchenum: warning: ")]
+
+    broken = "the job 'broken' of the installed package zz-broken-jobs (zzbroken.missing:Broken) cannot be loaded: "
+    error = "ModuleNotFoundError: No module named 'zzbroken.missing'"
+    try:
+        helped = run(*cli_command("run", "--help"))
+        lines = warned(helped)
+        assert len(lines) == 4 and all(line.count("\n") == 0 for line in lines), helped.stderr
+        assert f"batchenum: warning: {broken}{error}; it is left out" in lines, lines
+        assert any(
+            "zz-broken-jobs (zzbroken.shadow:Dungeons) registers the job 'dungeons'" in line
+            and "batchenum.jobs.dungeons" in line
+            and "the built-in job is used" in line
+            for line in lines
+        ), lines
+        assert any(
+            "toyqueens-a (toyqueens_a:Queens), toyqueens-b (toyqueens_b:Queens) all register the job 'toyqueens'"
+            in line
+            and "toyqueens-a's is used, the first by distribution name" in line
+            for line in lines
+        ), lines
+        assert (
+            "batchenum: warning: the job 'misnamed' of the installed package zz-broken-jobs (toyqueens_a:Queens) cannot "
+            "be loaded: UsageError: its class Queens is named 'toyqueens': give the entry point its job's name; "
+            "it is left out"
+        ) in lines, lines
+        assert "toyqueens" in helped.stdout and "broken" not in helped.stdout and "misnamed" not in helped.stdout
+
+        out = tmp_path / "out"
+        dungeons = ("run", "dungeons", "--input", str(CASES / "dungeon_seed.jsonl"), "--serial", "--out", str(out))
+        assert "dungeons:" in run(*cli_command(*dungeons)).stdout
+        for command in (("status", "--out", str(out)), ("cleanup", "--out", str(out))):
+            done = run(*cli_command(*command))
+            assert "dungeons" in done.stdout, done.stdout  # listed, and cleaned up
+            assert [line for line in warned(done) if "'broken'" in line] == [
+                f"batchenum: warning: {broken}{error}; it is left out"
+            ]
+        toy = run(*cli_command("run", "toyqueens", "--n", "6", "--serial", "--out", str(out), "--json"))
+        assert json.loads(toy.stdout)["summary"] == "toyqueens: 4 leaves, 153 nodes, 1 distinct by key"
+
+        asked = run(*cli_command("run", "broken", "--serial", "--out", str(out)), expect=2)
+        assert asked.stderr.splitlines()[-1] == f"batchenum: error: {broken}{error}", asked.stderr
+        probe = (
+            "import batchenum, warnings; from batchenum.jobs import REGISTRY\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always'); names = batchenum.job_names()\n"
+            "print(names, REGISTRY.job_class('toyqueens').__module__, REGISTRY.job_class('dungeons').__module__)\n"
+            "print(len([w for w in caught if \"'broken'\" in str(w.message)]))\n"
+            "try:\n    batchenum.run('broken', out='o', serial=True)\nexcept Exception as e:\n    print(type(e).__name__, e)"
+        )
+        printed = run(sys.executable, "-c", probe).stdout.splitlines()
+        assert printed[0] == f"{[*REGISTRY.names(), 'toyqueens']} toyqueens_a batchenum.jobs.dungeons", printed
+        assert printed[1:] == ["1", f"UsageError {broken}{error}"], printed
+    finally:
+        subprocess.run(
+            [*pip, "uninstall", "-y", "zz-broken-jobs", "toyqueens-a", "toyqueens-b"], capture_output=True, timeout=300
+        )

@@ -22,8 +22,8 @@ from helpers import REPO, cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchenum.jobs.growth import read_series
-from batchenum.solvers.series import _solve_exact, analyse, check_exponent
+from batchenum.jobs.growth import prediction_json, read_series
+from batchenum.solvers.series import _solve_exact, analyse, check_exponent, predict
 
 DATA = REPO / "tests" / "data"
 # name: (file, whether the file's lambda error was published from the same terms the file holds)
@@ -224,6 +224,33 @@ def test_drift_enters_the_error_bar():
     assert abs(method.lam.estimate - PUBLISHED["polyominoes"][0]) > 2 * method.lam.scatter
 
 
+# ------------------------------------------------------------------------- predicting the next terms
+
+PREDICTED = 4  # terms predicted, and held back to check them
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_predicting_the_last_terms_lands_inside_the_error_bars(name):
+    # the calibrated factors, not retuned: the bars from the scatter and the backtest must cover
+    series = published_series(name)
+    predictions = predict(series[: len(series) - PREDICTED], PREDICTED)
+    assert [p.n for p in predictions] == list(range(len(series) - PREDICTED, len(series)))
+    for prediction in predictions:
+        assert prediction.value.covers(series[prediction.n]), (name, prediction)
+        assert prediction.relative_spread < 1e-4, prediction  # a bar that says something
+    widths = [p.relative_spread for p in predictions]
+    assert widths == sorted(widths)  # further out is known no better
+
+
+def test_prediction_has_no_backtest_on_a_short_series():
+    # 12 nonzero terms: without the last 2, too few for a backtest, so the bar is unbounded
+    series = published_series("polygons")[:14]
+    assert [p.backtest_error for p in predict(series, 2)] == [float("inf")] * 2
+    assert all(p.value.spread == float("inf") for p in predict(series, 2))
+    with pytest.raises(ValueError, match="at least 1"):
+        predict(series, 0)
+
+
 # ---------------------------------------------------------------------------------------- CLI
 
 
@@ -238,6 +265,16 @@ def test_cli_json_on_a_text_file_with_theta_checks():
     assert [stage["last_n"] for stage in document["methods"]["second_order"]["history"]] == [20, 25]
     assert [(c["theta"], c["consistent"]) for c in document["checks"]] == [(2.5, True), (2.0, False)]
     assert document["disagreements"] == []
+    assert document["predictions"] == []  # only with --predict
+
+
+def test_cli_predicts_the_next_terms():
+    result = cli("growth", str(DATA / "A002931_polygons.txt"), "--json", "--predict", "2")
+    expected = predict(published_series("polygons"), 2)
+    assert json.loads(result.stdout)["predictions"] == [prediction_json(p) for p in expected]
+    text = cli("growth", str(DATA / "A002931_polygons.txt"), "--predict", "2").stdout.splitlines()
+    assert [line.split(" = ")[0] for line in text[-2:]] == ["  predicted a(26)", "  predicted a(27)"]
+    assert "K >= 1" in cli("growth", str(DATA / "A002931_polygons.txt"), "--predict", "-1", expect=2).stderr
 
 
 @pytest.mark.parametrize("ending", ["parquet", "csv"])

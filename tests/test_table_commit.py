@@ -184,9 +184,6 @@ def test_parts_whose_keys_do_not_follow_one_another_are_an_error_not_a_table(tmp
     class Errors(Job):
         name, tables, streamed_tables = "errs", (ERRORS_TABLE,), ("errors",)
 
-        def params(self):
-            return {}
-
     staged = StagedTables(ShardStore(Storage.at(str(tmp_path)), Errors(), Provenance("errs", "1", {})))
     a, b = "a.jsonl", "b.jsonl"  # the key is (file, line): lines restart in each file
 

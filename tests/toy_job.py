@@ -34,7 +34,7 @@ class ToyJob(Job):
         self.fail_on = fail_on
         self.seconds = seconds  # each shard takes at least this long (without using a CPU)
 
-    def params(self) -> dict:
+    def extra_params(self) -> dict:
         return {"shards": self.shards, "width": self.width}
 
     def plan(self, context: PlanContext) -> list[Shard]:

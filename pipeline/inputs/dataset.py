@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import pyarrow.fs as pafs
 
-from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.errors import InputError, MissingInputError
 from batchenum.pipeline.storage import Storage, StorageError, is_uri, redact
 
 __all__ = ["resolve_inputs", "input_values", "is_glob", "SKIPPED_PREFIXES"]
@@ -131,12 +131,12 @@ def _files_of(value: str | Storage) -> list[Storage]:
     if info.type == pafs.FileType.Directory:
         files = _files_below(source, source.root)
         if not files:
-            raise InputError(
+            raise MissingInputError(
                 f"input folder {source.display_root} holds no files (names starting with "
                 f"{' or '.join(SKIPPED_PREFIXES)} are skipped)"
             )
         return files
-    raise InputError(f"input file {source.display_root} does not exist")
+    raise MissingInputError(f"input file {source.display_root} does not exist")
 
 
 def _glob(pattern: str) -> list[Storage]:
@@ -144,7 +144,7 @@ def _glob(pattern: str) -> list[Storage]:
     fixed, wildcard = _split_glob(pattern)
     base = _storage(fixed)
     if _info(base, base.root).type != pafs.FileType.Directory:
-        raise InputError(f"input {redact(pattern)} matches no file ({base.display_root} is not a folder)")
+        raise MissingInputError(f"input {redact(pattern)} matches no file ({base.display_root} is not a folder)")
     parts = wildcard.split("/")
     matched: dict[str, Storage] = {}
     infos, again = _listing(base, base.root)
@@ -164,7 +164,7 @@ def _glob(pattern: str) -> list[Storage]:
         elif info.type == pafs.FileType.Directory:
             matched.update({source.root: source for source in _files_below(base, info.path, (infos, again))})
     if not matched:
-        raise InputError(
+        raise MissingInputError(
             f"input {redact(pattern)} matches no file (names starting with {' or '.join(SKIPPED_PREFIXES)} are skipped)"
         )
     return [matched[path] for path in sorted(matched)]

@@ -219,7 +219,7 @@ def _scan_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, nogil=True)
-def _scan_kernel(data, depth, digits, opening):  # pragma: no cover - compiled
+def _scan_kernel(data, depth, digits, opening):  # pragma: no cover # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Fill depth[k], digits[k] (int64) and opening[k] (int16) for line k of data (uint8[n]);
     strings (between unescaped double quotes) are skipped.  Outputs have one entry per line and
     start at 0, 0 and -1."""
@@ -349,34 +349,9 @@ def _kept_lines(data, keep, out, numbers, copy):  # pragma: no cover - compiled
 def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int) -> tuple[str | None, Any, str | None]:
     """(id, value, error) for one non-blank line; depth and digits as ``_scan_lines`` found them."""
     where = f"line {line}"
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, None, f"{where}: not valid UTF-8 (byte {exc.start + 1} of the line)"
-    if text.lstrip().startswith("\ufeff"):
-        return None, None, f"{where}: a byte order mark (U+FEFF) is allowed only at the very start of the file"
-    if depth > MAX_DEPTH:
-        return None, None, f"{where}: arrays and objects nested more than {MAX_DEPTH} deep"
-    if digits > MAX_NUMBER_DIGITS:
-        return None, None, f"{where}: a number of {digits:,} digits (at most {MAX_NUMBER_DIGITS:,} are read)"
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        message = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
-        return None, None, f"{where}: not valid JSON: {message} at column {exc.colno}"
-    except (ValueError, RecursionError):  # a lower PYTHONINTMAXSTRDIGITS, a very deep stack
-        return None, None, f"{where}: not valid JSON: a number too long or nesting too deep to read"
-    if _SURROGATE_ESCAPE.search(raw):
-        surrogate = _lone_surrogate(obj)
-        if surrogate is not None:
-            return (
-                None,
-                None,
-                (
-                    f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
-                    "surrogate pair without its other half (not a character)"
-                ),
-            )
+    obj, error = _decoded_json(raw, where, depth, digits)
+    if error:
+        return None, None, error
     if not isinstance(obj, dict):
         return None, None, f"{where}: not a JSON object but {json_type_name(obj)}"
     id_, id_error = record_id(obj.get("id"), "id" in obj, where)
@@ -385,6 +360,34 @@ def _parse_json_line(raw: bytes, line: int, field: str, depth: int, digits: int)
     if field not in obj:
         return id_, None, f"{where}: no {field!r}"
     return id_, obj[field], None
+
+
+def _decoded_json(raw: bytes, where: str, depth: int, digits: int) -> tuple[Any, str | None]:
+    """(the line's JSON value, None), or (None, why the line is not JSON this reader takes)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"{where}: not valid UTF-8 (byte {exc.start + 1} of the line)"
+    if text.lstrip().startswith("\ufeff"):
+        return None, f"{where}: a byte order mark (U+FEFF) is allowed only at the very start of the file"
+    if depth > MAX_DEPTH:
+        return None, f"{where}: arrays and objects nested more than {MAX_DEPTH} deep"
+    if digits > MAX_NUMBER_DIGITS:
+        return None, f"{where}: a number of {digits:,} digits (at most {MAX_NUMBER_DIGITS:,} are read)"
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        return None, f"{where}: not valid JSON: {message} at column {exc.colno}"
+    except (ValueError, RecursionError):  # a lower PYTHONINTMAXSTRDIGITS, a very deep stack
+        return None, f"{where}: not valid JSON: a number too long or nesting too deep to read"
+    surrogate = _lone_surrogate(obj) if _SURROGATE_ESCAPE.search(raw) else None
+    if surrogate is not None:
+        return None, (
+            f"{where}: a string holds the escape \\u{surrogate:04x}, half of a "
+            "surrogate pair without its other half (not a character)"
+        )
+    return obj, None
 
 
 def _lone_surrogate(value: Any) -> int | None:

@@ -119,7 +119,7 @@ def _member(data, at, key):
 
 
 @njit(cache=True, nogil=True)
-def _scan(data, key, id_offsets, id_chars, list_offsets, row_offsets, row_chars):
+def _scan(data, key, id_offsets, id_chars, list_offsets, row_offsets, row_chars):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Fill the offsets and characters line by line; returns (lines, strings in the lists), or
     (-1, -1) as soon as a line has another shape.  ``key`` is the field's name with its quotes."""
     end = data.shape[0]

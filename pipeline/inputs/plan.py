@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from batchenum.pipeline import faults
 from batchenum.pipeline.errors import InputError
 from batchenum.pipeline.inputs.dataset import resolve_inputs
-from batchenum.pipeline.inputs.lines import CHUNK, Cut, cut_lines
+from batchenum.pipeline.inputs.lines import CHUNK, MAX_LINE_BYTES, Cut, cut_lines
 from batchenum.pipeline.job import PlanContext, TaskMap
 from batchenum.pipeline.storage import Storage, StorageError
 
@@ -50,6 +50,10 @@ __all__ = [
     "MAX_DECOMPRESSED_BYTES",
     "MAX_DECOMPRESSED_LINES",
     "MAX_SLICE_BYTES",
+    "MAX_ROW_GROUP_BYTES",
+    "MAX_RECORD_BYTES",
+    "decoded_bytes",
+    "check_row_groups",
 ]
 
 
@@ -79,6 +83,12 @@ _COMPRESSED_MAGIC = (
 # lines (blank ones included) of it are read, beyond which the file is refused (docs/batch_input.md).
 MAX_DECOMPRESSED_BYTES = 256 << 20
 MAX_DECOMPRESSED_LINES = 4 << 20
+# A Parquet file is read a row group at a time, whole: a row group of several rows may decompress to
+# at most MAX_ROW_GROUP_BYTES (the same as a compressed JSONL file), beyond which the file is
+# refused; a record at most MAX_RECORD_BYTES decoded (the same as a JSONL line), beyond which it is
+# rejected, unread when its row group holds it alone (parquet.py).
+MAX_ROW_GROUP_BYTES = 256 << 20
+MAX_RECORD_BYTES = MAX_LINE_BYTES
 # Compressed JSONL read through pyarrow's codecs, recognised by suffix (and checked by magic bytes).
 _CODEC_SUFFIXES = ((".gz", "gzip"), (".zst", "zstd"), (".zstd", "zstd"))
 _BZIP2_BLOCK = re.compile(rb"[1-9](1AY&SY|\x17rE8P\x90)")  # block size, then a block or the end of stream
@@ -544,7 +554,38 @@ def _parquet_rows(source: Storage, field: str) -> tuple[int, int]:
                 "keep exactly one and write the file again"
             )
     metadata = parquet_file.metadata
+    check_row_groups(metadata, path, ("id", field))
     return metadata.num_rows, sum(metadata.row_group(k).total_byte_size for k in range(metadata.num_row_groups))
+
+
+def decoded_bytes(metadata, group: int, columns: Sequence[str]) -> int:
+    """The bytes row group ``group`` of a Parquet file decompresses to in the top-level
+    ``columns``, as its footer gives them (read before any page is)."""
+    row_group = metadata.row_group(group)
+    total = 0
+    for k in range(row_group.num_columns):
+        chunk = row_group.column(k)
+        root = chunk.path_in_schema.split(".", 1)[0]
+        total += chunk.total_uncompressed_size if root in columns else 0
+    return total
+
+
+def check_row_groups(metadata, path: str, columns: Sequence[str]) -> None:
+    """InputError when a row group of several rows decompresses to more than
+    ``MAX_ROW_GROUP_BYTES`` in ``columns`` (a worker reads a row group whole); a row group of one
+    row that large is its record's error instead (``parquet.read_parquet``)."""
+    for group in range(metadata.num_row_groups):
+        rows, size = metadata.row_group(group).num_rows, decoded_bytes(metadata, group, columns)
+        if rows > 1 and size > MAX_ROW_GROUP_BYTES:
+            fitting = max(1, rows * MAX_ROW_GROUP_BYTES // size // 2)
+            suggested = int(str(fitting)[0]) * 10 ** (len(str(fitting)) - 1)  # one significant digit
+            raise InputError(
+                f"Parquet input {path}: row group {group + 1} of {metadata.num_row_groups} holds {rows:,} rows "
+                f"that decompress to {size:,} bytes, more than the {MAX_ROW_GROUP_BYTES:,} "
+                f"({MAX_ROW_GROUP_BYTES >> 20} MiB) a row group may take (a worker reads it whole): write the "
+                f"file again with smaller row groups, for example pyarrow.parquet.write_table(table, path, "
+                f"row_group_size={suggested:_})"
+            )
 
 
 def _rows_within(most_bytes: int, rows: int, size: int) -> int:

@@ -256,7 +256,7 @@ def _net_rehash(old_keys, old_rows, new_keys, new_rows):
 
 
 @njit(cache=True)
-def _escapes_possible(occ, alive, counts, avail, need, layout, masks, nets, ctl):
+def _escapes_possible(occ, alive, counts, avail, need, layout, masks, nets, ctl):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """False when ``need`` more players provably cannot escape from occupancy ``occ`` (a frame's
     int64[rooms] row; ``alive``: the union of its masks, which the caller has) with the unused doors
     ``counts`` / ``avail``.
@@ -443,7 +443,7 @@ def _popcount(x: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _enter(d, frames, doors, tables, memo, ctl, nets):
+def _enter(d, frames, doors, tables, memo, ctl, nets):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Canonicalise the state in frame ``d`` (drop stuck players and useless doors), bound it and
     look it up.  Returns the state's upper bound when it can be cut at once, else -1 after
     preparing the frame for expansion.
@@ -567,7 +567,7 @@ def _remember(d, f_key, f_counts, value, memo, ctl):
 
 
 @njit(cache=True)
-def search(frames, paths, doors, tables, memo, ctl, node_budget, nets):
+def search(frames, paths, doors, tables, memo, ctl, node_budget, nets):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Run (or resume) the branch and bound.  Frame 0 must hold the start state on the first call.
 
     The arrays come in tuples, unpacked once here (a tuple of arrays is passed as its members; the

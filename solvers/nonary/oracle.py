@@ -29,7 +29,7 @@ def _fits(number: int, group: Iterable[int]) -> bool:
     return sum(group) % 9 == number % 9
 
 
-def _check_move(
+def _check_move(  # noqa: C901 -- the reference: the rules checked one by one, as plainly as the spec states them
     step: int, move: Any, doors: tuple[Door, ...], used: set[int], where: dict[int, int]
 ) -> tuple[int, list[int]]:
     """Check move number ``step`` against the ``doors``, the ``used`` door indices and the players'

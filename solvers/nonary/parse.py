@@ -88,6 +88,22 @@ def _show(value: Any) -> str:
 
 def _json_text(value: Any, depth: int = 0) -> str:
     """``_show`` before cutting; containers deeper than two levels are elided."""
+    if isinstance(value, (list, tuple)):
+        if depth >= 2:
+            return "[...]"
+        items = [_json_text(item, depth + 1) for item in value[:4]]
+        return "[" + ", ".join(items + (["..."] if len(value) > 4 else [])) + "]"
+    if isinstance(value, dict):
+        return "{...}"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary data"
+    if isinstance(value, decimal.Decimal):
+        return str(value) if len(value.as_tuple().digits) <= _SHOWN_DIGITS else "a long decimal"
+    return _scalar_text(value)
+
+
+def _scalar_text(value: Any) -> str:
+    """A JSON scalar as ``_json_text`` shows it (a string cut to what can be shown)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -100,17 +116,6 @@ def _json_text(value: Any, depth: int = 0) -> str:
         value = value[: _SHOWN_CHARS + 1]
         text = json.dumps(value, ensure_ascii=False)
         return text if text.isascii() or _encodable(text) else json.dumps(value)  # a lone surrogate: escape it
-    if isinstance(value, (list, tuple)):
-        if depth >= 2:
-            return "[...]"
-        items = [_json_text(item, depth + 1) for item in value[:4]]
-        return "[" + ", ".join(items + (["..."] if len(value) > 4 else [])) + "]"
-    if isinstance(value, dict):
-        return "{...}"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary data"
-    if isinstance(value, decimal.Decimal):
-        return str(value) if len(value.as_tuple().digits) <= _SHOWN_DIGITS else "a long decimal"
     return f"a value of type {type(value).__name__}"
 
 
@@ -162,16 +167,7 @@ def _describe(value: Any) -> str:
 
 def _check_door(index: int, door: Any) -> Door:
     """Check door ``door`` at position ``index`` of the list; return it as a tuple of ints."""
-    if not isinstance(door, (list, tuple)):
-        raise DoorShapeError(f"door {index}: must be a list [number, from_room, to_room], not {_describe(door)}")
-    if len(door) != 3:
-        raise DoorShapeError(
-            f"door {index} {_show(door)}: must have 3 fields [number, from_room, to_room], not {len(door)}"
-        )
-    for name, value in zip(("number", "from_room", "to_room"), door):
-        if not _is_integer(value):
-            raise DoorTypeError(f"door {index} {_show(door)}: {name} must be an integer, not {_describe(value)}")
-    number, src, dst = (int(v) for v in door)
+    number, src, dst = _door_fields(index, door)
     shown = _show([number, src, dst])
     if not 1 <= number <= 9:
         raise DoorNumberError(f"door {index} {shown}: number must be in 1..9, not {_show(number)}")
@@ -182,11 +178,31 @@ def _check_door(index: int, door: Any) -> Door:
             raise RoomError(
                 f"door {index} {shown}: {name} {_show(room)} is negative; the only negative room is the exit -1"
             )
-    if number == 9 and dst != EXIT:
-        raise ExitRuleError(f"door {index} {shown}: a door numbered 9 must lead to the exit -1, not room {_show(dst)}")
-    if number != 9 and dst == EXIT:
-        raise ExitRuleError(f"door {index} {shown}: only doors numbered 9 may lead to the exit -1")
+    _check_nines(f"door {index} {shown}", number, dst)
     return number, src, dst
+
+
+def _door_fields(index: int, door: Any) -> Door:
+    """A door's three fields as ints, once it is a list of three integers."""
+    if not isinstance(door, (list, tuple)):
+        raise DoorShapeError(f"door {index}: must be a list [number, from_room, to_room], not {_describe(door)}")
+    if len(door) != 3:
+        raise DoorShapeError(
+            f"door {index} {_show(door)}: must have 3 fields [number, from_room, to_room], not {len(door)}"
+        )
+    for name, value in zip(("number", "from_room", "to_room"), door):
+        if not _is_integer(value):
+            raise DoorTypeError(f"door {index} {_show(door)}: {name} must be an integer, not {_describe(value)}")
+    number, src, dst = (int(v) for v in door)
+    return number, src, dst
+
+
+def _check_nines(door: str, number: int, dst: int) -> None:
+    """Doors numbered 9, and only they, lead to the exit."""
+    if number == 9 and dst != EXIT:
+        raise ExitRuleError(f"{door}: a door numbered 9 must lead to the exit -1, not room {_show(dst)}")
+    if number != 9 and dst == EXIT:
+        raise ExitRuleError(f"{door}: only doors numbered 9 may lead to the exit -1")
 
 
 def parse(doors: Any, max_doors: int | None = None) -> tuple[Door, ...]:

@@ -323,7 +323,7 @@ class _Search:
             sys.setrecursionlimit(limit)
         return self.best, self.best_path
 
-    def dfs(self, occ: int, counts: int, avail: int, escaped: int, root: bool = False) -> int:
+    def dfs(self, occ: int, counts: int, avail: int, escaped: int, root: bool = False) -> int:  # noqa: C901 -- the search's one recursive frame: a call per state is its hot path
         """Explore the state; return an upper bound u on how many more can escape from it, with
         ``escaped + u <= self.best`` on return (the memo relies on it)."""
         self.nodes += 1

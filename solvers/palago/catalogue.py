@@ -100,7 +100,7 @@ def _write_int(buf, pos, value):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _encode_all(creatures, directions, letters, key_column, tiles_column, sum_column):
+def _encode_all(creatures, directions, letters, key_column, tiles_column, sum_column):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Write the three text columns of the catalogue creatures = (sizes, offsets, codes).  Each
     *_column is a (data, offsets) pair of a CatalogueText's column to fill, unpacked once here.
     directions, letters: _DIRECTIONS and _LETTERS."""

@@ -270,7 +270,7 @@ def _holds(g, length, label):
 
 
 @_no_refcounts
-def _step_states(c, j, max_n, source, s, count, table, done, stats, scratch):
+def _step_states(c, j, max_n, source, s, count, table, done, stats, scratch):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """States s, s + 1, ... of step (c, j) (source = (keys, polys, polyf)) into the next generation
     (table = (out_keys, out_polys, out_polyf, out_count, slots)) while it has room for another
     state's four options, rows and slots; adds completed creatures to done.  Returns (the next

@@ -313,7 +313,7 @@ _Codes = namedtuple("_Codes", ["scratch", "own", "image"])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _search(grid, work, prefix, counts, cut, shelf):
+def _search(grid, work, prefix, counts, cut, shelf):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Depth-first search from the anchor.  grid, work, counts, cut, shelf: a _Grid, _Work, _Tally,
     _Cut, _Shelf (see each).
 

@@ -243,7 +243,7 @@ def _connected(in_s, s_list, s_len, rot, off, mark, queue):
 
 
 @njit(cache=True, nogil=True)
-def _symmetric_search(max_n, anchor, tables, work, counts, nodes):
+def _symmetric_search(max_n, anchor, tables, work, counts, nodes):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """Count the connected symmetric creatures whose least vertex is ``anchor`` into counts[n],
     and the rotation choices tried into nodes[0].  tables, work: a _Tables and a _Work (see each),
     unpacked here once.

@@ -48,7 +48,13 @@ __all__ = [
     "PieceSummary",
     "split_generation",
     "merge_generations",
+    "merged_rows",
     "advance_piece",
+    "advance_generation",
+    "advance_column",
+    "SweepState",
+    "Saver",
+    "tasks_for",
     "next_phase",
     "PIECE_STATES",
     "PHASE_STATE_STEPS",
@@ -910,9 +916,6 @@ def count_height(
     resume: bytes | None = None,
     save: Callable[[bytes, str], None] | None = None,
     save_every: float = 300.0,
-    tasks=None,
-    parts: int = 1,
-    piece_states: int | None = None,
 ) -> np.ndarray:
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (numba kernel; the same sweep as the reference),
@@ -927,13 +930,8 @@ def count_height(
     ``save_every`` seconds have passed since the start or the last save (and nine times as long as
     the last save took, so that saving costs at most a tenth of the time); ``resume`` continues a
     sweep from such bytes (of the same height, max_n, weights and bound) instead of from scratch.
-    ``tasks`` (an object with ``submit(fn, *args, returns=k, name=...)`` returning k handles and
-    ``get(handles)`` returning their values, as pipeline/tasks.py describes) and ``parts`` >= 2: a
-    generation of at least 2 ``piece_states`` states (default PIECE_STATES) is advanced as up to
-    ``parts`` tasks per phase of a column, each of at least ``piece_states`` states, their outputs
-    shuffled between phases by a hash of what the next phase cannot change (docs/palago_transfer.md,
-    section 6); the counts and the states processed are the same.  stats[0] is then an upper bound
-    on the peak (the sum of the tasks' peaks)."""
+    One process sweeps every column; jobs/palago_transfer.py splits a height's large columns
+    across tasks with the pieces below (docs/palago_transfer.md, section 6)."""
     if not 1 <= height <= _MAX_HEIGHT:
         raise ValueError(f"height must be between 1 and {_MAX_HEIGHT}, not {height}")
     if not 0 <= max_n <= MAX_N:
@@ -943,31 +941,36 @@ def count_height(
     if stats is None:
         stats = np.zeros(2, dtype=np.int64)
     sweep = (height, max_n, bool(weights), int(bound))
-    state = _SweepState.start(max_n) if resume is None else _SweepState.from_bytes(resume, sweep)
-    piece_states = PIECE_STATES if piece_states is None else piece_states
-    if piece_states < 1:
-        raise ValueError(f"piece_states must be at least 1, not {piece_states}")
+    state = SweepState.start(max_n) if resume is None else SweepState.from_bytes(resume, sweep)
     stats[:2] += state.stats
-    saver = _Saver(save, save_every, sweep)
-    spare = _NO_SPARE
+    saver = Saver(save, save_every, sweep)
+    spare: tuple | None = None
     while state.count > 0:
-        if tasks is not None and _tasks_for(state.count, parts, piece_states) >= 2:
-            state = _sweep_spread(sweep, state, stats, saver, tasks, parts, piece_states)
-            continue
-        before = stats[:2].copy()
-        done = (state.done_w, state.done_p, state.done_f)
-        data, count, c, spare = _sweep_columns(sweep, stats, done, state.data, state.count, state.c, 1, spare)
-        state = _SweepState(
-            data,
-            count=count,
-            c=c,
-            done_w=state.done_w,
-            done_p=state.done_p,
-            done_f=state.done_f,
-            stats=state.stats + (stats[:2] - before),
-        )
+        state, spare = advance_column(sweep, state, stats, spare)
         saver.maybe(state)
     return exact_counts(state.done_w, state.done_p, state.done_f)
+
+
+def advance_column(
+    sweep: tuple, state: SweepState, stats: np.ndarray, spare: tuple | None = None
+) -> tuple[SweepState, tuple]:
+    """``state`` swept over one column in this process: (the state after it, the spare buffers to
+    pass to the next call; None: new ones).  stats (int64[2]) gains the column's peak and states
+    processed."""
+    spare = _NO_SPARE if spare is None else spare
+    before = stats[:2].copy()
+    done = (state.done_w, state.done_p, state.done_f)
+    data, count, c, spare = _sweep_columns(sweep, stats, done, state.data, state.count, state.c, 1, spare)
+    after = SweepState(
+        data,
+        count=count,
+        c=c,
+        done_w=state.done_w,
+        done_p=state.done_p,
+        done_f=state.done_f,
+        stats=state.stats + (stats[:2] - before),
+    )
+    return after, spare
 
 
 def saved_stats(data: bytes) -> np.ndarray:
@@ -977,7 +980,7 @@ def saved_stats(data: bytes) -> np.ndarray:
         return saved["stats"].copy()
 
 
-class _Saver:
+class Saver:
     """Calls ``save`` at a column's end once ``every`` seconds have passed since the last save (and
     nine times as long as the last save took, so that saves take at most a tenth of the time)."""
 
@@ -989,23 +992,27 @@ class _Saver:
     def due(self) -> bool:
         return self.save is not None and time.monotonic() - self.last >= self.gap
 
-    def maybe(self, state: _SweepState) -> None:
+    def saved(self, started: float) -> None:
+        """A save that began at ``started`` (time.monotonic()) has just been committed."""
+        self.last = time.monotonic()
+        self.gap = max(self.every, 9 * (self.last - started))
+
+    def maybe(self, state: SweepState) -> None:
         if state.count > 0 and self.due():
             self.now(state)
 
-    def now(self, state: _SweepState) -> None:
+    def now(self, state: SweepState) -> None:
         if self.save is None:  # a sweep that saves nothing
             return
         saving = time.monotonic()
         self.save(
             state.to_bytes(self.sweep), f"column {state.c}, {state.count:,} states, {int(state.stats[1]):,} processed"
         )
-        self.last = time.monotonic()
-        self.gap = max(self.every, 9 * (self.last - saving))
+        self.saved(saving)
 
 
 @dataclass
-class _SweepState:
+class SweepState:
     """A sweep between two columns: the generation of states before column ``c`` (``count`` rows
     of ``data`` = (heads, pool), laid out as _sweep_steps reads them; the arrays may have room for
     more, the pool holes), the
@@ -1020,7 +1027,7 @@ class _SweepState:
     stats: np.ndarray
 
     @classmethod
-    def start(cls, max_n: int) -> _SweepState:
+    def start(cls, max_n: int) -> SweepState:
         """One state before column 0: the empty frontier, polynomial 1."""
         n1 = max_n + 1
         start = Generation.start(n1)
@@ -1033,6 +1040,18 @@ class _SweepState:
             np.zeros(n1, np.float64),
             np.zeros(2, np.int64),
         )
+
+    def without_rows(self) -> SweepState:
+        """This sweep's column, completed creatures and stats, with no states: tasks hold them."""
+        empty = _empty_generation()
+        return SweepState((empty.heads, empty.pool), 0, self.c, self.done_w, self.done_p, self.done_f, self.stats)
+
+    def add_done(self, piece: PieceSummary) -> None:
+        """Add a piece's completed creatures (in place; each channel's own arithmetic)."""
+        self.done_w += piece.done_w  # wraps modulo 2^64
+        summed = self.done_p + piece.done_p  # both below P < 2^61: no overflow
+        self.done_p[:] = np.where(summed >= _P, summed - _P, summed)
+        self.done_f += piece.done_f
 
     def generation_rows(self) -> Generation:
         """The live rows (the arrays have room for more), their pool packed."""
@@ -1057,7 +1076,7 @@ class _SweepState:
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes, sweep: tuple) -> _SweepState:
+    def from_bytes(cls, data: bytes, sweep: tuple) -> SweepState:
         with np.load(io.BytesIO(data)) as saved:
             if tuple(saved["sweep"].tolist()) != sweep:
                 raise ValueError(
@@ -1077,6 +1096,9 @@ class _SweepState:
                 c=c,
                 **{name: saved[name] for name in ("done_w", "done_p", "done_f", "stats")},
             )
+
+
+_SweepState = SweepState  # the name tests and benchmarks know it by
 
 
 def _older_layout(saved) -> str | None:
@@ -1108,7 +1130,8 @@ def fixed_counts(max_n: int, bound: int = 3, halved: bool = True) -> np.ndarray:
 # agree on it.  Rows are cut by a hash of that signature, so states that would merge during a
 # phase are in one task and no task repeats another's work.  Each task hashes its outputs by the
 # next phase's signature into buckets, and task t of the next phase merges bucket t of every task
-# (a shuffle per phase): no generation passes through one process while it is split.
+# (a shuffle per phase): no generation passes through one process while it is split.  These are
+# the pure pieces; jobs/palago_transfer.py (SplitSweep) runs them as tasks and saves their buckets.
 
 # The fewest states a task advances: a nested Ray task has a fixed cost, which a piece's sweep over a
 # phase of several steps must outweigh (docs/benchmarks.md#palago-sweep-kernels).
@@ -1206,6 +1229,16 @@ class Generation:
                 dense[2, row, lo : hi + 1] = words.astype(np.float64).view(np.int64)
         return dense[0].view(np.uint64), dense[1], dense[2].view(np.float64)
 
+    def write(self, handle) -> None:
+        """Write the rows to an open binary file ``handle`` (numpy's npz), as ``read`` reads them."""
+        np.savez(handle, heads=self.heads, pool=self.pool)
+
+    @classmethod
+    def read(cls, data: bytes) -> Generation:
+        """The rows ``write`` wrote."""
+        with np.load(io.BytesIO(data)) as saved:
+            return cls(saved["heads"], saved["pool"])
+
     def take(self, rows: np.ndarray | slice) -> Generation:
         """These rows, their coefficients packed into a pool of their own."""
         heads = self.heads[rows]
@@ -1282,36 +1315,45 @@ def _merge_from(source, first, slots, target, count, used, n1):
 
 
 @njit(cache=True, nogil=True)
-def _merge_rows(heads, pool, n1):
-    """Rows of the generation (heads, pool) with equal keys summed (uint64 wraps, mod P adds mod P,
-    float64 adds, ranges widen); returns (the merged heads, their pool, how many rows)."""
-    size = 64
-    while size < 2 * heads.shape[0]:
-        size *= 2
-    slots = np.full(size, -1, dtype=np.int64)
-    out = np.zeros_like(heads)
-    out_pool = np.zeros(max(64, pool.shape[0]), dtype=np.int64)
+def _merge_piece(heads, pool, slots, out, out_pool, count, used, n1):
+    """The rows of one piece (heads, pool) summed into the merged rows ``out`` (found through
+    ``slots``, room for every row) and their pool, grown as needed; returns (out_pool, count,
+    used)."""
     source = (heads, pool, pool.view(np.uint64), pool.view(np.float64))
-    first, count, used = 0, 0, 0
+    first = 0
     while first < heads.shape[0]:
         out_pool = _with_room(out_pool, used, 3 * n1 + pool.shape[0] // 4)
         first, count, used = _merge_from(
             source, first, slots, (out, out_pool, out_pool.view(np.uint64), out_pool.view(np.float64)), count, used, n1
         )
-    return out, out_pool, count
+    return out_pool, count, used
+
+
+def merged_rows(pieces: list[Generation], n1: int) -> Generation:
+    """merge_generations's rows, read from each piece in place (no copy of them all together) and
+    left where the merge wrote them: a pool with holes (where a widened range moved), which the
+    sweep reads as it is.  For a task that sweeps them next (advance_piece)."""
+    pieces = [piece for piece in pieces if piece.rows]
+    if not pieces:
+        return _empty_generation()
+    rows = sum(piece.rows for piece in pieces)
+    size = 64
+    while size < 2 * rows:
+        size *= 2
+    slots = np.full(size, -1, dtype=np.int64)
+    out = np.zeros((rows, _HEAD), np.int64)
+    out_pool = np.zeros(max(64, sum(piece.pool.shape[0] for piece in pieces)), np.int64)
+    count, used = 0, 0
+    for piece in pieces:
+        out_pool, count, used = _merge_piece(piece.heads, piece.pool, slots, out, out_pool, count, used, n1)
+    return Generation(out[:count], out_pool)
 
 
 def merge_generations(pieces: list[Generation], n1: int) -> Generation:
     """One generation from ``pieces`` (of max_n + 1 = ``n1`` coefficients), rows with equal keys
     summed: the uint64 channel wraps, the mod-P channel adds mod P, float64 adds, ranges widen."""
-    pieces = [piece for piece in pieces if piece.rows]
-    if not pieces:
-        return _empty_generation()
-    starts = np.cumsum([0] + [piece.pool.shape[0] for piece in pieces[:-1]])
-    heads = np.concatenate([piece.heads for piece in pieces])
-    heads[:, _AT] += np.repeat(starts, [piece.rows for piece in pieces])
-    out, pool, count = _merge_rows(heads, np.concatenate([piece.pool for piece in pieces]), n1)
-    return Generation(*_compacted(out, pool, count))
+    merged = merged_rows(pieces, n1)
+    return Generation(*_compacted(merged.heads, merged.pool, merged.rows))
 
 
 def split_generation(generation: Generation, parts: int, height: int, steps: tuple[int, int]) -> list[Generation]:
@@ -1334,11 +1376,22 @@ def advance_piece(
     whose signatures no other task holds), sweep those steps and hash the output by the signature
     of the phase of rows ``following`` into ``buckets`` generations.  ``sweep``: (height, max_n,
     weighted, bound).  Returns (PieceSummary, bucket 0, ..., bucket buckets-1)."""
+    return advance_generation(sweep, c, rows, following, buckets, [merged_rows(list(pieces), sweep[1] + 1)])
+
+
+def advance_generation(
+    sweep: tuple, c: int, rows: tuple[int, int], following: tuple[int, int], buckets: int, source: list[Generation]
+) -> tuple:
+    """advance_piece's sweep and bucketing, from a generation whose keys are distinct already (one
+    saved bucket, or the merged pieces), handed over in the one-item list ``source``, which is
+    emptied: no reference is left to keep its rows once they are swept (an argument would stay
+    referenced by the caller until the call returns).  Returns (PieceSummary, bucket 0, ...,
+    bucket buckets-1)."""
+    merged = source.pop()
     height, n1 = sweep[0], sweep[1] + 1
-    merged = merge_generations(list(pieces), n1)
     stats = np.zeros(2, np.int64)
     done = (np.zeros(n1, np.uint64), np.zeros(n1, np.int64), np.zeros(n1, np.float64))
-    data, count, _, _ = _sweep_steps(
+    data, count, _, spare = _sweep_steps(
         sweep,
         stats,
         done,
@@ -1348,6 +1401,7 @@ def advance_piece(
         c * height + rows[1],
         _NO_SPARE,
     )
+    del merged, spare  # the swept rows and the buffers not holding the output: freed before the cut
     out = split_generation(Generation(data[0][:count], data[1]), buckets, height, following)
     return (PieceSummary(*done, stats, tuple(piece.rows for piece in out)), *out)
 
@@ -1356,78 +1410,6 @@ def _empty_generation() -> Generation:
     return Generation(np.zeros((0, _HEAD), np.int64), np.zeros(0, np.int64))
 
 
-def _tasks_for(states: int, parts: int, piece_states: int) -> int:
+def tasks_for(states: int, parts: int, piece_states: int) -> int:
     """Tasks for a phase of ``states`` states: at most ``parts``, each of at least piece_states."""
     return min(parts, states // piece_states)
-
-
-def _add_done(state: _SweepState, piece: PieceSummary) -> None:
-    """Add a piece's completed creatures to the sweep's (in place; each channel's own arithmetic)."""
-    state.done_w += piece.done_w  # wraps modulo 2^64
-    summed = state.done_p + piece.done_p  # both below P < 2^61: no overflow
-    state.done_p[:] = np.where(summed >= _P, summed - _P, summed)
-    state.done_f += piece.done_f
-
-
-def _sweep_spread(
-    sweep: tuple, state: _SweepState, stats: np.ndarray, saver: _Saver, tasks, parts: int, piece_states: int
-) -> _SweepState:
-    """Columns advanced as tasks, phase by phase, while the generation keeps at least 2
-    piece_states states at a column's end; returns the sweep gathered back into this process (or
-    finished).  Saves at a column's end as count_height does."""
-    height, n1 = sweep[0], sweep[1] + 1
-    live = state.generation_rows()
-    c, rows, k = state.c, live.rows, _tasks_for(live.rows, parts, piece_states)
-    steps = next_phase(height, height, rows, k)
-    groups = [[piece] for piece in split_generation(live, k, height, steps)]
-    while True:
-        following = next_phase(height, steps[1], rows, len(groups))
-        buckets = min(parts, 2 * len(groups))  # room for the next phase to use twice the tasks
-        phase = f"h{height:03d} column {c} rows {steps[0]}-{steps[1] - 1}"
-        outputs = [
-            tasks.submit(
-                advance_piece,
-                sweep,
-                c,
-                steps,
-                following,
-                buckets,
-                *group,
-                returns=buckets + 1,
-                name=f"{phase} part {t + 1}/{len(groups)}",
-            )
-            for t, group in enumerate(groups)
-        ]
-        summaries = tasks.get([output[0] for output in outputs])
-        for piece in summaries:
-            _add_done(state, piece)
-        peak, processed = sum(int(p.stats[0]) for p in summaries), sum(int(p.stats[1]) for p in summaries)
-        stats[0], stats[1] = max(stats[0], peak), stats[1] + processed
-        state.stats = np.array([max(state.stats[0], peak), state.stats[1] + processed], np.int64)
-        column_end = steps[1] == height
-        c += column_end
-        rows = sum(sum(piece.bucket_rows) for piece in summaries)
-        k = max(1, min(buckets, _tasks_for(rows, parts, piece_states)))  # a task per bucket at most
-        handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
-        if rows == 0 or (column_end and (k < 2 or saver.due())):
-            gathered = _gathered(state, tasks, handles, n1, c)
-            if rows == 0 or k < 2:
-                return gathered
-            saver.now(gathered)
-        # task t of the next phase merges buckets b with b * k // buckets == t of every task
-        groups = [[h for b in range(buckets) if b * k // buckets == t for h in handles[b]] for t in range(k)]
-        steps = following
-
-
-def _gathered(state: _SweepState, tasks, handles: list[list], n1: int, c: int) -> _SweepState:
-    """The split generation (``handles[b]``: bucket b of every piece) merged in this process."""
-    live = merge_generations(tasks.get([h for bucket in handles for h in bucket]), n1)
-    return _SweepState(
-        (live.heads, live.pool),
-        count=live.rows,
-        c=c,
-        done_w=state.done_w,
-        done_p=state.done_p,
-        done_f=state.done_f,
-        stats=state.stats,
-    )

@@ -27,7 +27,7 @@ from batchenum.pipeline.progress import Progress  # noqa: E402
 
 def main(out: str, shards: str, seconds: str, workers: str, ray_after: str = "0") -> None:
     job = ToyJob(shards=int(shards), seconds=float(seconds))
-    options = RunOptions(out_dir=out, workers=int(workers), ray_after=float(ray_after))
+    options = RunOptions(out=out, workers=int(workers), ray_after=float(ray_after))
     result = run_job(job, options, Progress("toy"))
     ran = {}
     for path in sorted(pathlib.Path(result.location, "_shards", "items").glob("*.parquet")):

@@ -70,7 +70,7 @@ def main(out: str) -> None:
 
     def run_without_retries() -> None:
         try:
-            run_job(job, RunOptions(out_dir=out, retries=0), Progress("palago", quiet=True))
+            run_job(job, RunOptions(out=out, retries=0), Progress("palago", quiet=True))
             events["error"] = None
         except PipelineError as error:
             events["error"] = str(error)
@@ -96,7 +96,7 @@ def main(out: str) -> None:
     (gate / "open").touch()
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    rerun = run_job(job, RunOptions(out_dir=out), Progress("palago", quiet=True))
+    rerun = run_job(job, RunOptions(out=out), Progress("palago", quiet=True))
     events["waited"] = wait_for_a_new_node(cluster, pathlib.Path(out) / "waits")
     counts = rerun.tables["creature_counts"]
     print(
@@ -144,7 +144,7 @@ def wait_for_a_new_node(cluster: Cluster, out: pathlib.Path) -> dict:
     outcome: dict = {}
 
     def run() -> None:
-        result = run_job(PalagoJob(max_n=22, shards=4), RunOptions(out_dir=str(out)), Progress("palago", stream=heard))
+        result = run_job(PalagoJob(max_n=22, shards=4), RunOptions(out=str(out)), Progress("palago", stream=heard))
         outcome["free"] = result.tables["creature_counts"].free.tolist()
 
     running = threading.Thread(target=run, daemon=True)

@@ -37,7 +37,7 @@ def main(out: str) -> None:
         events["removed_at"] = time.monotonic()
 
     threading.Thread(target=remove_node_mid_run, daemon=True).start()
-    result = run_job(PalagoJob(max_n=21, shards=48), RunOptions(out_dir=out), Progress("palago"))
+    result = run_job(PalagoJob(max_n=21, shards=48), RunOptions(out=out), Progress("palago"))
     events["finished_at"] = time.monotonic()
     counts = result.tables["creature_counts"]
     print(

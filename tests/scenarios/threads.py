@@ -28,7 +28,7 @@ def main(out: str, max_n: str, head_start: str) -> None:
         barrier.wait()
         started = time.monotonic()
         try:
-            options = RunOptions(out_dir=os.path.join(out, name), workers=2, head_start=head_start == "1")
+            options = RunOptions(out=os.path.join(out, name), workers=2, head_start=head_start == "1")
             result = run_job(PalagoJob.create(max_n=int(max_n), shards=32), options, Progress("palago", quiet=True))
             outcome = {"ok": True, "shards": result.shards}
         except Exception as error:  # the test reports it
