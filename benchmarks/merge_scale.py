@@ -55,7 +55,7 @@ class Overlapping(Job):
     def __init__(self, shards: int, rows: int):
         self.shards, self.rows = shards, rows
 
-    def params(self) -> dict:
+    def extra_params(self) -> dict:
         return {"shards": self.shards, "rows": self.rows}
 
     def plan(self, context: PlanContext) -> list[Shard]:
@@ -143,7 +143,7 @@ def run_merge(out: str, shards: int, rows: int, workers: int) -> dict:
                 stages.append((round(time.monotonic() - marks["merge"], 1), text[:70]))
             super().stage(text)
 
-    options = RunOptions(out_dir=out, workers=workers, head_start=False)
+    options = RunOptions(out=out, workers=workers, head_start=False)
     result = run_job(Overlapping(shards, rows), options, Marked("overlapping", stream=io.StringIO()))
     merge_seconds = time.monotonic() - marks["merge"]
     return {

@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="polyominoes-") as out:
         started = time.monotonic()
-        options = RunOptions(out_dir=out, workers=args.workers, head_start=False)
+        options = RunOptions(out=out, workers=args.workers, head_start=False)
         result = run_job(Polyominoes(n=args.n, seed=args.seed), options, Progress("polyominoes", stream=io.StringIO()))
         figures = {
             "n": args.n,

@@ -39,7 +39,7 @@ class Overlapping(Job):
         self.tables = (TableSpec("rows", COLUMNS, key=tuple(key), sort=tuple(sort)),)
         self.shards, self.rows, self.seed, self.nulls = shards, rows, seed, nulls
 
-    def params(self) -> dict:
+    def extra_params(self) -> dict:
         spec = self.tables[0]
         return {"key": spec.key, "sort": spec.sort, "shards": self.shards, "seed": self.seed, "nulls": self.nulls}
 
@@ -54,9 +54,10 @@ def shard_rows(k: int, rows: int, seed: int, nulls: bool = False) -> dict:
     rng = np.random.default_rng([seed, k])
     keys = rng.integers(k * rows // 2, k * rows // 2 + rows, rows)  # half of each range is the next shard's
     return {
-        "key": [None if nulls and value % 37 == 0 else int(value) for value in keys] if nulls else keys,
+        "key": keys,
         "score": rng.integers(0, 4, rows),
-        "payload": [f"s{k}-r{r}" for r in range(rows)],  # says where the row came from
+        # says where the row came from (null now and then, with ``nulls``)
+        "payload": [None if nulls and keys[r] % 37 == 0 else f"s{k}-r{r}" for r in range(rows)],
     }
 
 
@@ -87,7 +88,7 @@ def small_partitions(monkeypatch):
 )
 def test_a_merged_table_keeps_the_first_row_per_key_in_sort_order(tmp_path, small_partitions, key, sort):
     job = Overlapping(key, sort)
-    result = run_job(job, RunOptions(out_dir=str(tmp_path), serial=True), quiet())
+    result = run_job(job, RunOptions(out=str(tmp_path), serial=True), quiet())
     folder = tmp_path / "overlapping" / "rows"
     parts = sorted(folder.iterdir())
     assert len(parts) > 1  # several partitions, each a part
@@ -98,13 +99,13 @@ def test_a_merged_table_keeps_the_first_row_per_key_in_sort_order(tmp_path, smal
     assert not (tmp_path / "overlapping" / "_merge").exists()  # removed once the tables are committed
 
 
-@pytest.mark.parametrize("sort", [("key",), ("score",)])
+@pytest.mark.parametrize("sort", [("payload",), ("score",)])
 def test_null_keys_are_one_key_sorted_last_as_in_memory(tmp_path, small_partitions, sort):
-    job = Overlapping(("key",), sort, nulls=True)
-    run_job(job, RunOptions(out_dir=str(tmp_path), serial=True), quiet())
+    job = Overlapping(("payload",), sort, nulls=True)  # a string key, null in some rows
+    run_job(job, RunOptions(out=str(tmp_path), serial=True), quiet())
     found = pd.read_parquet(tmp_path / "overlapping" / "rows")
     expected = oracle(job)
-    assert found.key.isna().sum() == 1 and found.astype(str).equals(expected.astype(str))
+    assert found.payload.isna().sum() == 1 and found.astype(str).equals(expected.astype(str))
 
 
 def test_ray_tasks_and_the_drivers_threads_write_the_same_bytes(tmp_path, small_partitions, ray_session):
@@ -112,13 +113,13 @@ def test_ray_tasks_and_the_drivers_threads_write_the_same_bytes(tmp_path, small_
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
     job = Overlapping(("key",), ("score",))
-    run_job(job, RunOptions(out_dir=str(tmp_path / "serial"), serial=True), quiet())
-    run_job(job, RunOptions(out_dir=str(tmp_path / "ray"), serial=False, head_start=False), quiet())
+    run_job(job, RunOptions(out=str(tmp_path / "serial"), serial=True), quiet())
+    run_job(job, RunOptions(out=str(tmp_path / "ray"), serial=False, head_start=False), quiet())
     assert _table_bytes(tmp_path / "serial") == _table_bytes(tmp_path / "ray")
 
 
 def test_a_large_table_is_refused_in_memory_with_the_lazy_way(tmp_path):
-    result = run_job(Overlapping(rows=2000), RunOptions(out_dir=str(tmp_path), serial=True), quiet())
+    result = run_job(Overlapping(rows=2000), RunOptions(out=str(tmp_path), serial=True), quiet())
     table = result.tables["rows"]
     with pytest.raises(TableTooLargeError, match=r"table 'rows' takes .* MiB in memory \(\d[\d,]* rows\).*scan"):
         table.to_pandas(max_bytes=1000)
@@ -133,7 +134,7 @@ table_merge.MERGE_ROWS = 400
 from test_table_merge import Overlapping
 from batchenum.pipeline.execute import RunOptions, run_job
 from batchenum.pipeline.progress import Progress
-run_job(Overlapping({key!r}, {sort!r}), RunOptions(out_dir={out!r}, serial=True), Progress("overlapping"))
+run_job(Overlapping({key!r}, {sort!r}), RunOptions(out={out!r}, serial=True), Progress("overlapping"))
 """
 
 
@@ -174,7 +175,7 @@ def test_free_polyominoes_by_overlapping_seeds_are_counted_exactly(tmp_path, mon
 
     monkeypatch.setattr("batchenum.pipeline.table_merge.MERGE_ROWS", 1000)
     job = Polyominoes(n=9, seed=4)
-    result = run_job(job, RunOptions(out_dir=str(tmp_path), serial=True), quiet())
+    result = run_job(job, RunOptions(out=str(tmp_path), serial=True), quiet())
     first: dict[str, str] = {}
     for shard in job.plan(PlanContext()):
         for key, seed in zip(*job.run_shard(shard).tables["forms"].values()):
