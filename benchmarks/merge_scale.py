@@ -70,7 +70,8 @@ class Overlapping(Job):
 
 def _hwm(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM"))
+        found = [int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM")]
+    return found[0] if found else 0  # a process exiting has no memory left to show
 
 
 def _reset_hwm(pid: int) -> None:
