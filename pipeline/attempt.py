@@ -17,11 +17,13 @@ from batchenum.pipeline.job import Job, Shard, ShardContext, ShardResult
 from batchenum.pipeline.shard_store import ShardStore
 from batchenum.pipeline.tasks import ShardTasks
 
-__all__ = ["Attempt", "CodeMismatchError", "run_attempt", "INPUT_FINGERPRINT", "RETRY"]
+__all__ = ["Attempt", "CodeMismatchError", "run_attempt", "recorded_children", "INPUT_FINGERPRINT", "RETRY", "CHILDREN"]
 
-# The names under which a shard's recorded stats keep its input's checksum and its records to retry.
+# The names under which a shard's recorded stats keep its input's checksum, its records to retry
+# and the shards it handed back (``ShardResult.children``, as ``[id, spec]`` pairs).
 INPUT_FINGERPRINT = "input_fingerprint"
 RETRY = "retry"
+CHILDREN = "children"
 
 
 class CodeMismatchError(PipelineError):
@@ -37,6 +39,7 @@ class Attempt:
     input_changed: the committed shard was checked and its input had changed: it was computed again.
     retried:       how many of the committed shard's records were computed again (``ShardResult.retry``).
     records:       the input records it read (its ``records`` stat), for progress; None when it read none.
+    children:      the shards it handed back (``ShardResult.children``), for the run to compute.
     """
 
     node: str
@@ -44,6 +47,7 @@ class Attempt:
     input_changed: bool = False
     retried: int = 0
     records: int | None = None
+    children: tuple[Shard, ...] = ()
 
 
 def run_attempt(
@@ -93,7 +97,18 @@ def run_attempt(
     )
     if context.used_checkpoint is not None:
         context.used_checkpoint.clear()  # the committed shard supersedes it
-    return Attempt(node, input_changed=verify and not retry, retried=len(retry), records=result.stats.get("records"))
+    return Attempt(
+        node,
+        input_changed=verify and not retry,
+        retried=len(retry),
+        records=result.stats.get("records"),
+        children=tuple(result.children),
+    )
+
+
+def recorded_children(stats: dict) -> list[Shard]:
+    """The shards a committed shard handed back, from its recorded stats."""
+    return [Shard(shard_id, spec) for shard_id, spec in stats.get(CHILDREN) or []]
 
 
 def _run_shard(job: Job, shard: Shard, context: ShardContext) -> ShardResult:
@@ -114,6 +129,8 @@ def _recorded_stats(
     """The stats a shard's files record: the job's counts, its records to retry and its input's
     checksum (computed here when the job did not return it), then where and when it ran."""
     stats: dict = {**result.stats, RETRY: result.retry} if result.retry else dict(result.stats)
+    if result.children:
+        stats[CHILDREN] = [[child.id, dict(child.spec)] for child in result.children]
     fingerprint = result.input_fingerprint or fingerprint
     if fingerprint is None and job.inputs():
         fingerprint = job.input_fingerprint(shard)

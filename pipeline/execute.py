@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt
+from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt, recorded_children
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.job import Job, Shard, StreamedTable
@@ -101,11 +101,14 @@ def _run_leased(job: Job, store: ShardStore, options: RunOptions, progress: Prog
 def _run_holding_the_folder(
     job: Job, store: ShardStore, executor: Executor, progress: Progress, started: float
 ) -> RunResult:
-    shards = _plan(job, store, executor, progress)
-    store.write_plan(shards, {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()})
+    planned = _plan(job, store, executor, progress)
+    run = {"started_at": round(time.time(), 3), "host": socket.gethostname(), "pid": os.getpid()}
+    store.write_plan(planned, run)
+    children: dict[str, tuple[Shard, ...]] = {}  # shards handed back, by the id of the shard that did
     pending, reused, damaged, code_changed, (params_changed, params_change) = _partition_committed(
-        job, store, shards, progress
+        job, store, planned, progress, children
     )
+    shards = _tree_order(planned, children)
     verify = frozenset(shard.id for shard in reused if job.inputs())
     pending += [shard for shard in reused if shard.id in verify]
     reused = len(reused) - len(verify)
@@ -115,8 +118,13 @@ def _run_holding_the_folder(
         + f", {len(pending) - len(verify)} to compute"
         + (f" ({len(damaged)} damaged or stale, recomputed)" if damaged else "")
     )
-    nodes, still_current, changed = _compute(job, store, pending, len(shards), reused, executor, progress, verify)
+    nodes, still_current, changed = _compute(
+        job, store, pending, len(shards), reused, executor, progress, verify, children
+    )
     reused += still_current
+    if children:
+        shards = _tree_order(planned, children)
+        store.write_plan(shards, run)  # so that status counts the handed-back shards too
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
     if not _merge_wants_ray(job, rows):
@@ -302,15 +310,23 @@ def _check_complete(
     return totals, rows, by_shard, fingerprints
 
 
-def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progress: Progress):
+def _partition_committed(
+    job: Job, store: ShardStore, shards: list[Shard], progress: Progress, children: dict[str, tuple[Shard, ...]]
+):
     """Split shards into those to compute and those committed with matching provenance; also the
-    ids of the committed shards not reused, and of those among them that other code computed."""
+    ids of the committed shards not reused, and of those among them that other code computed.  The
+    shards a committed one handed back (``Job.hands_back``) are checked in turn and recorded in
+    ``children``."""
     tables = _shard_tables(job)
     pending, damaged, other_runs, code_changed = [], [], [], []
     changes: dict[str, None] = {}  # how the parameters changed, each way once, in shard order
-    for shard in shards:
+    shards = list(shards)
+    for shard in shards:  # grows with the shards committed ones handed back
         problem = store.check_shard(shard, tables)
         if problem is None:
+            if job.hands_back:
+                children[shard.id] = tuple(recorded_children(store.recorded_stats(shard)))
+                shards += children[shard.id]
             continue
         pending.append(shard)
         if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
@@ -322,21 +338,41 @@ def _partition_committed(job: Job, store: ShardStore, shards: list[Shard], progr
             damaged.append(shard.id)
             if len(damaged) <= _DAMAGE_LINES:
                 progress.stage(f"shard {shard.id} will be recomputed: {problem}")
-    if len(damaged) > _DAMAGE_LINES:
-        progress.stage(f"... and {len(damaged) - _DAMAGE_LINES} more damaged or stale shards")
     params_change = "; ".join(changes)
+    _say_why_recomputed(progress, len(damaged), len(other_runs), params_change, len(code_changed))
+    pending_ids = {shard.id for shard in pending}
+    committed = [shard for shard in shards if shard.id not in pending_ids]
+    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
+
+
+def _say_why_recomputed(
+    progress: Progress, damaged: int, other_runs: int, params_change: str, code_changed: int
+) -> None:
+    """The lines that say why committed shards are computed again (the first damaged ones were
+    named one by one already)."""
+    if damaged > _DAMAGE_LINES:
+        progress.stage(f"... and {damaged - _DAMAGE_LINES} more damaged or stale shards")
     if other_runs:
-        counted = "1 shard was" if len(other_runs) == 1 else f"{len(other_runs)} shards were"
+        counted = "1 shard was" if other_runs == 1 else f"{other_runs} shards were"
         progress.stage(
             f"{counted} committed with other parameters ({params_change}: a change of parameters, not damage); "
             "computing them anew"
         )
     if code_changed:
-        counted = "1 shard was" if len(code_changed) == 1 else f"{len(code_changed)} shards were"
+        counted = "1 shard was" if code_changed == 1 else f"{code_changed} shards were"
         progress.stage(f"{counted} computed by other code (the job's code changed since); computing them anew")
-    pending_ids = {shard.id for shard in pending}
-    committed = [shard for shard in shards if shard.id not in pending_ids]
-    return pending, committed, damaged + other_runs + code_changed, code_changed, (other_runs, params_change)
+
+
+def _tree_order(planned: list[Shard], children: dict[str, tuple[Shard, ...]]) -> list[Shard]:
+    """The planned shards, each followed by the shards it handed back (and theirs), whatever order
+    they finished in."""
+    ordered: list[Shard] = []
+    stack = list(reversed(planned))
+    while stack:
+        shard = stack.pop()
+        ordered.append(shard)
+        stack += reversed(children.get(shard.id, ()))
+    return ordered
 
 
 def _committed_shards(store: ShardStore, tables: list[str]) -> int | None:
@@ -369,10 +405,11 @@ def _compute(
     executor: Executor,
     progress: Progress,
     verify: frozenset,
+    children: dict[str, tuple[Shard, ...]],
 ) -> tuple[dict[str, str], int, list[str]]:
-    """Compute the pending shards (checking those in ``verify`` against their input first);
-    returns {shard id: the node it ran on}, how many checked shards were reused, and the ids of
-    those whose input had changed."""
+    """Compute the pending shards (checking those in ``verify`` against their input first), and
+    those they hand back (recorded in ``children``); returns {shard id: the node it ran on}, how
+    many checked shards were reused, and the ids of those whose input had changed."""
     nodes: dict[str, str] = {}
     still_current = [0]  # checked against their input and reused
     changed: list[str] = []
@@ -383,6 +420,9 @@ def _compute(
     def on_done(shard: Shard, attempt: Attempt) -> None:  # called from the driver's threads too
         with lock:
             nodes[shard.id] = attempt.node
+            if attempt.children:
+                children[shard.id] = attempt.children
+                progress.add_shards(len(attempt.children))
             if attempt.retried:
                 progress.stage(
                     f"shard {shard.id}: {attempt.retried} records whose outcome depended on the run "

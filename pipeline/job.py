@@ -119,12 +119,16 @@ class ShardResult:
                        value), or None: the pipeline then computes it when the job reads input.
     retry:             records whose outcome depended on the run (a timeout): a rerun recomputes
                        only them (``ShardContext.retry``).
+    children:          shards this one hands back, the work it left undone (a search tree's
+                       unexplored subtrees): the run computes them too, and a rerun finds them in
+                       the shard's recorded stats, so that they need no plan of their own.
     """
 
     tables: ShardOutput
     stats: dict[str, int] = field(default_factory=dict)
     input_fingerprint: str | None = None
     retry: list = field(default_factory=list)
+    children: list[Shard] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,12 @@ class Job:
     # Tables shards write (and the merge reads); default: all declared tables.  Tables that only
     # finalize produces are declared too, so that they are written with their types.
     shard_tables: tuple[str, ...] = ()
+    # Whether a shard may hand back shards of its own (``ShardResult.children``): a rerun then reads
+    # each committed shard's recorded children to check them too (one more footer read a shard).
+    hands_back: bool = False
+    # Whether run_shard holds the GIL (pure Python): the head start then computes shards in forked
+    # processes of the driver, not threads that would share one core (docs/design.md, the head start).
+    holds_gil: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -160,6 +160,14 @@ class Progress:
             if self._ticker is None and not self.quiet:
                 self._ticker = _start_ticker(self)
 
+    def add_shards(self, count: int) -> None:
+        """``count`` more shards to compute: handed back by a shard that finished."""
+        with self._lock:
+            self._total += count
+            if self._bar is not None:
+                self._bar.total = self._total
+                self._bar.refresh()
+
     def shard_done(self, records: int | None = None) -> None:
         """One more shard done; ``records``: how many input records it read, when it reads any."""
         with self._lock:

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import multiprocessing
 import os
 import re
 import secrets
@@ -33,6 +34,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,11 +157,17 @@ class Executor:
         verify: frozenset = frozenset(),
         release: bool = True,
     ) -> None:
-        """Run ``shards`` (those in ``verify`` are committed: check their input first), calling
-        ``on_done`` as each finishes, from whichever thread ran it.  ``release``: give up the private
-        Ray at the end (else the caller does, with ``ray.release()``, once the merge needs it no more)."""
+        """Run ``shards`` (those in ``verify`` are committed: check their input first), and the
+        shards they hand back (``Attempt.children``), calling ``on_done`` as each finishes, from
+        whichever thread ran it.  ``release``: give up the private Ray at the end (else the caller
+        does, with ``ray.release()``, once the merge needs it no more)."""
         queue = ShardQueue(shards)
-        here = _InDriver(job, store, verify, on_done)
+
+        def done(shard: Shard, attempt: Attempt) -> None:
+            queue.finished(attempt.children)
+            on_done(shard, attempt)
+
+        here = _InDriver(job, store, verify, done)
         # a private Ray this process already connected (another run's, or a test session's) is used at once
         head_start = self.options.head_start and self.ray.private and not (self.ray.connected or self.ray.shared_up)
         try:
@@ -169,16 +177,31 @@ class Executor:
             elif head_start and len(queue) == 1:
                 # starting a private Ray takes seconds that one shard cannot win back
                 self.say("one shard to compute: computing it here, without starting Ray")
-                here.run(queue)
+                here.run(queue, one=True)
+                if queue:
+                    self.say(
+                        f"it handed back {len(queue)} shards: computing them here; a local Ray starts if much work is left"
+                    )
+                    self._head_start(queue, here)
             elif head_start:
                 self.say("computing shards here; a local Ray starts if much work is left")
                 self._head_start(queue, here)
             else:
                 self.say(f"computing on {self.ray.connect()}")
-                self.ray.run_shards(job, queue.front(), store, on_done, verify, self.say)
+                self.ray.run_shards(job, queue.front(), store, done, verify, self.say)
+            self._finish_handed_back(queue, here)
         finally:
             if release:
                 self.ray.release()  # in the background: the driver writes its tables meanwhile
+
+    def _finish_handed_back(self, queue: ShardQueue, here: _InDriver) -> None:
+        """Shards handed back after the workers stopped taking (a driver thread's, once Ray took
+        over): on the Ray, if connected, else here."""
+        while queue:
+            if self.ray.connected:
+                self.ray.run_shards(here.job, queue.front(), here.store, here.on_done, here.verify, self.say)
+            else:
+                here.run(queue)
 
     def _head_start(self, queue: ShardQueue, here: _InDriver) -> None:
         """The driver's threads take shards from the end.  A private Ray is started only once they
@@ -216,7 +239,8 @@ class Executor:
                 return False
             elapsed = time.monotonic() - started
             left = here.seconds_left(len(queue), threads)
-            busy = (time.process_time() - cpu_started) / max(elapsed, 1e-3) / threads
+            # shards in processes of the driver's keep its CPUs busy, though not this process
+            busy = 1.0 if here.in_processes else (time.process_time() - cpu_started) / max(elapsed, 1e-3) / threads
             if (elapsed if left is None else left) > self.options.ray_after and (
                 busy < RAY_WHEN_BUSY or not self.options.ray_after
             ):
@@ -246,36 +270,75 @@ class Executor:
 
 
 class ShardQueue:
-    """The shards left to run, shared by the driver's threads (from the end) and Ray (the front)."""
+    """The shards left to run, shared by the driver's threads (from the end) and Ray (the front).
+    A shard may hand others back when it finishes (``finished``): the threads wait for them while
+    any shard is running, and ``front`` gives them as they come."""
 
     def __init__(self, shards: Iterable[Shard]):
         self._shards = deque(shards)
-        self._lock = threading.Lock()
+        self._running = 0  # taken, not yet finished
+        self._changed = threading.Condition()
 
     def __len__(self) -> int:
         return len(self._shards)
 
     def pop_front(self) -> Shard | None:
-        with self._lock:
-            return self._shards.popleft() if self._shards else None
+        with self._changed:
+            return self._take(self._shards.popleft) if self._shards else None
 
     def pop_back(self) -> Shard | None:
-        with self._lock:
-            return self._shards.pop() if self._shards else None
+        with self._changed:
+            return self._take(self._shards.pop) if self._shards else None
 
-    def front(self, until: Callable[[], bool] = lambda: False) -> Iterator[Shard]:
+    def wait_back(self, stop: Callable[[], bool]) -> Shard | None:
+        """A shard from the end; while none is left but some are running (and may hand back
+        more), wait for them; None once none is left and none runs, or ``stop()``."""
+        with self._changed:
+            while not self._shards and self._running and not stop():
+                self._changed.wait(0.05)
+            return self._take(self._shards.pop) if self._shards and not stop() else None
+
+    def _take(self, pop: Callable[[], Shard]) -> Shard:
+        self._running += 1
+        return pop()
+
+    def finished(self, handed_back: Iterable[Shard] = ()) -> None:
+        """A taken shard is done; the shards it handed back join the front of the queue, so that
+        a tree's split work starts before the plan's last subtrees."""
+        with self._changed:
+            self._running -= 1
+            self._shards.extendleft(reversed(list(handed_back)))
+            self._changed.notify_all()
+
+    def front(self, until: Callable[[], bool] = lambda: False) -> _Front:
         """Shards from the front, one at a time as they are asked for, until none is left or
-        ``until()`` is true."""
-        while not until():
-            shard = self.pop_front()
-            if shard is None:
-                return
-            yield shard
+        ``until()`` is true; shards handed back later are given by the same iterator."""
+        return _Front(self, until)
+
+
+class _Front:
+    """``ShardQueue.front``: an iterator that stops when the queue is empty, and gives again once
+    shards are handed back (a generator would stay exhausted)."""
+
+    def __init__(self, queue: ShardQueue, until: Callable[[], bool]):
+        self._queue = queue
+        self._until = until
+
+    def __iter__(self) -> _Front:
+        return self
+
+    def __next__(self) -> Shard:
+        shard = None if self._until() else self._queue.pop_front()
+        if shard is None:
+            raise StopIteration
+        return shard
 
 
 class _InDriver:
     """Shards computed in this process, named as the driver's: in this thread (``run``), or in
-    threads taking from the end of the queue (``start``, then ``join``)."""
+    threads taking from the end of the queue (``start``, then ``join``).  A job whose shards hold
+    the GIL (``Job.holds_gil``) has each thread's shards computed in a forked process of its own,
+    so that pure Python gets every core without waiting for Ray."""
 
     def __init__(self, job: Job, store: ShardStore, verify: frozenset, on_done: OnDone):
         self.job = job
@@ -284,6 +347,11 @@ class _InDriver:
         self.on_done = on_done
         self._failures: list[BaseException] = []
         self._seconds: list[float] = []  # of each shard the threads finished
+        self._processes: ProcessPoolExecutor | None = None
+
+    @property
+    def in_processes(self) -> bool:
+        return self._processes is not None
 
     def seconds_left(self, shards: int, threads: int) -> float | None:
         """Wall seconds the threads would take for ``shards`` more, at their mean so far; None
@@ -294,11 +362,19 @@ class _InDriver:
     def failed(self) -> bool:
         return bool(self._failures)
 
-    def run(self, queue: ShardQueue) -> None:
+    def run(self, queue: ShardQueue, one: bool = False) -> None:
+        """Shards from the front in this thread (the shards they hand back included), or ``one``."""
         for shard in queue.front():
             self.on_done(shard, self._attempt(shard))
+            if one:
+                return
 
     def start(self, queue: ShardQueue, threads: int, stop: threading.Event) -> list[threading.Thread]:
+        if self.job.holds_gil and threads > 1:
+            # forked, so that a job defined in a script or a notebook needs no pickling by value; a
+            # lock another driver thread (the lease's heartbeat) held at the fork stays held in the
+            # child, so the workers are forked once, as the threads start
+            self._processes = ProcessPoolExecutor(threads, mp_context=multiprocessing.get_context("fork"))
         started = [
             threading.Thread(
                 target=self._take_from_the_end, args=(queue, stop), daemon=True, name=f"batchenum-compute-{k}"
@@ -313,12 +389,15 @@ class _InDriver:
         """Wait for the threads; raise the first failure one of them met."""
         for thread in threads:
             thread.join()
+        if self._processes is not None:
+            self._processes.shutdown(cancel_futures=True)
+            self._processes = None
         if self._failures:
             raise self._failures[0]
 
     def _take_from_the_end(self, queue: ShardQueue, stop: threading.Event) -> None:
         while not stop.is_set() and not self._failures:
-            shard = queue.pop_back()
+            shard = queue.wait_back(lambda: stop.is_set() or bool(self._failures))
             if shard is None:
                 return
             started = time.monotonic()
@@ -332,10 +411,11 @@ class _InDriver:
 
     def _attempt(self, shard: Shard) -> Attempt:
         """Run a shard here, turning its exception into one that names it."""
+        args = (self.job, shard, self.store, f"{socket.gethostname()} (the driver)", shard.id in self.verify)
         try:
-            return run_attempt(
-                self.job, shard, self.store, f"{socket.gethostname()} (the driver)", shard.id in self.verify
-            )
+            if self._processes is not None and threading.current_thread() is not threading.main_thread():
+                return self._processes.submit(run_attempt, *args).result()
+            return run_attempt(*args)
         except RunStoppedError:
             raise
         except Exception as error:

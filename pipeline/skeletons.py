@@ -7,16 +7,18 @@ JSONL and Parquet; an ``answers`` table, an ``errors`` table with reasons, read 
 rejected.
 
 ``TreeJob``: the leaves of a search tree, given its root, a children function and a leaf test.
-The tree is cut into subtrees by prefix at a depth sized from the run's CPUs (each worker
-recomputes the frontier, so a shard is just an index); leaves are counted, and with a canonical
-``key`` also catalogued, deduplicated by key.
+A shard is a node of the tree, named by its path of child indices from the root; it explores at
+most a budget of nodes, then hands its unexplored subtrees back as new shards (``ShardResult.
+children``), so the split follows the tree, never the cluster.  Leaves are counted, and with a
+canonical ``key`` also catalogued, deduplicated by key.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterable
+import sys
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -121,24 +123,42 @@ LEAVES = TableSpec(
     key=("key",),
     sort=("key",),
 )
+# Nodes a shard explores before it hands its unexplored subtrees back, unless --budget says
+# otherwise: a pure-Python shard of a few seconds, against its commit's tens of milliseconds
+# (docs/jobs.md, "Choosing the budget").
+DEFAULT_BUDGET = 1_000_000
+
+
+def path_id(path: tuple[int, ...] | list[int]) -> str:
+    """The id of the shard at ``path`` (child indices from the root): ``t``, then each index as its
+    digit count (a letter: ``a`` for one digit) and its digits, so that ids sort in the tree's
+    preorder: ``path_id((0, 3, 12)) == "t-a0-a3-b12"``."""
+    return "-".join(["t", *(chr(ord("a") + len(str(i)) - 1) + str(i) for i in path)])
 
 
 class TreeJob(Job):
     """The leaves of a search tree: count them, and with ``key`` catalogue them, one row per key.
 
-    Write ``root()``, ``children(node)`` (the nodes below ``node``) and ``is_leaf(node)`` (a node
-    that counts; default: one without children).  Define ``key(leaf)``, a canonical form as a
-    string (the same for leaves equal under the symmetry you quotient by), to have every distinct
-    leaf written to the ``leaves`` table (key, and the leaf as ``repr``), deduplicated by key.
-    Nodes may be any Python values: shards hold only an index, and every worker walks the tree
-    down to the cut itself, so ``root``, ``children`` and ``is_leaf`` must be deterministic.
+    Write ``root()``, ``children(node)`` (the nodes below ``node``, a list in a fixed order) and
+    ``is_leaf(node)`` (a node that counts; default: one without children).  Define ``key(leaf)``, a
+    canonical form as a string (the same for leaves equal under the symmetry you quotient by), to
+    have every distinct leaf written to the ``leaves`` table (key, and the leaf as ``repr``),
+    deduplicated by key.  Define ``count_subtree(node)`` to count a whole subtree at once (a
+    compiled kernel below some depth).  Nodes may be any Python values: a shard holds only its
+    path, and every worker walks down to it itself, so ``root``, ``children`` and ``is_leaf`` must
+    be deterministic.
 
-    Tables: ``partial`` (leaves and nodes below each shard), ``counts`` (one row: leaves, nodes,
-    distinct keys, 0 without ``key``), ``leaves`` (with ``key``).  ``split_depth`` cuts the tree
-    at that depth; default: the first depth with at least ``SUBTREES_PER_CPU`` subtrees per CPU.
+    The plan cuts the tree at the first depth with at least ``PLAN_SUBTREES`` nodes (whatever the
+    cluster; ``split_depth`` chooses the depth): one shard per node there, and shard ``t`` for the
+    nodes above.  A shard explores at most ``budget`` nodes of its subtree, depth first, then hands
+    the subtrees it has not entered back as shards of their own (docs/jobs.md, "How the tree is
+    split").  Tables: ``partial`` (leaves and nodes each shard explored), ``counts`` (one row:
+    leaves, nodes, distinct keys, 0 without ``key``), ``leaves`` (with ``key``).
     """
 
-    SUBTREES_PER_CPU = 16
+    hands_back = True
+    holds_gil = True  # Python callbacks on every node
+    PLAN_SUBTREES = 16
     MAX_SPLIT_DEPTH = 12
     split_depth: Param[int | None] = Param(
         int,
@@ -146,13 +166,23 @@ class TreeJob(Job):
         low=0,
         recorded=False,
         metavar="D",
-        help="cut the tree into subtrees at this depth (default: the first depth with at least 16 "
-        "subtrees per CPU of the run)",
+        help=f"cut the tree at this depth (default: the first depth with at least {PLAN_SUBTREES} nodes)",
+    )
+    budget = Param(
+        int,
+        default=DEFAULT_BUDGET,
+        low=0,
+        recorded=False,
+        metavar="NODES",
+        help="nodes a shard explores before it hands its unexplored subtrees back as new shards "
+        "(0: no budget, a shard explores its whole subtree)",
     )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         catalogue = cls.key is not TreeJob.key
+        if catalogue and cls.count_subtree is not TreeJob.count_subtree:
+            raise TypeError(f"{cls.__name__}: count_subtree counts without cataloguing; drop it or drop key")
         cls.tables = (PARTIAL, COUNTS, LEAVES) if catalogue else (PARTIAL, COUNTS)
         cls.shard_tables = ("partial", "leaves") if catalogue else ("partial",)
 
@@ -169,59 +199,139 @@ class TreeJob(Job):
         """A canonical key for a leaf (define it to catalogue the leaves)."""
         raise NotImplementedError
 
-    def _cut(self, depth: int) -> tuple[list[Any], int, int, list[Any]]:
-        """The frontier at ``depth`` (nodes at that depth, in children order), and the leaves,
-        nodes and catalogued leaves above it."""
-        frontier, leaves, nodes, found = [self.root()], 0, 0, []
-        for _ in range(depth):
-            below: list[Any] = []
-            for node in frontier:
-                nodes += 1
-                if self.is_leaf(node):
-                    leaves += 1
-                    found.append(node)
-                else:
-                    below.extend(self.children(node))
-            frontier = below
-        return frontier, leaves, nodes, found
+    def count_subtree(self, node: Any) -> tuple[int, int] | None:
+        """``(leaves, nodes)`` of the whole subtree under ``node`` (itself included), counted at
+        once, or None to have the skeleton walk it.  Define it to put a compiled kernel under the
+        nodes below some depth; the walk calls it on every node it enters (not for shard ``t``)."""
+        return None
 
     def plan(self, context: PlanContext) -> list[Shard]:
-        depth = self.split_depth
-        if depth is None:
-            wanted = self.SUBTREES_PER_CPU * (context.cpus or os.cpu_count() or 1)
-            depth = 0
-            while depth < self.MAX_SPLIT_DEPTH and len(self._cut(depth)[0]) < wanted:
-                depth += 1
-        count = max(1, min(len(self._cut(depth)[0]), self.SUBTREES_PER_CPU * (context.cpus or os.cpu_count() or 1)))
-        return [
-            Shard(f"d{depth:02d}-s{index:04d}", {"depth": depth, "index": index, "count": count})
-            for index in range(count)
-        ]
+        depth, paths = self._cut()
+        top = [Shard(path_id(()), {"path": [], "above": depth})] if depth else []
+        return top + [self._shard(path) for path in paths]
+
+    def _shard(self, path: tuple[int, ...]) -> Shard:
+        return Shard(path_id(path), {"path": list(path), "budget": self.budget})
+
+    def _cut(self) -> tuple[int, list[tuple[int, ...]]]:
+        """The depth of the cut and the paths of its nodes, in tree order: the tree walked once,
+        level by level, from the root down to ``split_depth``, or to the first level with at
+        least ``PLAN_SUBTREES`` nodes (a tree that has none: its widest level)."""
+        level: list[tuple[tuple[int, ...], Any]] = [((), self.root())]
+        depth, widest = 0, (0, level)
+        while self._deeper(depth, len(level)):
+            level = [
+                ((*path, index), child)
+                for path, node in level
+                if not self.is_leaf(node)
+                for index, child in enumerate(self.children(node))
+            ]
+            if not level:
+                break
+            depth += 1
+            if len(level) > len(widest[1]) or self.split_depth is not None:
+                widest = (depth, level)
+        return widest[0], [path for path, _ in widest[1]]
+
+    def _deeper(self, depth: int, nodes: int) -> bool:
+        if self.split_depth is not None:
+            return depth < self.split_depth
+        return nodes < self.PLAN_SUBTREES and depth < self.MAX_SPLIT_DEPTH
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
-        """Every ``count``-th subtree of the cut from ``index`` on; shard 0 also counts the nodes
-        and leaves above the cut."""
-        spec = shard.spec
-        frontier, leaves, nodes, found = self._cut(spec["depth"])
-        if spec["index"]:
-            leaves, nodes, found = 0, 0, []
-        for start in frontier[spec["index"] :: spec["count"]]:
-            stack = [start]
-            while stack:
-                node = stack.pop()
+        """Shard ``t`` of a cut counts the nodes above it; any other explores the subtree at its
+        path (from node ``from`` on, for the rest of a subtree a shard began), up to its budget,
+        and hands back what it did not explore as children."""
+        spec, started = shard.spec, time.process_time()
+        found: dict[str, str] | None = {} if "leaves" in self.shard_tables else None
+        children: list[Shard] = []
+        if "above" in spec:
+            leaves, nodes = self._above(spec["above"], found)
+        else:
+            path, budget = tuple(spec["path"]), spec["budget"]
+            leaves, nodes, stopped = self._explore(self._stack(path, tuple(spec.get("from", ()))), budget, found)
+            if stopped:
+                children = _handed_back(stopped, path, budget)
+        tables: dict[str, Any] = {"partial": {"shard": [shard.id], "leaves": [leaves], "nodes": [nodes]}}
+        if found is not None:
+            tables["leaves"] = {"key": list(found), "leaf": list(found.values())}
+        # the CPU the walk took, beside the recorded wall seconds that a busy machine stretches
+        cpu_ms = round(1000 * (time.process_time() - started))
+        return ShardResult(tables, {"leaves": leaves, "nodes": nodes, "cpu_ms": cpu_ms}, children=children)
+
+    def _stack(self, path: tuple[int, ...], start: tuple[int, ...]) -> list[Iterator[Any]]:
+        """The walk's stack at the node at ``path``, or, given ``start`` (a path below it), where
+        an earlier walk stopped: one iterator per level, each past the nodes already explored,
+        the top one at ``start``'s node."""
+        node = self._node_at(path)
+        stack = [iter([node])]
+        if not start:
+            return stack
+        next(stack[0])  # entered by the shard that stopped
+        for depth, index in enumerate(start):
+            below = _as_list(self.children(node))
+            level = iter(below)
+            level.__setstate__(index if depth == len(start) - 1 else index + 1)  # type: ignore[attr-defined]
+            stack.append(level)
+            node = below[index]
+        return stack
+
+    def _node_at(self, path: tuple[int, ...]) -> Any:
+        node = self.root()
+        for index in path:
+            node = _as_list(self.children(node))[index]
+        return node
+
+    def _above(self, depth: int, found: dict[str, str] | None) -> tuple[int, int]:
+        """Leaves and nodes above ``depth`` (the cut), level by level as the plan walked them."""
+        level, leaves, nodes = [self.root()], 0, 0
+        for _ in range(depth):
+            below: list[Any] = []
+            for node in level:
                 nodes += 1
                 if self.is_leaf(node):
                     leaves += 1
-                    found.append(node)
+                    if found is not None:
+                        found.setdefault(self.key(node), repr(node))
                 else:
-                    stack.extend(self.children(node))
-        tables: dict[str, Any] = {"partial": {"shard": [shard.id], "leaves": [leaves], "nodes": [nodes]}}
-        if "leaves" in self.shard_tables:
-            keyed: dict[Any, Any] = {}
-            for leaf in found:
-                keyed.setdefault(self.key(leaf), repr(leaf))
-            tables["leaves"] = {"key": list(keyed), "leaf": list(keyed.values())}
-        return ShardResult(tables)
+                    below.extend(self.children(node))
+            level = below
+        return leaves, nodes
+
+    def _explore(
+        self, stack: list[Iterator[Any]], budget: int, found: dict[str, str] | None
+    ) -> tuple[int, int, list[Iterator[Any]]]:
+        """Leaves and nodes the walk on ``stack`` explores, depth first, until ``budget`` nodes (0:
+        no limit), and the stack where it stopped (empty when it finished).  One iterator per level
+        holds O(depth) lists of children; a leaf is counted, or with ``found`` its key kept once,
+        never listed."""
+        is_leaf, children, key = self.is_leaf, self.children, self.key
+        whole = self.count_subtree if type(self).count_subtree is not TreeJob.count_subtree else None
+        limit = budget or sys.maxsize
+        leaves = nodes = 0
+        while stack:
+            for node in stack[-1]:
+                if nodes >= limit:
+                    return leaves, nodes, stack
+                if whole is not None:
+                    counted = whole(node)
+                    if counted is not None:
+                        leaves, nodes = leaves + counted[0], nodes + counted[1]
+                        continue
+                nodes += 1
+                if is_leaf(node):
+                    leaves += 1
+                    if found is not None:
+                        leaf_key = key(node)
+                        if leaf_key not in found:
+                            found[leaf_key] = repr(node)
+                else:
+                    below = children(node)
+                    stack.append(iter(below if below.__class__ is list else list(below)))
+                    break
+            else:
+                stack.pop()
+        return leaves, nodes, []
 
     def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
         """``counts`` from the merged tables, read lazily: two columns of ``partial`` and the row
@@ -239,3 +349,33 @@ class TreeJob(Job):
         row = tables["counts"].iloc[0]
         line = f"{self.name}: {int(row.leaves)} leaves, {int(row.nodes)} nodes"
         return line + (f", {int(row.distinct)} distinct by key" if "leaves" in tables else "")
+
+
+def _as_list(items: Iterable[Any]) -> list[Any]:
+    return items if isinstance(items, list) else list(items)
+
+
+def _handed_back(stack: list[Iterator[Any]], path: tuple[int, ...], budget: int) -> list[Shard]:
+    """The shards for what a walk stopped on ``stack`` (started at ``path``) did not explore, the
+    largest pieces first named (YewPar's budget skeleton): on the shallowest level with nodes not
+    yet entered, each of them a shard of its own; the rest, below the node that level is inside,
+    one shard going on from the node the walk stopped at (``from``), named after that node.  The
+    top level's last node was taken, then put back.  A list iterator tells its list and position
+    (``__reduce__``), so the walk keeps no path per node."""
+    levels: list[tuple[int, int]] = []  # (children on the level, first one not entered)
+    for depth, level in enumerate(stack[1:], start=1):
+        reduced: Any = level.__reduce__()
+        size, position = (len(reduced[1][0]), int(reduced[2])) if len(reduced) > 2 else (0, 0)
+        levels.append((size, position - 1 if depth == len(stack) - 1 else position))
+    shallowest = next(depth for depth, (size, first) in enumerate(levels) if first < size)
+    inside = tuple(first - 1 for _, first in levels)  # the node each level is inside
+    prefix = path + inside[:shallowest]
+    size, first = levels[shallowest]
+    shards = [
+        Shard(path_id((*prefix, index)), {"path": [*prefix, index], "budget": budget}) for index in range(first, size)
+    ]
+    if shallowest < len(levels) - 1:
+        rest = (*prefix, first - 1)
+        start = [*inside[shallowest + 1 : -1], levels[-1][1]]
+        shards.append(Shard(path_id(rest), {"path": list(rest), "from": start, "budget": budget}))
+    return sorted(shards, key=lambda shard: shard.id)

@@ -227,3 +227,36 @@ def test_a_batch_shard_is_labelled_by_its_lines_or_rows(tmp_path):
         "s00001 lines 4-6",
         "s00002 lines 7-end",
     ]
+
+
+class _HandsBack(ToyJob):
+    """ToyJob whose every shard of generation 0 or 1 hands back two shards of the next one."""
+
+    hands_back = True
+
+    def plan(self, context: PlanContext) -> list[Shard]:
+        return [Shard(shard.id, {**shard.spec, "generation": 0}) for shard in super().plan(context)]
+
+    def run_shard(self, shard: Shard, context=None) -> ShardResult:
+        result = super().run_shard(shard)
+        generation = shard.spec["generation"]
+        if generation < 2:
+            result.children = [Shard(f"{shard.id}-{k}", {**shard.spec, "generation": generation + 1}) for k in range(2)]
+        return result
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"serial": True}, {"head_start": False}, {"ray_after": 0}, {"ray_after": 3600}],
+    ids=["serial", "ray", "head start, ray up", "head start, threads only"],
+)
+@pytest.mark.parametrize("planned", [1, 3])
+def test_every_shard_handed_back_is_computed_once_in_every_mode(tmp_path, options, planned):
+    job, fake = _HandsBack(shards=planned, seconds=0.01), FakeRay()
+    fake.up.set()
+    store = ShardStore(Storage.at(str(tmp_path)), job, Provenance(job.name, code_version(job), job.params()))
+    ran: list[str] = []
+    with Executor(ExecutorOptions(**options), lambda _: None, ray=fake) as executor:
+        executor.run(job, job.plan(PlanContext()), store, lambda shard, attempt: ran.append(shard.id))
+    expected = {f"s{k:03d}{tail}" for k in range(planned) for tail in ("", "-0", "-1", "-0-0", "-0-1", "-1-0", "-1-1")}
+    assert sorted(ran) == sorted(expected)

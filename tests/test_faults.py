@@ -197,7 +197,7 @@ def test_retries_zero_names_the_only_attempt(tmp_path):
 
 def test_negative_retries_is_a_usage_error(tmp_path):
     refused = cli(*palago_args(tmp_path, 5, 1, "--retries", "-1"), expect=2)
-    assert "--retries: must be at least 0, not -1" in refused.stderr
+    assert "--retries must be at least 0, not -1" in refused.stderr
 
 
 @pytest.mark.slow

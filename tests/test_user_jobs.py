@@ -130,8 +130,8 @@ def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_pa
         timeout=300,
     )
     assert_exit(edited, 0)
-    assert "(0 reused, 32 recomputed: the job's code changed)" in edited.stdout
-    assert "32 shards were computed by other code (the job's code changed since)" in edited.stderr
+    assert "(0 reused, 21 recomputed: the job's code changed)" in edited.stdout
+    assert "21 shards were computed by other code (the job's code changed since)" in edited.stderr
     by_module = subprocess.run(
         cli_command("run", "nqcli:Queens", "--n", "6", "--out", str(tmp_path / "b"), "--workers", "2", "--json"),
         capture_output=True,

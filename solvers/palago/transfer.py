@@ -28,6 +28,7 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -68,7 +69,7 @@ def max_height(max_n: int) -> int:
 
 
 def _relabel(labels):
-    mapping = {}
+    mapping: dict[int, int] = {}
     out = []
     for x in labels:
         if x == 0:
@@ -105,7 +106,7 @@ def _lower_bound(f, c, j, height, flags, halved=True):
     return lb + 2 * more
 
 
-def count_height_reference(height: int, max_n: int, weights: bool = True) -> np.ndarray:
+def count_height_reference(height: int, max_n: int, weights: bool = True) -> np.ndarray:  # noqa: C901 -- the slow reference: one plain body, as the spec states the sweep
     """Fixed creatures of every size 0..max_n with height exactly ``height`` and width >= height,
     weighted 2 when the width exceeds the height (1 when equal); plain Python.  ``weights=False``:
     every width, each creature once (no use of the i <-> j reflection)."""
@@ -404,8 +405,7 @@ def _hash_key(key):
     return h
 
 
-@intrinsic
-def _prefetch(typingctx, array, index):
+def _prefetch_typing(typingctx, array, index):
     """Ask the CPU to fetch array[index] (a one-dimensional array) into its caches, without waiting
     for it (LLVM's prefetch: read, high locality)."""
 
@@ -422,6 +422,10 @@ def _prefetch(typingctx, array, index):
         return context.get_dummy_value()
 
     return types.void(array, index), codegen
+
+
+# called in kernels as _prefetch(array, index); numba's stubs would type it as the typing function
+_prefetch: Any = intrinsic(_prefetch_typing)
 
 
 @njit(cache=True, nogil=True)
@@ -696,7 +700,7 @@ def _sweep_columns(sweep, stats, done, rows, count, c, columns, spare=_NO_SPARE)
 
 
 @_no_refcounts
-def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, slots):
+def _make_options(sweep, c, j, source, s, count, scratch, batch, done, stats, slots):  # noqa: C901 -- a compiled kernel: one body keeps its loops and locals in one frame
     """The options of states s, s + 1, ... of the generation ``source`` (heads, pool, the pool's
     uint64 and float64 views) at
     step (c, j), into the batch until it has no room for another state's four options or the

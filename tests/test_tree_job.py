@@ -1,0 +1,289 @@
+"""The search-tree skeleton (pipeline/skeletons.py ``TreeJob``): shards named by their place in the
+tree, whatever the cluster; a budget that hands unexplored subtrees back as shards, with the same
+counts and leaves whatever its value; a walk that keeps no leaf it need not; the compiled hook; and
+a run killed half way, finished with another CPU count, reusing every committed shard."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import pandas as pd
+import pytest
+from helpers import REPO, assert_exit
+
+from batchenum.pipeline.job import Param, PlanContext
+from batchenum.pipeline.skeletons import TreeJob, path_id
+from batchenum.pipeline.storage import TMP_MARK
+
+sys.path.insert(0, str(REPO / "examples"))
+from queens import Queens  # noqa: E402
+from walks import CompiledWalks, Walks  # noqa: E402
+
+# OEIS A001411, self-avoiding walks of n steps on the square lattice
+A001411 = [1, 4, 12, 36, 100, 284, 780, 2172, 5916, 16268, 44100, 120292, 324932, 881500]
+
+
+def saw_brute_force(n: int) -> int:
+    """n-step self-avoiding walks, by a plain recursion written apart from the examples."""
+
+    def extend(x: int, y: int, seen: set, left: int) -> int:
+        if not left:
+            return 1
+        total = 0
+        for p in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+            if p not in seen:
+                seen.add(p)
+                total += extend(*p, seen, left - 1)
+                seen.discard(p)
+        return total
+
+    return extend(0, 0, {(0, 0)}, n)
+
+
+def run_in_process(job: TreeJob) -> tuple[int, int, set[str], list[str]]:
+    """Every shard of the plan and every shard handed back, run here: leaves, nodes, the leaf keys
+    and the shard ids."""
+    todo = collections.deque(job.plan(PlanContext()))
+    leaves = nodes = 0
+    keys: set[str] = set()
+    ids = []
+    while todo:
+        shard = todo.popleft()
+        result = job.run_shard(shard)
+        ids.append(shard.id)
+        leaves += result.tables["partial"]["leaves"][0]
+        nodes += result.tables["partial"]["nodes"][0]
+        keys |= set(result.tables.get("leaves", {}).get("key", []))
+        todo.extend(result.children)
+    return leaves, nodes, keys, ids
+
+
+def test_the_brute_force_agrees_with_oeis():
+    assert [saw_brute_force(n) for n in range(10)] == A001411[:10]
+
+
+def test_ids_sort_in_the_trees_preorder():
+    rng = random.Random(46)
+    paths = {tuple(rng.randrange(rng.choice((3, 12, 150, 2000))) for _ in range(rng.randrange(6))) for _ in range(3000)}
+    by_id = sorted(paths, key=path_id)
+    assert by_id == sorted(paths)  # tuples compare as preorder: a parent before its subtree
+    assert path_id(()) == "t" and path_id((0, 3, 12)) == "t-a0-a3-b12"
+
+
+@pytest.mark.parametrize("budget", [0, 1, 2, 7, 100, 10**6])
+def test_every_budget_gives_the_same_counts_and_leaves(budget):
+    leaves, nodes, keys, ids = run_in_process(Queens(n=8, budget=budget))
+    assert (leaves, len(keys)) == (92, 12)  # OEIS A000170 and A002562
+    assert nodes == 2057 and len(ids) == len(set(ids))
+    for n in (1, 5, 9):
+        assert run_in_process(Walks(n=n, budget=budget))[0] == A001411[n]
+
+
+class _RandomTree(TreeJob):
+    """An irregular tree: each node (a seed) has 0 to 5 children, fewer as it goes deeper; a leaf
+    is a node without children (the default is_leaf)."""
+
+    name = "random_tree"
+    seed = Param(int, default=0)
+
+    def root(self):
+        return (self.seed, 0)
+
+    def children(self, node):
+        seed, depth = node
+        rng = random.Random(seed)
+        return [(rng.getrandbits(32), depth + 1) for _ in range(rng.randrange(6) if depth < 9 else 0)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_irregular_tree_gives_the_same_counts_whatever_the_budget_and_the_cut(seed):
+    plain = _RandomTree(seed=seed)
+    stack, leaves, nodes = [plain.root()], 0, 0
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        below = plain.children(node)
+        leaves += not below
+        stack.extend(below)
+    rng = random.Random(seed)
+    for budget in (0, 1, *rng.sample(range(2, 400), 4)):
+        for split_depth in (None, 0, rng.randrange(1, 6)):
+            found = run_in_process(_RandomTree(seed=seed, budget=budget, split_depth=split_depth))
+            assert found[:2] == (leaves, nodes), (budget, split_depth)
+            assert len(found[3]) == len(set(found[3]))
+
+
+def test_a_small_budget_splits_the_work_into_shards_of_at_most_that_many_nodes():
+    job = Walks(n=9, budget=50)
+    todo = collections.deque(job.plan(PlanContext()))
+    handed_back = 0
+    while todo:
+        shard = todo.popleft()
+        result = job.run_shard(shard)
+        assert result.tables["partial"]["nodes"][0] <= 50 or "above" in shard.spec
+        assert all(child.id.startswith(shard.id + "-") for child in result.children)  # below it in the tree
+        handed_back += len(result.children)
+        todo.extend(result.children)
+    assert handed_back > 100
+
+
+def test_the_plan_is_the_same_whatever_the_cluster():
+    plans = [[(s.id, dict(s.spec)) for s in Walks(n=12).plan(PlanContext(cpus))] for cpus in (None, 1, 2, 16, 1024)]
+    assert all(plan == plans[0] for plan in plans)
+    ids = [shard_id for shard_id, _ in plans[0]]
+    assert ids == sorted(ids) and ids[0] == "t" and len(ids) >= TreeJob.PLAN_SUBTREES
+
+
+def test_split_depth_cuts_at_that_depth():
+    shards = Walks(n=8, split_depth=3).plan(PlanContext())
+    assert shards[0].spec == {"path": [], "above": 3}
+    assert len(shards) == 1 + A001411[3] and all(len(s.spec["path"]) == 3 for s in shards[1:])
+
+
+def test_a_count_only_walk_holds_no_leaf():
+    """44100 leaves counted in a few KB: the walk keeps O(depth) lists of children."""
+    job = Walks(n=10, budget=0, split_depth=0)
+    [shard] = job.plan(PlanContext())
+    tracemalloc.start()
+    try:
+        result = job.run_shard(shard)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.tables["partial"]["leaves"] == [A001411[10]]
+    assert peak < 64 * 1024, f"{peak} bytes"
+
+
+def test_the_compiled_hook_counts_as_the_walk_does():
+    for n in (1, 3, 4, 5, 9, 11):
+        expected = run_in_process(Walks(n=n, budget=0))[:2]
+        assert run_in_process(CompiledWalks(n=n, budget=0))[:2] == expected
+        assert run_in_process(CompiledWalks(n=n, budget=3))[:2] == expected
+    assert expected[0] == A001411[11]
+
+
+def test_a_catalogue_with_a_subtree_counter_is_refused():
+    with pytest.raises(TypeError, match="count_subtree counts without cataloguing"):
+
+        class Both(TreeJob):  # noqa: F841
+            name = "both"
+            n = Param(int, default=3)
+
+            def key(self, leaf):
+                return str(leaf)
+
+            def count_subtree(self, node):
+                return None
+
+
+def _tables(folder) -> dict[str, pd.DataFrame]:
+    return {
+        name: pd.read_parquet(folder / place) for name, place in (("counts", "counts.parquet"), ("leaves", "leaves"))
+    }
+
+
+def test_a_run_with_a_budget_writes_the_tables_a_run_without_writes(tmp_path):
+    import batchenum
+
+    unsplit = batchenum.run(Queens, n=8, budget=0, out=str(tmp_path / "a"), serial=True)
+    split = batchenum.run(Queens, n=8, budget=5, out=str(tmp_path / "b"), serial=True)
+    assert split.shards > 3 * unsplit.shards
+    for name, frame in _tables(tmp_path / "a" / "queens").items():
+        pd.testing.assert_frame_equal(frame, _tables(tmp_path / "b" / "queens")[name])
+    again = batchenum.run(Queens, n=8, budget=5, out=str(tmp_path / "b"), serial=True)
+    assert again.reused == again.shards == split.shards  # the handed-back shards found from their parents
+
+
+KILLED_RUN = """
+import sys
+sys.path.insert(0, {examples!r})
+import batchenum
+from walks import Walks
+
+result = batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, workers={workers}, head_start=False)
+print(result.summary, result.shards, result.reused)
+"""
+
+
+def _committed(folder) -> set[str]:
+    return {
+        name.removesuffix(".parquet") for name in os.listdir(folder / "_shards" / "partial") if TMP_MARK not in name
+    }
+
+
+@pytest.mark.slow
+def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_committed_shard(tmp_path):
+    n, budget = 13, 20_000
+    out = tmp_path / "out"
+
+    def script(workers: int) -> list[str]:
+        code = KILLED_RUN.format(examples=str(REPO / "examples"), n=n, budget=budget, out=str(out), workers=workers)
+        return [sys.executable, "-c", code]
+
+    first = subprocess.Popen(script(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and first.poll() is None:
+            if (out / "walks" / "_shards" / "partial").is_dir() and len(_committed(out / "walks")) >= 60:
+                break
+            time.sleep(0.2)
+        assert first.poll() is None, "the first run ended before it was killed"
+        os.killpg(first.pid, signal.SIGKILL)  # the driver, its Ray and every worker
+    finally:
+        first.wait(60)
+    committed = _committed(out / "walks")
+    finished = subprocess.run(script(3), capture_output=True, text=True, timeout=900)
+    assert_exit(finished, 0)
+    summary, shards, reused = finished.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    assert summary == f"walks: {A001411[n]} leaves, {run_in_process(Walks(n=n, budget=0))[1]} nodes"
+    assert int(reused) == len(committed)  # one file a shard, committed by a rename: none half written
+    plan = json.loads((out / "walks" / "_plan.json").read_text())
+    assert len(plan["shards"]) == int(shards) and committed <= set(plan["shards"])
+    serial = tmp_path / "serial"
+    import batchenum
+
+    batchenum.run(Walks, n=n, budget=budget, out=str(serial), serial=True)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "walks" / "counts.parquet"), pd.read_parquet(serial / "walks" / "counts.parquet")
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "walks" / "partial"), pd.read_parquet(serial / "walks" / "partial")
+    )
+
+
+class _Pids(Walks):
+    """Walks that note the process computing each shard."""
+
+    name = "pids"
+
+    def run_shard(self, shard, context=None):
+        with open(os.path.join(os.environ["PIDS_FOLDER"], "pids"), "a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return super().run_shard(shard, context)
+
+
+def test_the_head_start_computes_a_pure_python_job_in_processes_of_its_own(tmp_path, monkeypatch):
+    """Threads would share one core under the GIL (TreeJob.holds_gil)."""
+    import batchenum
+
+    monkeypatch.setenv("PIDS_FOLDER", str(tmp_path))
+    result = batchenum.run(_Pids, n=9, budget=2000, out=str(tmp_path / "out"), workers=2)
+    assert result.summary.startswith(f"pids: {A001411[9]} leaves")
+    pids = set((tmp_path / "pids").read_text().split())
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+
+
+def test_the_defaults_docs_jobs_md_states_are_the_codes():
+    from batchenum.pipeline.skeletons import DEFAULT_BUDGET
+
+    text = " ".join((REPO / "docs" / "jobs.md").read_text().split())
+    assert f"cuts at the first level with at least {TreeJob.PLAN_SUBTREES} nodes" in text
+    assert f"(`--budget NODES`, default {DEFAULT_BUDGET:,})" in text
