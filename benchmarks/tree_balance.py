@@ -88,7 +88,7 @@ def former_cut_share(job: TreeJob, cpus: int) -> float:
 def shares(folder: Path) -> tuple[int, float, float, float, int]:
     """(shards, largest node share, largest CPU share, largest wall share, total nodes) from a job
     folder: nodes from ``partial``, CPU and wall seconds from each shard file's stats."""
-    partial = pd.read_parquet(folder / "partial.parquet")
+    partial = pd.read_parquet(folder / "partial")
     stats = [
         json.loads(pq.read_schema(path).metadata[b"batchenum.stats"])
         for path in glob.glob(str(folder / "_shards" / "partial" / "*.parquet"))

@@ -78,7 +78,7 @@ def main() -> None:
         shards, reused, seconds = (second.stdout.read() if second.stdout else "").split()
         if second.wait():
             raise SystemExit("the rerun failed")
-        partial = pd.read_parquet(job_folder / "partial.parquet")
+        partial = pd.read_parquet(job_folder / "partial")
         computed = partial[~partial.shard.isin(at_kill)]
         print(
             f"rerun on {args.then} CPUs: {shards} shards, {reused} reused (of {len(at_kill)} committed), "

@@ -161,13 +161,13 @@ class PalagoJob(PalagoCountsJob):
     def check_totals(self, tables: dict, totals: dict) -> None:
         """The catalogue holds exactly the free creatures the counts say (checked before writing)."""
         if self.catalogue_max_n:
-            partial = tables["partial_counts"]
+            partial = tables["partial_counts"].to_pandas()  # a few rows per shard
             expected = int(partial.loc[partial.n <= self.catalogue_max_n, "free"].sum())
             if len(tables["creatures"]) != expected:
                 raise PipelineError(f"catalogue holds {len(tables['creatures'])} creatures, the counts say {expected}")
 
     def finalize(self, tables: dict, out) -> dict:
-        counts = summed_counts(tables["partial_counts"])
+        counts = summed_counts(tables["partial_counts"].to_pandas())
         check_identities(counts)
         _check_symmetric(counts)
         return {"creature_counts": counts}

@@ -201,7 +201,8 @@ class PalagoTransferJob(PalagoCountsJob):
 
     def finalize(self, tables: dict, out) -> dict:
         # free and stabilisers from fixed + symmetric, in Python ints
-        counts = complete(summed_counts(tables["partial_counts"], exact=True), tables["symmetric_counts"])
+        partial, symmetric = tables["partial_counts"].to_pandas(), tables["symmetric_counts"].to_pandas()
+        counts = complete(summed_counts(partial, exact=True), symmetric)
         check_identities(counts)
         return {"creature_counts": stored_counts(counts, self.wide)}
 

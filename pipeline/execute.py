@@ -8,6 +8,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt, recorded_chil
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.job import Job, Shard, StreamedTable
+from batchenum.pipeline.lazy_table import LazyTable
 from batchenum.pipeline.lease import Lease
 from batchenum.pipeline.names import check_job_names
 from batchenum.pipeline.params import SpokenError, literal
@@ -34,16 +36,22 @@ from batchenum.pipeline.table_commit import (
     part_plan,
     write_part,
 )
+from batchenum.pipeline.table_merge import MERGE_DIR, MergeTask, merge_table, run_merge_task
 
 __all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
 
 _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are counted
 _SHARE_THREADS = 8  # parts taken over or written at once by the driver: links and copies wait on the store
+# A merged table of at most this many rows is merged by the driver's threads (each holding one range
+# of it) unless Ray is up anyway; a larger one by Ray tasks, the private Ray kept for them: about
+# 100 MB of driver memory at most, against the seconds a Ray costs to start (docs/design.md, "Tables
+# merged by partition").
+DRIVER_MERGE_ROWS = 1 << 18
 
 
 @dataclass
 class RunResult:
-    tables: dict[str, Any]  # final tables as pandas DataFrames
+    tables: dict[str, Any]  # final tables: LazyTable (merged), StreamedTable, or the DataFrames finalize made
     paths: dict[str, str]  # where each was written
     shards: int
     reused: int
@@ -120,20 +128,25 @@ def _run_holding_the_folder(
         store.write_plan(shards, run)  # so that status counts the handed-back shards too
 
     totals, rows, shard_rows, fingerprints = _check_complete(job, store, shards, nodes)
+    if not _merge_wants_ray(job, rows):
+        executor.ray.release()  # in the background: the driver writes its tables meanwhile
     progress.stage("merging shard outputs")
     ids = [shard.id for shard in shards]
-    merged = _merge(job, store, ids)
+    merged = _merge(job, store, executor, ids, shard_rows, progress)
     streamed = {name: StreamedTable(rows[name]) for name in job.streamed_tables}
     job.check_totals({**merged, **streamed}, totals)
     staged = StagedTables(store)
-    final = job.finalize(merged, store.storage)
-    paths = {name: staged.write_final(name, frame) for name, frame in final.items()}
+    final = job.finalize(dict(merged), store.storage)
+    paths = {name: _stage_final(staged, name, table) for name, table in final.items()}
     for name, text in job.side_files(final, store.storage).items():
         staged.write_side_file(name, text)
     for name in job.streamed_tables:
         paths[name] = _stage_streamed(staged, executor, name, ids, shard_rows[name])
         final[name] = StreamedTable(rows[name], paths[name])
+    executor.ray.release()
     staged.commit(_run_identity(store, staged.run_id, shards, fingerprints, totals))
+    store.storage.delete_dir(store.storage.join(MERGE_DIR))  # its parts are the tables' now
+    final.update({name: staged.committed(name, table) for name, table in final.items() if isinstance(table, LazyTable)})
     progress.stage("wrote " + ", ".join(sorted(paths.values())))
     return RunResult(
         tables=final,
@@ -150,6 +163,14 @@ def _run_holding_the_folder(
         params_changed=params_changed,
         params_change=params_change,
     )
+
+
+def _stage_final(staged: StagedTables, name: str, table: Any) -> str:
+    """Stage a table ``finalize`` returned: a merged table as it is (its parts shared, no row read
+    here), one the job built (a pandas DataFrame) written whole."""
+    if isinstance(table, LazyTable):
+        return staged.share_parts(name, table.paths, table.part_rows)
+    return staged.write_final(name, table)
 
 
 def _stage_streamed(staged: StagedTables, executor: Executor, name: str, ids: list[str], rows: dict[str, int]) -> str:
@@ -420,7 +441,7 @@ def _compute(
 
     progress.start_shards(total, reused)
     try:
-        executor.run(job, pending, store, on_done, verify)
+        executor.run(job, pending, store, on_done, verify, release=False)  # the merge may want Ray
     finally:
         progress.finish_shards()
     if changed:  # one line for the run: an append or an edit changes many shards' bytes at once
@@ -443,18 +464,41 @@ def _check_cluster_sees_files(job: Job, store: ShardStore, executor: Executor, p
         executor.ray.check_shared_folders(folders, files)
 
 
-def _merge(job: Job, store: ShardStore, ids: list[str]) -> dict[str, Any]:
-    """Each shard table that is not streamed, concatenated in shard order, deduplicated on its key,
-    sorted (as pandas DataFrames, for ``finalize``)."""
+def _merge(
+    job: Job, store: ShardStore, executor: Executor, ids: list[str], rows: dict[str, dict[str, int]], progress: Progress
+) -> dict[str, LazyTable]:
+    """Each shard table that is not streamed merged by partition (pipeline/table_merge.py):
+    deduplicated on its key, sorted, written as parts; returned as ``LazyTable``s for ``finalize``."""
     merged = {}
     for name in _shard_tables(job):
         if name in job.streamed_tables:
             continue
-        spec = job.table_spec(name)
-        frame = store.read_shards(name, ids).to_pandas()
-        if spec.sort:
-            frame = frame.sort_values(list(spec.sort), kind="stable")
-        if spec.key:
-            frame = frame.drop_duplicates(list(spec.key), keep="first")
-        merged[name] = frame.reset_index(drop=True)
+        total = sum(rows[name].values())
+        paths, part_rows = merge_table(store, name, ids, total, _merge_runner(executor, total), progress.stage)
+        merged[name] = LazyTable(name, store.storage, paths, part_rows)
     return merged
+
+
+def _merge_wants_ray(job: Job, rows: dict[str, int]) -> bool:
+    """Whether a merged table has more than ``DRIVER_MERGE_ROWS`` rows: it is then merged by Ray
+    tasks, so the private Ray the shards used is kept for them."""
+    return any(rows[name] > DRIVER_MERGE_ROWS for name in _shard_tables(job) if name not in job.streamed_tables)
+
+
+def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], list]:
+    """How a merge's tasks run: as Ray tasks when Ray is up or the table has more than
+    ``DRIVER_MERGE_ROWS`` rows (so that the driver holds none of it); else in this process, by the
+    driver's threads (by this thread with --serial)."""
+
+    def run(tasks: list[MergeTask]) -> list:
+        if not tasks:
+            return []
+        serial = executor.options.serial
+        if not serial and (executor.ray.connected or executor.on_cluster or rows > DRIVER_MERGE_ROWS):
+            return executor.ray.map(run_merge_task, tasks)
+        if serial:
+            return [run_merge_task(task) for task in tasks]
+        with ThreadPoolExecutor(min(len(tasks), os.cpu_count() or 1), "batchenum-merge") as pool:
+            return list(pool.map(run_merge_task, tasks))
+
+    return run

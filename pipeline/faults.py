@@ -16,6 +16,9 @@ of beside the code they interrupt) means a reader of ``runner.py``, ``shard_stor
   after committing its first table and before the next; ``BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES=S``:
   every shard's writer sleeps S seconds there, so that a soak's random kills land in that window.
   Tests prove that a shard's tables are committed together (shard_store.py, ``write_shard``).
+- ``BATCHENUM_TEST_KILL_IN_MERGE=P``: the process merging a table kills itself once it has written
+  partition P of a round (pipeline/table_merge.py), so tests prove that a rerun keeps the partitions
+  written before and the tables come out the same bytes.
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
 - ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,
@@ -33,6 +36,7 @@ __all__ = [
     "KILL_BETWEEN_TABLES",
     "KILL_BEFORE_COMMIT",
     "KILL_BETWEEN_SHARD_TABLES",
+    "KILL_IN_MERGE",
     "PAUSE_BETWEEN_SHARD_TABLES",
     "PLAN_SIZES",
     "LEASE_TIMES",
@@ -40,6 +44,7 @@ __all__ = [
     "maybe_kill_between_tables",
     "maybe_kill_before_commit",
     "between_shard_tables",
+    "after_merge_partition",
     "plan_sizes",
     "lease_times",
 ]
@@ -48,6 +53,7 @@ KILL_SHARD = "BATCHENUM_TEST_KILL_SHARD"
 KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"
 KILL_BEFORE_COMMIT = "BATCHENUM_TEST_KILL_BEFORE_COMMIT"
 KILL_BETWEEN_SHARD_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_SHARD_TABLES"
+KILL_IN_MERGE = "BATCHENUM_TEST_KILL_IN_MERGE"
 PAUSE_BETWEEN_SHARD_TABLES = "BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
 LEASE_TIMES = "BATCHENUM_TEST_LEASE"
@@ -86,6 +92,12 @@ def between_shard_tables(shard_id: str) -> None:
     pause = os.environ.get(PAUSE_BETWEEN_SHARD_TABLES)
     if pause:
         time.sleep(float(pause))
+
+
+def after_merge_partition(partition: int) -> None:
+    """Kill this process if ``KILL_IN_MERGE`` names ``partition`` (just written)."""
+    if os.environ.get(KILL_IN_MERGE) == str(partition):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _kill_if_set(hook: str) -> None:

@@ -323,11 +323,14 @@ class Job:
         return ()
 
     def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
-        """Turn merged, deduplicated tables (pandas DataFrames) into the published ones.
+        """Turn merged, deduplicated tables into the published ones.
 
-        Runs once on the driver.  May aggregate (sum per-shard partial counts) or add tables;
-        ``out`` is the job folder's ``pipeline.storage.Storage``.  Returns the tables to write;
-        default: unchanged.  Files beside the tables come from ``side_files``.
+        Runs once on the driver.  Each table is a ``pipeline.lazy_table.LazyTable`` (``len``,
+        ``column``, ``scan``; ``to_pandas`` for a small one), merged by partition so that no process
+        holds it whole.  May aggregate (sum per-shard partial counts) or add tables; ``out`` is the
+        job folder's ``pipeline.storage.Storage``.  Returns the tables to write: a LazyTable as it is
+        (a folder of parts, no row read here) or a pandas DataFrame (one file); default: unchanged.
+        Files beside the tables come from ``side_files``.
         """
         return tables
 
@@ -347,8 +350,9 @@ class Job:
         return None
 
     def check_totals(self, tables: dict[str, Any], totals: dict[str, int]) -> None:
-        """Check the merged tables against the stats every shard recorded, summed (``totals``);
-        raise PipelineError when they disagree.  Runs before any final table is written."""
+        """Check the merged tables (``LazyTable``s, and ``StreamedTable``s) against the stats every
+        shard recorded, summed (``totals``); raise PipelineError when they disagree.  Runs before any
+        final table is written."""
 
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
         """One or a few human lines describing the final tables (``totals``: as for ``check_totals``)."""

@@ -26,6 +26,7 @@ __all__ = [
     "PART_ROWS",
     "Provenance",
     "ROW_GROUP_ROWS",
+    "RANGE_GROUP_ROWS",
     "SHARD_ROW_GROUP_ROWS",
     "StoreError",
     "TAKEOVER_ROWS",
@@ -46,6 +47,10 @@ ROW_GROUP_ROWS = 1 << 17
 PART_ROWS = 1 << 22
 TAKEOVER_ROWS = 1 << 16
 SHARD_ROW_GROUP_ROWS = 1 << 20
+# A shard of a merged table is written sorted by its range column (``range_column``) in row groups of
+# this many rows, so that each task of the merge reads only the row groups its range reaches, by their
+# statistics (pipeline/table_merge.py).
+RANGE_GROUP_ROWS = 1 << 16
 
 
 _META_PREFIX = "batchenum."
@@ -248,6 +253,21 @@ def partition_order(spec: TableSpec) -> list[str]:
     """The partition column, then the sort columns within a partition."""
     partition = partition_column(spec)
     return [partition, *(column for column in spec.sort if column != partition)]
+
+
+def merged_order(spec: TableSpec) -> list[str]:
+    """The columns a merged table's rows are sorted by: its partition column first, if it has one."""
+    return partition_order(spec) if spec.partition is not None else list(spec.sort)
+
+
+def range_column(spec: TableSpec) -> str | None:
+    """The column whose ranges split a merged table in one round (pipeline/table_merge.py): its first
+    sort column when that is a key column (all rows of a key then fall in one range), or its first
+    sort column when it has no key; None when the table needs two rounds or has no sort."""
+    order = merged_order(spec)
+    if order and (not spec.key or order[0] in spec.key):
+        return order[0]
+    return None
 
 
 def key_columns(spec: TableSpec) -> tuple[str, ...]:

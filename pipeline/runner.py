@@ -149,11 +149,18 @@ class Executor:
         return PlanContext(self.ray.local_cpus, self.ray.map, map_ready=self.ray.connected)
 
     def run(
-        self, job: Job, shards: list[Shard], store: ShardStore, on_done: OnDone, verify: frozenset = frozenset()
+        self,
+        job: Job,
+        shards: list[Shard],
+        store: ShardStore,
+        on_done: OnDone,
+        verify: frozenset = frozenset(),
+        release: bool = True,
     ) -> None:
         """Run ``shards`` (those in ``verify`` are committed: check their input first), and the
         shards they hand back (``Attempt.children``), calling ``on_done`` as each finishes, from
-        whichever thread ran it."""
+        whichever thread ran it.  ``release``: give up the private Ray at the end (else the caller
+        does, with ``ray.release()``, once the merge needs it no more)."""
         queue = ShardQueue(shards)
 
         def done(shard: Shard, attempt: Attempt) -> None:
@@ -184,7 +191,8 @@ class Executor:
                 self.ray.run_shards(job, queue.front(), store, done, verify, self.say)
             self._finish_handed_back(queue, here)
         finally:
-            self.ray.release()  # in the background: the driver writes its tables meanwhile
+            if release:
+                self.ray.release()  # in the background: the driver writes its tables meanwhile
 
     def _finish_handed_back(self, queue: ShardQueue, here: _InDriver) -> None:
         """Shards handed back after the workers stopped taking (a driver thread's, once Ray took

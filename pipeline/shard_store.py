@@ -37,6 +37,7 @@ from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
 from batchenum.pipeline.names import file_name_problem
 from batchenum.pipeline.parquet_format import (
+    RANGE_GROUP_ROWS,
     SHARD_ROW_GROUP_ROWS,
     DamagedFileError,
     Provenance,
@@ -48,6 +49,7 @@ from batchenum.pipeline.parquet_format import (
     key_columns,
     parquet_options,
     partition_order,
+    range_column,
     read_verified,
     short_reason,
     table_schema,
@@ -139,7 +141,8 @@ class ShardStore:
             meta = encode_metadata({**self.provenance.shard_metadata(shard, name, table.num_rows), **extra, **keys})
             table = table.replace_schema_metadata(meta)
             if spec.partition is None:
-                self._write_parquet(table, spec, self.shard_path(name, shard.id))
+                merged_by = range_column(spec) if name not in self.job.streamed_tables else None
+                self._write_parquet(table, spec, self.shard_path(name, shard.id), merged_by)
             else:
                 self._write_grouped(table, spec, self.shard_path(name, shard.id))
             rows[name] = table.num_rows
@@ -248,8 +251,8 @@ class ShardStore:
         them (the job folder, ``_shards/<table>/``, ``_checkpoints/``), each checked to be a regular
         file (a real folder for one moved aside) reached without a link: never a pattern over a whole
         path, never anything through a link (LinkRefusedError naming it)."""
-        for name in self.job.streamed_tables:
-            self.storage.restore_folder(self.storage.join(name))
+        for spec in self.job.tables:  # streamed and merged tables are folders
+            self.storage.restore_folder(self.storage.join(spec.name))
         leftovers = [
             path
             for folder in self._writing_folders()
@@ -322,10 +325,19 @@ class ShardStore:
 
         self.storage.write_atomic(path, write)
 
-    def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str) -> None:
+    def _write_parquet(self, table: pa.Table, spec: TableSpec, path: str, merged_by: str | None = None) -> None:
+        """A shard's table; a merged table's of more than one row group sorted (stably) by
+        ``merged_by`` in row groups of ``RANGE_GROUP_ROWS``, so that the merge reads each range from
+        the row groups that hold it.  The sort keeps the order of rows with equal values, the only
+        order the merge's rule sees."""
+        groups = SHARD_ROW_GROUP_ROWS
+        if merged_by is not None and table.num_rows > RANGE_GROUP_ROWS:  # one row group needs no order
+            import pyarrow.compute as pc  # only here: docs/design.md, "No pandas ..."
+
+            table = table.take(pc.sort_indices(table, [(merged_by, "ascending")]))
+            groups = RANGE_GROUP_ROWS
         self.storage.write_atomic(
-            path,
-            lambda local: pq.write_table(table, local, row_group_size=SHARD_ROW_GROUP_ROWS, **parquet_options(spec)),
+            path, lambda local: pq.write_table(table, local, row_group_size=groups, **parquet_options(spec))
         )
 
 

@@ -334,13 +334,15 @@ class TreeJob(Job):
         return leaves, nodes, []
 
     def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
+        """``counts`` from the merged tables, read lazily: two columns of ``partial`` and the row
+        count of ``leaves``; both are published as they are (folders of parts)."""
         import pandas as pd
+        import pyarrow.compute as pc
 
         partial = tables["partial"]
+        leaves, nodes = (pc.sum(partial.column(name)).as_py() or 0 for name in ("leaves", "nodes"))
         distinct = len(tables["leaves"]) if "leaves" in tables else 0
-        counts = pd.DataFrame(
-            {"leaves": [int(partial.leaves.sum())], "nodes": [int(partial.nodes.sum())], "distinct": [distinct]}
-        )
+        counts = pd.DataFrame({"leaves": [leaves], "nodes": [nodes], "distinct": [distinct]}, dtype="int64")
         return {**tables, "counts": counts}
 
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:

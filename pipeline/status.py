@@ -29,6 +29,7 @@ from batchenum.pipeline.shard_store import (
 )
 from batchenum.pipeline.storage import TMP_MARK, Storage
 from batchenum.pipeline.table_commit import GUARD_FILE, MANIFEST_FILE, STAGED_DIR, manifest_problem
+from batchenum.pipeline.table_merge import MERGE_DIR
 
 # A final table file up to this size has every page checked against its checksum; a larger one only
 # its footer (status must stay quick on a catalogue of many GB; readers check the pages they read).
@@ -60,6 +61,7 @@ class JobStatus:
     shard_bytes: int = 0  # what the shard store holds on disk: every file under _shards/
     shared_bytes: int = 0  # of which also held by a table (a part taken over by a hard link)
     shard_files: int = 0
+    merges: list[dict[str, Any]] = field(default_factory=list)  # merges under way: table, round, ranges, written
 
     @property
     def planned(self) -> int | None:
@@ -144,6 +146,7 @@ def _job_status(folder: Storage, name: str) -> JobStatus | None:
     status = JobStatus(name, folder.display_root, plan)
     status.shard_files, status.shard_bytes = len(shard_files), sum(sizes[path] for path in shard_files)
     status.shared_bytes = _linked_bytes(folder, shard_files, sizes)
+    status.merges = _merges(folder, [path for path in files if _top(folder, path) == MERGE_DIR])
     if plan_error:
         status.problems.append(f"{PLAN_FILE} is damaged ({plan_error}); the next run writes it anew")
     manifest, manifest_error = _read_json(folder, MANIFEST_FILE)
@@ -210,6 +213,28 @@ def _file_sizes(folder: Storage) -> dict[str, int]:
         for info in folder.fs.get_file_info(selector)
         if info.type == pafs.FileType.File and TMP_MARK not in info.path
     }
+
+
+def _merges(folder: Storage, files: list[str]) -> list[dict[str, Any]]:
+    """The merges under way (or stopped) in ``_merge/<table>/<merge id>/``: each round's ranges, as
+    its ``round-R.json`` says, and how many of them are written (pipeline/table_merge.py)."""
+    found = []
+    for path in files:
+        parts = folder.relative(path).replace("\\", "/").split("/")
+        if len(parts) != 4 or not (parts[3].startswith("round-") and parts[3].endswith(".json")):
+            continue
+        try:
+            record = json.loads(folder.read_bytes(path))
+            prefix = "part-" if record["final"] else "dedup-"
+            written = sum(
+                1
+                for other in files
+                if posixpath.dirname(other) == posixpath.dirname(path) and posixpath.basename(other).startswith(prefix)
+            )
+            found.append({"table": parts[1], "round": record["round"], "ranges": record["ranges"], "written": written})
+        except (OSError, ValueError, KeyError, TypeError):  # being written, or not ours: nothing to show
+            continue
+    return sorted(found, key=lambda merge: (merge["table"], merge["round"]))
 
 
 def _top(folder: Storage, path: str) -> str:
@@ -445,6 +470,11 @@ def _render_one(status: JobStatus, now: float) -> str:
         )
         parts = f" in {_plural(table['parts'], 'part')}" if table.get("parts") else ""
         lines.append(f"  table:       {table['name']}: {rows}{parts}{extra}")
+    for merge in status.merges:
+        lines.append(
+            f"  merge:       {merge['table']}: {merge['written']} of {_plural(merge['ranges'], 'range')} "
+            f"written (round {merge['round']}); a rerun keeps them"
+        )
     if status.shard_files:
         shared = (
             f" ({_bytes(status.shared_bytes)} of them also the tables' parts, by hard links: removing the "
@@ -558,6 +588,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
             "bytes": status.shard_bytes,
             "shared_with_tables_bytes": status.shared_bytes,
         },
+        "merges": status.merges,  # merges under way or stopped: table, round, ranges, written
         "checkpoints": status.checkpoints,  # saved states of unfinished shards: shard, saved_at, progress, bytes
         "tables": [
             {

@@ -57,6 +57,7 @@ from batchenum.pipeline.parquet_format import (
 )
 from batchenum.pipeline.shard_store import SHARDS_DIR, ShardStore, is_file_name
 from batchenum.pipeline.storage import TMP_MARK, Storage, link_refused
+from batchenum.pipeline.table_merge import MERGE_DIR
 
 __all__ = [
     "GUARD_FILE",
@@ -136,11 +137,13 @@ class StagedTables:
         self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         self._parts: dict[str, list[dict[str, Any]]] = {}
         self._side_files: list[str] = []
+        self._folders = set(self.job.streamed_tables)  # tables staged as folders of parts
 
     def table_location(self, name: str) -> str:
         """Where table ``name`` lives in the job folder: a streamed table is a folder of parts
-        (``answers/part-00000.parquet``...), a table the driver builds whole one file (``creature_counts.parquet``)."""
-        return f"{name}/" if name in self.job.streamed_tables else f"{name}.parquet"
+        (``answers/part-00000.parquet``...), as is a merged one (``leaves/``), a table the driver builds
+        whole one file (``creature_counts.parquet``)."""
+        return f"{name}/" if name in self._folders else f"{name}.parquet"
 
     def _staged(self, relative: str = "") -> str:
         return _staged_path(self.storage, self.run_id, relative)
@@ -165,6 +168,27 @@ class StagedTables:
         self.storage.write_atomic(path, write)
         self._parts[name] = [{"path": location, "rows": table.num_rows, "bytes": sizes["bytes"]}]
         return self.storage.uri(self.storage.join(location))
+
+    def share_parts(self, name: str, paths: list[str], rows: list[int]) -> str:
+        """Stage merged table ``name`` as a folder of the parts a merge wrote (table_merge.py), in
+        order, each shared without a row read here (``Storage.share``); returns where it will be."""
+        self._folders.add(name)
+        entries = []
+        for index, (source, count) in enumerate(zip(paths, rows)):
+            location = f"{name}/part-{index:05d}.parquet"
+            self.storage.share(source, self._staged(location))
+            entries.append({"path": location, "rows": count, "bytes": self.storage.stat(source)[0]})
+        self._parts[name] = entries
+        return self.storage.uri(self.storage.join(self.table_location(name)))
+
+    def committed(self, name: str, table: Any) -> Any:
+        """Table ``name`` as it stands once committed (a ``LazyTable`` over the table's own parts)."""
+        from batchenum.pipeline.lazy_table import LazyTable
+
+        paths = [self.storage.join(part["path"]) for part in self._parts[name]]
+        return LazyTable(
+            name, self.storage, paths, [part["rows"] for part in self._parts[name]], self.table_location(name)
+        )
 
     def write_side_file(self, name: str, text: str) -> None:
         """Stage a text file that is published beside the tables (``Job.side_files``); it is
@@ -448,7 +472,7 @@ class RemovedShards(NamedTuple):
 
 def remove_shards(storage: Storage) -> RemovedShards:
     """Delete the shard store of a job folder whose tables are committed (completing an interrupted
-    commit first); returns the files removed and bytes freed, counted as each file is removed.  The caller holds the folder's lease.
+    commit first), and the files of a merge an interruption left (``_merge/``); returns the files removed and bytes freed, counted as each file is removed.  The caller holds the folder's lease.
     A link anywhere in the shard store (LinkRefusedError naming it) removes nothing.  A rerun then
     finds no committed shard and computes every one again: never a stale table."""
     complete_commit(storage)
@@ -458,16 +482,22 @@ def remove_shards(storage: Storage) -> RemovedShards:
             f"{storage.display_root} has no committed tables ({MANIFEST_FILE}): its shards are the only "
             "record of the work done, so they are kept. Run the job to the end first"
         )
-    shards = storage.join(SHARDS_DIR)
-    storage.refuse_links(shards)
+    removed = [_remove_tree(storage, storage.join(folder)) for folder in (SHARDS_DIR, MERGE_DIR)]
+    return RemovedShards(sum(files for files, _ in removed), sum(freed for _, freed in removed))
+
+
+def _remove_tree(storage: Storage, folder: str) -> tuple[int, int]:
+    """Delete a folder of the store (the shard store, or a merge an interruption left); returns the
+    files removed and bytes freed."""
+    storage.refuse_links(folder)
     if not storage.local:
-        files = storage.list_files(shards)
+        files = storage.list_files(folder)
         sizes = [storage.stat(path)[0] for path in files]
         for path in files:
             storage.delete_file(path)
-        storage.delete_dir(shards)
-        return RemovedShards(len(files), sum(sizes))
-    return RemovedShards(*_remove_local_tree(shards))
+        storage.delete_dir(folder)
+        return len(files), sum(sizes)
+    return _remove_local_tree(folder)
 
 
 def _remove_local_tree(root: str) -> tuple[int, int]:

@@ -185,7 +185,9 @@ def test_a_catalogue_with_a_subtree_counter_is_refused():
 
 
 def _tables(folder) -> dict[str, pd.DataFrame]:
-    return {name: pd.read_parquet(folder / f"{name}.parquet") for name in ("counts", "leaves")}
+    return {
+        name: pd.read_parquet(folder / place) for name, place in (("counts", "counts.parquet"), ("leaves", "leaves"))
+    }
 
 
 def test_a_run_with_a_budget_writes_the_tables_a_run_without_writes(tmp_path):
@@ -253,7 +255,7 @@ def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_
         pd.read_parquet(out / "walks" / "counts.parquet"), pd.read_parquet(serial / "walks" / "counts.parquet")
     )
     pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "walks" / "partial.parquet"), pd.read_parquet(serial / "walks" / "partial.parquet")
+        pd.read_parquet(out / "walks" / "partial"), pd.read_parquet(serial / "walks" / "partial")
     )
 
 

@@ -33,7 +33,7 @@ def main(out: str, shards: str, seconds: str, workers: str, ray_after: str = "0"
     for path in sorted(pathlib.Path(result.location, "_shards", "items").glob("*.parquet")):
         node = json.loads(pq.read_metadata(path).metadata[b"batchenum.stats"])["node"]
         ran[path.stem] = "driver" if node.endswith("(the driver)") else "ray"
-    print("RESULT " + json.dumps({"ran": ran, "values": sorted(result.tables["items"]["value"].tolist())}))
+    print("RESULT " + json.dumps({"ran": ran, "values": sorted(result.tables["items"].column("value").to_pylist())}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+"""The merge of tables by partition (pipeline/table_merge.py) against the rule the driver's in-memory
+merge kept: the shards' rows in plan order, sorted stably by ``sort``, the first row per key kept.
+Partitions are made small, so that every table here is split into several ranges and parts."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
+from batchenum.pipeline.lazy_table import TableTooLargeError
+from batchenum.pipeline.progress import Progress
+from batchenum.pipeline.status import job_statuses, render
+
+COLUMNS = (Column("key", "int64"), Column("score", "int64"), Column("payload", "string"))
+
+
+def quiet() -> Progress:
+    return Progress("overlapping", stream=io.StringIO())
+
+
+class Overlapping(Job):
+    """Shards of random rows whose keys overlap their neighbours' (and repeat within a shard);
+    ``score`` takes few values, so that ties in ``sort`` are decided by the rows' places."""
+
+    name = "overlapping"
+    version = "1"
+
+    def __init__(self, key=("key",), sort=("key",), shards=7, rows=300, seed=1, nulls=False):
+        self.tables = (TableSpec("rows", COLUMNS, key=tuple(key), sort=tuple(sort)),)
+        self.shards, self.rows, self.seed, self.nulls = shards, rows, seed, nulls
+
+    def extra_params(self) -> dict:
+        spec = self.tables[0]
+        return {"key": spec.key, "sort": spec.sort, "shards": self.shards, "seed": self.seed, "nulls": self.nulls}
+
+    def plan(self, context: PlanContext) -> list[Shard]:
+        return [Shard(f"s{k:03d}", {"k": k}) for k in range(self.shards)]
+
+    def run_shard(self, shard: Shard, context=None) -> ShardResult:
+        return ShardResult({"rows": shard_rows(shard.spec["k"], self.rows, self.seed, self.nulls)})
+
+
+def shard_rows(k: int, rows: int, seed: int, nulls: bool = False) -> dict:
+    rng = np.random.default_rng([seed, k])
+    keys = rng.integers(k * rows // 2, k * rows // 2 + rows, rows)  # half of each range is the next shard's
+    return {
+        "key": keys,
+        "score": rng.integers(0, 4, rows),
+        # says where the row came from (null now and then, with ``nulls``)
+        "payload": [None if nulls and keys[r] % 37 == 0 else f"s{k}-r{r}" for r in range(rows)],
+    }
+
+
+def oracle(job: Overlapping) -> pd.DataFrame:
+    """The rule, by pandas: rows in plan order, stably sorted by ``sort``, the first per key."""
+    spec = job.tables[0]
+    shards = [pd.DataFrame(shard_rows(k, job.rows, job.seed, job.nulls)) for k in range(job.shards)]
+    frame = pd.concat(shards, ignore_index=True)
+    if spec.sort:
+        frame = frame.sort_values(list(spec.sort), kind="stable")
+    return frame.drop_duplicates(list(spec.key), keep="first").reset_index(drop=True)
+
+
+@pytest.fixture
+def small_partitions(monkeypatch):
+    monkeypatch.setattr("batchenum.pipeline.table_merge.MERGE_ROWS", 400)
+
+
+@pytest.mark.parametrize(
+    "key, sort",
+    [
+        (("key",), ("key",)),  # one round, ranges of the key
+        (("key",), ("score", "key")),  # two rounds: ranges of the key, then of score
+        (("key",), ("score",)),  # ties in score decided by place
+        (("key",), ()),  # no sort: plan order, the first occurrence
+        (("key", "score"), ("key", "score")),  # a key of two columns
+    ],
+)
+def test_a_merged_table_keeps_the_first_row_per_key_in_sort_order(tmp_path, small_partitions, key, sort):
+    job = Overlapping(key, sort)
+    result = run_job(job, RunOptions(out=str(tmp_path), serial=True), quiet())
+    folder = tmp_path / "overlapping" / "rows"
+    parts = sorted(folder.iterdir())
+    assert len(parts) > 1  # several partitions, each a part
+    expected = oracle(job)
+    assert pd.read_parquet(folder).equals(expected)
+    assert result.tables["rows"].to_pandas().equals(expected)
+    assert len(result.tables["rows"]) == len(expected)
+    assert not (tmp_path / "overlapping" / "_merge").exists()  # removed once the tables are committed
+
+
+@pytest.mark.parametrize("sort", [("payload",), ("score",)])
+def test_null_keys_are_one_key_sorted_last_as_in_memory(tmp_path, small_partitions, sort):
+    job = Overlapping(("payload",), sort, nulls=True)  # a string key, null in some rows
+    run_job(job, RunOptions(out=str(tmp_path), serial=True), quiet())
+    found = pd.read_parquet(tmp_path / "overlapping" / "rows")
+    expected = oracle(job)
+    assert found.payload.isna().sum() == 1 and found.astype(str).equals(expected.astype(str))
+
+
+def test_ray_tasks_and_the_drivers_threads_write_the_same_bytes(tmp_path, small_partitions, ray_session):
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
+    job = Overlapping(("key",), ("score",))
+    run_job(job, RunOptions(out=str(tmp_path / "serial"), serial=True), quiet())
+    run_job(job, RunOptions(out=str(tmp_path / "ray"), serial=False, head_start=False), quiet())
+    assert _table_bytes(tmp_path / "serial") == _table_bytes(tmp_path / "ray")
+
+
+def test_a_large_table_is_refused_in_memory_with_the_lazy_way(tmp_path):
+    result = run_job(Overlapping(rows=2000), RunOptions(out=str(tmp_path), serial=True), quiet())
+    table = result.tables["rows"]
+    with pytest.raises(TableTooLargeError, match=r"table 'rows' takes .* MiB in memory \(\d[\d,]* rows\).*scan"):
+        table.to_pandas(max_bytes=1000)
+    assert sum(piece.num_rows for piece in table.scan(["key"])) == len(table)
+
+
+KILLED_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+import batchenum.pipeline.table_merge as table_merge
+table_merge.MERGE_ROWS = 400
+from test_table_merge import Overlapping
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
+run_job(Overlapping({key!r}, {sort!r}), RunOptions(out={out!r}, serial=True), Progress("overlapping"))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("key, sort", [(("key",), ("key",)), (("key",), ("score",))])
+def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes(tmp_path, key, sort):
+    def run(out, kill=None):
+        env = {**os.environ, **({"BATCHENUM_TEST_KILL_IN_MERGE": str(kill)} if kill is not None else {})}
+        code = KILLED_RUN.format(tests=os.path.dirname(__file__), key=key, sort=sort, out=str(out))
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+    killed = run(tmp_path / "killed", kill=2)
+    assert killed.returncode == -9  # SIGKILL, once partition 2 was written
+    merge = tmp_path / "killed" / "overlapping" / "_merge" / "rows"
+    written = sorted(path.name for path in merge.rglob("*-0000*.parquet"))
+    assert written[:3] == [f"{'part' if sort == key else 'dedup'}-{p:05d}.parquet" for p in range(3)]
+    assert not (tmp_path / "killed" / "overlapping" / "rows").exists()  # nothing committed
+    shown = render(job_statuses(str(tmp_path / "killed")))
+    assert re.search(r"merge: +rows: 3 of \d+ ranges written \(round 1\); a rerun keeps them", shown), shown
+    rerun = run(tmp_path / "killed")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
+    assert run(tmp_path / "whole").returncode == 0
+    assert _table_bytes(tmp_path / "killed") == _table_bytes(tmp_path / "whole")
+
+
+def _table_bytes(out) -> dict[str, bytes]:
+    folder = out / "overlapping" / "rows"
+    found = {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+    assert found and all(pq.read_metadata(folder / name).num_rows for name in found)
+    return found
+
+
+def test_free_polyominoes_by_overlapping_seeds_are_counted_exactly(tmp_path, monkeypatch):
+    """A real overlapping job: every free 9-omino (1,285, OEIS A000105) reached from each of the 5
+    tetrominoes that it holds, the merge keeping the first seed in plan order."""
+    from polyomino_job import FREE, Polyominoes
+
+    monkeypatch.setattr("batchenum.pipeline.table_merge.MERGE_ROWS", 1000)
+    job = Polyominoes(n=9, seed=4)
+    result = run_job(job, RunOptions(out=str(tmp_path), serial=True), quiet())
+    first: dict[str, str] = {}
+    for shard in job.plan(PlanContext()):
+        for key, seed in zip(*job.run_shard(shard).tables["forms"].values()):
+            first.setdefault(key, seed)
+    forms = pd.read_parquet(tmp_path / "polyominoes" / "forms")
+    assert len(forms) == len(result.tables["forms"]) == FREE[9] == len(first)
+    assert result.totals["emitted"] > 2 * FREE[9]  # the shards overlap
+    assert forms.key.tolist() == sorted(first) and forms.seed.tolist() == [first[key] for key in sorted(first)]
+    assert len(list((tmp_path / "polyominoes" / "forms").iterdir())) > 1
