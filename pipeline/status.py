@@ -396,65 +396,82 @@ def _last_run_work(status: JobStatus) -> str:
     return said + f" ({sum(status.seconds):.1f} s of compute summed over its shards)"
 
 
-def _render_one(status: JobStatus, now: float) -> str:
-    lines = [f"{status.name}  ({status.where})"]
-    plan = status.plan
-    if plan:
-        lines.append(f"  parameters:  {json.dumps(plan.get('params'), sort_keys=True)}")
-        lines.append(f"  code:        version {plan.get('version')}")
-        lines.append(
-            f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} (pid {plan.get('pid')})"
-        )
-    for problem in status.problems:
-        lines.append(f"  damaged:     {problem}")
-    lines.extend(_manifest_lines(status))
+def _plan_lines(plan: dict | None) -> list[str]:
+    if not plan:
+        return []
+    return [
+        f"  parameters:  {json.dumps(plan.get('params'), sort_keys=True)}",
+        f"  code:        version {plan.get('version')}",
+        f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} (pid {plan.get('pid')})",
+    ]
+
+
+def _lease_lines(status: JobStatus, now: float) -> list[str]:
     if status.lease and status.dead is None:
         beat = now - float(status.lease["heartbeat_at"])
-        lines.append(
+        return [
             f"  running:     host {status.lease.get('host')}, pid {status.lease.get('pid')}, "
             f"last heartbeat {_ago(beat)} ago"
-        )
-    elif status.lease:
-        lines.append(
+        ]
+    if status.lease:
+        return [
             f"  stopped:     the run of host {status.lease.get('host')}, pid {status.lease.get('pid')} is dead "
             f"({status.dead}); the next run takes the folder over and reuses what is committed"
-        )
+        ]
+    return []
+
+
+def _shard_line(status: JobStatus) -> str:
     total = status.planned
-    shard_line = (
+    if total is None and not status.shard_files:
+        return "none here (no run recorded a plan in this folder: its tables alone were kept)"
+    line = (
         f"{len(status.committed)}"
         + (f"/{total}" if total is not None else "")
         + f" shard{'' if (total if total is not None else len(status.committed)) == 1 else 's'} committed"
     )
     if status.stale or status.damaged:
-        shard_line += f", {len(status.stale)} stale (other code, parameters or shard), {len(status.damaged)} damaged"
+        line += f", {len(status.stale)} stale (other code, parameters or shard), {len(status.damaged)} damaged"
     if status.unplanned:
-        shard_line += (
+        line += (
             f"; {len(status.unplanned)} not in the plan, ignored ({', '.join(status.unplanned[:3])}"
             + (", ..." if len(status.unplanned) > 3 else "")
             + ")"
         )
-    if total is None and not status.shard_files:
-        shard_line = "none here (no run recorded a plan in this folder: its tables alone were kept)"
-    lines.append(f"  shards:      {shard_line}")
+    return line
+
+
+def _progress_lines(status: JobStatus, now: float) -> list[str]:
+    """The last commit, and the time left while a run is alive."""
+    lines = []
     if status.last_commit:
         lines.append(
             f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
             + (f"; {_last_run_work(status)}" if status.seconds else "; the last run reused every shard it has")
         )
-    if status.commit_times and _alive(status):
-        left = _time_left(status)
-        if left is not None:
-            lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run{_spread_note(status)}")
-    for saved in status.checkpoints:
-        lines.append(
-            f"  checkpoint:  {saved['shard']}: "
-            + (
-                "damaged; the next attempt starts the shard afresh"
-                if saved.get("damaged")
-                else f"{saved.get('progress') or 'saved'}, {_clock(saved.get('saved_at'))} "
-                f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"
-            )
-        )
+    left = _time_left(status) if status.commit_times and _alive(status) else None
+    if left is not None:
+        lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run{_spread_note(status)}")
+    return lines
+
+
+def _checkpoint_line(saved: dict, now: float) -> str:
+    return f"  checkpoint:  {saved['shard']}: " + (
+        "damaged; the next attempt starts the shard afresh"
+        if saved.get("damaged")
+        else f"{saved.get('progress') or 'saved'}, {_clock(saved.get('saved_at'))} "
+        f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"
+    )
+
+
+def _render_one(status: JobStatus, now: float) -> str:
+    lines = [f"{status.name}  ({status.where})", *_plan_lines(status.plan)]
+    lines += [f"  damaged:     {problem}" for problem in status.problems]
+    lines.extend(_manifest_lines(status))
+    lines += _lease_lines(status, now)
+    lines.append(f"  shards:      {_shard_line(status)}")
+    lines += _progress_lines(status, now)
+    lines += [_checkpoint_line(saved, now) for saved in status.checkpoints]
     for table in status.tables:
         rows = (
             (

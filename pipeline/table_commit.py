@@ -752,37 +752,42 @@ def _prefetched(items: Iterable, depth: int = 2) -> Iterator:
     reaches the consumer; a consumer that stops early stops the thread."""
     ahead: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
-    end = object()
-
-    def put(item: Any) -> None:
-        while not stop.is_set():
-            try:
-                ahead.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def produce() -> None:
-        try:
-            for item in items:
-                put((item, None))
-                if stop.is_set():
-                    return
-            put((end, None))
-        except BaseException as error:  # handed to the consumer
-            put((end, error))
-
-    threading.Thread(target=produce, name="batchenum-merge", daemon=True).start()
+    threading.Thread(target=_produce, args=(items, ahead, stop), name="batchenum-merge", daemon=True).start()
     try:
         while True:
             item, error = ahead.get()
-            if item is end:
+            if item is _END:
                 if error is not None:
                     raise error
                 return
             yield item
     finally:
         stop.set()
+
+
+_END = object()  # what _produce puts last, with the error that ended it or None
+
+
+def _produce(items: Iterable, ahead: queue.Queue, stop: threading.Event) -> None:
+    """Put each of ``items`` on ``ahead`` (paired with None), then ``_END``, until ``stop`` is set."""
+    try:
+        for item in items:
+            _put(ahead, stop, (item, None))
+            if stop.is_set():
+                return
+        _put(ahead, stop, (_END, None))
+    except BaseException as error:  # handed to the consumer
+        _put(ahead, stop, (_END, error))
+
+
+def _put(ahead: queue.Queue, stop: threading.Event, item: Any) -> None:
+    """``ahead.put(item)``, giving up once ``stop`` is set (the consumer stopped reading)."""
+    while not stop.is_set():
+        try:
+            ahead.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            continue
 
 
 def _gather(table: pa.Table, indices: np.ndarray) -> pa.Table:
