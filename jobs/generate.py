@@ -1,95 +1,91 @@
 """``batchenum generate dungeons`` and ``batchenum generate nonary``: seeded random batches for the
-record jobs, written as JSONL or Parquet."""
+record jobs, written as JSONL or Parquet.  Their options are ``Param`` declarations, as a job's are."""
 
 from __future__ import annotations
 
-import argparse
+from typing import Any
 
 from batchenum.jobs.dungeons import GRID_TYPE
 from batchenum.jobs.nonary import DOORS_TYPE
-from batchenum.pipeline.cli import Command, add_generate_arguments, positive_int, probability, write_generated
+from batchenum.pipeline.cli import ParamCommand, write_generated
+from batchenum.pipeline.params import Param, ParamError
 from batchenum.solvers import dungeon, nonary
 
-__all__ = ["COMMANDS", "add_dungeon_arguments", "generate_dungeons", "add_door_graph_arguments", "generate_door_graphs"]
-
-# ------------------------------------------------------------------------------------------ dungeons
+__all__ = ["COMMANDS", "GenerateDungeons", "GenerateDoorGraphs"]
 
 
-def _size(text: str) -> int | tuple[int, int]:
-    """argparse type: ``32`` or a range ``1-60`` drawn per dungeon."""
-    low, _, high = text.partition("-")
-    values = (positive_int(low), positive_int(high)) if high else positive_int(low)
-    if isinstance(values, tuple) and values[0] > values[1]:
-        raise argparse.ArgumentTypeError(f"range {text!r} must be low-high with low <= high")
+class _Generate(ParamCommand):
+    """What every generate command takes: how many records, a seed, and the file to write."""
+
+    noun = ""  # what the batch holds, for --help and the line said when it is written
+    count = Param(int, low=1, metavar="N", help="how many {job.noun}")
+    seed = Param(int, default=0, metavar="S", help="random seed")
+    out = Param(str, metavar="FILE", help="output file: Parquet if it ends in .parquet, else JSONL")
+
+
+class GenerateDungeons(_Generate):
+    path = ("generate", "dungeons")
+    help = "write a batch of seeded random dungeons (JSONL or Parquet)"
+    noun = "dungeons"
+    height = Param(str, default="32", metavar="H", help="rows, or a range like 1-60 drawn per dungeon")
+    width = Param(str, default="32", metavar="W", help="columns, or a range like 1-60 drawn per dungeon")
+    wall = Param(float, default=0.25, low=0, high=1, metavar="P", help="wall density")
+    gold = Param(float, default=0.05, low=0, high=1, metavar="P", help="gold density")
+    monster = Param(float, default=0.03, low=0, high=1, metavar="P", help="monster density")
+
+    @classmethod
+    def check_params(cls, values: dict[str, Any]) -> None:
+        for name in ("height", "width"):
+            _size(name, values[name])
+
+    def run(self) -> int:
+        """Write the generated dungeons to ``out`` (atomically); returns the exit status."""
+        height, width = _size("height", self.height), _size("width", self.width)
+        grids = dungeon.generate(
+            self.count, height, width, self.seed, wall=self.wall, gold=self.gold, monster=self.monster
+        )
+        return write_generated(self.out, "grid", "d", grids, GRID_TYPE, self.noun)
+
+
+def _size(name: str, text: str) -> int | tuple[int, int]:
+    """``32``, or a range ``1-60`` drawn per dungeon; ParamError naming ``name`` otherwise."""
+    low, dash, high = text.partition("-")
+    try:
+        values = (int(low), int(high)) if dash else int(low)
+    except ValueError:
+        raise ParamError(f"{{{name}}} must be a whole number or a range low-high, not {text!r}") from None
+    lowest = min(values) if isinstance(values, tuple) else values
+    if lowest < 1 or (isinstance(values, tuple) and values[0] > values[1]):
+        raise ParamError(f"{{{name}}} must be at least 1, a range low-high with low <= high, not {text!r}")
     return values
 
 
-def add_dungeon_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``batchenum generate dungeons``."""
-    add_generate_arguments(parser, "dungeons")
-    parser.add_argument("--height", type=_size, default=32, help="rows, or a range like 1-60 (default 32)")
-    parser.add_argument("--width", type=_size, default=32, help="columns, or a range like 1-60 (default 32)")
-    parser.add_argument("--wall", type=probability, default=0.25, help="wall density (default 0.25)")
-    parser.add_argument("--gold", type=probability, default=0.05, help="gold density (default 0.05)")
-    parser.add_argument("--monster", type=probability, default=0.03, help="monster density (default 0.03)")
-
-
-def generate_dungeons(args: argparse.Namespace) -> int:
-    """Write the generated dungeons to ``args.out`` (atomically); returns the exit status."""
-    grids = dungeon.generate(
-        args.count, args.height, args.width, args.seed, wall=args.wall, gold=args.gold, monster=args.monster
+class GenerateDoorGraphs(_Generate):
+    path = ("generate", "nonary")
+    help = "write a batch of seeded random door graphs (JSONL or Parquet)"
+    noun = "door graphs"
+    rooms = Param(int, default=4, low=1, metavar="R", help="rooms, room 0 included")
+    doors = Param(int, default=12, low=1, metavar="D", help="doors per graph")
+    cycles = Param(
+        float, default=0.2, low=0, high=1, metavar="P", help="chance that a door goes back to an earlier room or itself"
     )
-    return write_generated(args.out, "grid", "d", grids, GRID_TYPE, "dungeons")
-
-
-# ---------------------------------------------------------------------------------------- door graphs
-
-
-def add_door_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``batchenum generate nonary``."""
-    add_generate_arguments(parser, "door graphs")
-    parser.add_argument("--rooms", type=positive_int, default=4, help="rooms, room 0 included (default 4)")
-    parser.add_argument("--doors", type=positive_int, default=12, help="doors per graph (default 12)")
-    parser.add_argument(
-        "--cycles",
-        type=probability,
-        default=0.2,
-        help="chance that a door goes back to an earlier room or itself (default 0.2)",
+    parallel = Param(
+        float, default=0.2, low=0, high=1, metavar="P", help="chance that a door repeats the rooms of an earlier one"
     )
-    parser.add_argument(
-        "--parallel",
-        type=probability,
-        default=0.2,
-        help="chance that a door repeats the rooms of an earlier one (default 0.2)",
-    )
-    parser.add_argument("--nines", type=probability, default=0.25, help="share of doors numbered 9 (default 0.25)")
+    nines = Param(float, default=0.25, low=0, high=1, metavar="P", help="share of doors numbered 9")
+
+    def run(self) -> int:
+        """Write the generated door graphs to ``out`` (atomically); returns the exit status."""
+        graphs = nonary.generate(
+            self.count,
+            rooms=self.rooms,
+            doors=self.doors,
+            seed=self.seed,
+            cycles=self.cycles,
+            parallel=self.parallel,
+            nines=self.nines,
+        )
+        return write_generated(self.out, "doors", "g", graphs, DOORS_TYPE, self.noun)
 
 
-def generate_door_graphs(args: argparse.Namespace) -> int:
-    """Write the generated door graphs to ``args.out`` (atomically); returns the exit status."""
-    graphs = nonary.generate(
-        args.count,
-        rooms=args.rooms,
-        doors=args.doors,
-        seed=args.seed,
-        cycles=args.cycles,
-        parallel=args.parallel,
-        nines=args.nines,
-    )
-    return write_generated(args.out, "doors", "g", graphs, DOORS_TYPE, "door graphs")
-
-
-COMMANDS = [
-    Command(
-        ("generate", "dungeons"),
-        "write a batch of seeded random dungeons (JSONL or Parquet)",
-        add_dungeon_arguments,
-        generate_dungeons,
-    ),
-    Command(
-        ("generate", "nonary"),
-        "write a batch of seeded random door graphs (JSONL or Parquet)",
-        add_door_graph_arguments,
-        generate_door_graphs,
-    ),
-]
+COMMANDS = [GenerateDungeons.command(), GenerateDoorGraphs.command()]

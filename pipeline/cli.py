@@ -32,7 +32,16 @@ from batchenum.pipeline.execute import run_job
 from batchenum.pipeline.interrupts import interrupted as _interrupted
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.names import check_file_name
-from batchenum.pipeline.params import INPUTS, REQUIRED, Param, ParamError, SpokenError, spelled
+from batchenum.pipeline.params import (
+    INPUTS,
+    REQUIRED,
+    Param,
+    ParamError,
+    SpokenError,
+    declared_params,
+    resolve_params,
+    spelled,
+)
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.registry import JobRegistry, PluginWarning, is_job_path
 from batchenum.pipeline.run_options import CLI, RunOptions, run_params
@@ -44,9 +53,8 @@ __all__ = [
     "parse_job",
     "build_parser",
     "add_param_options",
+    "ParamCommand",
     "positive_int",
-    "probability",
-    "add_generate_arguments",
     "write_generated",
 ]
 
@@ -76,17 +84,6 @@ def _int_at_least(text: str, low: int) -> int:
     return value
 
 
-def probability(text: str) -> float:
-    """argparse type: a number between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value}")
-    return value
-
-
 def _add_runs_folder(parser: argparse.ArgumentParser) -> None:
     """--out for the commands that read what runs wrote (status, cleanup)."""
     parser.add_argument(
@@ -113,10 +110,44 @@ def _run_option_help(param: Param) -> str:
     return f"{param.help} (default: {param.default:g})" if isinstance(param.default, float) else param.help
 
 
-def add_param_options(parser: argparse.ArgumentParser, job_class: type[Job]) -> None:
+class ParamCommand:
+    """A command whose options are declared as ``Param``s, as a job's parameters are: from them come
+    its options, their ``--help`` lines, the checks and their messages.  A subclass sets ``path``
+    and ``help`` and writes ``run``; ``ParamCommand(**values)`` checks the values and sets them."""
+
+    path: tuple[str, ...] = ()
+    help: str = ""
+
+    def __init__(self, **values: Any):
+        for name, value in resolve_params(type(self), (), values, type(self).check_params).items():
+            setattr(self, name, value)
+
+    @classmethod
+    def check_params(cls, values: dict[str, Any]) -> None:
+        """Rules between options, or for one option beyond its bounds: raise ParamError."""
+
+    def run(self) -> int:
+        """Do the command; return the exit status."""
+        raise NotImplementedError
+
+    @classmethod
+    def command(cls) -> Command:
+        return Command(cls.path, cls.help, lambda parser: add_param_options(parser, cls), cls._run_from)
+
+    @classmethod
+    def _run_from(cls, args: argparse.Namespace) -> int:
+        try:
+            command = cls(**{name: getattr(args, name) for name in declared_params(cls) if hasattr(args, name)})
+        except ParamError as error:
+            raise error.spoken(cli=True) from None
+        return command.run()
+
+
+def add_param_options(parser: argparse.ArgumentParser, job_class: type) -> None:
     """One option per declared parameter: ``--max-n N``, its help with its default.  Values are
-    checked by the job (``Job.create``), so the command line and Python get the same messages."""
-    for name, param in job_class.declared_params().items():
+    checked by the job (``Job.create``) or command, so the command line and Python get the same
+    messages."""
+    for name, param in declared_params(job_class).items():
         options: dict[str, Any] = {
             "dest": name,
             "default": argparse.SUPPRESS,
@@ -135,7 +166,7 @@ def add_param_options(parser: argparse.ArgumentParser, job_class: type[Job]) -> 
         parser.add_argument(spelled(name, cli=True), **options)
 
 
-def _param_help(param: Param, job_class: type[Job]) -> str:
+def _param_help(param: Param, job_class: type) -> str:
     text = param.help_for(job_class)
     if param.default is REQUIRED or param.default is None or "(default" in text:
         return text
@@ -529,15 +560,6 @@ def _pipe_closed() -> int:
 
 
 # ------------------------------------------------------------------- generate commands of batch jobs
-
-
-def add_generate_arguments(parser: argparse.ArgumentParser, noun: str) -> None:
-    """``--count``, ``--seed`` and ``--out`` for a ``generate`` command writing a batch of ``noun``."""
-    parser.add_argument("--count", type=positive_int, required=True, help=f"how many {noun}")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument(
-        "--out", required=True, metavar="FILE", help="output file: Parquet if it ends in .parquet, else JSONL"
-    )
 
 
 def _check_generate_target(path: str) -> None:

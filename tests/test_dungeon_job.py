@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pyarrow as pa
@@ -14,10 +13,11 @@ from helpers import run_dungeon_shards
 import batchenum.jobs.dungeons
 from batchenum.jobs import REGISTRY
 from batchenum.jobs.dungeons import DungeonJob
-from batchenum.jobs.generate import add_dungeon_arguments, generate_dungeons
+from batchenum.jobs.generate import GenerateDungeons
 from batchenum.pipeline.cli import parse_job
 from batchenum.pipeline.errors import InputError, UsageError
 from batchenum.pipeline.job import PlanContext
+from batchenum.pipeline.params import ParamError
 from batchenum.solvers.dungeon import generate, oracle_gold
 
 
@@ -105,18 +105,15 @@ def test_run_arguments():
 
 @pytest.mark.parametrize("name", ["gen.jsonl", "gen.parquet"])
 def test_generate_command_round_trips(tmp_path, name, capsys):
-    parser = argparse.ArgumentParser()
-    add_dungeon_arguments(parser)
     out = tmp_path / name
-    args = parser.parse_args(["--count", "25", "--height", "1-6", "--width", "4", "--seed", "3", "--out", str(out)])
-    assert generate_dungeons(args) == 0
+    assert GenerateDungeons(count=25, height="1-6", width="4", seed=3, out=str(out)).run() == 0
     assert "wrote 25 dungeons" in capsys.readouterr().out
     answers = run_dungeon_shards(DungeonJob(str(out)))["answers"]
     expected = generate(25, (1, 6), 4, seed=3)
     assert answers["id"][:2] == ["d01", "d02"]
     assert answers["gold"] == [oracle_gold(g) for g in expected]
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--count", "5", "--height", "6-1", "--out", "x"])
+    with pytest.raises(ParamError, match="height must be at least 1, a range low-high with low <= high, not '6-1'"):
+        GenerateDungeons(count=5, height="6-1", out="x")
 
 
 def test_arrow_path_and_record_path_agree(tmp_path, monkeypatch):

@@ -105,16 +105,11 @@ def test_arguments_are_checked():
 
 
 def test_generate_command_writes_jsonl_and_parquet(tmp_path):
-    import argparse
+    from batchenum.jobs.generate import GenerateDoorGraphs
 
-    from batchenum.jobs import generate as commands
-
-    parser = argparse.ArgumentParser()
-    commands.add_door_graph_arguments(parser)
     for name in ("g.jsonl", "g.parquet"):
         out = tmp_path / name
-        args = parser.parse_args(["--count", "12", "--rooms", "3", "--doors", "7", "--seed", "5", "--out", str(out)])
-        assert commands.generate_door_graphs(args) == 0
+        assert GenerateDoorGraphs(count=12, rooms=3, doors=7, seed=5, out=str(out)).run() == 0
         answers, errors = run_all(NonaryJob(str(out)))
         assert len(answers["id"]) == 12 and not errors["id"]
         assert answers["id"][0] == "g01"

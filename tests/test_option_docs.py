@@ -47,3 +47,17 @@ def test_api_md_lists_every_parameter_of_the_jobs_it_names():
     for job, cell in rows:
         listed = set(re.findall(r"`([a-z_]+)`", cell))
         assert listed == set(REGISTRY.job_class(job).declared_params()), job
+
+
+def test_cli_md_lists_every_generate_option():
+    from batchenum.jobs.generate import GenerateDoorGraphs, GenerateDungeons
+    from batchenum.pipeline.params import declared_params
+
+    table = _section(REPO / "docs" / "cli.md", "## `batchenum generate dungeons` and `batchenum generate nonary`")
+    listed = {(flag, metavar) for flag, metavar in re.findall(r"`(--[a-z-]+) ([A-Z]+)`", table)}
+    declared = {
+        (spelled(name, cli=True), param.metavar)
+        for command in (GenerateDungeons, GenerateDoorGraphs)
+        for name, param in declared_params(command).items()
+    }
+    assert listed == declared
