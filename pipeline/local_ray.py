@@ -71,6 +71,7 @@ _RAY_DIR = "ray"  # Ray's --temp-dir, inside the private folder
 _STOP_TIMEOUT = 30.0  # seconds the watchdog may take to kill Ray's processes
 _SPILL = "spill"  # where the object store spills, inside the private folder (or a folder of its own)
 _STORE_SHARE = 0.25  # of the machine's memory, the object store's by default (Ray's own: 0.3)
+_AVAILABLE_SHARE = 0.3  # of the memory available at start, the most the store takes by default (Ray's own share)
 _STORE_BYTES_ENV, _SPILL_DIR_ENV = "BATCHENUM_RAY_OBJECT_STORE", "BATCHENUM_RAY_SPILL_DIR"
 # glibc's malloc serves an allocation from its heap, which keeps freed memory resident, once the
 # threshold for mmap has risen (dynamically, up to 32 MB); fixed at 1 MB, a worker's arrays of a
@@ -268,7 +269,9 @@ def _read_text(path: str, default: str) -> str:
 
 def object_store_bytes() -> int:
     """The object store's size: ``BATCHENUM_RAY_OBJECT_STORE`` bytes if set, else a quarter of the
-    machine's memory; at most what /dev/shm can hold (Ray's store lives there)."""
+    machine's memory, but at most 30% of what is available now (Ray's own default share, so that
+    `ray start` on a busy machine still leaves memory for tasks; a fixed quarter made it refuse to
+    start with 9 GB of 24 in use); at most what /dev/shm can hold (Ray's store lives there)."""
     wanted = os.environ.get(_STORE_BYTES_ENV)
     if wanted:
         try:
@@ -276,13 +279,26 @@ def object_store_bytes() -> int:
         except ValueError:
             raise LocalRayError(f"{_STORE_BYTES_ENV}={wanted!r} is not a number of bytes") from None
     else:
-        size = int(_STORE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        size = int(min(_STORE_SHARE * total, _AVAILABLE_SHARE * _available_memory(total)))
     try:
         shm = os.statvfs("/dev/shm")
         size = min(size, shm.f_bavail * shm.f_frsize)
     except OSError:
         pass  # no /dev/shm (not Linux): Ray uses its own fallback folder
     return size
+
+
+def _available_memory(total: int) -> int:
+    """The memory available now (MemAvailable of /proc/meminfo), or ``total`` where that is unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
 
 
 def private_folder(root: str) -> tuple[str, int]:
