@@ -25,7 +25,7 @@ from batchenum.pipeline.parquet_format import Provenance
 from batchenum.pipeline.progress import Progress
 from batchenum.pipeline.run_options import RunOptions
 from batchenum.pipeline.runner import Executor
-from batchenum.pipeline.shard_store import OTHER_PARAMETERS, SHARDS_DIR, ShardProblemKind, ShardStore, params_change
+from batchenum.pipeline.shard_store import SHARDS_DIR, ShardProblemKind, ShardStore, params_change
 from batchenum.pipeline.storage import STORAGE_TIMEOUT, TMP_MARK, NotWritableError, Storage, StorageError
 from batchenum.pipeline.table_commit import (
     PartTask,
@@ -334,7 +334,7 @@ def _partition_committed(
         pending.append(shard)
         if problem.kind is ShardProblemKind.OTHER_PARAMETERS:
             other_runs.append(shard.id)
-            changes[problem.detail.removeprefix(OTHER_PARAMETERS).strip(" ()")] = None
+            changes[problem.change] = None
         elif problem.kind is ShardProblemKind.STALE and problem.field == "code":
             code_changed.append(shard.id)
             code_changes[problem.change or "the job's code"] = None

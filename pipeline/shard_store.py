@@ -358,7 +358,7 @@ class ShardProblem:
     kind: ShardProblemKind
     detail: str  # what a person reads: the file and what is wrong with it
     field: str | None = None  # STALE and OTHER_PARAMETERS: the provenance field that differs
-    change: str = ""  # STALE code: which part of the code version differs (codeversion.code_change)
+    change: str = ""  # what differs: STALE code, which part of the code version; OTHER_PARAMETERS, which values
 
     def __str__(self) -> str:
         return self.detail
@@ -476,8 +476,8 @@ def _provenance_problem(
     """Why a file recording ``found`` is not current: a provenance field ``expected`` holds that
     differs, a row count other than the recorded one, or (``columns`` given) other columns."""
     if "params" in expected and found.get("job") == expected.get("job") and found.get("params") != expected["params"]:
-        detail = f"{OTHER_PARAMETERS} ({params_change(found.get('params'), expected['params'])})"
-        return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, detail, "params")
+        change = params_change(found.get("params"), expected["params"])
+        return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, f"{OTHER_PARAMETERS} ({change})", "params", change)
     for key in _PROVENANCE_FIELDS:
         if key in expected and found.get(key) != expected[key]:
             detail = f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
