@@ -75,6 +75,7 @@ class PalagoTransferJob(PalagoCountsJob):
     method = Param(str, default="transfer", choices=("transfer",), help="the transfer-matrix method")
     shard_tables = ("partial_counts", "symmetric_counts")
     piece_states: int | None = None  # fewest states per such task; None: the solver's PIECE_STATES
+    task_states: int | None = None  # most states per such task; None: the solver's TASK_STATES
     symmetric_piece_seconds = SYMMETRIC_PIECE_SECONDS  # CPU a piece of a rotation group's search gets
 
     def __init__(self, *args: Any, wide: bool = False, **params: Any):
@@ -160,6 +161,7 @@ class PalagoTransferJob(PalagoCountsJob):
                 "tasks": tasks,
                 "parts": tasks.cpus,
                 "piece_states": self.piece_states,
+                "task_states": self.task_states,
                 "resume": resume,
                 "checkpoint": checkpoint,
                 "save_every": self.checkpoint_interval,
@@ -228,43 +230,46 @@ def sweep_height(
     tasks: Any = None,
     parts: int = 1,
     piece_states: int | None = None,
+    task_states: int | None = None,
     resume: bytes | None = None,
     checkpoint: Any = None,
     save_every: float = CHECKPOINT_INTERVAL,
 ) -> np.ndarray:
     """count_height's counts (exact ints, sizes 0..max_n), with its large columns split across
     ``tasks`` (pipeline/tasks.py) when ``parts`` >= 2: a generation of at least 2 ``piece_states``
-    states (default PIECE_STATES) runs as up to ``parts`` tasks a phase, each of at least
-    ``piece_states`` states.  ``checkpoint`` (pipeline/checkpoint.py's Checkpoint) is saved every
+    states (default PIECE_STATES) runs as ``parts`` tasks a phase or more, each of at least
+    ``piece_states`` states and at most ``task_states`` (default TASK_STATES) once there are more.  ``checkpoint`` (pipeline/checkpoint.py's Checkpoint) is saved every
     ``save_every`` seconds at a column's end, whole in this process or, split, bucket by bucket;
     ``resume``: what it last saved, either kind.  stats (int64[2]) as count_height's; split, stats[0]
     is an upper bound on the peak (the sum of the tasks' peaks)."""
     from batchenum.solvers.palago.transfer import (
         PIECE_STATES,
+        TASK_STATES,
         Saver,
         SweepState,
         advance_column,
         exact_counts,
-        tasks_for,
     )
 
     sweep = (height, max_n, True, 3)
     stats = np.zeros(2, np.int64) if stats is None else stats
     piece_states = PIECE_STATES if piece_states is None else piece_states
-    if piece_states < 1:
-        raise ValueError(f"piece_states must be at least 1, not {piece_states}")
+    task_states = TASK_STATES if task_states is None else task_states
+    if piece_states < 1 or task_states < 1:
+        raise ValueError(f"piece_states and task_states must be at least 1, not {piece_states}, {task_states}")
     saver = Saver(_whole_saver(checkpoint), save_every, sweep)
-    split = SplitSweep(sweep, tasks, parts, piece_states, checkpoint, saver, stats) if tasks is not None else None
+    sizes = TaskSizes(parts, piece_states, task_states)
+    split = SplitSweep(sweep, tasks, sizes, checkpoint, saver, stats) if tasks is not None and parts >= 2 else None
     if resume is not None and BucketIndex.holds(resume):
         index = BucketIndex.from_bytes(resume, sweep)
         stats[:2] += index.stats
-        state = split.resume(index) if split is not None and parts >= 2 else index.gathered(checkpoint, sweep)
+        state = split.resume(index) if split is not None else index.gathered(checkpoint, sweep)
     else:
         state = SweepState.start(max_n) if resume is None else SweepState.from_bytes(resume, sweep)
         stats[:2] += state.stats
     spare: tuple | None = None
     while state.count > 0:
-        if split is not None and tasks_for(state.count, parts, piece_states) >= 2:
+        if split is not None and sizes.tasks(state.count) >= 2:
             state = split.run(state)
             continue
         state, spare = advance_column(sweep, state, stats, spare)
@@ -386,22 +391,42 @@ class _PendingSave:
     started: float
 
 
+@dataclass(frozen=True)
+class TaskSizes:
+    """How a split height sizes its tasks: one per CPU (``parts``) once each gets ``piece_states``
+    states, more once one would get more than ``task_states``."""
+
+    parts: int
+    piece_states: int
+    task_states: int
+
+    def tasks(self, states: int) -> int:
+        from batchenum.solvers.palago.transfer import tasks_for
+
+        return tasks_for(states, self.parts, self.piece_states, self.task_states)
+
+    def buckets(self, tasks: int, states: int) -> int:
+        """Buckets each of ``tasks`` tasks cuts its output of a phase of ``states`` states into:
+        room for the next phase to use twice the tasks (twice those the states alone need)."""
+        return max(min(self.parts, 2 * tasks), 2 * -(-states // self.task_states))
+
+
 class SplitSweep:
     """The columns of one height advanced as tasks while the generation keeps at least 2
     piece_states states at a column's end; this process holds handles, never a generation."""
 
-    def __init__(self, sweep, tasks, parts: int, piece_states: int, checkpoint, saver, stats: np.ndarray):
-        self.sweep, self.tasks, self.parts, self.piece_states = sweep, tasks, parts, piece_states
+    def __init__(self, sweep, tasks, sizes: TaskSizes, checkpoint, saver, stats: np.ndarray):
+        self.sweep, self.tasks, self.sizes = sweep, tasks, sizes
         self.checkpoint, self.saver, self.stats = checkpoint, saver, stats
 
     def run(self, state):
         """Split ``state``'s generation (held here, small: it just passed 2 piece_states states)
         and advance it as tasks; returns the sweep gathered back (or finished)."""
-        from batchenum.solvers.palago.transfer import next_phase, split_generation, tasks_for
+        from batchenum.solvers.palago.transfer import next_phase, split_generation
 
         height = self.sweep[0]
         live = state.generation_rows()
-        k = tasks_for(live.rows, self.parts, self.piece_states)
+        k = self.sizes.tasks(live.rows)
         steps = next_phase(height, height, live.rows, k)
         groups = [[piece] for piece in split_generation(live, k, height, steps)]
         return self._phases(state.without_rows(), steps, groups, live.rows)
@@ -411,7 +436,7 @@ class SplitSweep:
         more parts than CPUs now (any union of them is exact: the parts are cut by signature)."""
         from batchenum.solvers.palago.transfer import SweepState, merge_generations
 
-        k = max(1, min(self.parts, len(index.names)))
+        k = max(1, min(max(self.sizes.parts, self.sizes.tasks(index.rows)), len(index.names)))
         groups = [[name for i, name in enumerate(index.names) if i * k // len(index.names) == t] for t in range(k)]
         nothing = merge_generations([], self.sweep[1] + 1)
         state = SweepState(
@@ -420,13 +445,13 @@ class SplitSweep:
         return self._phases(state, index.steps, groups, index.rows, loading=True)
 
     def _phases(self, state, steps, groups: list[list], rows: int, loading: bool = False):
-        from batchenum.solvers.palago.transfer import next_phase, tasks_for
+        from batchenum.solvers.palago.transfer import next_phase
 
         height = self.sweep[0]
         saving: _PendingSave | None = None
         while True:
             following = next_phase(height, steps[1], rows, len(groups))
-            buckets = min(self.parts, 2 * len(groups))  # room for the next phase to use twice the tasks
+            buckets = self.sizes.buckets(len(groups), rows)
             outputs = self._submit(state.c, steps, following, buckets, groups, loading, saving)
             loading = False
             summaries = self.tasks.get([output[0] for output in outputs])
@@ -437,7 +462,7 @@ class SplitSweep:
             column_end = steps[1] == height
             state.c += column_end
             rows = sum(sum(piece.bucket_rows) for piece in summaries)
-            k = max(1, min(buckets, tasks_for(rows, self.parts, self.piece_states)))  # a task per bucket at most
+            k = max(1, min(buckets, self.sizes.tasks(rows)))  # a task per bucket at most
             handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
             if rows == 0 or (column_end and k < 2):
                 return self._gathered(state, handles)

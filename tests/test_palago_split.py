@@ -35,6 +35,31 @@ def test_split_sweep_counts_and_processes_what_the_whole_one_does(height, max_n,
     assert split_stats[1] == whole_stats[1]
 
 
+class TasksThatWeighTheirInputs(InProcessTasks):
+    """In-process tasks that note the most states one task was given, and the most tasks a phase had."""
+
+    largest = most_in_a_phase = 0
+
+    def submit(self, fn, *args, returns=1, name=""):
+        values = [arg.value if hasattr(arg, "value") else arg for arg in args]
+        given = sum(value.rows for value in values if isinstance(value, Generation))
+        self.largest = max(self.largest, given)
+        self.most_in_a_phase = max(self.most_in_a_phase, int(name.rsplit("/", 1)[1]))  # "... part t/k"
+        return super().submit(fn, *args, returns=returns, name=name)
+
+
+def test_a_large_generation_runs_as_more_tasks_than_cpus_each_bounded():
+    whole_stats, split_stats = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    whole = count_height(9, 26, stats=whole_stats)
+    tasks = TasksThatWeighTheirInputs()
+    split = sweep_height(9, 26, stats=split_stats, tasks=tasks, parts=2, piece_states=8, task_states=100)
+    assert split.tolist() == whole.tolist() and split_stats[1] == whole_stats[1]
+    assert whole_stats[0] > 3 * 100  # the largest generation needs more tasks than 2 CPUs
+    assert tasks.most_in_a_phase >= 8  # 2 CPUs, yet as many tasks as keep each near task_states
+    # a hash of a few hundred states' signatures cuts them unevenly; millions, evenly
+    assert 100 < tasks.largest <= 4 * 100, tasks.largest
+
+
 def test_one_part_or_large_pieces_split_nothing():
     tasks = InProcessTasks()
     assert sweep_height(6, 20, tasks=tasks, parts=1, piece_states=1).tolist() == count_height(6, 20).tolist()

@@ -60,6 +60,7 @@ __all__ = [
     "tasks_for",
     "next_phase",
     "PIECE_STATES",
+    "TASK_STATES",
     "PHASE_STATE_STEPS",
 ]
 
@@ -1146,6 +1147,10 @@ PIECE_STATES = 2000
 # one step once a task holds 10,000 states): the fewer its steps, the more rows its signature has,
 # so the more evenly its states spread over many tasks.
 PHASE_STATE_STEPS = 10_000
+# The most states a task advances, whatever the CPUs: its peak is about 1 kB a state (its input,
+# the sweep's buffers and its output buckets; 7.7-8.1 GB for 8 million at n = 60, h013), so a split
+# of one task per CPU would bind a height to one node's memory.  More tasks than CPUs queue.
+TASK_STATES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -1416,6 +1421,7 @@ def _empty_generation() -> Generation:
     return Generation(np.zeros((0, _HEAD), np.int64), np.zeros(0, np.int64))
 
 
-def tasks_for(states: int, parts: int, piece_states: int) -> int:
-    """Tasks for a phase of ``states`` states: at most ``parts``, each of at least piece_states."""
-    return min(parts, states // piece_states)
+def tasks_for(states: int, parts: int, piece_states: int, task_states: int = TASK_STATES) -> int:
+    """Tasks for a phase of ``states`` states: one per CPU among ``parts`` if each gets piece_states,
+    and as many more as keep each at most ``task_states``."""
+    return max(min(parts, states // piece_states), -(-states // task_states))
