@@ -123,10 +123,19 @@ class RunOptions:
     json: bool = _option(
         Param(bool, default=False, help="print the summary as one JSON object on standard output (docs/cli.md)"), CLI
     )
-    # settings of tests and benchmarks, on neither front door
     window: int | None = _option(
-        Param(int, default=None, low=1, help="tasks in flight (default: twice the CPUs, at least 8)")
+        Param(
+            int,
+            default=None,
+            low=1,
+            metavar="K",
+            help="shards in flight at most (default: twice the cluster's CPUs, at least 8); fewer bound what "
+            "shards that start tasks of their own hold at once in Ray's object store and its spill folder",
+        ),
+        CLI,
+        PYTHON,
     )
+    # settings of tests and benchmarks, on neither front door
     ray_after: float = _option(
         Param(float, default=RAY_AFTER_SECONDS, low=0, help="the head start starts Ray only for more work left (s)")
     )
