@@ -52,39 +52,52 @@ print(json.dumps({**cost.stats(), "peak_states": int(stats[0]), "state_steps": i
 """
 
 # The driver of the split run: a private Ray as a run starts it, and one task that sweeps the height
-# as the transfer job's shard does.  argv: height, n, cpus, checkpoint folder, save interval.
+# as the transfer job's shard does.  argv: height, n, cpus, checkpoint folder, save interval, task states.
 _SPLIT = """
 import json, os, sys, time
 import numpy as np
 from batchenum.pipeline.runner import RaySession
 
 height, n, cpus, folder, interval = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+task_states = int(sys.argv[6]) if sys.argv[6] != "default" else None
 session = RaySession(None, cpus)
 session.connect()  # before Ray is imported here: it sets Ray's token first
 import ray
 
+class CountedTasks:  # the shard's nested tasks, noting the most a phase had (names end "part t/k")
+
+    def __init__(self, tasks):
+        self.tasks, self.cpus, self.most = tasks, tasks.cpus, 0
+
+    def submit(self, fn, *args, returns=1, name=""):
+        self.most = max(self.most, int(name.rsplit("/", 1)[1]))
+        return self.tasks.submit(fn, *args, returns=returns, name=name)
+
+    def get(self, handles):
+        return self.tasks.get(handles)
+
 @ray.remote(num_cpus=1, max_retries=0)
-def sweep(height, n, folder, interval):
+def sweep(height, n, folder, interval, task_states):
     from batchenum.jobs.palago_transfer import ShardCost, resumed_stats, sweep_height
     from batchenum.pipeline.checkpoint import Checkpoint
     from batchenum.pipeline.job import Shard
     from batchenum.pipeline.runner import _NestedTasks
     from batchenum.pipeline.storage import Storage
 
-    tasks = _NestedTasks(f"palago h{height:03d}", 0)
+    tasks = CountedTasks(_NestedTasks(f"palago h{height:03d}", 0))
     checkpoint = Checkpoint(Storage.at(folder), Shard(f"h{height:03d}", {"height": height, "max_n": n}), {"bench": "split"})
     resume = checkpoint.load()
     resumed = resumed_stats(resume) if resume is not None else np.zeros(2, np.int64)
     stats = np.zeros(2, np.int64)
     with ShardCost() as cost:
         counts = sweep_height(height, n, stats=stats, tasks=tasks, parts=tasks.cpus, resume=resume,
-                              checkpoint=checkpoint, save_every=interval)
+                              checkpoint=checkpoint, save_every=interval, task_states=task_states)
     checkpoint.clear()
-    return {**cost.stats(), "pid": os.getpid(), "tasks": tasks.cpus, "state_steps": int(stats[1]),
+    return {**cost.stats(), "pid": os.getpid(), "tasks": tasks.most, "state_steps": int(stats[1]),
             "state_steps_resumed": int(resumed[1]), "counts": [str(x) for x in counts]}
 
 started = time.monotonic()
-result = ray.get(sweep.remote(height, n, folder, interval))
+result = ray.get(sweep.remote(height, n, folder, interval, task_states))
 result["wall"] = time.monotonic() - started
 print(json.dumps(result), flush=True)
 session.close()
@@ -210,6 +223,7 @@ def split_run(args, folder: str, spill: str, kill_after_save: bool) -> tuple[dic
     if args.object_store:
         env["BATCHENUM_RAY_OBJECT_STORE"] = str(int(float(args.object_store)))
     command = [sys.executable, "-c", _SPLIT, str(args.height), str(args.n), str(args.cpus), folder, str(args.interval)]
+    command.append(str(args.task_states or "default"))
     run = subprocess.Popen(
         ["nice", "-n", "10", *command],
         stdout=subprocess.PIPE,
@@ -269,10 +283,10 @@ def report(args, whole: dict | None, result: dict, watch: Watch) -> None:
         if args.worker_interpreter:
             interpreters.append(("a Ray worker's, with the kernels", args.worker_interpreter))
         for label, interpreter in interpreters:
-            bound = 1.5 * own / args.cpus + interpreter
+            bound = 1.5 * own / result["tasks"] + interpreter
             largest = watch.largest_own()
             print(
-                f"  bound with {label} ({interpreter / GIB:.3f} GiB): 1.5 x {own / GIB:.3f} / {args.cpus} + "
+                f"  bound with {label} ({interpreter / GIB:.3f} GiB): 1.5 x {own / GIB:.3f} / {result['tasks']} + "
                 f"{interpreter / GIB:.3f} = {bound / GIB:.3f} GiB; the largest process's own memory "
                 f"{largest / GIB:.3f} GiB ({largest / bound:.2f} of it); its VmHWM "
                 f"{max(watch.hwm.values(), default=0) / GIB:.3f} GiB"
@@ -306,7 +320,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--height", type=int, default=12)
     parser.add_argument("--n", type=int, default=48)
-    parser.add_argument("--cpus", type=int, default=8, help="the private Ray's CPUs: tasks a phase at most")
+    parser.add_argument("--cpus", type=int, default=8, help="the private Ray's CPUs (tasks a phase: at least)")
+    parser.add_argument("--task-states", type=int, help="the most states a task advances (default: TASK_STATES)")
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between saves (default 30)")
     parser.add_argument("--object-store", help="the object store's bytes (BATCHENUM_RAY_OBJECT_STORE)")
     parser.add_argument("--kill-after-save", action="store_true", help="kill the run at its first split save, rerun")

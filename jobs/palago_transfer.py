@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PalagoTransferJob",
     "ShardCost",
+    "TasksCost",
     "BucketIndex",
     "SplitSweep",
     "complete",
@@ -166,9 +167,11 @@ class PalagoTransferJob(PalagoCountsJob):
                 "checkpoint": checkpoint,
                 "save_every": self.checkpoint_interval,
             }
-        sweep = np.zeros(2, np.int64)
+        sweep, tasks_cost = np.zeros(2, np.int64), TasksCost()
         with ShardCost() as cost:
-            fixed = sweep_height(shard.spec["height"], max_n, stats=sweep, **options)[1:].tolist()  # exact ints
+            fixed = sweep_height(shard.spec["height"], max_n, stats=sweep, tasks_cost=tasks_cost, **options)[
+                1:
+            ].tolist()
         zeros = [0] * max_n
         if shard.spec.get("wide"):
             fixed, zeros = [str(x) for x in fixed], ["0"] * max_n  # type: ignore[list-item]  # wide: strings
@@ -182,6 +185,7 @@ class PalagoTransferJob(PalagoCountsJob):
         }
         stats = {
             **cost.stats(),
+            **tasks_cost.stats(cost.cpu_ms),
             "peak_states": int(sweep[0]),
             "state_steps": int(sweep[1]),
             "state_steps_resumed": int(resumed[1]),
@@ -234,6 +238,7 @@ def sweep_height(
     resume: bytes | None = None,
     checkpoint: Any = None,
     save_every: float = CHECKPOINT_INTERVAL,
+    tasks_cost: TasksCost | None = None,
 ) -> np.ndarray:
     """count_height's counts (exact ints, sizes 0..max_n), with its large columns split across
     ``tasks`` (pipeline/tasks.py) when ``parts`` >= 2: a generation of at least 2 ``piece_states``
@@ -241,7 +246,8 @@ def sweep_height(
     ``piece_states`` states and at most ``task_states`` (default TASK_STATES) once there are more.  ``checkpoint`` (pipeline/checkpoint.py's Checkpoint) is saved every
     ``save_every`` seconds at a column's end, whole in this process or, split, bucket by bucket;
     ``resume``: what it last saved, either kind.  stats (int64[2]) as count_height's; split, stats[0]
-    is an upper bound on the peak (the sum of the tasks' peaks)."""
+    is an upper bound on the peak (the sum of the tasks' peaks); ``tasks_cost`` adds up what the
+    split tasks cost their processes."""
     from batchenum.solvers.palago.transfer import (
         PIECE_STATES,
         TASK_STATES,
@@ -259,7 +265,12 @@ def sweep_height(
         raise ValueError(f"piece_states and task_states must be at least 1, not {piece_states}, {task_states}")
     saver = Saver(_whole_saver(checkpoint), save_every, sweep)
     sizes = TaskSizes(parts, piece_states, task_states)
-    split = SplitSweep(sweep, tasks, sizes, checkpoint, saver, stats) if tasks is not None and parts >= 2 else None
+    tasks_cost = TasksCost() if tasks_cost is None else tasks_cost
+    split = (
+        SplitSweep(sweep, tasks, sizes, checkpoint, saver, stats, tasks_cost)
+        if tasks is not None and parts >= 2
+        else None
+    )
     if resume is not None and BucketIndex.holds(resume):
         index = BucketIndex.from_bytes(resume, sweep)
         stats[:2] += index.stats
@@ -382,6 +393,39 @@ def advance_loaded(checkpoint: Any, names: list[str], sweep: tuple, c: int, rows
     return advance_generation(sweep, c, rows, following, buckets, merged)
 
 
+def costed(fn, *args) -> tuple:
+    """``fn(*args)`` (a summary and buckets), with what it cost this process after the summary."""
+    with ShardCost() as cost:
+        summary, *buckets = fn(*args)
+    return (summary, cost.stats(), *buckets)
+
+
+@dataclass
+class TasksCost:
+    """What the tasks of a split height cost: their CPU, their number, the largest peak resident
+    memory of a process while it ran one (its VmHWM, reset as each starts)."""
+
+    tasks: int = 0
+    cpu_ms: int = 0
+    peak_rss_bytes: int = 0
+
+    def add(self, costs: list[dict]) -> None:
+        self.tasks += len(costs)
+        self.cpu_ms += sum(cost["cpu_ms"] for cost in costs)
+        self.peak_rss_bytes = max([self.peak_rss_bytes, *(cost.get("peak_rss_bytes", 0) for cost in costs)])
+
+    def stats(self, own_cpu_ms: int) -> dict[str, int]:
+        """A shard's stats: its CPU with its tasks' (``own_cpu_ms``: the shard's thread), and, if
+        it was split, its tasks' number and peak."""
+        if not self.tasks:
+            return {}
+        return {
+            "cpu_ms": own_cpu_ms + self.cpu_ms,
+            "split_tasks": self.tasks,
+            "task_peak_rss_bytes": self.peak_rss_bytes,
+        }
+
+
 @dataclass
 class _PendingSave:
     """A split save under way: its parts are written by the next phase's tasks; the index, from
@@ -415,8 +459,8 @@ class SplitSweep:
     """The columns of one height advanced as tasks while the generation keeps at least 2
     piece_states states at a column's end; this process holds handles, never a generation."""
 
-    def __init__(self, sweep, tasks, sizes: TaskSizes, checkpoint, saver, stats: np.ndarray):
-        self.sweep, self.tasks, self.sizes = sweep, tasks, sizes
+    def __init__(self, sweep, tasks, sizes: TaskSizes, checkpoint, saver, stats: np.ndarray, cost: TasksCost):
+        self.sweep, self.tasks, self.sizes, self.cost = sweep, tasks, sizes, cost
         self.checkpoint, self.saver, self.stats = checkpoint, saver, stats
 
     def run(self, state):
@@ -455,6 +499,7 @@ class SplitSweep:
             outputs = self._submit(state.c, steps, following, buckets, groups, loading, saving)
             loading = False
             summaries = self.tasks.get([output[0] for output in outputs])
+            self.cost.add(self.tasks.get([output[1] for output in outputs]))
             if saving is not None:
                 self._commit(saving)  # every part is written: the index last
                 saving = None
@@ -463,7 +508,7 @@ class SplitSweep:
             state.c += column_end
             rows = sum(sum(piece.bucket_rows) for piece in summaries)
             k = max(1, min(buckets, self.sizes.tasks(rows)))  # a task per bucket at most
-            handles = [[output[1 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
+            handles = [[output[2 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
             if rows == 0 or (column_end and k < 2):
                 return self._gathered(state, handles)
             # task t of the next phase merges buckets b with b * k // buckets == t of every task
@@ -486,7 +531,7 @@ class SplitSweep:
                 call = (advance_saving, self.checkpoint, saving.index.names[t], *common, *group)
             else:
                 call = (advance_piece, *common, *group)
-            outputs.append(self.tasks.submit(*call, returns=buckets + 1, name=name))
+            outputs.append(self.tasks.submit(costed, *call, returns=buckets + 2, name=name))
         return outputs
 
     def _count(self, state, summaries) -> None:
@@ -525,8 +570,8 @@ class SplitSweep:
 
 class ShardCost:
     """What computing one shard cost this process, measured around it (``with ShardCost() as
-    cost``): ``cpu_ms``, the CPU time of the calling thread (the sweep runs in it; tasks a split
-    height starts run in other processes and are not counted), ``peak_rss_bytes``, the process's
+    cost``): ``cpu_ms``, the CPU time of the calling thread (the sweep runs in it; the tasks a split
+    height starts measure their own, TasksCost), ``peak_rss_bytes``, the process's
     resident high-water mark during the shard, and ``start_rss_bytes``, what it held resident when
     the shard started (the interpreter, numba, pyarrow: the peak minus it is the shard's own). The
     mark (VmHWM) is reset at the start by writing 5 to /proc/self/clear_refs, so it is this shard's

@@ -289,6 +289,22 @@ def test_ray_run_with_split_heights_equals_the_serial_run(tmp_path, ray_session)
     assert on_ray.summary == serial.summary
     submitted = [line for path in witness.iterdir() for line in path.read_text().splitlines()]
     assert any(line.startswith("_NestedTasks ") and "part 2/2" in line for line in submitted), submitted[:20]
+    # a split height's CPU is its own thread's and its tasks', which it counts and measures
+    split_stats = [stats for stats in _shard_stats(ray_dir) if "split_tasks" in stats]
+    assert split_stats and all(stats["split_tasks"] >= 2 and stats["cpu_ms"] >= 0 for stats in split_stats)
+    assert all(stats["task_peak_rss_bytes"] > 10 * 2**20 for stats in split_stats)  # an interpreter at least
+
+
+def _shard_stats(job_folder) -> list[dict]:
+    """The stats every committed height shard's file records in its footer."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from batchenum.pipeline.parquet_format import recorded_metadata
+
+    files = sorted((job_folder / "_shards" / "partial_counts").glob("h*.parquet"))
+    return [json.loads(recorded_metadata(pq.read_schema(path))["stats"]) for path in files]
 
 
 # A run of the transfer job on a private Ray of 4 CPUs whose heights split into tasks of at least 40
