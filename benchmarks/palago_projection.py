@@ -126,7 +126,7 @@ class Growth:
         y = np.log([p.value for p in points])
         slope, self.intercept = np.polyfit(n, y, 1)
         local = np.diff(y) / np.diff(n)
-        low, high = local.min(), local.max()
+        low, high = min(local.min(), slope), max(local.max(), slope)  # two points: equal but for rounding
         if len(points) > 2:
             residual = y - (slope * n + self.intercept)
             se = math.sqrt(residual @ residual / (len(n) - 2) / ((n - n.mean()) @ (n - n.mean())))
@@ -183,6 +183,8 @@ def store_figures(store: Path) -> dict:
     thread's only, so none is taken), its reflection shard's CPU, and the bytes a state its
     checkpoint parts take on disk.  Reads only."""
     job = store / "palago"
+    if not (job / "_plan.json").is_file():
+        raise ValueError(f"{store} keeps no plan ({job / '_plan.json'}): give the --out folder of a palago run")
     plan = json.loads((job / "_plan.json").read_text())
     planned = [s for s in plan["shards"] if re.fullmatch(r"h\d+", s)]
     heights, mirror_cpu = {}, None
@@ -437,7 +439,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--cpus-per-node must be at least 1")
     m = committed(args.committed)
     if args.store:
-        m.store = store_figures(args.store)
+        try:
+            m.store = store_figures(args.store)
+        except ValueError as error:
+            parser.error(str(error))
     fits = growths(m)
     result = {
         "growths": {name: growth_dict(g) for name, g in fits.items()},
