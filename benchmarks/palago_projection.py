@@ -69,6 +69,8 @@ DOCUMENTED = {
         (48, 2_213_908.0, "ibid., h013"),
         (50, 4.6e6, "palago_transfer.md, table to n = 50, h014"),
     ),
+    # a state's resident bytes at the largest heights, whole in one process, pooled rows (ibid.: 370-430 at n = 48)
+    "process_bytes": ((48, 400.0, "palago.md per height, 370-430"),),
     # the reflection's half-plane sweep, one shard (palago_transfer.md, "What n = 56 and n = 60 need")
     "mirror_cpu": ((40, 0.56, "palago_transfer.md, section 7"), (50, 9.9, "ibid.")),
     # every rotation group's search together (ibid.: the six 11.6 s at n = 48)
@@ -159,9 +161,11 @@ class Measured:
     max_n: int
     heights: dict[int, dict]  # height -> its cost row at max_n
     mirror_cpu: float
+    mirror_bytes: int  # the mirror sweep's peak resident memory beyond its process's start
     rotation_cpu: float
     rotation_piece_cpu: float
     fixed: dict[int, int]
+    reflection: dict[int, int]  # A_ref(n) = free_stabiliser_2 + free_stabiliser_6: the mirror kernel's int64 counts
     store: dict = field(default_factory=dict)
 
 
@@ -172,10 +176,18 @@ def committed(folder: Path = COMMITTED) -> Measured:
     rows = cost.to_pylist()
     heights = {int(r["shard"][1:]): r for r in rows if re.fullmatch(r"h\d+", r["shard"])}
     rotation = [r["cpu_seconds"] for r in rows if r["shard"].startswith("s-rotation")]
-    (mirror_cpu,) = [r["cpu_seconds"] for r in rows if r["shard"] == "s-reflection"]
-    counts = pq.read_table(folder / "creature_counts.parquet", columns=["n", "fixed"]).to_pydict()
+    (mirror,) = [r for r in rows if r["shard"] == "s-reflection"]
+    mirror_bytes = mirror["peak_rss_bytes"] - mirror["start_rss_bytes"]
+    columns = ["n", "fixed", "free_stabiliser_2", "free_stabiliser_6"]
+    counts = pq.read_table(folder / "creature_counts.parquet", columns=columns).to_pydict()
     fixed = {int(n): int(x) for n, x in zip(counts["n"], counts["fixed"])}
-    return Measured(max_n, heights, mirror_cpu, sum(rotation), max(rotation), fixed)
+    reflection = {
+        int(n): int(f2) + int(f6)
+        for n, f2, f6 in zip(counts["n"], counts["free_stabiliser_2"], counts["free_stabiliser_6"])
+    }
+    return Measured(
+        max_n, heights, mirror["cpu_seconds"], mirror_bytes, sum(rotation), max(rotation), fixed, reflection
+    )
 
 
 def store_figures(store: Path) -> dict:
@@ -239,6 +251,7 @@ def growths(m: Measured) -> dict[str, Growth]:
         "largest_states": doc["largest_states"] + [Point(n, max(r["peak_states"] for r in h.values()), here)],
         "mirror_cpu": doc["mirror_cpu"] + [Point(n, m.mirror_cpu, here)],
         "rotation_cpu": doc["rotation_cpu"] + [Point(n, m.rotation_cpu, here)],
+        "process_bytes": doc["process_bytes"] + [Point(n, _process_bytes(h), here + ", the costliest height")],
     }
     s = m.store
     if s and s["complete"]:
@@ -252,6 +265,12 @@ def growths(m: Measured) -> dict[str, Growth]:
         where = f"store n = {s['max_n']}, {done} of {planned} pieces' mean times {planned}"
         fits["rotation_cpu"].append(Point(s["max_n"], s["rotation_cpu"], where))
     return {name: Growth(name, points) for name, points in fits.items()}
+
+
+def _process_bytes(heights: dict[int, dict]) -> float:
+    """Resident bytes a state of the costliest height: its peak beyond its start over its peak states."""
+    r = max(heights.values(), key=lambda r: r["cpu_seconds"])
+    return (r["peak_rss_bytes"] - r["start_rss_bytes"]) / r["peak_states"]
 
 
 def step_cost(m: Measured) -> tuple[float, float, float]:
@@ -316,7 +335,7 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int) ->
         "costliest_share": (share_56, min(share_56, COSTLIEST_SHARE_48), max(share_56, COSTLIEST_SHARE_48)),
     }
     clusters = [cluster(n, c, cpus_per_node, work) for c in CLUSTERS]
-    return {
+    result = {
         "n": n,
         "heights": max_height(n),
         "heights_state_steps": steps,
@@ -325,14 +344,24 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int) ->
         "total_cpu_hours": _scaled(total, 1 / 3600),
         "step_us_split": step_task * 1e6,
         "largest_height_peak_states": largest,
-        "largest_height_whole_gib": _scaled(largest, NARROW_PROCESS_BYTES / GIB),
+        # today's rows (one word a coefficient), growing as the pooled rows' bytes did
+        "largest_height_whole_gib": tuple(
+            s * NARROW_PROCESS_BYTES * g / fits["process_bytes"].last.value / GIB
+            for s, g in zip(largest, fits["process_bytes"].at(n))
+        ),
+        # the mirror sweep is one task, unsplit: its memory grows as its CPU (assumed; measured at n = 56 only)
+        "mirror_gib": tuple(m.mirror_bytes * c / fits["mirror_cpu"].last.value / GIB for c in mirror_cpu),
+        "mirror_hours": _scaled(mirror_cpu, 1 / 3600),
+        # a column run whole (fewer than 2 PIECE_STATES states at its start, assumed to grow at most
+        # tenfold within it) in the height's process, at the split step's cost
+        "unsplit_column_s": 2 * PIECE_STATES * 10 * round(COSTLIEST_AT * n) * step_task,
         "costliest_height": work["costliest"],
         "costliest_share": work["costliest_share"],
         "phase_gb_at_peak": tuple(s * b / 1e9 for s, b in zip(largest, stored)),
         "moved_tb_in_all": tuple(s * b / 1e12 for s, b in zip(steps, stored)),
         "clusters": clusters,
-        "changes": changes(m, n, clusters),
     }
+    return {**result, "changes": changes(m, n, result)}
 
 
 def _sum(x: tuple, y: tuple) -> tuple:
@@ -397,7 +426,7 @@ def _cluster_end(n, cpus, cpus_per_node, nodes, pieces, work, i, task_bytes, sto
     }
 
 
-def changes(m: Measured, n: int, clusters: list[dict]) -> list[str]:
+def changes(m: Measured, n: int, projected: dict) -> list[str]:
     """What the code cannot do at n as it stands, checked against its limits and the projection."""
     out = []
     if max_height(n) > max_height(MAX_N):
@@ -409,6 +438,13 @@ def changes(m: Measured, n: int, clusters: list[dict]) -> list[str]:
     out.append(
         f"rotation pieces: the plan cuts each group into {rotation_parts(n):,} (ROTATION_GROUP_GROWTH 1.73 a tile) for "
         f"pieces of a minute, but at n = {m.max_n} its pieces took at most {measured_piece:.1f} CPU s: refit the constant"
+    )
+    clusters = projected["clusters"]
+    mirror_gib, mirror_hours = projected["mirror_gib"][0], projected["mirror_hours"][0]
+    out.append(
+        f"the mirror sweep is one task: {mirror_hours:.2f} h and {mirror_gib:.0f} GiB, the largest task on "
+        f"{sum(c['largest_task_s'][0] >= c['critical_path_s'][0] for c in clusters)} of {len(clusters)} clusters: "
+        "split it as the heights are"
     )
     small = clusters[0]
     out.append(
@@ -425,6 +461,10 @@ def changes(m: Measured, n: int, clusters: list[dict]) -> list[str]:
     bits = math.log2(m.fixed[last]) + (n - last) * math.log2(m.fixed[last] / m.fixed[last - 1])
     verdict = "within" if bits < COUNT_BITS - 8 else "near or past"
     out.append(f"counts: fixed({n}) about 2^{bits:.0f}, {verdict} the exact arithmetic's 2^{COUNT_BITS}")
+    ref = m.reflection
+    ref_bits = math.log2(ref[last]) + (n - last) * math.log2(ref[last] / ref[last - 2]) / 2  # A_ref alternates
+    verdict = "within" if ref_bits < 62 else "past"
+    out.append(f"the mirror sweep's int64 counts: A_ref({n}) about 2^{ref_bits:.0f}, {verdict} 2^63")
     return out
 
 
@@ -526,6 +566,11 @@ def _print_projection(p: dict) -> None:
         f"  costliest height       h{p['costliest_height']:03d}, "
         f"{_tri(p['costliest_share'], '{:.2f}')} of the heights' CPU"
     )
+    print(
+        f"  the mirror sweep       {_tri(p['mirror_hours'], '{:.2f}')} h in one task, "
+        f"{_tri(p['mirror_gib'], '{:.1f}')} GiB (its memory assumed to grow as its CPU)"
+    )
+    print(f"  an unsplit column      {p['unsplit_column_s']:.2f} s at most")
     print(f"  a phase moves          {_tri(p['phase_gb_at_peak'])} GB at the largest generation")
     print(f"  all phases move        {_tri(p['moved_tb_in_all'])} TB")
     print(f"  {'CPUs':>6} {'nodes':>5} {'tasks':>6} {'node GiB':>18} {'tasks+store':>14} {'largest task':>22} "
