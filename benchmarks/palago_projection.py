@@ -573,14 +573,18 @@ def _print_projection(p: dict) -> None:
     print(f"  an unsplit column      {p['unsplit_column_s']:.2f} s at most")
     print(f"  a phase moves          {_tri(p['phase_gb_at_peak'])} GB at the largest generation")
     print(f"  all phases move        {_tri(p['moved_tb_in_all'])} TB")
-    print(f"  {'CPUs':>6} {'nodes':>5} {'tasks':>6} {'node GiB':>18} {'tasks+store':>14} {'largest task':>22} "
-          f"{'critical path':>18} {'speedup at most':>16} {'wall h':>14}")  # fmt: skip
+    print()
+    print(
+        "  | CPUs | nodes | tasks | GiB a node | its tasks + store (all heights' store) | largest task s, share "
+        "| costliest height's path s | speedup at most | wall h |"
+    )
+    print("  |---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k in p["clusters"]:
         print(
-            f"  {k['cpus']:6,} {k['nodes']:5} {k['tasks_at_peak'][0]:6,} {_tri(k['node_peak_gib']):>18} "
-            f"{k['node_tasks_gib'][0]:5.0f}+{k['node_store_gib'][0]:<6.0f} "
-            f"{k['largest_task_s'][0]:6.0f} s {_tri(k['largest_task_share'], '{:.4f}'):>13} "
-            f"{_tri(k['critical_path_s']):>18} {_tri(k['speedup_bound']):>16} {_tri(k['wall_hours'], '{:.2f}'):>14}"
+            f"  | {k['cpus']:,} | {k['nodes']} | {k['tasks_at_peak'][0]:,} | {_tri(k['node_peak_gib'])} "
+            f"| {k['node_tasks_gib'][0]:.0f} + {k['node_store_gib'][0]:.0f} ({k['node_store_all_heights_gib'][0]:.0f}) "
+            f"| {k['largest_task_s'][0]:,.0f}, {_tri(k['largest_task_share'], '{:.4f}')} "
+            f"| {_tri(k['critical_path_s'])} | {_tri(k['speedup_bound'])} | {_tri(k['wall_hours'], '{:.2f}')} |"
         )
     print("  must change first:")
     for change in p["changes"]:
