@@ -253,7 +253,7 @@ def growths(m: Measured) -> dict[str, Growth]:
         "rotation_cpu": doc["rotation_cpu"] + [Point(n, m.rotation_cpu, here)],
         "process_bytes": doc["process_bytes"] + [Point(n, _process_bytes(h), here + ", the costliest height")],
     }
-    s = m.store
+    s = m.store if m.store and m.store["max_n"] > n else {}  # a store joins only past the committed n
     if s and s["complete"]:
         where = f"store n = {s['max_n']}"
         fits["heights_steps"].append(Point(s["max_n"], sum(r["state_steps"] for r in s["heights"].values()), where))
@@ -299,7 +299,7 @@ def per_height(m: Measured) -> list[dict]:
         if height in at_48:
             row["cpu_per_tile"] = (r["cpu_seconds"] / at_48[height][0]) ** (1 / tiles)
             row["states_per_tile"] = (r["peak_states"] / at_48[height][1]) ** (1 / tiles)
-        later = m.store.get("heights", {}).get(height) if m.store else None
+        later = m.store["heights"].get(height) if m.store and m.store["max_n"] > m.max_n else None
         if later:
             row["steps_per_tile_after"] = (later["state_steps"] / r["state_steps"]) ** (
                 1 / (m.store["max_n"] - m.max_n)
@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> None:
         "growths": {name: growth_dict(g) for name, g in fits.items()},
         "step_cost": dict(zip(("a", "b", "worst_miss"), step_cost(m))),
         "per_height": per_height(m),
-        "store": m.store or None,
+        "store": {**m.store, "joins": m.store["max_n"] > m.max_n} if m.store else None,
         "projections": [project(m, fits, n, args.cpus_per_node) for n in TARGETS],
         "cpus_per_node": args.cpus_per_node,
     }
@@ -546,7 +546,8 @@ def _print_measured(r: dict) -> None:
             print(line)
     if r["store"]:
         s = r["store"]
-        print(f"Store n = {s['max_n']}: {len(s['heights'])} heights committed, complete: {s['complete']}")
+        joins = "its figures join the fits" if s["joins"] else "not past the committed n: not fitted"
+        print(f"Store n = {s['max_n']}: {len(s['heights'])} heights committed, complete: {s['complete']}; {joins}")
         for save in s["saves"]:
             print(
                 f"  h{save['height']:03d} saved at column {save['column']}: {save['states']:,} states, "

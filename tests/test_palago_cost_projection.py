@@ -110,3 +110,31 @@ def test_a_store_without_a_plan_is_refused_clearly(tmp_path):
     )
     assert run.returncode == 2
     assert "keeps no plan" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_store_is_read_as_its_shards_record_it(tmp_path, projection):
+    """A real run's store (n = 20, serial): its heights' state-steps and peak states as their shard
+    files record them; below the committed n it joins no fit."""
+    from batchenum.pipeline.parquet_format import recorded_metadata
+
+    run = subprocess.run(
+        [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "20", "--method", "transfer", "--serial"]
+        + ["--out", str(tmp_path), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    read = subprocess.run(
+        [sys.executable, str(SCRIPT), "--store", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert read.returncode == 0, read.stderr
+    result = json.loads(read.stdout)
+    store = result["store"]
+    assert store["max_n"] == 20 and store["complete"] and not store["joins"]
+    assert sorted(int(h) for h in store["heights"]) == list(range(1, max_height(20) + 1))
+    for height, figures in store["heights"].items():
+        path = tmp_path / "palago" / "_shards" / "partial_counts" / f"h{int(height):03d}.parquet"
+        stats = json.loads(recorded_metadata(pq.read_schema(path))["stats"])
+        assert figures == {"state_steps": stats["state_steps"], "peak_states": stats["peak_states"]}
+    assert result["growths"] == projection["growths"]
