@@ -52,6 +52,9 @@ from batchenum.solvers.palago.transfer import (
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "results" / "transfer" / "palago"
+# The n = 56 run's cost statement as published (18a7b03), every height swept whole in one process:
+# the per-height figures come from it, whatever results/ holds later (a split run records less).
+FROZEN = Path(__file__).resolve().parent / "data" / "palago_cost_n56.parquet"
 TARGETS = (60, 64, 70)  # 60: the run under way will check it
 CLUSTERS = (16, 128, 1024)
 GIB = 2**30
@@ -94,7 +97,7 @@ STORED_BYTES = (135.4 * 2**20 / 2_084_376, 86.0, 110.0)
 # What a nested task costs besides its sweep: about 30 ms, and under 1 ms a bucket it returns
 # (palago_transfer.md section 6, `palago_split.py --task-cost`).
 TASK_SECONDS, BUCKET_SECONDS = 0.030, 0.001
-SKEW = (1.0, 2.0)  # the largest task's states over the mean: assumed (n = 36: 1.0 of 16 buckets)
+SKEW = (1.0, 2.0)  # the largest task's states over the mean: assumed (n = 36: 0.96 of 16 buckets)
 ROTATION_PIECE_IMBALANCE = 1.25  # the largest of a group's pieces over their mean, n = 46
 COUNT_BITS = 125  # the exact arithmetic's reach: 2^64 * P (palago_transfer.md, Exact wide arithmetic)
 
@@ -166,20 +169,35 @@ class Measured:
     rotation_piece_cpu: float
     fixed: dict[int, int]
     reflection: dict[int, int]  # A_ref(n) = free_stabiliser_2 + free_stabiliser_6: the mirror kernel's int64 counts
+    later: list[Measured] = field(default_factory=list)  # published runs past this one
     store: dict = field(default_factory=dict)
 
+    @property
+    def last_n(self) -> int:
+        return max([self.max_n, *(run.max_n for run in self.later)])
 
-def committed(folder: Path = COMMITTED) -> Measured:
-    """The committed table's cost statement and counts."""
-    cost = pq.read_table(folder / "cost.parquet")
+
+def committed(folder: Path = COMMITTED, frozen: Path = FROZEN) -> Measured:
+    """The n = 56 run's figures (``frozen``) and, when the committed table reaches further, its
+    cost statement as a later run; the counts from the committed table."""
+    columns = ["n", "fixed", "free_stabiliser_2", "free_stabiliser_6"]
+    counts = pq.read_table(folder / "creature_counts.parquet", columns=columns).to_pydict()
+    m = cost_statement(frozen, counts)
+    latest = cost_statement(folder / "cost.parquet", counts)
+    if latest.max_n > m.max_n:
+        m.later.append(latest)
+    return m
+
+
+def cost_statement(path: Path, counts: dict) -> Measured:
+    """One published cost statement (palago_publish's cost.parquet) with the table's counts."""
+    cost = pq.read_table(path)
     max_n = json.loads(recorded_metadata(cost.schema)["params"])["max_n"]
     rows = cost.to_pylist()
     heights = {int(r["shard"][1:]): r for r in rows if re.fullmatch(r"h\d+", r["shard"])}
     rotation = [r["cpu_seconds"] for r in rows if r["shard"].startswith("s-rotation")]
     (mirror,) = [r for r in rows if r["shard"] == "s-reflection"]
     mirror_bytes = mirror["peak_rss_bytes"] - mirror["start_rss_bytes"]
-    columns = ["n", "fixed", "free_stabiliser_2", "free_stabiliser_6"]
-    counts = pq.read_table(folder / "creature_counts.parquet", columns=columns).to_pydict()
     fixed = {int(n): int(x) for n, x in zip(counts["n"], counts["fixed"])}
     reflection = {
         int(n): int(f2) + int(f6)
@@ -203,6 +221,7 @@ def store_figures(store: Path) -> dict:
     for path in sorted((job / "_shards" / "partial_counts").glob("*.parquet")):
         stats = json.loads(recorded_metadata(pq.read_schema(path)).get("stats", "{}"))
         if re.fullmatch(r"h\d+", path.stem) and "state_steps" in stats:
+            # a split height's peak states are its tasks' peaks added up: an upper bound
             heights[int(path.stem[1:])] = {"state_steps": stats["state_steps"], "peak_states": stats["peak_states"]}
     rotation = []
     for path in sorted((job / "_shards" / "symmetric_counts").glob("s-rotation-*.parquet")):
@@ -245,15 +264,19 @@ def growths(m: Measured) -> dict[str, Growth]:
     )
     cpu = sum(r["cpu_seconds"] for r in h.values()) + resumed
     here = f"results/transfer n = {n}"
+    whole = not _split(h)  # a split height's shard records its own thread's CPU only
     fits = {
-        "heights_cpu": doc["heights_cpu"] + [Point(n, cpu, here + " (with the resumed part)")],
+        "heights_cpu": doc["heights_cpu"] + ([Point(n, cpu, here + " (with the resumed part)")] if whole else []),
         "heights_steps": doc["heights_steps"] + [Point(n, sum(r["state_steps"] for r in h.values()), here)],
         "largest_states": doc["largest_states"] + [Point(n, max(r["peak_states"] for r in h.values()), here)],
         "mirror_cpu": doc["mirror_cpu"] + [Point(n, m.mirror_cpu, here)],
         "rotation_cpu": doc["rotation_cpu"] + [Point(n, m.rotation_cpu, here)],
-        "process_bytes": doc["process_bytes"] + [Point(n, _process_bytes(h), here + ", the costliest height")],
+        "process_bytes": doc["process_bytes"]
+        + ([Point(n, _process_bytes(h), here + ", the costliest height")] if whole else []),
     }
-    s = m.store if m.store and m.store["max_n"] > n else {}  # a store joins only past the committed n
+    for run in m.later:
+        _add_later(fits, run)
+    s = m.store if m.store and m.store["max_n"] > m.last_n else {}  # a store joins only past the published n
     if s and s["complete"]:
         where = f"store n = {s['max_n']}"
         fits["heights_steps"].append(Point(s["max_n"], sum(r["state_steps"] for r in s["heights"].values()), where))
@@ -264,7 +287,34 @@ def growths(m: Measured) -> dict[str, Growth]:
         done, planned = s["rotation_pieces"]
         where = f"store n = {s['max_n']}, {done} of {planned} pieces' mean times {planned}"
         fits["rotation_cpu"].append(Point(s["max_n"], s["rotation_cpu"], where))
-    return {name: Growth(name, points) for name, points in fits.items()}
+    return {name: Growth(name, points) for name, points in fits.items() if len(points) >= 2}
+
+
+def _add_later(fits: dict[str, list[Point]], run: Measured) -> None:
+    """A later published run's points: its states and state-steps always, its symmetric shards'
+    CPU (they never split), and its heights' CPU and bytes only if every height was swept whole."""
+    h, where = run.heights, f"results/transfer n = {run.max_n}"
+    fits["heights_steps"].append(Point(run.max_n, sum(r["state_steps"] for r in h.values()), where))
+    fits["largest_states"].append(Point(run.max_n, max(r["peak_states"] for r in h.values()), where))
+    fits["mirror_cpu"].append(Point(run.max_n, run.mirror_cpu, where))
+    fits["rotation_cpu"].append(Point(run.max_n, run.rotation_cpu, where))
+    if not _split(h):
+        cpu = sum(r["cpu_seconds"] for r in h.values())  # resumed parts not estimated here
+        fits["heights_cpu"].append(Point(run.max_n, cpu, where))
+        fits["process_bytes"].append(Point(run.max_n, _process_bytes(h), where + ", the costliest height"))
+
+
+# Far below any height's CPU per state-step measured (0.3-0.9 us): such a shard's CPU is not its sweep's.
+SPLIT_CPU_PER_STEP = 0.05e-6
+
+
+def _split(heights: dict[int, dict]) -> list[int]:
+    """Heights whose recorded CPU cannot be their sweep's: they ran split, their tasks elsewhere."""
+    return [
+        height
+        for height, r in heights.items()
+        if r["state_steps"] >= 1e6 and r["cpu_seconds"] < SPLIT_CPU_PER_STEP * r["state_steps"]
+    ]
 
 
 def _process_bytes(heights: dict[int, dict]) -> float:
@@ -276,7 +326,14 @@ def _process_bytes(heights: dict[int, dict]) -> float:
 def step_cost(m: Measured) -> tuple[float, float, float]:
     """CPU seconds a state-step costs as a function of the generation's size, from the committed
     run's heights of at least 10^8 state-steps: (a, b, worst miss) of a + b log10(peak states)."""
-    rows = [r for r in m.heights.values() if r["state_steps"] >= 1e8 and not r["state_steps_resumed"]]
+    split = _split(m.heights)
+    rows = [
+        r
+        for height, r in m.heights.items()
+        if r["state_steps"] >= 1e8 and not r["state_steps_resumed"] and height not in split
+    ]
+    if len(rows) < 2:
+        raise ValueError("the committed run has fewer than two heights swept whole: no step cost to fit")
     x = np.log10([r["peak_states"] for r in rows])
     y = np.array([r["cpu_seconds"] / r["state_steps"] for r in rows])
     b, a = np.polyfit(x, y, 1)
@@ -299,7 +356,7 @@ def per_height(m: Measured) -> list[dict]:
         if height in at_48:
             row["cpu_per_tile"] = (r["cpu_seconds"] / at_48[height][0]) ** (1 / tiles)
             row["states_per_tile"] = (r["peak_states"] / at_48[height][1]) ** (1 / tiles)
-        later = m.store["heights"].get(height) if m.store and m.store["max_n"] > m.max_n else None
+        later = m.store["heights"].get(height) if m.store and m.store["max_n"] > m.last_n else None
         if later:
             row["steps_per_tile_after"] = (later["state_steps"] / r["state_steps"]) ** (
                 1 / (m.store["max_n"] - m.max_n)
@@ -323,14 +380,15 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int) ->
     total = _sum(heights_cpu, symmetric)
     largest = fits["largest_states"].at(n)
     stored = (float(np.mean(STORED_BYTES)), min(STORED_BYTES), max(STORED_BYTES))
-    share_56 = max(r["cpu_seconds"] for r in m.heights.values()) / fits["heights_cpu"].last.value
+    share_56 = max(r["cpu_seconds"] for r in m.heights.values()) / sum(r["cpu_seconds"] for r in m.heights.values())
     work = {
         "largest_states": largest,
         "heights_cpu": heights_cpu,
         "mirror_cpu": mirror_cpu,
         "rotation_cpu": rotation_cpu,
         "total_cpu": total,
-        "heights_at_once": sum(r["peak_states"] for r in m.heights.values()) / fits["largest_states"].last.value,
+        "heights_at_once": sum(r["peak_states"] for r in m.heights.values())
+        / max(r["peak_states"] for r in m.heights.values()),
         "costliest": round(COSTLIEST_AT * n),
         "costliest_share": (share_56, min(share_56, COSTLIEST_SHARE_48), max(share_56, COSTLIEST_SHARE_48)),
     }
@@ -346,11 +404,11 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int) ->
         "largest_height_peak_states": largest,
         # today's rows (one word a coefficient), growing as the pooled rows' bytes did
         "largest_height_whole_gib": tuple(
-            s * NARROW_PROCESS_BYTES * g / fits["process_bytes"].last.value / GIB
+            s * NARROW_PROCESS_BYTES * g / _process_bytes(m.heights) / GIB
             for s, g in zip(largest, fits["process_bytes"].at(n))
         ),
         # the mirror sweep is one task, unsplit: its memory grows as its CPU (assumed; measured at n = 56 only)
-        "mirror_gib": tuple(m.mirror_bytes * c / fits["mirror_cpu"].last.value / GIB for c in mirror_cpu),
+        "mirror_gib": tuple(m.mirror_bytes * c / m.mirror_cpu / GIB for c in mirror_cpu),
         "mirror_hours": _scaled(mirror_cpu, 1 / 3600),
         # a column run whole (fewer than 2 PIECE_STATES states at its start, assumed to grow at most
         # tenfold within it) in the height's process, at the split step's cost
@@ -488,7 +546,7 @@ def main(argv: list[str] | None = None) -> None:
         "growths": {name: growth_dict(g) for name, g in fits.items()},
         "step_cost": dict(zip(("a", "b", "worst_miss"), step_cost(m))),
         "per_height": per_height(m),
-        "store": {**m.store, "joins": m.store["max_n"] > m.max_n} if m.store else None,
+        "store": {**m.store, "joins": m.store["max_n"] > m.last_n} if m.store else None,
         "projections": [project(m, fits, n, args.cpus_per_node) for n in TARGETS],
         "cpus_per_node": args.cpus_per_node,
     }

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import REPO
 
+from batchenum.pipeline.parquet_format import recorded_metadata
 from batchenum.solvers.palago.transfer import MAX_N, PIECE_STATES, TASK_STATES, max_height, tasks_for
 
 SCRIPT = REPO / "benchmarks" / "palago_projection.py"
-COST = REPO / "results" / "transfer" / "palago" / "cost.parquet"
+FROZEN = REPO / "benchmarks" / "data" / "palago_cost_n56.parquet"  # the n = 56 run's, every height whole
+COMMITTED = REPO / "results" / "transfer" / "palago"
 TOLERANCE = 0.15  # the fits' largest miss of a measured point the docs state
 
 
@@ -48,23 +52,56 @@ def test_each_measured_point_lies_in_the_band_projected_back_from_the_last(proje
             assert ends[0] * (1 - 1e-9) <= point["value"] <= ends[1] * (1 + 1e-9), (name, point)
 
 
-def test_the_committed_run_is_read_as_recorded(projection):
-    cost = pq.read_table(COST).to_pylist()
+def at(growth: dict, n: int) -> float:
+    (value,) = [p["value"] for p in growth["points"] if p["n"] == n]
+    return value
+
+
+def test_the_n56_run_is_read_as_recorded(projection):
+    cost = pq.read_table(FROZEN).to_pylist()
     heights = [r for r in cost if r["shard"].startswith("h")]
-    steps = projection["growths"]["heights_steps"]["points"][-1]
-    assert steps["n"] == 56 and steps["value"] == sum(r["state_steps"] for r in heights)
-    largest = projection["growths"]["largest_states"]["points"][-1]
-    assert largest["value"] == max(r["peak_states"] for r in heights)
-    cpu = projection["growths"]["heights_cpu"]["points"][-1]["value"]
-    assert sum(r["cpu_seconds"] for r in heights) < cpu < 1.05 * sum(r["cpu_seconds"] for r in heights)  # + h016's part
+    growths = projection["growths"]
+    assert at(growths["heights_steps"], 56) == sum(r["state_steps"] for r in heights)
+    assert at(growths["largest_states"], 56) == max(r["peak_states"] for r in heights)
+    cpu = sum(r["cpu_seconds"] for r in heights)
+    assert cpu < at(growths["heights_cpu"], 56) < 1.05 * cpu  # with h016's part before its resume
+    assert 0.05 < projection["step_cost"]["b"] * 1e6 < 1  # a step costs more in a larger generation
+
+
+def test_a_later_split_run_adds_its_states_not_its_cpu(tmp_path, projection):
+    """A published run past n = 56 whose large heights ran split (their shards record their own
+    thread's CPU only) adds its state-steps and peak states to the fits, not its heights' CPU."""
+    later = tmp_path / "palago"
+    later.mkdir()
+    shutil.copy(COMMITTED / "creature_counts.parquet", later)
+    table = pq.read_table(FROZEN)
+    rows = table.to_pylist()
+    for r in rows:
+        if r["shard"].startswith("h"):
+            r["state_steps"] = round(r["state_steps"] * 4)
+            r["peak_states"] = round(r["peak_states"] * 3.3)
+            if r["state_steps"] > 1e8:
+                r["cpu_seconds"] = 0.4  # the height's own thread, its tasks elsewhere
+    meta = recorded_metadata(table.schema)
+    params = {**json.loads(meta["params"]), "max_n": 60}
+    schema = table.schema.with_metadata({**table.schema.metadata, b"batchenum.params": json.dumps(params).encode()})
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), later / "cost.parquet")
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--committed", str(later), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    growths = json.loads(run.stdout)["growths"]
+    assert at(growths["heights_steps"], 60) == sum(r["state_steps"] for r in rows if r["shard"].startswith("h"))
+    assert [p["n"] for p in growths["heights_cpu"]["points"]] == [44, 46, 48, 56]
+    assert growths["heights_cpu"] == projection["growths"]["heights_cpu"]
 
 
 def test_projections_follow_from_the_fits(projection):
     growths = projection["growths"]
     previous = None
+    last = growths["heights_steps"]["points"][-1]
     for p in projection["projections"]:
-        tiles = p["n"] - 56
-        steps = growths["heights_steps"]["points"][-1]["value"] * growths["heights_steps"]["per_tile"] ** tiles
+        steps = last["value"] * growths["heights_steps"]["per_tile"] ** (p["n"] - last["n"])
         assert p["heights_state_steps"][0] == pytest.approx(steps)
         for key in ("heights_state_steps", "heights_cpu_hours", "total_cpu_hours", "largest_height_peak_states"):
             central, low, high = p[key]
@@ -115,8 +152,6 @@ def test_a_store_without_a_plan_is_refused_clearly(tmp_path):
 def test_a_store_is_read_as_its_shards_record_it(tmp_path, projection):
     """A real run's store (n = 20, serial): its heights' state-steps and peak states as their shard
     files record them; below the committed n it joins no fit."""
-    from batchenum.pipeline.parquet_format import recorded_metadata
-
     run = subprocess.run(
         [sys.executable, "-m", "batchenum", "run", "palago", "--max-n", "20", "--method", "transfer", "--serial"]
         + ["--out", str(tmp_path), "--quiet"],
