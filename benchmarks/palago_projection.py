@@ -365,7 +365,7 @@ def per_height(m: Measured) -> list[dict]:
     return rows
 
 
-def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int) -> dict:
+def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int, node_gib: float = 64.0) -> dict:
     """Every projected figure for size n, each a (central, low, high) triple where it has a range."""
     steps = fits["heights_steps"].at(n)
     a, b, _ = step_cost(m)
@@ -419,7 +419,7 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int) ->
         "moved_tb_in_all": tuple(s * b / 1e12 for s, b in zip(steps, stored)),
         "clusters": clusters,
     }
-    return {**result, "changes": changes(m, n, result)}
+    return {**result, "changes": changes(m, n, result, node_gib)}
 
 
 def _sum(x: tuple, y: tuple) -> tuple:
@@ -461,7 +461,9 @@ def _cluster_end(n, cpus, cpus_per_node, nodes, pieces, work, i, task_bytes, sto
     phases = -(-height // (b - a)) * ((n - 1) // 2)  # at most (n - 1) // 2 columns
     buckets = max(min(cpus, 2 * tasks), 2 * -(-int(states) // TASK_STATES))
     costliest_cpu = work["heights_cpu"][i] * work["costliest_share"][i]
-    critical = costliest_cpu / tasks * skew + phases * (TASK_SECONDS + BUCKET_SECONDS * buckets)
+    sweep = costliest_cpu / tasks * skew
+    overhead = phases * (TASK_SECONDS + BUCKET_SECONDS * buckets)
+    critical = sweep + overhead
     # the largest task that cannot split: the mirror sweep, whole, or a rotation piece
     piece = work["rotation_cpu"][i] / (3 * pieces) * ROTATION_PIECE_IMBALANCE
     largest_task = max(work["mirror_cpu"][i], piece)
@@ -478,13 +480,14 @@ def _cluster_end(n, cpus, cpus_per_node, nodes, pieces, work, i, task_bytes, sto
         "largest_task_share": largest_task / work["total_cpu"][i],
         "phases_of_costliest": phases,
         "critical_path_s": critical,
+        "critical_path_overhead_s": overhead,  # of which the tasks' and buckets' own cost
         "speedup_bound": work["total_cpu"][i] / bound,
         "wall_hours": max(work["total_cpu"][i] / cpus, bound) / 3600,
         "objects_a_phase": tasks * buckets,
     }
 
 
-def changes(m: Measured, n: int, projected: dict) -> list[str]:
+def changes(m: Measured, n: int, projected: dict, node_gib: float = 64.0) -> list[str]:
     """What the code cannot do at n as it stands, checked against its limits and the projection."""
     out = []
     if max_height(n) > max_height(MAX_N):
@@ -499,22 +502,26 @@ def changes(m: Measured, n: int, projected: dict) -> list[str]:
     )
     clusters = projected["clusters"]
     mirror_gib, mirror_hours = projected["mirror_gib"][0], projected["mirror_hours"][0]
-    out.append(
-        f"the mirror sweep is one task: {mirror_hours:.2f} h and {mirror_gib:.0f} GiB, the largest task on "
-        f"{sum(c['largest_task_s'][0] >= c['critical_path_s'][0] for c in clusters)} of {len(clusters)} clusters: "
-        "split it as the heights are"
-    )
-    small = clusters[0]
-    out.append(
-        f"on {small['cpus']} CPUs a phase's buckets take {small['node_store_gib'][0]:.0f} GiB "
-        f"({small['node_store_gib'][1]:.0f}-{small['node_store_gib'][2]:.0f}) of object store a node: spill "
-        "to a fast disk, or phases of several steps (each ships the whole generation)"
-    )
-    large = clusters[-1]
-    out.append(
-        f"on {large['cpus']} CPUs a phase makes {large['objects_a_phase'][0]:,} bucket objects: a shuffle of two "
-        "levels (tasks grouped under fewer buckets)"
-    )
+    bound = [c for c in clusters if c["largest_task_s"][0] >= c["critical_path_s"][0]]
+    if bound or mirror_gib > node_gib:
+        out.append(
+            f"the mirror sweep is one task: {mirror_hours:.2f} h and {mirror_gib:.0f} GiB, the bound on speedup on "
+            f"{len(bound)} of {len(clusters)} clusters: split it as the heights are"
+        )
+    for c in clusters:
+        if c["node_peak_gib"][0] > node_gib:
+            out.append(
+                f"on {c['cpus']:,} CPUs a node needs {_tri(c['node_peak_gib'])} GiB, past {node_gib:.0f}: "
+                f"its object store's share is {c['node_store_gib'][0]:.0f} GiB; spill to a fast disk, or phases "
+                "of several steps (each ships the whole generation)"
+            )
+    for c in clusters:
+        if c["critical_path_overhead_s"][0] > c["critical_path_s"][0] / 2:
+            out.append(
+                f"on {c['cpus']:,} CPUs a phase makes {c['objects_a_phase'][0]:,} bucket objects, and the tasks' "
+                f"and buckets' own cost is {c['critical_path_overhead_s'][0]:.0f} s of the costliest height's "
+                f"{c['critical_path_s'][0]:.0f}: a shuffle of two levels (tasks grouped under fewer buckets)"
+            )
     last = max(m.fixed)
     bits = math.log2(m.fixed[last]) + (n - last) * math.log2(m.fixed[last] / m.fixed[last - 1])
     verdict = "within" if bits < COUNT_BITS - 8 else "near or past"
@@ -531,10 +538,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", type=Path, help="a run's --out folder, read only: its committed heights count too")
     parser.add_argument("--committed", type=Path, default=COMMITTED, help="the committed table's folder")
     parser.add_argument("--cpus-per-node", type=int, default=16, help="CPUs of one node (default 16)")
+    parser.add_argument(
+        "--node-gib", type=float, default=64.0, help="a node's memory, past which a change is named (default 64)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
-    if args.cpus_per_node < 1:
-        parser.error("--cpus-per-node must be at least 1")
+    if args.cpus_per_node < 1 or args.node_gib <= 0:
+        parser.error("--cpus-per-node must be at least 1 and --node-gib positive")
     m = committed(args.committed)
     if args.store:
         try:
@@ -547,7 +557,7 @@ def main(argv: list[str] | None = None) -> None:
         "step_cost": dict(zip(("a", "b", "worst_miss"), step_cost(m))),
         "per_height": per_height(m),
         "store": {**m.store, "joins": m.store["max_n"] > m.last_n} if m.store else None,
-        "projections": [project(m, fits, n, args.cpus_per_node) for n in TARGETS],
+        "projections": [project(m, fits, n, args.cpus_per_node, args.node_gib) for n in TARGETS],
         "cpus_per_node": args.cpus_per_node,
     }
     if args.json:

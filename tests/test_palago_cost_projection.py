@@ -133,11 +133,14 @@ def test_clusters_are_sized_as_the_split_sizes_its_tasks(projection):
         assert stores == sorted(stores, reverse=True)
 
 
-def test_what_must_change_names_the_key_width_only_where_it_binds(projection):
+def test_what_must_change_is_named_exactly_where_it_binds(projection):
     for p in projection["projections"]:
         keyed = any("fourth key word" in change for change in p["changes"])
         assert keyed == (max_height(p["n"]) > max_height(MAX_N)), p["n"]
         assert any("exact arithmetic's 2^125" in change for change in p["changes"])
+        for cluster in p["clusters"]:
+            named = any(change.startswith(f"on {cluster['cpus']:,} CPUs a node needs") for change in p["changes"])
+            assert named == (cluster["node_peak_gib"][0] > 64), (p["n"], cluster["cpus"])  # the default --node-gib
 
 
 def test_a_store_without_a_plan_is_refused_clearly(tmp_path):
