@@ -4,10 +4,12 @@
     python benchmarks/palago_projection.py --store /work/n60/store  # with a run's committed heights
     python benchmarks/palago_projection.py --json                   # one JSON document
 
-Analysis only: it reads the committed cost statement (results/transfer/palago/cost.parquet: CPU
-seconds, peak resident memory, peak states and state-steps per shard) and the figures of earlier
-runs that the docs give (n = 44..50, transcribed in DOCUMENTED with where each comes from), and,
-with --store, the committed height shards and checkpoint indexes of a run in progress (read only).
+Analysis only: it reads the n = 56 run's cost statement (CPU seconds, peak resident memory, peak
+states and state-steps per shard, every height swept whole: kept as published in
+benchmarks/data/palago_cost_n56.parquet), the committed one (results/transfer/palago/cost.parquet)
+when it reaches further, the figures of earlier runs that the docs give (n = 40..50, transcribed in
+DOCUMENTED with where each comes from) and, with --store, the committed height shards, symmetric
+pieces and checkpoint indexes of a run in progress (read only).
 It fits the growth per tile of each quantity (least squares on its logarithm; the range is the
 slowest and fastest growth between consecutive measured sizes, widened to two standard errors of
 the fitted slope) and projects from the last measured size, printing:
@@ -20,7 +22,8 @@ the fitted slope) and projects from the last measured size, printing:
 - the largest task's share of the work (the bound on speedup) and the costliest height's
   critical path (its phases run one after another);
 - the bytes a phase moves (the whole generation, each state once) and in all;
-- what must change before such a run (limits of the code checked against the projection).
+- what must change before such a run: the code's limits checked against the projection, a node
+  past ``--node-gib``, a shuffle whose own cost is most of the costliest height's path.
 
 docs/palago_transfer.md, "Projection to n = 64 and 70", gives its output and the assumptions.
 """
