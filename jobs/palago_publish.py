@@ -42,6 +42,7 @@ __all__ = ["publish", "recombined", "main"]
 TABLE = "creature_counts.parquet"
 SYMMETRIC_KINDS = ("reflection", "rotation", "full")
 COST_FIELDS = ("cpu_ms", "peak_rss_bytes", "start_rss_bytes", "peak_states", "state_steps", "state_steps_resumed")
+SPLIT_FIELDS = ("split_tasks", "task_peak_rss_bytes")  # recorded by a height split across tasks only
 
 PARTIAL_COUNTS = pa.schema(
     [
@@ -62,6 +63,8 @@ COST = pa.schema(
         ("peak_states", pa.int64()),
         ("state_steps", pa.int64()),
         ("state_steps_resumed", pa.int64()),
+        ("split_tasks", pa.int64()),  # a height split across tasks: their number (cpu_seconds counts theirs)
+        ("task_peak_rss_bytes", pa.int64()),  # and the largest peak of a process while it ran one
         ("node", pa.string()),
     ]
 )
@@ -218,7 +221,7 @@ def _cost_table(records: list[ShardRecord]) -> pa.Table:
         rows["shard"].append(record.shard)
         rows["wall_seconds"].append(float(stats.get("seconds", 0.0)))
         rows["cpu_seconds"].append(stats["cpu_ms"] / 1000 if "cpu_ms" in stats else None)
-        for name in ("peak_rss_bytes", "start_rss_bytes", "peak_states", "state_steps", "state_steps_resumed"):
+        for name in (*COST_FIELDS[1:], *SPLIT_FIELDS):
             rows[name].append(stats.get(name))
         rows["node"].append(stats.get("node"))
     return pa.Table.from_pydict(rows, schema=COST)
@@ -273,8 +276,9 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
         f"Per shard, as its files record it (`cost.parquet` holds the same columns). The run: code version "
         f"`{manifest['code_version']}`, {len(records)} shards, on the node(s) {', '.join(nodes)}.",
         "",
-        "| shard | wall s | CPU s | peak RSS MB (at its start) | states at the largest generation | state-steps |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| shard | wall s | CPU s | peak RSS MB (at its start) | states at the largest generation | state-steps |"
+        " split: tasks, a task's peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [_cost_row(record) for record in records]
     wall = sum(float(record.stats.get("seconds", 0.0)) for record in records)
@@ -286,10 +290,11 @@ def _cost_markdown(records: list[ShardRecord], manifest: dict, machine: str) -> 
     if "cpu_ms" in recorded:
         cpu = sum(record.stats.get("cpu_ms", 0) for record in records) / 1000
         cpu_heights = sum(r.stats.get("cpu_ms", 0) for r in records if "height" in r.spec) / 1000
-        peak = max(r.stats.get("peak_rss_bytes", 0) for r in records)
+        peak = max(max(r.stats.get("peak_rss_bytes", 0), r.stats.get("task_peak_rss_bytes", 0)) for r in records)
         lines.append(
-            f"CPU seconds recorded: {cpu:,.0f} ({cpu / 3600:.3f} CPU-hours; heights {cpu_heights:,.0f} s); "
-            f"the largest peak resident memory of a shard's process {peak / 2**20:,.0f} MB."
+            f"CPU seconds recorded: {cpu:,.0f} ({cpu / 3600:.3f} CPU-hours; heights {cpu_heights:,.0f} s, a split "
+            f"height's with its tasks'); the largest peak resident memory of a process {peak / 2**20:,.0f} MB "
+            "(a split task's counts the object store's pages it mapped)."
         )
         lines += _resumed_lines(records, cpu)
     missing = [field for field in COST_FIELDS if field not in recorded]
@@ -346,7 +351,10 @@ def _cost_row(record: ShardRecord) -> str:
     if "peak_rss_bytes" in stats:
         memory = f"{stats['peak_rss_bytes'] / 2**20:,.0f} ({stats.get('start_rss_bytes', 0) / 2**20:,.0f})"
     states = " | ".join(f"{stats[field]:,}" if field in stats else "-" for field in ("peak_states", "state_steps"))
-    return f"| {record.shard} | {stats.get('seconds', 0):,.1f} | {cpu} | {memory} | {states} |"
+    split = "-"
+    if "split_tasks" in stats:
+        split = f"{stats['split_tasks']:,}, {stats.get('task_peak_rss_bytes', 0) / 2**20:,.0f}"
+    return f"| {record.shard} | {stats.get('seconds', 0):,.1f} | {cpu} | {memory} | {states} | {split} |"
 
 
 def machine_description() -> str:

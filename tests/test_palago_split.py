@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from batchenum.jobs.palago_transfer import sweep_height
@@ -293,13 +294,18 @@ def test_ray_run_with_split_heights_equals_the_serial_run(tmp_path, ray_session)
     split_stats = [stats for stats in _shard_stats(ray_dir) if "split_tasks" in stats]
     assert split_stats and all(stats["split_tasks"] >= 2 and stats["cpu_ms"] >= 0 for stats in split_stats)
     assert all(stats["task_peak_rss_bytes"] > 10 * 2**20 for stats in split_stats)  # an interpreter at least
+    # and the published cost statement says so, per shard
+    from batchenum.jobs.palago_publish import machine_description, publish
+
+    publish(tmp_path / "ray", tmp_path / "published", machine_description())
+    cost = pq.read_table(tmp_path / "published" / "palago" / "cost.parquet").to_pandas()
+    assert cost.split_tasks.notna().sum() == len(split_stats)
+    assert "split: tasks" in (tmp_path / "published" / "palago" / "cost.md").read_text()
 
 
 def _shard_stats(job_folder) -> list[dict]:
     """The stats every committed height shard's file records in its footer."""
     import json
-
-    import pyarrow.parquet as pq
 
     from batchenum.pipeline.parquet_format import recorded_metadata
 
