@@ -81,3 +81,13 @@ def test_only_batchenums_frame_names_are_neutralised():
     assert frame_neutral({"input": path, "n": 3}) == {"input": f"/runs/out/_inputs/{FRAME}", "n": 3}
     for other in ("/runs/out/_inputs/notes.parquet", "/runs/out/data/" + "0" * 32 + ".parquet"):
         assert frame_neutral([other]) == [other]
+
+
+def test_on_ray_the_workers_check_the_slices_and_recompute_the_changed_one(tmp_path, ray_session):
+    first = grids(40)
+    out = str(tmp_path / "out")
+    options = {"out": out, "records_per_shard": 10, "head_start": False}  # every shard a Ray task
+    batchenum.run("dungeons", input=first, **options)
+    again = batchenum.run("dungeons", input=changed(first, 25), overwrite=True, **options)
+    assert (again.shards, again.reused, again.recomputed) == (4, 3, ["s00002"])
+    assert again.tables["answers"].to_pandas().set_index("id").loc["r25"].gold == 0
