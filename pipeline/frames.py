@@ -18,9 +18,11 @@ FRAME_NAME = re.compile(r"[0-9a-f]{32}\.parquet")  # the content's hash
 FRAME = "<frame>"  # what stands for a frame's file name in what a shard is checked against
 
 # A frame's row groups: a slice's checksum covers the row groups that hold its rows, so a frame is
-# written in row groups of the rows its slices are cut in (or a divisor), each changed row then
-# changing one slice; at most FRAME_GROUP_BYTES decoded each (a worker reads a group whole), and
-# at least FRAME_GROUP_ROWS rows when the slices may be that small (a footer per row is slow).
+# written in row groups of the rows its slices are cut in, each changed row then changing one slice;
+# at most FRAME_GROUP_BYTES decoded each (a worker reads a group whole: halved, a group may then
+# straddle two slices, which a change there both recomputes), and at least FRAME_GROUP_ROWS rows when
+# the slices may be that small (a footer entry per few rows is slow; a change then recomputes the
+# slices sharing its group).
 FRAME_GROUP_BYTES = 64 << 20
 FRAME_GROUP_ROWS = 1024
 
