@@ -14,6 +14,7 @@ from typing import Any
 from batchenum.jobs import REGISTRY
 from batchenum.pipeline.errors import UsageError
 from batchenum.pipeline.execute import run_job
+from batchenum.pipeline.frames import INPUTS_DIR, frame_row_group
 from batchenum.pipeline.job import Job
 from batchenum.pipeline.params import INPUTS
 from batchenum.pipeline.progress import Progress
@@ -173,13 +174,25 @@ def _job(job: str | type[Job] | Job, params: dict[str, Any], out: str) -> Job:
         raise UsageError(f"{job_class.__qualname__} is not a job class (a subclass of batchenum.pipeline.job.Job)")
     for name, param in job_class.declared_params().items():
         if param.type is INPUTS and name in params and not isinstance(params[name], (str, os.PathLike, list, tuple)):
-            params = {**params, name: _input_location(params[name], getattr(job_class, "field", ""), out)}
+            slicing = _frame_slicing(job_class, params)
+            params = {**params, name: _input_location(params[name], getattr(job_class, "field", ""), out, slicing)}
     return job_class.create(**params)
 
 
-def _input_location(data: Any, field: str, out: str) -> str:
+def _frame_slicing(job_class: type[Job], params: dict[str, Any]) -> tuple[int, bool]:
+    """(rows, fixed) the job cuts a frame's slices in: ``records_per_shard`` when given (fixed),
+    else its least automatic size, of which every automatic size is a power-of-two multiple."""
+    given = params.get("records_per_shard")
+    if isinstance(given, int) and not isinstance(given, bool) and given >= 1:
+        return given, True
+    return int(getattr(job_class, "least_per_shard", 1)), False
+
+
+def _input_location(data: Any, field: str, out: str, slicing: tuple[int, bool] = (1, False)) -> str:
     """A pandas DataFrame or Arrow table written once, as Parquet, to ``OUT/_inputs/<sha256 of its bytes>.parquet`` (beside the job
-    folders, so that every node of a cluster that sees ``out`` sees it too)."""
+    folders, so that every node of a cluster that sees ``out`` sees it too), in row groups of the
+    rows its slices are cut in (``frames.frame_row_group``), so that a rerun with some rows changed
+    recomputes only their slices."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -196,11 +209,14 @@ def _input_location(data: Any, field: str, out: str) -> str:
     missing = {"id", field} - set(data.column_names)
     if missing:
         raise UsageError(f"input has no column {', '.join(sorted(missing))}: it needs 'id' and '{field}'")
+    data = data.select(["id", field]).replace_schema_metadata(None)
+    rows, fixed = slicing
+    group = frame_row_group(rows, fixed, data.nbytes / max(1, data.num_rows))
     buffer = io.BytesIO()
-    pq.write_table(data.select(["id", field]).replace_schema_metadata(None), buffer)
+    pq.write_table(data, buffer, row_group_size=group)
     content = buffer.getvalue()
     storage = Storage.at(out)
-    path = storage.join("_inputs", f"{hashlib.sha256(content).hexdigest()[:32]}.parquet")
+    path = storage.join(INPUTS_DIR, f"{hashlib.sha256(content).hexdigest()[:32]}.parquet")
     if not storage.is_file(path):
         storage.write_atomic(path, lambda local: _write_bytes(local, content))
     return storage.uri(path)

@@ -11,22 +11,20 @@ takes its job folder and writes its plan, so a frame that young may belong to a 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.frames import FRAME_NAME, INPUTS_DIR, frame_name
 from batchenum.pipeline.shard_store import PLAN_FILE
 from batchenum.pipeline.storage import Storage
 from batchenum.pipeline.table_commit import MANIFEST_FILE
 
 __all__ = ["INPUTS_DIR", "RECENT_SECONDS", "InputsSwept", "remove_unreferenced_inputs"]
 
-INPUTS_DIR = "_inputs"  # beside the job folders: batchenum.run writes a frame input there
 RECENT_SECONDS = 3600
-_INPUT_NAME = re.compile(r"[0-9a-f]{32}\.parquet")  # batchenum/api.py: the content's hash
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ def remove_unreferenced_inputs(out: Storage, recent_seconds: float = RECENT_SECO
     now_ns = time.time_ns()
     for path in out.list_files(folder, recursive=False):
         name = path.rsplit("/", 1)[-1]
-        if not _INPUT_NAME.fullmatch(name) or name in referenced or out.kind(path) != "file":
+        if not FRAME_NAME.fullmatch(name) or name in referenced or out.kind(path) != "file":
             continue
         size, mtime_ns = out.stat(path)
         if now_ns - mtime_ns < recent_seconds * 1e9:
@@ -91,9 +89,9 @@ def _input_names(value: Any) -> Iterator[str]:
     """The file names of every string in ``value`` (parameters, nested) that lies in an ``_inputs``
     folder."""
     if isinstance(value, str):
-        parts = value.rstrip("/").rsplit("/", 2)
-        if len(parts) >= 2 and parts[-2] == INPUTS_DIR:
-            yield parts[-1]
+        name = frame_name(value)
+        if name:
+            yield name
     elif isinstance(value, dict):
         for item in value.values():
             yield from _input_names(item)

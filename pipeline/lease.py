@@ -23,6 +23,9 @@ written before the listing that follows it, and the winner writes the lease befo
 claim, so of two candidates at least one sees the other, whatever the latency (object stores list
 what was written before: S3 and GCS are strongly consistent).
 
+A lease that disappears while its run holds it was lost with the run's files (nothing else removes
+it: a takeover replaces it), and is named so (``files_lost``), not as a takeover.
+
 A run that has not renewed its lease for ``valid_for`` seconds (the store unreachable, the process
 stopped) gives the folder up before anyone may take it: the fence refuses its commits from then on.
 The fence (``LeaseFence``) runs before every file is committed into the folder, in the driver and in
@@ -54,6 +57,7 @@ __all__ = [
     "LEASE_FILE",
     "STALE_AFTER",
     "dead_reason",
+    "files_lost",
     "lease_problem",
     "process_identity",
     "stale_after",
@@ -94,7 +98,7 @@ class LeaseFence:
         try:
             lease = _load(storage, self.path)
         except FileNotFoundError:
-            lease = None
+            raise files_lost(storage, self.path, self.folder) from None
         except (ValueError, UnicodeDecodeError, RecursionError):
             lease = {}
         if not isinstance(lease, dict) or lease.get("run") != self.run:
@@ -108,6 +112,24 @@ class LeaseFence:
         age = time.time() - beat if isinstance(beat, (int, float)) else float("inf")
         if age > self.valid_for:
             raise _not_renewed(self.folder, age)
+
+
+def files_lost(storage: Storage, path: str, folder: str) -> LeaseLostError:
+    """The lease file of a run that still holds it is gone: only that run removes it (as it ends)
+    and a takeover replaces it, so the store lost the run's files (the job folder deleted, an object
+    store restarted empty); saying "taken over" and "committed shards are kept" would be untrue."""
+    from batchenum.pipeline.shard_store import PLAN_FILE  # (shard_store imports this module)
+
+    try:  # a commit under way may have made the folder again: its plan, written as the run began, tells
+        plan_gone = not storage.exists(storage.join(PLAN_FILE))
+    except (StorageError, OSError):
+        plan_gone = False
+    gone = f"{LEASE_FILE} and {PLAN_FILE} are gone from" if plan_gone else f"{LEASE_FILE} is gone from"
+    return LeaseLostError(
+        f"the store lost this run's files: {gone} the job folder {folder}, which the run held (deleted, "
+        "or the store lost its contents); this run commits nothing more there, and the shards it had "
+        "committed may be gone too. Run the same command again: it computes whatever is missing."
+    )
 
 
 def _not_renewed(folder: str, age: float) -> LeaseLostError:
@@ -283,6 +305,9 @@ class Lease:
                 return
             try:
                 current = _read_lease(renewing, self.path, check=False)
+                if current is None and not renewing.exists(self.path):
+                    self._give_up(str(files_lost(renewing, self.path, self.folder.display_root)))
+                    return
                 if not current or current.get("run") != self.record["run"]:
                     self._give_up(
                         f"the lease on {self.folder.display_root} was taken over "

@@ -29,6 +29,10 @@ FIRST_LINE = 1.0  # seconds of silence at the start before a line says the run s
 TICK = 1.0  # seconds between two redraws of the bar, or two looks at whether a log line is due
 FIRST_SHARD_HINT = 10.0  # seconds without a finished shard before the line says why that may be
 START_UP = 180.0  # past this, a run with no finished shard is not starting: its shards are long
+# A shard's first call of each kernel compiles it: a dungeon shard compiled its parser, parsed, then
+# compiled its solver, and the run said "kernels compiled" twice (issue 48).  Compiles less than
+# this many seconds apart, no shard finishing and no stage between them, are one phase, said once.
+COMPILE_SETTLE = 5.0
 # Off a terminal, while no shard finishes, a line comes every log_every seconds at first, then less
 # often as the wait grows (a tenth of it), at most this far apart: an hour-long shard's log shows the
 # run is alive without 720 identical lines an hour.
@@ -123,6 +127,8 @@ class Progress:
         self._last_change = self.started  # when a shard last finished (or the shards started)
         self._compiling: float | None = None  # when the outermost compile in progress started
         self._compiled = 0.0  # seconds of compiling not reported yet
+        self._phase: float | None = None  # when the first compile of the phase not reported yet started
+        self._compile_ended = 0.0  # when the last compile ended
         self._ticker: threading.Event | None = None
         self._said_started = _say_started_unless_said(self)
         _CompileWatch.follow(self)
@@ -177,6 +183,7 @@ class Progress:
             self._done += 1
             self._records += records or 0
             self._last_change = time.monotonic()
+            self._report_compiled()  # a shard computed: its kernels are compiled
             if self._first_done is None:
                 self._first_done = self._last_change
             if self._bar is not None:
@@ -205,12 +212,12 @@ class Progress:
         """Every ``TICK`` seconds while shards run: the bar's clock moves, and off a terminal a line
         comes at least every ``log_every`` seconds even while no shard finishes."""
         with self._lock:
-            self._report_compiled()
+            self._report_compiled(settled=True)
             if self._clock is not None:
                 self._clock.refresh()
-            elif self._compiling is not None and not self.interactive and self._due():
+            elif self._phase is not None and not self.interactive and self._due():
                 self._line(
-                    f"{self.label}: still compiling kernels, {_duration(time.monotonic() - self._compiling)} "
+                    f"{self.label}: still compiling kernels, {_duration(time.monotonic() - self._phase)} "
                     f"so far [{_duration(time.monotonic() - self.started)}]"
                 )
             if self._bar is not None:
@@ -271,12 +278,13 @@ class Progress:
         with self._lock:
             if self._compiling is not None:
                 return
-            if not self._compiled:
+            if self._phase is None:
                 self._line(
                     f"{self.label}: compiling kernels (numba; once per machine, then cached) "
                     f"[{_duration(time.monotonic() - self.started)}]"
                 )
             self._compiling = time.monotonic()
+            self._phase = self._phase or self._compiling
             if self.interactive and not self.quiet and self._bar is None and self._clock is None:
                 self._clock = _bar_class(self.notebook)(
                     desc=f"{self.label}: compiling", file=self.stream, bar_format="{desc} {elapsed}", leave=False
@@ -288,22 +296,28 @@ class Progress:
         with self._lock:
             if self._compiling is None:
                 return
-            self._compiled += time.monotonic() - self._compiling
+            self._compile_ended = time.monotonic()
+            self._compiled += self._compile_ended - self._compiling
             self._compiling = None
-            if self._clock is not None:
-                self._clock.close()
-                self._clock = None
-            if not self._running and self._ticker is not None:  # no shards running: nothing to tick for
-                self._ticker.set()
-                self._ticker = None
 
-    def _report_compiled(self) -> None:
-        if self._compiled and self._compiling is None:
-            self._line(
-                f"{self.label}: kernels compiled in {_duration(self._compiled)} "
-                f"[{_duration(time.monotonic() - self.started)}]"
-            )
-            self._compiled = 0.0
+    def _report_compiled(self, settled: bool = False) -> None:
+        """Say the phase's compiles are done, with their seconds: at a stage, a finished shard or
+        the shards' end; ``settled``, only once ``COMPILE_SETTLE`` seconds passed without one."""
+        if self._phase is None or self._compiling is not None:
+            return
+        if settled and time.monotonic() - self._compile_ended < COMPILE_SETTLE:
+            return
+        self._line(
+            f"{self.label}: kernels compiled in {_duration(self._compiled)} "
+            f"[{_duration(time.monotonic() - self.started)}]"
+        )
+        self._compiled, self._phase = 0.0, None
+        if self._clock is not None:
+            self._clock.close()
+            self._clock = None
+        if not self._running and self._ticker is not None:  # no shards running: nothing to tick for
+            self._ticker.set()
+            self._ticker = None
 
 
 def _say_started_unless_said(progress: Progress) -> threading.Timer:

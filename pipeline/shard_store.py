@@ -33,6 +33,7 @@ from batchenum.pipeline import faults
 from batchenum.pipeline.arrow import to_numpy
 from batchenum.pipeline.checkpoint import CHECKPOINTS
 from batchenum.pipeline.codeversion import code_change
+from batchenum.pipeline.frames import frame_neutral
 from batchenum.pipeline.job import Job, Shard, ShardOutput, TableSpec
 from batchenum.pipeline.lease import LEASE_FILE
 from batchenum.pipeline.names import file_name_problem
@@ -475,10 +476,16 @@ def _provenance_problem(
 ) -> ShardProblem | None:
     """Why a file recording ``found`` is not current: a provenance field ``expected`` holds that
     differs, a row count other than the recorded one, or (``columns`` given) other columns."""
-    if "params" in expected and found.get("job") == expected.get("job") and found.get("params") != expected["params"]:
+    if (
+        "params" in expected
+        and found.get("job") == expected.get("job")
+        and _other_params(found.get("params"), expected["params"])
+    ):
         change = params_change(found.get("params"), expected["params"])
         return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, f"{OTHER_PARAMETERS} ({change})", "params", change)
     for key in _PROVENANCE_FIELDS:
+        if key == "params" and key in expected and not _other_params(found.get(key), expected[key]):
+            continue
         if key in expected and found.get(key) != expected[key]:
             detail = f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
             change = code_change(found.get(key), expected[key]) if key == "code" else ""
@@ -490,6 +497,17 @@ def _provenance_problem(
     if columns is not None and schema.remove_metadata() != columns:
         return ShardProblem(ShardProblemKind.STALE, "columns do not match the table's declaration", "columns")
     return None
+
+
+def _other_params(found: str | None, expected: str) -> bool:
+    """Whether parameters (JSON) a shard file records are not a run's, a frame input's file name
+    aside (``frames.frame_neutral``: its slices' checksums tell whether their rows changed)."""
+    if found == expected:
+        return False
+    try:
+        return frame_neutral(json.loads(found or "")) != frame_neutral(json.loads(expected))
+    except ValueError:
+        return True
 
 
 def params_change(found: str | None, expected: str) -> str:

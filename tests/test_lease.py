@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -230,3 +231,53 @@ def test_a_stopped_run_on_this_host_is_never_taken_over_and_gives_the_folder_up_
     rerun = cli(*args)
     assert reused(rerun) >= kept >= 2
     assert_matches_published(tmp_path, 21)
+
+
+# ------------------------------------------------------------------------------ a store that lost it
+
+
+def test_a_job_folder_deleted_during_a_run_is_named_as_lost_files_not_a_takeover(tmp_path):
+    """Nothing but a run removes its own lease (a takeover replaces it): a lease gone while its run
+    holds it means the store lost the run's files (issue 48: an object store restarted empty was
+    reported as a takeover, with "Committed shards are kept", both untrue)."""
+    args = palago_args(tmp_path, 21, 24, "--serial", "--storage-timeout", "1")
+    run = subprocess.Popen(
+        cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **LEASE_HOOK}
+    )
+    try:
+        wait_for_commits(tmp_path, 2, run)
+        shutil.rmtree(tmp_path / "palago")
+        _, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert_exit(run, 1, stderr=err)
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("batchenum: error: the store lost this run's files: _lease.json and _plan.json are gone "), (
+        err
+    )
+    assert f"from the job folder {tmp_path / 'palago'}, which the run held" in last
+    assert "Run the same command again" in last
+    assert "taken over" not in err and "Committed shards are kept" not in err and "Traceback" not in err
+    rerun = cli(*args)
+    assert reused(rerun) == 0
+    assert_matches_published(tmp_path, 21)
+    assert not (tmp_path / "palago" / "_lease.json").exists()
+
+
+def test_a_lost_lease_is_said_by_the_heartbeat_and_refused_by_the_fence(tmp_path, monkeypatch):
+    """The renewer and the fence, each on its own: the lease removed under a live ``Lease``."""
+    from batchenum.pipeline import lease as lease_module
+
+    monkeypatch.setattr(lease_module, "HEARTBEAT", 0.2)  # as BATCHENUM_TEST_LEASE sets it in a run
+    said: list[str] = []
+    folder = Storage.at(str(tmp_path / "job"))
+    with Lease(folder, say=said.append) as lease:
+        (tmp_path / "job" / "_plan.json").write_text("{}")  # as a run writes it: only the lease is lost
+        (tmp_path / "job" / "_lease.json").unlink()
+        with pytest.raises(LeaseError) as refused:
+            folder.write_text(folder.join("x.txt"), "no")
+        wait_until(lambda: lease.lost, "the heartbeat did not notice", 60)
+    message = f"_lease.json is gone from the job folder {tmp_path / 'job'}, which the run held"
+    assert message in str(refused.value) and message in said[-1] and lease.lost == said[-1]
+    assert "taken over" not in said[-1] and not (tmp_path / "job" / "x.txt").exists()

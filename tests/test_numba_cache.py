@@ -87,3 +87,19 @@ def test_a_palago_run_compiles_once_while_it_plans_and_never_while_it_merges(tmp
     merging = next(k for k, line in enumerate(said) if "merging shard outputs" in line)
     assert sum("kernels compiled in" in line for line in said) == 1, said
     assert not any("compiling kernels" in line or "kernels compiled" in line for line in said[merging:]), said
+
+
+def test_a_cold_dungeon_run_says_one_compile_phase(tmp_path):
+    """A dungeon shard compiles its parser, parses, then compiles its solver: a cold run said
+    "kernels compiled" twice (issue 48); the two are one phase now (pipeline/progress.py)."""
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}, "XDG_CACHE_HOME": str(tmp_path / "c")}
+    batch = tmp_path / "dungeons.jsonl"
+    generate = [sys.executable, "-m", "batchenum", "generate", "dungeons", "--count", "30000", "--seed", "1"]
+    assert_exit(subprocess.run([*generate, "--out", str(batch)], capture_output=True, text=True, env=env), 0)
+    run = [sys.executable, "-m", "batchenum", "run", "dungeons", "--input", str(batch), "--serial"]
+    done = subprocess.run([*run, "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=env)
+    assert_exit(done, 0)
+    said = done.stderr.splitlines()
+    assert sum("compiling kernels (numba" in line for line in said) == 1, said
+    assert sum("kernels compiled in" in line for line in said) == 1, said
+    assert list((tmp_path / "c" / "batchenum" / "numba").rglob("*.nbi"))  # compiled into the empty cache

@@ -129,6 +129,35 @@ def test_driver_killed_against_s3_then_rerun_reuses_committed_shards(s3_server, 
     assert counts.free.tolist() == PUBLISHED[PUBLISHED.n <= 21].free.tolist()
 
 
+def test_a_store_emptied_during_a_run_is_named_as_lost_files_not_a_takeover(s3_server, new_bucket):
+    """Issue 48: an S3-compatible store restarted empty mid-run was reported as "lease was taken
+    over ... Committed shards are kept", both untrue; the rerun then computes everything."""
+    out = f"s3://{new_bucket}/run"
+    args = ("run", "palago", "--max-n", "21", "--shards", "24", "--serial", "--out", out)
+    driver = subprocess.Popen(
+        cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **s3_server}
+    )
+    try:
+        shard_prefix = f"{new_bucket}/run/palago/_shards/partial_counts"
+        wait_until(lambda: len(objects(s3_server, shard_prefix)) >= 2, "2 shards were committed", 600, driver)
+        s3_fs(s3_server).delete_dir_contents(f"{new_bucket}/run")  # the store's contents lost
+        _, err = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("batchenum: error: the store lost this run's files: _lease.json and _plan.json are gone "), (
+        err
+    )
+    assert f"from the job folder {out}/palago, which the run held" in last
+    assert "taken over" not in err and "Committed shards are kept" not in err
+    rerun = cli_s3(s3_server, *args)
+    assert reused(rerun) == 0
+    counts = read_s3(s3_server, f"{out}/palago/creature_counts.parquet")
+    assert counts.free.tolist() == PUBLISHED[PUBLISHED.n <= 21].free.tolist()
+
+
 def test_damaged_object_is_detected_and_recomputed(s3_server, new_bucket):
     out = f"s3://{new_bucket}/run"
     args = ("run", "palago", "--max-n", "13", "--shards", "4", "--serial", "--out", out)

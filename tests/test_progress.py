@@ -158,6 +158,46 @@ def test_a_compile_in_this_process_is_said_with_its_duration():
     assert len(stream.lines) == 5 and stream.lines[-1][1].startswith("job: done [")
 
 
+def test_compiles_a_moment_apart_are_one_phase_said_once():
+    """A dungeon shard compiled its parser, parsed, then compiled its solver: a tick between the
+    two said "kernels compiled" and "compiling kernels" again (issue 48).  Compiles closer than
+    COMPILE_SETTLE are one phase, said once, with their seconds summed; a settled phase is said by
+    the ticker, with no stage to wait for."""
+    import numba
+
+    from batchenum.pipeline.progress import COMPILE_SETTLE, TICK
+
+    @numba.njit(cache=False)
+    def first(n):
+        return n * 2
+
+    @numba.njit(cache=False)
+    def second(n):
+        return n + 3
+
+    @numba.njit(cache=False)
+    def third(n):
+        return n - 1
+
+    stream = TimedLines()
+    progress = Progress("job", stream=stream)
+    progress.stage("first stage")
+    assert first(1) == 2
+    time.sleep(2.5 * TICK)  # ticks pass between the two compiles
+    assert second(1) == 4
+    progress.stage("next stage")
+    said = [line for _, line in stream.lines]
+    assert [line.split(" [")[0] for line in said[1:3]] == [
+        "job: compiling kernels (numba; once per machine, then cached)"
+    ] + [said[2].split(" [")[0]]
+    assert re.match(r"job: kernels compiled in \d+\.\ds \[", said[2]) and said[3].startswith("job: next stage")
+    assert sum("compil" in line for line in said) == 2, said
+    assert third(1) == 0  # a phase of its own, after a stage: said by the ticker once it settles
+    wait_until(lambda: "kernels compiled" in stream.lines[-1][1], "the settled phase was not said", COMPILE_SETTLE + 10)
+    assert [line for _, line in stream.lines][4].startswith("job: compiling kernels")
+    assert stream.lines[-1][0] - stream.lines[4][0] >= COMPILE_SETTLE - 0.1, stream.lines
+
+
 TERMINAL_RUN = """
 import sys, time
 from ray import cloudpickle

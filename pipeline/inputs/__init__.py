@@ -21,6 +21,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from batchenum.pipeline.errors import PipelineError
+from batchenum.pipeline.frames import frame_neutral
 from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.inputs.jsonl import read_jsonl
 from batchenum.pipeline.inputs.parquet import read_parquet
@@ -69,7 +70,8 @@ def read_records(
                   one ``spec["path"]`` names, reached with this process's environment.
 
     Every non-blank line (JSONL) or row (Parquet) is one record; blank lines are skipped but keep
-    their numbers.  ``Records.file`` is the slice's file (``spec["path"]``).  Raises InputError if
+    their numbers.  ``Records.file`` is the slice's file (``spec["path"]``; a frame's, without its
+    content's hash: ``frames.frame_neutral``).  Raises InputError if
     the file changed since it was planned, or a compressed file does not decompress.
     """
     source = source or input_storage(spec["path"])
@@ -82,5 +84,5 @@ def read_records(
         )
     else:  # load_slice reads a JSONL slice's bytes
         raise PipelineError(f"internal error: the JSONL slice of {spec['path']} was loaded without its bytes")
-    records.file = spec["path"]
+    records.file = frame_neutral(spec["path"])  # a frame's rows keep their file across its versions
     return records

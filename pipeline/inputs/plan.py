@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from batchenum.pipeline import faults
 from batchenum.pipeline.errors import InputError
+from batchenum.pipeline.frames import frame_neutral
 from batchenum.pipeline.inputs.dataset import resolve_inputs
 from batchenum.pipeline.inputs.lines import CHUNK, MAX_LINE_BYTES, Cut, cut_lines
 from batchenum.pipeline.job import PlanContext, TaskMap
@@ -717,8 +718,10 @@ _READ_HINTS = ("size", "mtime_ns", "from", "skip", "to", "lines", "end_row")
 def slice_identity(spec: dict) -> dict:
     """A slice's identity (``Shard.identity``): its file, format and first line or row.  A committed
     shard of the same identity is reused when its ``slice_fingerprint`` is unchanged, so appending
-    lines to a file reuses every slice whose bytes stay the same."""
-    return {key: value for key, value in spec.items() if key not in _READ_HINTS}
+    lines to a file reuses every slice whose bytes stay the same.  A frame's file is named by its
+    content, which its slices' checksums check already: the identity leaves the name out
+    (``frames.frame_neutral``), so that a frame with some rows changed reuses the other slices."""
+    return frame_neutral({key: value for key, value in spec.items() if key not in _READ_HINTS})
 
 
 def slice_fingerprint(spec: dict, source: Storage | None = None) -> str:
