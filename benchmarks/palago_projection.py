@@ -267,9 +267,10 @@ def growths(m: Measured) -> dict[str, Growth]:
     )
     cpu = sum(r["cpu_seconds"] for r in h.values()) + resumed
     here = f"results/transfer n = {n}"
-    whole = not _split(h)  # a split height's shard records its own thread's CPU only
+    whole = not _split(h)  # a split height's process holds none of its states
     fits = {
-        "heights_cpu": doc["heights_cpu"] + ([Point(n, cpu, here + " (with the resumed part)")] if whole else []),
+        "heights_cpu": doc["heights_cpu"]
+        + ([Point(n, cpu, here + " (with the resumed part)")] if not _cpu_missing(h) else []),
         "heights_steps": doc["heights_steps"] + [Point(n, sum(r["state_steps"] for r in h.values()), here)],
         "largest_states": doc["largest_states"] + [Point(n, max(r["peak_states"] for r in h.values()), here)],
         "mirror_cpu": doc["mirror_cpu"] + [Point(n, m.mirror_cpu, here)],
@@ -295,15 +296,17 @@ def growths(m: Measured) -> dict[str, Growth]:
 
 def _add_later(fits: dict[str, list[Point]], run: Measured) -> None:
     """A later published run's points: its states and state-steps always, its symmetric shards'
-    CPU (they never split), and its heights' CPU and bytes only if every height was swept whole."""
+    CPU (they never split), its heights' CPU if every split one recorded its tasks', and their bytes
+    only if every height was swept whole."""
     h, where = run.heights, f"results/transfer n = {run.max_n}"
     fits["heights_steps"].append(Point(run.max_n, sum(r["state_steps"] for r in h.values()), where))
     fits["largest_states"].append(Point(run.max_n, max(r["peak_states"] for r in h.values()), where))
     fits["mirror_cpu"].append(Point(run.max_n, run.mirror_cpu, where))
     fits["rotation_cpu"].append(Point(run.max_n, run.rotation_cpu, where))
-    if not _split(h):
+    if not _cpu_missing(h):
         cpu = sum(r["cpu_seconds"] for r in h.values())  # resumed parts not estimated here
         fits["heights_cpu"].append(Point(run.max_n, cpu, where))
+    if not _split(h):
         fits["process_bytes"].append(Point(run.max_n, _process_bytes(h), where + ", the costliest height"))
 
 
@@ -312,12 +315,18 @@ SPLIT_CPU_PER_STEP = 0.05e-6
 
 
 def _split(heights: dict[int, dict]) -> list[int]:
-    """Heights whose recorded CPU cannot be their sweep's: they ran split, their tasks elsewhere."""
-    return [
-        height
-        for height, r in heights.items()
-        if r["state_steps"] >= 1e6 and r["cpu_seconds"] < SPLIT_CPU_PER_STEP * r["state_steps"]
-    ]
+    """Heights that ran split: their shard says so (``split_tasks``, since 03cd5fd), or, by older
+    code, its recorded CPU cannot be their sweep's (their tasks' was not counted)."""
+    return [height for height, r in heights.items() if r.get("split_tasks") or _thread_cpu_only(r)]
+
+
+def _cpu_missing(heights: dict[int, dict]) -> list[int]:
+    """Heights whose recorded CPU leaves out their tasks' (split by code before 03cd5fd)."""
+    return [height for height, r in heights.items() if not r.get("split_tasks") and _thread_cpu_only(r)]
+
+
+def _thread_cpu_only(r: dict) -> bool:
+    return r["state_steps"] >= 1e6 and r["cpu_seconds"] < SPLIT_CPU_PER_STEP * r["state_steps"]
 
 
 def _process_bytes(heights: dict[int, dict]) -> float:

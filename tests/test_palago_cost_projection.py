@@ -68,32 +68,51 @@ def test_the_n56_run_is_read_as_recorded(projection):
     assert 0.05 < projection["step_cost"]["b"] * 1e6 < 1  # a step costs more in a larger generation
 
 
-def test_a_later_split_run_adds_its_states_not_its_cpu(tmp_path, projection):
-    """A published run past n = 56 whose large heights ran split (their shards record their own
-    thread's CPU only) adds its state-steps and peak states to the fits, not its heights' CPU."""
+def later_split_run(tmp_path, split_tasks_recorded: bool) -> tuple[list[dict], dict]:
+    """A published run to n = 60 made from the n = 56 statement, its large heights split: by code
+    that recorded their tasks (``split_tasks``, their CPU with the height's) or by older code (the
+    height's own thread's CPU only).  Returns its rows and the projection's growths with it."""
     later = tmp_path / "palago"
     later.mkdir()
     shutil.copy(COMMITTED / "creature_counts.parquet", later)
     table = pq.read_table(FROZEN)
     rows = table.to_pylist()
     for r in rows:
+        r["split_tasks"] = None
         if r["shard"].startswith("h"):
             r["state_steps"] = round(r["state_steps"] * 4)
             r["peak_states"] = round(r["peak_states"] * 3.3)
+            r["cpu_seconds"] *= 4.5
             if r["state_steps"] > 1e8:
-                r["cpu_seconds"] = 0.4  # the height's own thread, its tasks elsewhere
+                r["split_tasks"], r["cpu_seconds"] = (40, r["cpu_seconds"]) if split_tasks_recorded else (None, 0.4)
     meta = recorded_metadata(table.schema)
     params = {**json.loads(meta["params"]), "max_n": 60}
-    schema = table.schema.with_metadata({**table.schema.metadata, b"batchenum.params": json.dumps(params).encode()})
+    schema = table.schema.append(pa.field("split_tasks", pa.int64()))
+    schema = schema.with_metadata({**table.schema.metadata, b"batchenum.params": json.dumps(params).encode()})
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), later / "cost.parquet")
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--committed", str(later), "--json"], capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stderr
-    growths = json.loads(run.stdout)["growths"]
+    return rows, json.loads(run.stdout)["growths"]
+
+
+def test_a_later_split_run_adds_its_states_not_its_cpu(tmp_path, projection):
+    """A published run past n = 56 whose large heights ran split by older code (their shards record
+    their own thread's CPU only) adds its state-steps and peak states to the fits, not its CPU."""
+    rows, growths = later_split_run(tmp_path, split_tasks_recorded=False)
     assert at(growths["heights_steps"], 60) == sum(r["state_steps"] for r in rows if r["shard"].startswith("h"))
     assert [p["n"] for p in growths["heights_cpu"]["points"]] == [44, 46, 48, 56]
     assert growths["heights_cpu"] == projection["growths"]["heights_cpu"]
+
+
+def test_a_later_split_run_that_recorded_its_tasks_adds_its_cpu(tmp_path):
+    rows, growths = later_split_run(tmp_path, split_tasks_recorded=True)
+    assert [p["n"] for p in growths["heights_cpu"]["points"]] == [44, 46, 48, 56, 60]
+    assert at(growths["heights_cpu"], 60) == pytest.approx(
+        sum(r["cpu_seconds"] for r in rows if r["shard"].startswith("h"))
+    )
+    assert "process_bytes" not in growths or 60 not in [p["n"] for p in growths["process_bytes"]["points"]]
 
 
 def test_projections_follow_from_the_fits(projection):
