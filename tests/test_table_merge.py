@@ -5,17 +5,21 @@ Partitions are made small, so that every table here is split into several ranges
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import uuid
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers import MARK, marked_processes, wait_until
 
-from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.execute import DRIVER_MERGE_ROWS, RunOptions, run_job
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 from batchenum.pipeline.lazy_table import TableTooLargeError
 from batchenum.pipeline.progress import Progress
@@ -159,6 +163,61 @@ def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes
     assert "3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
     assert run(tmp_path / "whole").returncode == 0
     assert _table_bytes(tmp_path / "killed") == _table_bytes(tmp_path / "whole")
+
+
+RAY_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+import batchenum.pipeline.table_merge as table_merge
+table_merge.MERGE_ROWS = {merge_rows}
+from test_table_merge import Overlapping
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
+job = Overlapping(shards={shards}, rows={rows})
+run_job(job, RunOptions(out={out!r}, workers=2, head_start=False), Progress("overlapping"))
+"""
+
+
+@pytest.mark.slow
+def test_a_merge_on_ray_workers_killed_with_its_process_group_is_finished_by_a_rerun(tmp_path, monkeypatch):
+    """A run whose merge runs as Ray tasks (more than DRIVER_MERGE_ROWS rows), killed with its whole
+    process group (SIGKILL) once its first part is written and while its workers write more (each
+    pausing after a part): every process of the run ends, the rerun keeps the parts written and
+    writes the rest, and the table is the bytes of an uninterrupted run."""
+    shards, rows, merge_rows = 8, 40_000, 16_384
+    assert shards * rows > DRIVER_MERGE_ROWS  # so the merge runs on Ray's workers
+    out, log, mark = tmp_path / "killed", tmp_path / "killed.log", uuid.uuid4().hex
+    code = RAY_RUN.format(
+        tests=os.path.dirname(__file__), merge_rows=merge_rows, shards=shards, rows=rows, out=str(out)
+    )
+    env = {**os.environ, MARK: mark, "BATCHENUM_TEST_PAUSE_IN_MERGE": "0.5"}
+    with open(log, "w") as stderr:
+        run = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=stderr, start_new_session=True)
+    try:
+        merge = out / "overlapping" / "_merge" / "rows"
+        wait_until(lambda: list(merge.glob("*/part-*.parquet")), "the merge wrote a part", 120, run)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    wait_until(lambda: not marked_processes(mark), "every process of the killed run ended (its Ray's too)", 60)
+    assert "merging shard outputs" in log.read_text() and "local Ray" in log.read_text()
+    ranges = json.loads(next(merge.glob("*/round-1.json")).read_text())["ranges"]
+    written = {path.name: path.stat().st_ino for path in merge.glob("*/part-*.parquet")}
+    assert 0 < len(written) < ranges, (written, ranges)  # killed while parts were being written
+    assert not (out / "overlapping" / "rows").exists()
+
+    rerun = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    kept = f"rows: {len(written)} of {ranges} merged ranges (round 1) kept from an interrupted run"
+    assert kept in rerun.stderr, rerun.stderr
+    table = out / "overlapping" / "rows"
+    # a part kept is the very file the killed run wrote: the commit links it into the table
+    assert {name: (table / name).stat().st_ino for name in written} == written
+    monkeypatch.setattr("batchenum.pipeline.table_merge.MERGE_ROWS", merge_rows)
+    run_job(Overlapping(shards=shards, rows=rows), RunOptions(out=str(tmp_path / "whole"), serial=True), quiet())
+    assert _table_bytes(out) == _table_bytes(tmp_path / "whole")
 
 
 def _table_bytes(out) -> dict[str, bytes]:
