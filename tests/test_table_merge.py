@@ -244,3 +244,21 @@ def test_free_polyominoes_by_overlapping_seeds_are_counted_exactly(tmp_path, mon
     assert result.totals["emitted"] > 2 * FREE[9]  # the shards overlap
     assert forms.key.tolist() == sorted(first) and forms.seed.tolist() == [first[key] for key in sorted(first)]
     assert len(list((tmp_path / "polyominoes" / "forms").iterdir())) > 1
+
+
+def test_the_compiled_polyomino_growth_emits_the_rows_of_the_plain_one():
+    """The numba growth of the polyomino job against the plain growth it replaced (tests/polyomino_job.py):
+    the same rows from every tetromino at n = 9, and from one cell the free counts of OEIS A000105."""
+    from polyomino_job import FREE, Polyominoes, form_of, grown, grown_codes, key_text
+
+    job = Polyominoes(n=9, seed=4)
+    for shard in job.plan(PlanContext()):
+        forms = {form_of(shard.spec["seed"])}
+        for _ in range(job.n - job.seed):
+            forms = grown(forms)
+        keys = sorted(key_text(form) for form in forms)
+        assert job.run_shard(shard).tables["forms"] == {"key": keys, "seed": [shard.spec["seed"]] * len(keys)}
+    codes = np.zeros((1, 1), np.uint8)  # the monomino
+    for n in range(2, 12):
+        codes = grown_codes(codes)
+        assert len(codes) == FREE[n]
