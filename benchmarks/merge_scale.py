@@ -171,7 +171,7 @@ class DiskWatch:
         self.thread.join()
         return {
             "disk_free_least_gb": round(self.least_free / 2**30, 1),
-            "job_folder_most_gb": round(self.most_job / 2**30, 2),
+            "job_folder_most_mb": self.most_job >> 20,
             "ray_spilled_most_mb": self.most_spill >> 20,
         }
 
@@ -280,8 +280,8 @@ def main() -> None:
             figures_disk = disk.stop()
         figures["run_seconds"] = round(time.monotonic() - started, 1)
         figures.update(figures_disk)
-        figures["shard_files_gb"] = round(_folder_bytes(os.path.join(out, "overlapping", "_shards")) / 2**30, 2)
-        figures["table_gb"] = round(_folder_bytes(os.path.join(out, "overlapping", "rows")) / 2**30, 2)
+        figures["shard_files_mb"] = _folder_bytes(os.path.join(out, "overlapping", "_shards")) >> 20
+        figures["table_mb"] = _folder_bytes(os.path.join(out, "overlapping", "rows")) >> 20
         figures.update(check(out, args.shards, args.rows))
         if not args.no_duckdb:
             figures.update(duckdb_figures(out, args.workers))

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import MARK, marked_processes, wait_until
+from helpers import MARK, marked_processes, objects, s3_fs, wait_until
 
 from batchenum.pipeline.execute import DRIVER_MERGE_ROWS, RunOptions, run_job
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
@@ -142,13 +142,18 @@ run_job(Overlapping({key!r}, {sort!r}), RunOptions(out={out!r}, serial=True), Pr
 """
 
 
+def serial_run(out, key, sort, kill=None, env=None) -> subprocess.CompletedProcess:
+    """KILLED_RUN in a process of its own (``kill``: the partition after which it kills itself)."""
+    env = {**os.environ, **(env or {}), **({"BATCHENUM_TEST_KILL_IN_MERGE": str(kill)} if kill is not None else {})}
+    code = KILLED_RUN.format(tests=os.path.dirname(__file__), key=key, sort=sort, out=str(out))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("key, sort", [(("key",), ("key",)), (("key",), ("score",))])
 def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes(tmp_path, key, sort):
     def run(out, kill=None):
-        env = {**os.environ, **({"BATCHENUM_TEST_KILL_IN_MERGE": str(kill)} if kill is not None else {})}
-        code = KILLED_RUN.format(tests=os.path.dirname(__file__), key=key, sort=sort, out=str(out))
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        return serial_run(out, key, sort, kill)
 
     killed = run(tmp_path / "killed", kill=2)
     assert killed.returncode == -9  # SIGKILL, once partition 2 was written
@@ -218,6 +223,27 @@ def test_a_merge_on_ray_workers_killed_with_its_process_group_is_finished_by_a_r
     monkeypatch.setattr("batchenum.pipeline.table_merge.MERGE_ROWS", merge_rows)
     run_job(Overlapping(shards=shards, rows=rows), RunOptions(out=str(tmp_path / "whole"), serial=True), quiet())
     assert _table_bytes(out) == _table_bytes(tmp_path / "whole")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key, sort", [(("key",), ("key",)), (("key",), ("score",))])
+def test_a_merge_on_s3_killed_and_rerun_writes_the_bytes_of_a_local_run(s3_server, new_bucket, tmp_path, key, sort):
+    """The merge's files on object storage (a real S3 server): written whole by PUTs, checked and
+    kept by the rerun, copied into the table by the commit, then removed; one round and two."""
+    out, prefix = f"s3://{new_bucket}/run", f"{new_bucket}/run/overlapping"
+    killed = serial_run(out, key, sort, kill=2, env=s3_server)
+    assert killed.returncode == -9, killed.stderr  # SIGKILL, once partition 2 was written
+    written = [path.rsplit("/", 1)[1] for path in objects(s3_server, f"{prefix}/_merge/rows") if "-0000" in path]
+    assert written[:3] == [f"{'part' if sort == key else 'dedup'}-{p:05d}.parquet" for p in range(3)]
+    assert not objects(s3_server, f"{prefix}/rows")
+    rerun = serial_run(out, key, sort, env=s3_server)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "rows: 3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
+    assert not objects(s3_server, f"{prefix}/_merge")
+    assert serial_run(tmp_path, key, sort).returncode == 0
+    fs = s3_fs(s3_server)
+    found = {path.rsplit("/", 1)[1]: fs.open_input_stream(path).read() for path in objects(s3_server, f"{prefix}/rows")}
+    assert found == _table_bytes(tmp_path)
 
 
 def _table_bytes(out) -> dict[str, bytes]:
