@@ -2,6 +2,7 @@
 
     python benchmarks/merge_scale.py                      # 1/10 of the issue's size: 50 x 100,000 rows
     python benchmarks/merge_scale.py --rows 1000000       # the issue's size: 50 x 10^6 rows
+    python benchmarks/merge_scale.py --rows 1000000 --shards 500 --out /big/disk --no-duckdb   # 10x
 
 A synthetic job of ``--shards`` shards, shard k emitting ``--rows`` rows of (int64 key, string
 payload): the keys k*rows/2 .. k*rows/2 + rows - 1 in a random order, so consecutive shards overlap by
@@ -18,7 +19,12 @@ partition (pipeline/table_merge.py).  Printed:
 - DuckDB's ``SELECT DISTINCT ON (key) key, payload ... ORDER BY key`` over the same shard files,
   copied to one Parquet file (zstd), with as many threads as the run has workers and a memory limit
   of 3 GB (beyond it DuckDB spills to disk), timed in a fresh process, and its peak RSS; then the
-  ratio.
+  ratio (``--no-duckdb``: not run);
+- the disk: the least free space on the output folder's file system during the run (the run is
+  stopped, as Ctrl-C stops it, if it falls below ``--min-free-gb``), the largest size the job's
+  folder reached (shard files, the merge's parts, the table), the shard files' and the table's
+  bytes, and the most the private Ray's object store spilled to disk (its spill folder, made in the
+  output folder).
 
 Figures, not assertions.
 """
@@ -26,9 +32,12 @@ Figures, not assertions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -124,6 +133,49 @@ class WorkerPeaks:
         return sorted((peak >> 20 for peak in self.peaks.values()), reverse=True)
 
 
+def _folder_bytes(folder: str) -> int:
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):  # a temporary file renamed or removed meanwhile
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+class DiskWatch:
+    """The least free space on ``out``'s file system, the most bytes in the job folder and in the
+    spill folder, polled every 2 s until ``stop``; below ``min_free`` bytes free, the run is stopped
+    by a SIGINT to this process (the run stops as at Ctrl-C)."""
+
+    def __init__(self, out: str, spill: str, min_free: int) -> None:
+        self.out, self.spill, self.min_free = out, spill, min_free
+        self.least_free = shutil.disk_usage(out).free
+        self.most_job = self.most_spill = 0
+        self.stopped_run = False
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.done.wait(2.0):
+            free = shutil.disk_usage(self.out).free
+            self.least_free = min(self.least_free, free)
+            self.most_job = max(self.most_job, _folder_bytes(os.path.join(self.out, "overlapping")))
+            self.most_spill = max(self.most_spill, _folder_bytes(self.spill))
+            if free < self.min_free and not self.stopped_run:
+                self.stopped_run = True
+                os.kill(os.getpid(), signal.SIGINT)
+
+    def stop(self) -> dict:
+        self.done.set()
+        self.thread.join()
+        return {
+            "disk_free_least_gb": round(self.least_free / 2**30, 1),
+            "job_folder_most_mb": self.most_job >> 20,
+            "ray_spilled_most_mb": self.most_spill >> 20,
+        }
+
+
 def run_merge(out: str, shards: int, rows: int, workers: int) -> dict:
     import resource
 
@@ -212,12 +264,28 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=50)
     parser.add_argument("--rows", type=int, default=100_000, help="rows each shard emits (the issue: 10^6)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default=None, help="where the scratch folder goes (default: the temporary folder)")
+    parser.add_argument("--no-duckdb", action="store_true", help="skip DuckDB (at 10x it spills for long)")
+    parser.add_argument("--min-free-gb", type=float, default=30.0, help="stop the run below this much free disk")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="merge-scale-") as out:
-        figures = run_merge(out, args.shards, args.rows, args.workers)
+    with tempfile.TemporaryDirectory(prefix="merge-scale-", dir=args.out) as out:
+        spill = os.path.join(out, "spill")
+        os.makedirs(spill)
+        os.environ["BATCHENUM_RAY_SPILL_DIR"] = spill  # the private Ray spills there, so it is measured
+        disk = DiskWatch(out, spill, int(args.min_free_gb * 2**30))
+        started = time.monotonic()
+        try:
+            figures = run_merge(out, args.shards, args.rows, args.workers)
+        finally:
+            figures_disk = disk.stop()
+        figures["run_seconds"] = round(time.monotonic() - started, 1)
+        figures.update(figures_disk)
+        figures["shard_files_mb"] = _folder_bytes(os.path.join(out, "overlapping", "_shards")) >> 20
+        figures["table_mb"] = _folder_bytes(os.path.join(out, "overlapping", "rows")) >> 20
         figures.update(check(out, args.shards, args.rows))
-        figures.update(duckdb_figures(out, args.workers))
-        figures["ratio_to_duckdb"] = round(figures["merge_seconds"] / figures["duckdb_seconds"], 2)
+        if not args.no_duckdb:
+            figures.update(duckdb_figures(out, args.workers))
+            figures["ratio_to_duckdb"] = round(figures["merge_seconds"] / figures["duckdb_seconds"], 2)
         print(json.dumps({"shards": args.shards, "rows_per_shard": args.rows, **figures}, indent=1))
 
 

@@ -474,7 +474,7 @@ def _merge(
         if name in job.streamed_tables:
             continue
         total = sum(rows[name].values())
-        paths, part_rows = merge_table(store, name, ids, total, _merge_runner(executor, total), progress.stage)
+        paths, part_rows = merge_table(store, name, ids, total, _merge_runner(executor, job, total), progress.stage)
         merged[name] = LazyTable(name, store.storage, paths, part_rows)
     return merged
 
@@ -485,7 +485,7 @@ def _merge_wants_ray(job: Job, rows: dict[str, int]) -> bool:
     return any(rows[name] > DRIVER_MERGE_ROWS for name in _shard_tables(job) if name not in job.streamed_tables)
 
 
-def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], list]:
+def _merge_runner(executor: Executor, job: Job, rows: int) -> Callable[[list[MergeTask]], list]:
     """How a merge's tasks run: as Ray tasks when Ray is up or the table has more than
     ``DRIVER_MERGE_ROWS`` rows (so that the driver holds none of it); else in this process, by the
     driver's threads (by this thread with --serial)."""
@@ -495,7 +495,7 @@ def _merge_runner(executor: Executor, rows: int) -> Callable[[list[MergeTask]], 
             return []
         serial = executor.options.serial
         if not serial and (executor.ray.connected or executor.on_cluster or rows > DRIVER_MERGE_ROWS):
-            return executor.ray.map(run_merge_task, tasks)
+            return executor.ray.map(run_merge_task, tasks, job)
         if serial:
             return [run_merge_task(task) for task in tasks]
         with ThreadPoolExecutor(min(len(tasks), os.cpu_count() or 1), "batchenum-merge") as pool:

@@ -18,7 +18,9 @@ of beside the code they interrupt) means a reader of ``runner.py``, ``shard_stor
   Tests prove that a shard's tables are committed together (shard_store.py, ``write_shard``).
 - ``BATCHENUM_TEST_KILL_IN_MERGE=P``: the process merging a table kills itself once it has written
   partition P of a round (pipeline/table_merge.py), so tests prove that a rerun keeps the partitions
-  written before and the tables come out the same bytes.
+  written before and the tables come out the same bytes; ``BATCHENUM_TEST_PAUSE_IN_MERGE=S``: every
+  merge task sleeps S seconds once it has written its partition, so that a kill from outside (the
+  run's process group, its merge tasks on Ray's workers) lands while partitions are being written.
 - ``BATCHENUM_TEST_PLAN=BLOCK,TASK_BLOCKS,DRIVER_BYTES``: planning sizes small enough that a small
   test input has its lines counted by Ray tasks.
 - ``BATCHENUM_TEST_LEASE=HEARTBEAT,MARGIN``: the lease's heartbeat and takeover margin in seconds,
@@ -37,6 +39,7 @@ __all__ = [
     "KILL_BEFORE_COMMIT",
     "KILL_BETWEEN_SHARD_TABLES",
     "KILL_IN_MERGE",
+    "PAUSE_IN_MERGE",
     "PAUSE_BETWEEN_SHARD_TABLES",
     "PLAN_SIZES",
     "LEASE_TIMES",
@@ -54,6 +57,7 @@ KILL_BETWEEN_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_TABLES"
 KILL_BEFORE_COMMIT = "BATCHENUM_TEST_KILL_BEFORE_COMMIT"
 KILL_BETWEEN_SHARD_TABLES = "BATCHENUM_TEST_KILL_BETWEEN_SHARD_TABLES"
 KILL_IN_MERGE = "BATCHENUM_TEST_KILL_IN_MERGE"
+PAUSE_IN_MERGE = "BATCHENUM_TEST_PAUSE_IN_MERGE"
 PAUSE_BETWEEN_SHARD_TABLES = "BATCHENUM_TEST_PAUSE_BETWEEN_SHARD_TABLES"
 PLAN_SIZES = "BATCHENUM_TEST_PLAN"
 LEASE_TIMES = "BATCHENUM_TEST_LEASE"
@@ -95,9 +99,13 @@ def between_shard_tables(shard_id: str) -> None:
 
 
 def after_merge_partition(partition: int) -> None:
-    """Kill this process if ``KILL_IN_MERGE`` names ``partition`` (just written)."""
+    """Kill this process if ``KILL_IN_MERGE`` names ``partition`` (just written); sleep if
+    ``PAUSE_IN_MERGE`` is set."""
     if os.environ.get(KILL_IN_MERGE) == str(partition):
         os.kill(os.getpid(), signal.SIGKILL)
+    pause = os.environ.get(PAUSE_IN_MERGE)
+    if pause:
+        time.sleep(float(pause))
 
 
 def _kill_if_set(hook: str) -> None:

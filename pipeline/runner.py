@@ -560,11 +560,13 @@ class RaySession:
             stream.cancel()
             raise
 
-    def map(self, fn: Callable, items: list) -> list:
+    def map(self, fn: Callable, items: list, job: Job | None = None) -> list:
         """``[fn(item) for item in items]``, each call a Ray task of one CPU (connecting first).
 
         fn:    a module-level function (workers import it); an item says in ``str()`` what it is, for
                messages.
+        job:   the job the items carry (a merge's tasks do): its code that is not installed travels
+               by value, as for its shards, which a rerun may not have run.
         A dead worker is retried up to ``retries`` times, as shards are (--retries); a PipelineError
         that ``fn`` raises is raised as it is, any other failure as TaskFailedError naming the item,
         once the other tasks have finished.  Ctrl-C cancels the tasks in flight.
@@ -574,6 +576,8 @@ class RaySession:
         from ray.exceptions import RayError, RayTaskError
 
         self.tasks_mapped += len(items)
+        if job is not None:
+            _ship_by_value(job)
         task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(fn)
         stream = _TaskStream(
             lambda pair: task.remote(pair[1]), enumerate(items), _WindowSize(self.window, None, self.cpus)

@@ -34,6 +34,11 @@ COUNT_COLUMNS = [
     "stabiliser_sum",
 ]
 
+# Every process a test's run starts (its private Ray's included) inherits this variable, set to a
+# fresh value, so that ``marked_processes`` finds them wherever they run: in the run's group, in
+# Ray's own session, or reparented.
+MARK = "BATCHENUM_TEST_RUN_MARK"
+
 # The integration tier (conftest.py marks it): tests that use these fixtures (a real Ray, a real S3
 # server) or whose module imports these helper modules (Ray clusters, the fault proxy, the soak).
 INTEGRATION_FIXTURES = frozenset({"ray_session", "s3_server", "new_bucket"})
@@ -337,3 +342,17 @@ def markdown_anchor(heading: str) -> str:
 
 def markdown_anchors(path: Path) -> set[str]:
     return {markdown_anchor(m.group(1)) for _, line in markdown_prose(path) if (m := re.match(r"#{1,6}\s+(.*)", line))}
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The live processes whose environment carries ``mark``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if f"{MARK}={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -18,26 +18,11 @@ from pathlib import Path
 
 import clusters
 import pytest
-from helpers import cli, cli_command, committed, palago_args, reused, wait_until
+from helpers import MARK, cli, cli_command, committed, marked_processes, palago_args, reused, wait_until
 
-MARK = "BATCHENUM_TEST_RUN_MARK"
 # The progress lines (a timestamp, then "batchenum"), and the final line; nothing else may follow
 # the signal (Ray's C++ errors, "(raylet)" lines, a traceback).
 OURS = re.compile(r"^(\S+ batchenum .*|batchenum: .*|)$")
-
-
-def marked_processes(mark: str) -> list[int]:
-    """The live processes whose environment carries ``mark``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if f"{MARK}={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
-                    if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                        found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def interrupt_at_a_terminal(

@@ -5,17 +5,21 @@ Partitions are made small, so that every table here is split into several ranges
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import uuid
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from helpers import MARK, marked_processes, objects, s3_fs, wait_until
 
-from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.execute import DRIVER_MERGE_ROWS, RunOptions, run_job
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 from batchenum.pipeline.lazy_table import TableTooLargeError
 from batchenum.pipeline.progress import Progress
@@ -138,13 +142,18 @@ run_job(Overlapping({key!r}, {sort!r}), RunOptions(out={out!r}, serial=True), Pr
 """
 
 
+def serial_run(out, key, sort, kill=None, env=None) -> subprocess.CompletedProcess:
+    """KILLED_RUN in a process of its own (``kill``: the partition after which it kills itself)."""
+    env = {**os.environ, **(env or {}), **({"BATCHENUM_TEST_KILL_IN_MERGE": str(kill)} if kill is not None else {})}
+    code = KILLED_RUN.format(tests=os.path.dirname(__file__), key=key, sort=sort, out=str(out))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("key, sort", [(("key",), ("key",)), (("key",), ("score",))])
 def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes(tmp_path, key, sort):
     def run(out, kill=None):
-        env = {**os.environ, **({"BATCHENUM_TEST_KILL_IN_MERGE": str(kill)} if kill is not None else {})}
-        code = KILLED_RUN.format(tests=os.path.dirname(__file__), key=key, sort=sort, out=str(out))
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        return serial_run(out, key, sort, kill)
 
     killed = run(tmp_path / "killed", kill=2)
     assert killed.returncode == -9  # SIGKILL, once partition 2 was written
@@ -159,6 +168,82 @@ def test_a_merge_killed_and_rerun_keeps_its_partitions_and_writes_the_same_bytes
     assert "3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
     assert run(tmp_path / "whole").returncode == 0
     assert _table_bytes(tmp_path / "killed") == _table_bytes(tmp_path / "whole")
+
+
+RAY_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+import batchenum.pipeline.table_merge as table_merge
+table_merge.MERGE_ROWS = {merge_rows}
+from test_table_merge import Overlapping
+from batchenum.pipeline.execute import RunOptions, run_job
+from batchenum.pipeline.progress import Progress
+job = Overlapping(shards={shards}, rows={rows})
+run_job(job, RunOptions(out={out!r}, workers=2, head_start=False), Progress("overlapping"))
+"""
+
+
+@pytest.mark.slow
+def test_a_merge_on_ray_workers_killed_with_its_process_group_is_finished_by_a_rerun(tmp_path, monkeypatch):
+    """A run whose merge runs as Ray tasks (more than DRIVER_MERGE_ROWS rows), killed with its whole
+    process group (SIGKILL) once its first part is written and while its workers write more (each
+    pausing after a part): every process of the run ends, the rerun keeps the parts written and
+    writes the rest, and the table is the bytes of an uninterrupted run."""
+    shards, rows, merge_rows = 8, 40_000, 16_384
+    assert shards * rows > DRIVER_MERGE_ROWS  # so the merge runs on Ray's workers
+    out, log, mark = tmp_path / "killed", tmp_path / "killed.log", uuid.uuid4().hex
+    code = RAY_RUN.format(
+        tests=os.path.dirname(__file__), merge_rows=merge_rows, shards=shards, rows=rows, out=str(out)
+    )
+    env = {**os.environ, MARK: mark, "BATCHENUM_TEST_PAUSE_IN_MERGE": "0.5"}
+    with open(log, "w") as stderr:
+        run = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=stderr, start_new_session=True)
+    try:
+        merge = out / "overlapping" / "_merge" / "rows"
+        wait_until(lambda: list(merge.glob("*/part-*.parquet")), "the merge wrote a part", 120, run)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    wait_until(lambda: not marked_processes(mark), "every process of the killed run ended (its Ray's too)", 60)
+    assert "merging shard outputs" in log.read_text() and "local Ray" in log.read_text()
+    ranges = json.loads(next(merge.glob("*/round-1.json")).read_text())["ranges"]
+    written = {path.name: path.stat().st_ino for path in merge.glob("*/part-*.parquet")}
+    assert 0 < len(written) < ranges, (written, ranges)  # killed while parts were being written
+    assert not (out / "overlapping" / "rows").exists()
+
+    rerun = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    kept = f"rows: {len(written)} of {ranges} merged ranges (round 1) kept from an interrupted run"
+    assert kept in rerun.stderr, rerun.stderr
+    table = out / "overlapping" / "rows"
+    # a part kept is the very file the killed run wrote: the commit links it into the table
+    assert {name: (table / name).stat().st_ino for name in written} == written
+    monkeypatch.setattr("batchenum.pipeline.table_merge.MERGE_ROWS", merge_rows)
+    run_job(Overlapping(shards=shards, rows=rows), RunOptions(out=str(tmp_path / "whole"), serial=True), quiet())
+    assert _table_bytes(out) == _table_bytes(tmp_path / "whole")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key, sort", [(("key",), ("key",)), (("key",), ("score",))])
+def test_a_merge_on_s3_killed_and_rerun_writes_the_bytes_of_a_local_run(s3_server, new_bucket, tmp_path, key, sort):
+    """The merge's files on object storage (a real S3 server): written whole by PUTs, checked and
+    kept by the rerun, copied into the table by the commit, then removed; one round and two."""
+    out, prefix = f"s3://{new_bucket}/run", f"{new_bucket}/run/overlapping"
+    killed = serial_run(out, key, sort, kill=2, env=s3_server)
+    assert killed.returncode == -9, killed.stderr  # SIGKILL, once partition 2 was written
+    written = [path.rsplit("/", 1)[1] for path in objects(s3_server, f"{prefix}/_merge/rows") if "-0000" in path]
+    assert written[:3] == [f"{'part' if sort == key else 'dedup'}-{p:05d}.parquet" for p in range(3)]
+    assert not objects(s3_server, f"{prefix}/rows")
+    rerun = serial_run(out, key, sort, env=s3_server)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "rows: 3 of " in rerun.stderr and "merged ranges (round 1) kept from an interrupted run" in rerun.stderr
+    assert not objects(s3_server, f"{prefix}/_merge")
+    assert serial_run(tmp_path, key, sort).returncode == 0
+    fs = s3_fs(s3_server)
+    found = {path.rsplit("/", 1)[1]: fs.open_input_stream(path).read() for path in objects(s3_server, f"{prefix}/rows")}
+    assert found == _table_bytes(tmp_path)
 
 
 def _table_bytes(out) -> dict[str, bytes]:
@@ -185,3 +270,21 @@ def test_free_polyominoes_by_overlapping_seeds_are_counted_exactly(tmp_path, mon
     assert result.totals["emitted"] > 2 * FREE[9]  # the shards overlap
     assert forms.key.tolist() == sorted(first) and forms.seed.tolist() == [first[key] for key in sorted(first)]
     assert len(list((tmp_path / "polyominoes" / "forms").iterdir())) > 1
+
+
+def test_the_compiled_polyomino_growth_emits_the_rows_of_the_plain_one():
+    """The numba growth of the polyomino job against the plain growth it replaced (tests/polyomino_job.py):
+    the same rows from every tetromino at n = 9, and from one cell the free counts of OEIS A000105."""
+    from polyomino_job import FREE, Polyominoes, form_of, grown, grown_codes, key_text
+
+    job = Polyominoes(n=9, seed=4)
+    for shard in job.plan(PlanContext()):
+        forms = {form_of(shard.spec["seed"])}
+        for _ in range(job.n - job.seed):
+            forms = grown(forms)
+        keys = sorted(key_text(form) for form in forms)
+        assert job.run_shard(shard).tables["forms"] == {"key": keys, "seed": [shard.spec["seed"]] * len(keys)}
+    codes = np.zeros((1, 1), np.uint8)  # the monomino
+    for n in range(2, 12):
+        codes = grown_codes(codes)
+        assert len(codes) == FREE[n]
