@@ -225,7 +225,7 @@ def _run_identity(
 def _plan(job: Job, store: ShardStore, executor: Executor, progress: Progress) -> list[Shard]:
     """The job's shards.  On a cluster the executor connects first, so that the plan follows the
     cluster's size, and every node must see the run's local files before any task reads them."""
-    context = executor.plan_context()
+    context = executor.plan_context(job)
     if executor.on_cluster:
         _check_cluster_sees_files(job, store, executor, progress)
     shards = job.plan(context)

@@ -116,7 +116,7 @@ class ExecutorOptions:
 
 class Executor:
     """Runs one job run's shards: ``with Executor(options, say) as executor``, then
-    ``executor.plan_context()`` for the job's plan and ``executor.run(...)`` for its shards.
+    ``executor.plan_context(job)`` for the job's plan and ``executor.run(...)`` for its shards.
     Leaving the block stops whatever Ray the executor started and waits for it.
 
     ray: the Ray session to use; tests pass a fake one to drive the head start deterministically.
@@ -138,15 +138,17 @@ class Executor:
         """Whether the shards run on a Ray this run did not start (whose nodes may not share files)."""
         return not self.options.serial and not self.ray.private
 
-    def plan_context(self) -> PlanContext:
-        """What the job's plan may know and use.  On a cluster the driver connects first, so that
-        the plan follows the cluster's size; a private Ray starts only if the plan asks for tasks."""
+    def plan_context(self, job: Job | None = None) -> PlanContext:
+        """What ``job``'s plan may know and use.  On a cluster the driver connects first, so that
+        the plan follows the cluster's size; a private Ray starts only if the plan asks for tasks,
+        which get the job's code that is not installed, as its shards do."""
         if self.options.serial:
             return PlanContext()
+        task_map = functools.partial(self.ray.map, job=job)
         if self.on_cluster:
             self.ray.connect()
-            return PlanContext(self.ray.cpus(), self.ray.map, map_ready=True)
-        return PlanContext(self.ray.local_cpus, self.ray.map, map_ready=self.ray.connected)
+            return PlanContext(self.ray.cpus(), task_map, map_ready=True)
+        return PlanContext(self.ray.local_cpus, task_map, map_ready=self.ray.connected)
 
     def run(
         self,

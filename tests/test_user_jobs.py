@@ -105,6 +105,34 @@ def test_a_module_elsewhere_on_sys_path_is_shipped_and_its_edits_recompute(tmp_p
     assert edited["reused"] == 0 and not edited["summary"].startswith("queens: 40 leaves")
 
 
+PLANNED_ON_RAY = QUEENS + textwrap.dedent('''
+
+    def doubled(x):
+        return 2 * x
+
+
+    class PlannedQueens(Queens):
+        """Queens whose plan maps a function of this module over Ray's workers first."""
+
+        def plan(self, context):
+            if context.task_map is not None:
+                assert context.task_map(doubled, [1, 2, 3]) == [2, 4, 6]
+            return super().plan(context)
+''')
+
+
+def test_a_plans_tasks_get_the_jobs_code_as_its_shards_do(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "planjob.py").write_text(PLANNED_ON_RAY)
+    driver = tmp_path / "driver" / "run.py"
+    driver.parent.mkdir()
+    script = DRIVER.format(folder=str(elsewhere), module="planjob", out=str(tmp_path / "out"), options={})
+    driver.write_text(script.replace("import Queens", "import PlannedQueens as Queens"))
+    done = subprocess.run([sys.executable, str(driver)], cwd=driver.parent, capture_output=True, text=True, timeout=600)
+    assert _last_json(done)["summary"].startswith("queens: 40 leaves")
+
+
 def test_the_cli_runs_a_file_or_a_module_with_options_from_its_parameters(tmp_path):
     (tmp_path / "nqcli.py").write_text(QUEENS)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
