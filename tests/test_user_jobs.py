@@ -81,13 +81,21 @@ def test_a_job_in_a_script_runs_on_ray_workers(tmp_path):
     assert all("Ray node" in node for node in _nodes(tmp_path / "out" / "queens"))
 
 
-def test_a_module_elsewhere_on_sys_path_is_shipped_and_its_edits_recompute(tmp_path):
+def driver_of_a_module_elsewhere(tmp_path, module: str, source: str, job: str = "Queens"):
+    """A driver script that runs class ``job`` of module ``module`` (``source``), written in a
+    folder Ray's workers are never told about, as Queens."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / "nqjob.py").write_text(QUEENS)
+    (elsewhere / f"{module}.py").write_text(source)
     driver = tmp_path / "driver" / "run.py"
     driver.parent.mkdir()
-    driver.write_text(DRIVER.format(folder=str(elsewhere), module="nqjob", out=str(tmp_path / "out"), options={}))
+    script = DRIVER.format(folder=str(elsewhere), module=module, out=str(tmp_path / "out"), options={})
+    driver.write_text(script.replace("import Queens", f"import {job} as Queens"))
+    return elsewhere, driver
+
+
+def test_a_module_elsewhere_on_sys_path_is_shipped_and_its_edits_recompute(tmp_path):
+    elsewhere, driver = driver_of_a_module_elsewhere(tmp_path, "nqjob", QUEENS)
 
     def run() -> dict:
         return _last_json(
@@ -122,13 +130,7 @@ PLANNED_ON_RAY = QUEENS + textwrap.dedent('''
 
 
 def test_a_plans_tasks_get_the_jobs_code_as_its_shards_do(tmp_path):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "planjob.py").write_text(PLANNED_ON_RAY)
-    driver = tmp_path / "driver" / "run.py"
-    driver.parent.mkdir()
-    script = DRIVER.format(folder=str(elsewhere), module="planjob", out=str(tmp_path / "out"), options={})
-    driver.write_text(script.replace("import Queens", "import PlannedQueens as Queens"))
+    _, driver = driver_of_a_module_elsewhere(tmp_path, "planjob", PLANNED_ON_RAY, job="PlannedQueens")
     done = subprocess.run([sys.executable, str(driver)], cwd=driver.parent, capture_output=True, text=True, timeout=600)
     assert _last_json(done)["summary"].startswith("queens: 40 leaves")
 
