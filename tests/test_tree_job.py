@@ -259,6 +259,66 @@ def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_
     )
 
 
+def handed_back_by(job: TreeJob) -> dict[str, list[str]]:
+    """{shard id: the ids of the shards it hands back} over the whole tree, every shard run here."""
+    todo = collections.deque(job.plan(PlanContext()))
+    children = {}
+    while todo:
+        shard = todo.popleft()
+        handed_back = job.run_shard(shard).children
+        children[shard.id] = [child.id for child in handed_back]
+        todo.extend(handed_back)
+    return children
+
+
+STATUS_RUN = """
+import sys
+sys.path.insert(0, {examples!r})
+import batchenum
+from walks import Walks
+
+batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, serial=True)
+"""
+
+
+def test_status_counts_the_shards_handed_back_while_a_run_goes_on_and_after_it_is_killed(tmp_path):
+    """The plan a run records names the shards of its cut; the shards they hand back are planned from
+    their parent's commit on (its footer names them), so status never calls them unplanned."""
+    from batchenum.pipeline.status import job_statuses, render
+
+    n, budget, out = 11, 300, tmp_path / "out"
+    code = STATUS_RUN.format(examples=str(REPO / "examples"), n=n, budget=budget, out=str(out))
+    children = handed_back_by(Walks(n=n, budget=budget))
+    cut = {shard.id for shard in Walks(n=n, budget=budget).plan(PlanContext())}
+    run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        while_running = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and run.poll() is None and while_running is None:
+            if (out / "walks" / "_shards" / "partial").is_dir() and len(_committed(out / "walks")) >= 100:
+                before = _committed(out / "walks")
+                while_running = job_statuses(str(out))[0]
+            time.sleep(0.05)
+        assert run.poll() is None and while_running is not None, "the run ended before status was read"
+        os.killpg(run.pid, signal.SIGKILL)
+    finally:
+        run.wait(60)
+    assert while_running.lease is not None and not while_running.unplanned
+    assert before <= set(while_running.committed) and set(while_running.handed_back) - cut
+    assert while_running.planned == len(cut | set(while_running.handed_back)) > len(while_running.committed)
+    stopped = job_statuses(str(out))[0]
+    committed = _committed(out / "walks")
+    assert set(stopped.committed) == committed and not stopped.unplanned
+    named = cut.union(*(children[shard_id] for shard_id in committed))
+    assert cut | set(stopped.handed_back) == named and stopped.planned == len(named)
+    text = render([stopped])
+    assert "not in the plan" not in text and f"{len(stopped.handed_back)} of them handed back" in text, text
+    finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert_exit(finished, 0)
+    done = job_statuses(str(out))[0]
+    assert len(done.committed) == done.planned == len(children) and not done.handed_back and not done.unplanned
+
+
 class _Pids(Walks):
     """Walks that note the process computing each shard."""
 
