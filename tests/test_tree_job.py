@@ -319,6 +319,30 @@ def test_status_counts_the_shards_handed_back_while_a_run_goes_on_and_after_it_i
     assert len(done.committed) == done.planned == len(children) and not done.handed_back and not done.unplanned
 
 
+NO_PANDAS_RUN = """
+import sys
+sys.path.insert(0, {examples!r})
+import batchenum
+from queens import Queens
+from walks import Walks
+
+for job, out in ((Walks, "walks"), (Queens, "queens")):
+    print(batchenum.run(job, n=8, budget=40, out={out!r} + out, serial=True).summary)
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("pandas", "ray")))
+"""
+
+
+def test_a_serial_run_imports_neither_pandas_nor_ray(tmp_path):
+    """pandas alone is about 50 MiB of a serial count's peak RSS (docs/benchmarks.md): the shards, the
+    merge (with its dedup of the catalogue's keys) and ``counts`` are built without it."""
+    code = NO_PANDAS_RUN.format(examples=str(REPO / "examples"), out=str(tmp_path) + "/")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert_exit(done, 0)
+    walks, queens, imported = done.stdout.strip().splitlines()[-3:]
+    assert walks.startswith(f"walks: {A001411[8]} leaves") and queens.startswith("queens: 92 leaves")
+    assert imported == "[]"
+
+
 class _Pids(Walks):
     """Walks that note the process computing each shard."""
 
