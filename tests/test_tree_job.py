@@ -1,7 +1,8 @@
 """The search-tree skeleton (pipeline/skeletons.py ``TreeJob``): shards named by their place in the
 tree, whatever the cluster; a budget that hands unexplored subtrees back as shards, with the same
 counts and leaves whatever its value; a walk that keeps no leaf it need not; the compiled hook; and
-a run killed half way, finished with another CPU count, reusing every committed shard."""
+a run killed half way, finished with another CPU count or on a three-node cluster, reusing every
+committed shard; and ``batchenum status`` counting the shards handed back while a run goes on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import sys
 import time
 import tracemalloc
 
+import clusters
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_exit
 
@@ -203,14 +206,15 @@ def test_a_run_with_a_budget_writes_the_tables_a_run_without_writes(tmp_path):
 
 
 KILLED_RUN = """
-import sys
+import os, sys
 sys.path.insert(0, {examples!r})
 import batchenum
 from walks import Walks
 
-result = batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, workers={workers}, head_start=False)
+result = batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, head_start=False, {where})
 print(result.summary, result.shards, result.reused)
 """
+KILLED_N, KILLED_BUDGET = 13, 20_000
 
 
 def _committed(folder) -> set[str]:
@@ -219,16 +223,20 @@ def _committed(folder) -> set[str]:
     }
 
 
-@pytest.mark.slow
-def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_committed_shard(tmp_path):
-    n, budget = 13, 20_000
-    out = tmp_path / "out"
+def _walks_run(out, where: str) -> list[str]:
+    """The command of a Walks run into ``out`` on a private Ray (``workers=W``) or a cluster."""
+    code = KILLED_RUN.format(
+        examples=str(REPO / "examples"), n=KILLED_N, budget=KILLED_BUDGET, out=str(out), where=where
+    )
+    return [sys.executable, "-c", code]
 
-    def script(workers: int) -> list[str]:
-        code = KILLED_RUN.format(examples=str(REPO / "examples"), n=n, budget=budget, out=str(out), workers=workers)
-        return [sys.executable, "-c", code]
 
-    first = subprocess.Popen(script(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+def _killed_half_way(out) -> set[str]:
+    """Start a Walks run on a private Ray of 2 CPUs, SIGKILL its whole process group once 60 shards
+    are committed, and return the ids of the shards committed then."""
+    first = subprocess.Popen(
+        _walks_run(out, "workers=2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and first.poll() is None:
@@ -239,24 +247,62 @@ def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_
         os.killpg(first.pid, signal.SIGKILL)  # the driver, its Ray and every worker
     finally:
         first.wait(60)
-    committed = _committed(out / "walks")
-    finished = subprocess.run(script(3), capture_output=True, text=True, timeout=900)
+    return _committed(out / "walks")
+
+
+def _check_finished(finished, out, committed: set[str], serial) -> None:
+    """The finishing run reused every shard committed before the kill, and wrote a serial run's tables."""
     assert_exit(finished, 0)
     summary, shards, reused = finished.stdout.strip().splitlines()[-1].rsplit(" ", 2)
-    assert summary == f"walks: {A001411[n]} leaves, {run_in_process(Walks(n=n, budget=0))[1]} nodes"
+    assert summary == f"walks: {A001411[KILLED_N]} leaves, {run_in_process(Walks(n=KILLED_N, budget=0))[1]} nodes"
     assert int(reused) == len(committed)  # one file a shard, committed by a rename: none half written
     plan = json.loads((out / "walks" / "_plan.json").read_text())
     assert len(plan["shards"]) == int(shards) and committed <= set(plan["shards"])
-    serial = tmp_path / "serial"
     import batchenum
 
-    batchenum.run(Walks, n=n, budget=budget, out=str(serial), serial=True)
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "walks" / "counts.parquet"), pd.read_parquet(serial / "walks" / "counts.parquet")
-    )
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "walks" / "partial"), pd.read_parquet(serial / "walks" / "partial")
-    )
+    batchenum.run(Walks, n=KILLED_N, budget=KILLED_BUDGET, out=str(serial), serial=True)
+    for name in ("counts.parquet", "partial"):  # partial: a folder of parts
+        pd.testing.assert_frame_equal(pd.read_parquet(out / "walks" / name), pd.read_parquet(serial / "walks" / name))
+
+
+@pytest.mark.slow
+def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_committed_shard(tmp_path):
+    out = tmp_path / "out"
+    committed = _killed_half_way(out)
+    finished = subprocess.run(_walks_run(out, "workers=3"), capture_output=True, text=True, timeout=900)
+    _check_finished(finished, out, committed, tmp_path / "serial")
+
+
+@pytest.mark.slow
+def test_a_run_killed_half_way_is_finished_on_a_three_node_cluster_reusing_every_committed_shard(tmp_path):
+    """Three `ray start` nodes of one CPU each (a head and two joining it) on this machine."""
+    out = tmp_path / "out"
+    committed = _killed_half_way(out)
+    temp_dir, env = f"/tmp/bt{os.getpid()}", clusters.token_env()
+    try:
+        address = clusters.start_head(temp_dir, env, "--num-cpus", "1", "--include-dashboard", "false")
+        for _ in range(2):
+            joined = subprocess.run(
+                clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=env,
+            )
+            assert_exit(joined, 0)
+        clusters.wait_for_nodes(address, env, 3)
+        where = f"address={address!r}"
+        finished = subprocess.run(_walks_run(out, where), capture_output=True, text=True, timeout=900, env=env)
+    finally:
+        clusters.stop(temp_dir)
+    _check_finished(finished, out, committed, tmp_path / "serial")
+    ran_on = {
+        json.loads(
+            pq.read_schema(out / "walks" / "_shards" / "partial" / f"{shard}.parquet").metadata[b"batchenum.stats"]
+        )["node"]
+        for shard in _committed(out / "walks") - committed
+    }
+    assert len(ran_on) == 3, ran_on
 
 
 def handed_back_by(job: TreeJob) -> dict[str, list[str]]:
