@@ -14,6 +14,7 @@ Each in a fresh process; wall seconds from the start of the process, Ray's start
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -97,7 +98,8 @@ def main() -> None:
             ):
                 seconds, counts = timed(code)
                 best[label].append(seconds)
-                print(f"round {round_ + 1} {label:5s} {seconds:6.1f} s  ({counts})")
+                load = os.getloadavg()[0]  # the machine is shared: the figure means little at a high load
+                print(f"round {round_ + 1} {label:5s} {seconds:6.1f} s  ({counts})  load average {load:.1f}")
     print(f"TreeJob on Ray / plain Ray tasks: {min(best['tree']) / min(best['plain']):.2f}x (best of {args.rounds})")
 
 

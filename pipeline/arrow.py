@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["from_numpy", "to_numpy", "NUMPY_DTYPES", "string_list_buffers", "has_nulls"]
+__all__ = ["from_numpy", "from_list", "to_numpy", "bools_to_numpy", "NUMPY_DTYPES", "string_list_buffers", "has_nulls"]
 
 # the Arrow types whose buffer is a numpy array's, as it is
 NUMPY_DTYPES: dict[pa.DataType, np.dtype] = {
@@ -30,6 +30,29 @@ def from_numpy(values: np.ndarray, arrow_type: pa.DataType = pa.int64()) -> pa.A
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
+def from_list(values: list, arrow_type: pa.DataType) -> pa.Array | None:
+    """A list of Python ``int`` as an int64 array, or of ``str`` as a string array, built from
+    buffers (a shard's small columns: a tree shard's id and counts); None for any other list (a
+    bool, a None, an int past int64, 2 GiB of text), which ``pa.array`` then converts or refuses."""
+    if arrow_type == pa.int64() and all(type(value) is int for value in values):
+        try:
+            return from_numpy(np.array(values, dtype=np.int64))
+        except OverflowError:
+            return None
+    if arrow_type == pa.string() and all(type(value) is str for value in values):
+        try:
+            encoded = [value.encode() for value in values]
+        except UnicodeEncodeError:  # a lone surrogate
+            return None
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+        if offsets[-1] > np.iinfo(np.int32).max:
+            return None
+        buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))]
+        return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
+    return None
+
+
 def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The values of an int64, float64 or int32 column without nulls, read from its buffers
     (other columns: ``to_numpy``, which imports pandas)."""
@@ -41,6 +64,22 @@ def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         np.frombuffer(chunk.buffers()[1], dtype=dtype)[chunk.offset : chunk.offset + len(chunk)] for chunk in chunks
     ]
     return np.concatenate([np.zeros(0, dtype=dtype), *parts]) if len(parts) != 1 else parts[0]
+
+
+def bools_to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The values of a boolean column without nulls as a numpy bool array, unpacked from its bitmaps
+    (``to_numpy`` imports pandas)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if column.null_count:
+        raise ValueError("a boolean column with nulls has no numpy bool array")
+    parts = [
+        np.unpackbits(np.frombuffer(chunk.buffers()[1], dtype=np.uint8), bitorder="little")[
+            chunk.offset : chunk.offset + len(chunk)
+        ].view(np.bool_)
+        for chunk in chunks
+        if len(chunk)
+    ]
+    return np.concatenate([np.zeros(0, dtype=np.bool_), *parts])
 
 
 def string_list_buffers(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

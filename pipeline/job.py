@@ -329,7 +329,8 @@ class Job:
         ``column``, ``scan``; ``to_pandas`` for a small one), merged by partition so that no process
         holds it whole.  May aggregate (sum per-shard partial counts) or add tables; ``out`` is the
         job folder's ``pipeline.storage.Storage``.  Returns the tables to write: a LazyTable as it is
-        (a folder of parts, no row read here) or a pandas DataFrame (one file); default: unchanged.
+        (a folder of parts, no row read here), or a pandas DataFrame or a pyarrow Table (one file);
+        default: unchanged.
         Files beside the tables come from ``side_files``.
         """
         return tables

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchenum.pipeline.arrow import NUMPY_DTYPES, from_numpy, to_numpy
+from batchenum.pipeline.arrow import NUMPY_DTYPES, from_list, from_numpy, to_numpy
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.job import Shard, TableSpec
 from batchenum.pipeline.storage import StorageUnavailableError
@@ -222,15 +222,17 @@ def to_arrow(spec: TableSpec, columns: dict[str, Any]) -> pa.Table:
 
 def _column_array(values: Any, arrow_type: pa.DataType) -> pa.Array:
     """One column as an Arrow array: an Arrow array of the type as it is, a numpy array of the
-    type's dtype by sharing its buffer, an empty list as an empty array (none of them imports
-    pandas, pipeline/arrow.py), anything else through ``pa.array``."""
+    type's dtype by sharing its buffer, an empty list as an empty array, a list of ints or strings
+    from its buffers (none of them imports pandas, pipeline/arrow.py), anything else through
+    ``pa.array``."""
     if isinstance(values, pa.Array) and values.type.equals(arrow_type):
         return values
     if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype == NUMPY_DTYPES.get(arrow_type):
         return from_numpy(values, arrow_type)
     if isinstance(values, (list, tuple)) and not values:  # a shard's errors, usually
         return pa.nulls(0, arrow_type)
-    return pa.array(values, type=arrow_type)
+    built = from_list(values, arrow_type) if isinstance(values, list) else None
+    return built if built is not None else pa.array(values, type=arrow_type)
 
 
 def decode_stats(found: dict[str, str]) -> dict | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from batchenum.pipeline.arrow import from_list
 from batchenum.pipeline.batch import ERRORS_TABLE, FILE_COLUMN, LINE_COLUMN, RECORD_KEY, BatchInputJob
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.inputs import read_records
@@ -335,20 +336,26 @@ class TreeJob(Job):
 
     def finalize(self, tables: dict[str, Any], out: Any) -> dict[str, Any]:
         """``counts`` from the merged tables, read lazily: two columns of ``partial`` and the row
-        count of ``leaves``; both are published as they are (folders of parts)."""
-        import pandas as pd
+        count of ``leaves``; both are published as they are (folders of parts).  ``counts`` is an
+        Arrow table, so that a count-only run never imports pandas (docs/design.md, "No pandas,
+        no pyarrow.compute on the hot path")."""
         import pyarrow.compute as pc
 
         partial = tables["partial"]
         leaves, nodes = (pc.sum(partial.column(name)).as_py() or 0 for name in ("leaves", "nodes"))
         distinct = len(tables["leaves"]) if "leaves" in tables else 0
-        counts = pd.DataFrame({"leaves": [leaves], "nodes": [nodes], "distinct": [distinct]}, dtype="int64")
+        counts = pa.Table.from_pydict(
+            {
+                name: from_list([value], pa.int64())
+                for name, value in (("leaves", leaves), ("nodes", nodes), ("distinct", distinct))
+            }
+        )
         return {**tables, "counts": counts}
 
     def summary(self, tables: dict[str, Any], totals: dict[str, int]) -> str:
-        row = tables["counts"].iloc[0]
-        line = f"{self.name}: {int(row.leaves)} leaves, {int(row.nodes)} nodes"
-        return line + (f", {int(row.distinct)} distinct by key" if "leaves" in tables else "")
+        row = tables["counts"].to_pylist()[0]
+        line = f"{self.name}: {row['leaves']} leaves, {row['nodes']} nodes"
+        return line + (f", {row['distinct']} distinct by key" if "leaves" in tables else "")
 
 
 def _as_list(items: Iterable[Any]) -> list[Any]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from batchenum.pipeline.attempt import CHILDREN
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
@@ -25,6 +26,7 @@ from batchenum.pipeline.shard_store import (
     ShardProblem,
     ShardProblemKind,
     inspect_shard,
+    is_file_name,
     plan_problem,
 )
 from batchenum.pipeline.storage import TMP_MARK, Storage
@@ -56,6 +58,7 @@ class JobStatus:
     lease: dict[str, Any] | None = None  # the lease of a run writing there now (or of a dead one)
     dead: str | None = None  # why the lease's run is dead (None while it may be alive)
     unplanned: list[str] = field(default_factory=list)  # shard files the plan does not name
+    handed_back: list[str] = field(default_factory=list)  # shards committed ones handed back, not in the plan yet
     problems: list[str] = field(default_factory=list)  # damaged _plan.json or _lease.json, what to do
     manifest: dict[str, Any] | None = None  # the run that wrote the tables (_manifest.json)
     shard_bytes: int = 0  # what the shard store holds on disk: every file under _shards/
@@ -65,7 +68,7 @@ class JobStatus:
 
     @property
     def planned(self) -> int | None:
-        return len(self.plan["shards"]) if self.plan else None
+        return len(self.plan["shards"]) + len(self.handed_back) if self.plan else None
 
 
 @dataclass
@@ -275,41 +278,65 @@ def _read_json(folder: Storage, name: str) -> tuple[Any, str | None]:
 
 def _read_shards(status: JobStatus, folder: Storage, shard_files: list[str]) -> None:
     """Sort committed shard files into committed (every planned table there and current), stale
-    and damaged, and collect their compute times."""
+    and damaged, and collect their compute times.  A shard that a committed one handed back
+    (``Job.hands_back``) is planned too: its parent's footer names it from the parent's commit on,
+    while ``_plan.json`` gains it only when the run ends."""
     plan = status.plan or {}
     tables = plan.get("tables") or sorted({_relative_parts(folder, path)[1] for path in shard_files})
     by_shard: dict[str, dict[str, str]] = {}
     for path in shard_files:
         _, table, name = _relative_parts(folder, path)
         by_shard.setdefault(name.removesuffix(".parquet"), {})[table] = path
-    if plan:  # only the planned shards count: a file the plan does not name is no part of the run
-        planned = set(plan["shards"])
-        status.unplanned = sorted(shard_id for shard_id in by_shard if shard_id not in planned)
-        by_shard = {shard_id: paths for shard_id, paths in by_shard.items() if shard_id in planned}
+    # only the planned shards count: a file the plan does not name is no part of the run
+    planned = set(plan["shards"]) if plan else set(by_shard)
+    todo = sorted((shard_id for shard_id in by_shard if shard_id in planned), reverse=True)
+    while todo:
+        for child in _sort_shard(status, folder, todo.pop(), tables):
+            if plan and child not in planned:  # without a plan every shard file counts already
+                planned.add(child)
+                status.handed_back.append(child)
+                if child in by_shard:
+                    todo.append(child)
+    status.unplanned = sorted(shard_id for shard_id in by_shard if shard_id not in planned)
+    for found in (status.committed, status.stale, status.damaged, status.handed_back):
+        found.sort()
+
+
+def _sort_shard(status: JobStatus, folder: Storage, shard_id: str, tables: list[str]) -> list[str]:
+    """File shard ``shard_id`` under committed, stale or damaged (or nowhere, when it is not
+    committed whole), note its compute time, and return the ids of the shards it handed back."""
+    plan = status.plan or {}
+    try:  # the store's own check, from the footers alone (status knows the plan, not the job)
+        check = inspect_shard(folder, shard_id, tables, partial(_expected, plan, shard_id))
+    except Exception:  # a link or a folder where a shard file belongs
+        check = ShardCheck(ShardProblem(ShardProblemKind.DAMAGED, "not a shard file"))
+    kind = check.problem.kind if check.problem is not None else None
+    if kind in (ShardProblemKind.MISSING, ShardProblemKind.NOT_TOGETHER):  # not (yet) committed whole
+        return []
+    if kind in (ShardProblemKind.STALE, ShardProblemKind.OTHER_PARAMETERS):
+        status.stale.append(shard_id)
+        return []
+    if kind is ShardProblemKind.DAMAGED:
+        status.damaged.append(shard_id)
+        return []
+    status.committed.append(shard_id)
+    stats = check.stats
     started = _as_number(plan.get("started_at", 0.0))
-    for shard_id in sorted(by_shard):
-        try:  # the store's own check, from the footers alone (status knows the plan, not the job)
-            check = inspect_shard(folder, shard_id, tables, partial(_expected, plan, shard_id))
-        except Exception:  # a link or a folder where a shard file belongs
-            check = ShardCheck(ShardProblem(ShardProblemKind.DAMAGED, "not a shard file"))
-        kind = check.problem.kind if check.problem is not None else None
-        if kind in (ShardProblemKind.MISSING, ShardProblemKind.NOT_TOGETHER):  # not (yet) committed whole
-            continue
-        if kind in (ShardProblemKind.STALE, ShardProblemKind.OTHER_PARAMETERS):
-            status.stale.append(shard_id)
-            continue
-        if kind is ShardProblemKind.DAMAGED:
-            status.damaged.append(shard_id)
-            continue
-        status.committed.append(shard_id)
-        stats = check.stats
-        committed_at, seconds = _as_number(stats.get("committed_at")), _as_number(stats.get("seconds", 0.0))
-        if committed_at is None:
-            continue
+    committed_at, seconds = _as_number(stats.get("committed_at")), _as_number(stats.get("seconds", 0.0))
+    if committed_at is not None:
         status.last_commit = max(status.last_commit or 0.0, committed_at)
         if started is not None and committed_at >= started and seconds is not None:
             status.seconds.append(seconds)
             status.commit_times.append(committed_at)
+    return _children_named(stats.get(CHILDREN))
+
+
+def _children_named(recorded: Any) -> list[str]:
+    """The ids of the shards a committed shard recorded it handed back (``[id, spec]`` pairs, as
+    pipeline/attempt.py writes them); any other value names none (a footer is not trusted)."""
+    if not isinstance(recorded, list):
+        return []
+    return [pair[0] for pair in recorded if isinstance(pair, list) and pair and is_file_name(pair[0])]
 
 
 def _expected(plan: dict[str, Any], shard_id: str, table: str) -> dict[str, str]:
@@ -430,6 +457,8 @@ def _shard_line(status: JobStatus) -> str:
         + (f"/{total}" if total is not None else "")
         + f" shard{'' if (total if total is not None else len(status.committed)) == 1 else 's'} committed"
     )
+    if status.plan and status.handed_back:
+        line += f" ({len(status.handed_back)} of them handed back by committed shards, not yet in {PLAN_FILE})"
     if status.stale or status.damaged:
         line += f", {len(status.stale)} stale (other code, parameters or shard), {len(status.damaged)} damaged"
     if status.unplanned:
@@ -596,6 +625,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
             "damaged": len(status.damaged),
         },
         "unplanned_shards": len(status.unplanned),  # shard files the plan does not name, not counted
+        "handed_back_shards": len(status.handed_back),  # planned ones named by committed shards, not _plan.json
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
         "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,

@@ -149,11 +149,14 @@ class StagedTables:
         return _staged_path(self.storage, self.run_id, relative)
 
     def write_final(self, name: str, frame: Any) -> str:
-        """Stage a final table built by the driver (a pandas DataFrame); returns where it will be."""
+        """Stage a final table built by the driver (a pandas DataFrame, or a pyarrow Table, which
+        needs no pandas); returns where it will be."""
         spec = self.job.table_spec(name)
-        table = to_arrow(
-            spec, {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy() for c in frame.columns}
-        )
+        if isinstance(frame, pa.Table):
+            columns = {column: frame.column(column).combine_chunks() for column in frame.column_names}
+        else:
+            columns = {c: frame[c].tolist() if frame[c].dtype == object else frame[c].to_numpy() for c in frame.columns}
+        table = to_arrow(spec, columns)
         if spec.partition is not None:  # one file, its rows grouped by the partition column's values
             table = table.sort_by([(column, "ascending") for column in partition_order(spec)])
         table = table.replace_schema_metadata(encode_metadata(self.provenance.final_metadata(name)))

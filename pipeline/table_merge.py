@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchenum.pipeline import faults
+from batchenum.pipeline.arrow import bools_to_numpy, from_numpy, to_numpy
 from batchenum.pipeline.job import TableSpec
 from batchenum.pipeline.parquet_format import (
     ROW_GROUP_ROWS,
@@ -398,7 +399,7 @@ def _sample(plan: MergePlan, source: Input, column: str) -> list[tuple[Any, floa
         if column == ORDER_COLUMN and source.shard is not None:
             values = ((np.int64(source.shard) << _ROW_BITS) + picked).tolist()
         else:
-            values = parquet.read(columns=[column]).column(0).take(pa.array(picked)).to_pylist()
+            values = parquet.read(columns=[column]).column(0).take(from_numpy(picked)).to_pylist()
     return [(value, rows / len(picked)) for value in values if value is not None]
 
 
@@ -408,7 +409,7 @@ def _read_input(plan: MergePlan, source: Input, row_groups: list[int] | None = N
     if source.shard is not None:
         table = plan.store.read_shard_file(source.path, plan.table).replace_schema_metadata(None)
         places = (np.int64(source.shard) << _ROW_BITS) + np.arange(table.num_rows, dtype=np.int64)
-        return table.append_column(ORDER_COLUMN, pa.array(places))
+        return table.append_column(ORDER_COLUMN, from_numpy(places))
     storage = plan.store.storage
     with storage.open_input(source.path) as handle:
         table = read_verified(handle, _merge_schema(plan.spec), row_groups=row_groups, where=storage.uri(source.path))
@@ -497,14 +498,14 @@ def _arranged(table: pa.Table, spec: TableSpec, dedup: bool, final: bool, in_pla
     if dedup and table.num_rows:
         sorted_by = [*key, *(c for c in order if c not in key)]
         indices = _sort_indices(table, sorted_by + ties)
-        table = table.take(pa.array(indices))
+        table = table.take(from_numpy(indices))
         first = _first_of_runs(table, key)
-        table, places = table.filter(pa.array(first)), indices[first]
+        table, places = table.take(from_numpy(np.flatnonzero(first))), indices[first]
     if final and sorted_by != order and table.num_rows:
         helper = "__place" if in_place_order else ORDER_COLUMN
         if in_place_order:
-            table = table.append_column(helper, pa.array(places))
-        table = table.take(pa.array(_sort_indices(table, [*order, helper])))
+            table = table.append_column(helper, from_numpy(places))
+        table = table.take(from_numpy(_sort_indices(table, [*order, helper])))
     if final:
         table = table.select(spec.column_names)
     return table
@@ -519,17 +520,19 @@ def _first_of_runs(table: pa.Table, key: list[str]) -> np.ndarray:
     for column in key:
         values = table.column(column)
         later, earlier = values.slice(1), values.slice(0, len(values) - 1)
-        differs = pc.fill_null(pc.not_equal(later, earlier), True).to_numpy(zero_copy_only=False)
-        both_null = pc.and_(pc.is_null(later), pc.is_null(earlier)).to_numpy(zero_copy_only=False)
+        unequal = pc.not_equal(later, earlier)  # null where either is: counted as differing
+        differs = bools_to_numpy(pc.or_kleene(unequal, pc.is_null(unequal)))  # (pa.scalar imports pandas)
+        both_null = bools_to_numpy(pc.and_(pc.is_null(later), pc.is_null(earlier)))
         first[1:] |= differs & ~both_null
     return first
 
 
 def _sort_indices(table: pa.Table, columns: list[str]) -> np.ndarray:
-    """Indices of a stable sort by ``columns`` (Arrow's sort is stable)."""
+    """Indices of a stable sort by ``columns`` (Arrow's sort is stable), as int64 (read from the
+    buffer: ``to_numpy`` imports pandas, pipeline/arrow.py)."""
     import pyarrow.compute as pc
 
-    return pc.sort_indices(table, [(column, "ascending") for column in columns]).to_numpy()
+    return to_numpy(pc.sort_indices(table, [(column, "ascending") for column in columns]).cast(pa.int64()))
 
 
 def _write_output(task: MergeTask, path: str, table: pa.Table, final: bool) -> int:

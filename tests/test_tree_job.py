@@ -1,7 +1,8 @@
 """The search-tree skeleton (pipeline/skeletons.py ``TreeJob``): shards named by their place in the
 tree, whatever the cluster; a budget that hands unexplored subtrees back as shards, with the same
 counts and leaves whatever its value; a walk that keeps no leaf it need not; the compiled hook; and
-a run killed half way, finished with another CPU count, reusing every committed shard."""
+a run killed half way, finished with another CPU count or on a three-node cluster, reusing every
+committed shard; and ``batchenum status`` counting the shards handed back while a run goes on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import sys
 import time
 import tracemalloc
 
+import clusters
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_exit
 
@@ -203,14 +206,15 @@ def test_a_run_with_a_budget_writes_the_tables_a_run_without_writes(tmp_path):
 
 
 KILLED_RUN = """
-import sys
+import os, sys
 sys.path.insert(0, {examples!r})
 import batchenum
 from walks import Walks
 
-result = batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, workers={workers}, head_start=False)
+result = batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, head_start=False, {where})
 print(result.summary, result.shards, result.reused)
 """
+KILLED_N, KILLED_BUDGET = 13, 20_000
 
 
 def _committed(folder) -> set[str]:
@@ -219,16 +223,20 @@ def _committed(folder) -> set[str]:
     }
 
 
-@pytest.mark.slow
-def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_committed_shard(tmp_path):
-    n, budget = 13, 20_000
-    out = tmp_path / "out"
+def _walks_run(out, where: str) -> list[str]:
+    """The command of a Walks run into ``out`` on a private Ray (``workers=W``) or a cluster."""
+    code = KILLED_RUN.format(
+        examples=str(REPO / "examples"), n=KILLED_N, budget=KILLED_BUDGET, out=str(out), where=where
+    )
+    return [sys.executable, "-c", code]
 
-    def script(workers: int) -> list[str]:
-        code = KILLED_RUN.format(examples=str(REPO / "examples"), n=n, budget=budget, out=str(out), workers=workers)
-        return [sys.executable, "-c", code]
 
-    first = subprocess.Popen(script(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+def _killed_half_way(out) -> set[str]:
+    """Start a Walks run on a private Ray of 2 CPUs, SIGKILL its whole process group once 60 shards
+    are committed, and return the ids of the shards committed then."""
+    first = subprocess.Popen(
+        _walks_run(out, "workers=2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and first.poll() is None:
@@ -239,24 +247,146 @@ def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_
         os.killpg(first.pid, signal.SIGKILL)  # the driver, its Ray and every worker
     finally:
         first.wait(60)
-    committed = _committed(out / "walks")
-    finished = subprocess.run(script(3), capture_output=True, text=True, timeout=900)
+    return _committed(out / "walks")
+
+
+def _check_finished(finished, out, committed: set[str], serial) -> None:
+    """The finishing run reused every shard committed before the kill, and wrote a serial run's tables."""
     assert_exit(finished, 0)
     summary, shards, reused = finished.stdout.strip().splitlines()[-1].rsplit(" ", 2)
-    assert summary == f"walks: {A001411[n]} leaves, {run_in_process(Walks(n=n, budget=0))[1]} nodes"
+    assert summary == f"walks: {A001411[KILLED_N]} leaves, {run_in_process(Walks(n=KILLED_N, budget=0))[1]} nodes"
     assert int(reused) == len(committed)  # one file a shard, committed by a rename: none half written
     plan = json.loads((out / "walks" / "_plan.json").read_text())
     assert len(plan["shards"]) == int(shards) and committed <= set(plan["shards"])
-    serial = tmp_path / "serial"
     import batchenum
 
-    batchenum.run(Walks, n=n, budget=budget, out=str(serial), serial=True)
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "walks" / "counts.parquet"), pd.read_parquet(serial / "walks" / "counts.parquet")
-    )
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out / "walks" / "partial"), pd.read_parquet(serial / "walks" / "partial")
-    )
+    batchenum.run(Walks, n=KILLED_N, budget=KILLED_BUDGET, out=str(serial), serial=True)
+    for name in ("counts.parquet", "partial"):  # partial: a folder of parts
+        pd.testing.assert_frame_equal(pd.read_parquet(out / "walks" / name), pd.read_parquet(serial / "walks" / name))
+
+
+@pytest.mark.slow
+def test_a_run_killed_half_way_is_finished_with_another_cpu_count_reusing_every_committed_shard(tmp_path):
+    out = tmp_path / "out"
+    committed = _killed_half_way(out)
+    finished = subprocess.run(_walks_run(out, "workers=3"), capture_output=True, text=True, timeout=900)
+    _check_finished(finished, out, committed, tmp_path / "serial")
+
+
+@pytest.mark.slow
+def test_a_run_killed_half_way_is_finished_on_a_three_node_cluster_reusing_every_committed_shard(tmp_path):
+    """Three `ray start` nodes of one CPU each (a head and two joining it) on this machine."""
+    out = tmp_path / "out"
+    committed = _killed_half_way(out)
+    temp_dir, env = f"/tmp/bt{os.getpid()}", clusters.token_env()
+    try:
+        address = clusters.start_head(temp_dir, env, "--num-cpus", "1", "--include-dashboard", "false")
+        for _ in range(2):
+            joined = subprocess.run(
+                clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=env,
+            )
+            assert_exit(joined, 0)
+        clusters.wait_for_nodes(address, env, 3)
+        where = f"address={address!r}"
+        finished = subprocess.run(_walks_run(out, where), capture_output=True, text=True, timeout=900, env=env)
+    finally:
+        clusters.stop(temp_dir)
+    _check_finished(finished, out, committed, tmp_path / "serial")
+    ran_on = {
+        json.loads(
+            pq.read_schema(out / "walks" / "_shards" / "partial" / f"{shard}.parquet").metadata[b"batchenum.stats"]
+        )["node"]
+        for shard in _committed(out / "walks") - committed
+    }
+    assert len(ran_on) == 3, ran_on
+
+
+def handed_back_by(job: TreeJob) -> dict[str, list[str]]:
+    """{shard id: the ids of the shards it hands back} over the whole tree, every shard run here."""
+    todo = collections.deque(job.plan(PlanContext()))
+    children = {}
+    while todo:
+        shard = todo.popleft()
+        handed_back = job.run_shard(shard).children
+        children[shard.id] = [child.id for child in handed_back]
+        todo.extend(handed_back)
+    return children
+
+
+STATUS_RUN = """
+import sys
+sys.path.insert(0, {examples!r})
+import batchenum
+from walks import Walks
+
+batchenum.run(Walks, n={n}, budget={budget}, out={out!r}, serial=True)
+"""
+
+
+def test_status_counts_the_shards_handed_back_while_a_run_goes_on_and_after_it_is_killed(tmp_path):
+    """The plan a run records names the shards of its cut; the shards they hand back are planned from
+    their parent's commit on (its footer names them), so status never calls them unplanned."""
+    from batchenum.pipeline.status import job_statuses, render
+
+    n, budget, out = 11, 300, tmp_path / "out"
+    code = STATUS_RUN.format(examples=str(REPO / "examples"), n=n, budget=budget, out=str(out))
+    children = handed_back_by(Walks(n=n, budget=budget))
+    cut = {shard.id for shard in Walks(n=n, budget=budget).plan(PlanContext())}
+    run = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        while_running = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and run.poll() is None and while_running is None:
+            if (out / "walks" / "_shards" / "partial").is_dir() and len(_committed(out / "walks")) >= 100:
+                before = _committed(out / "walks")
+                while_running = job_statuses(str(out))[0]
+            time.sleep(0.05)
+        assert run.poll() is None and while_running is not None, "the run ended before status was read"
+        os.killpg(run.pid, signal.SIGKILL)
+    finally:
+        run.wait(60)
+    assert while_running.lease is not None and not while_running.unplanned
+    assert before <= set(while_running.committed) and set(while_running.handed_back) - cut
+    assert while_running.planned == len(cut | set(while_running.handed_back)) > len(while_running.committed)
+    stopped = job_statuses(str(out))[0]
+    committed = _committed(out / "walks")
+    assert set(stopped.committed) == committed and not stopped.unplanned
+    named = cut.union(*(children[shard_id] for shard_id in committed))
+    assert cut | set(stopped.handed_back) == named and stopped.planned == len(named)
+    text = render([stopped])
+    assert "not in the plan" not in text and f"{len(stopped.handed_back)} of them handed back" in text, text
+    finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert_exit(finished, 0)
+    done = job_statuses(str(out))[0]
+    assert len(done.committed) == done.planned == len(children) and not done.handed_back and not done.unplanned
+
+
+NO_PANDAS_RUN = """
+import sys
+sys.path.insert(0, {examples!r})
+import batchenum
+from queens import Queens
+from walks import Walks
+
+for job, out in ((Walks, "walks"), (Queens, "queens")):
+    print(batchenum.run(job, n=8, budget=40, out={out!r} + out, serial=True).summary)
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("pandas", "ray")))
+"""
+
+
+def test_a_serial_run_imports_neither_pandas_nor_ray(tmp_path):
+    """pandas alone is about 50 MiB of a serial count's peak RSS (docs/benchmarks.md): the shards, the
+    merge (with its dedup of the catalogue's keys) and ``counts`` are built without it."""
+    code = NO_PANDAS_RUN.format(examples=str(REPO / "examples"), out=str(tmp_path) + "/")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert_exit(done, 0)
+    walks, queens, imported = done.stdout.strip().splitlines()[-3:]
+    assert walks.startswith(f"walks: {A001411[8]} leaves") and queens.startswith("queens: 92 leaves")
+    assert imported == "[]"
 
 
 class _Pids(Walks):
