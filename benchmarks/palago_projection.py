@@ -56,7 +56,8 @@ from batchenum.solvers.palago.transfer import (
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "results" / "transfer" / "palago"
 # The n = 56 run's cost statement as published (18a7b03), every height swept whole in one process:
-# the per-height figures come from it, whatever results/ holds later (a split run records less).
+# the per-height figures come from it, whatever results/ holds later (a split run holds no height
+# in one process, so it tells no bytes a state in one).
 FROZEN = Path(__file__).resolve().parent / "data" / "palago_cost_n56.parquet"
 TARGETS = (60, 64, 70)  # 60: the run under way will check it
 CLUSTERS = (16, 128, 1024)
@@ -212,9 +213,9 @@ def cost_statement(path: Path, counts: dict) -> Measured:
 
 
 def store_figures(store: Path) -> dict:
-    """A run's committed heights (state-steps and peak states; a split height's CPU is its own
-    thread's only, so none is taken), its reflection shard's CPU, and the bytes a state its
-    checkpoint parts take on disk.  Reads only."""
+    """A run's committed heights (state-steps and peak states; no CPU: a height split by code
+    before 03cd5fd recorded its own thread's only), its reflection shard's CPU, and the bytes a
+    state its checkpoint parts take on disk.  Reads only."""
     job = store / "palago"
     if not (job / "_plan.json").is_file():
         raise ValueError(f"{store} keeps no plan ({job / '_plan.json'}): give the --out folder of a palago run")
