@@ -54,6 +54,19 @@ def start_head(temp_dir: str, env: dict, *args: str) -> str:
     return re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
 
 
+def join_node(address: str, env: dict, cwd: str | None = None) -> None:
+    """Start a node of one CPU that joins the cluster at ``address``."""
+    joined = subprocess.run(
+        ray_start("--address", address, "--num-cpus", "1", *node_ports()),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=cwd,
+    )
+    assert_exit(joined, 0)
+
+
 def wait_for_nodes(address: str, env: dict, count: int) -> None:
     script = (
         "import ray, time\n"

@@ -40,14 +40,7 @@ def test_a_node_with_modified_solver_code_refuses_naming_itself(tmp_path):
         # the head has no CPU, so every shard runs on the node with the modified copy
         address = clusters.start_head(temp_dir, env, "--num-cpus", "0", "--include-dashboard", "false")
         node_env = {**env, "PYTHONPATH": str(copy)}
-        joined = subprocess.run(
-            clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env=node_env,
-        )
-        assert_exit(joined, 0)
+        clusters.join_node(address, node_env)
         clusters.wait_for_nodes(address, env, 2)
         result = subprocess.run(
             cli_command("run", "palago", "--max-n", "9", "--out", str(tmp_path / "out"), "--address", address),

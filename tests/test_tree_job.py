@@ -282,14 +282,7 @@ def test_a_run_killed_half_way_is_finished_on_a_three_node_cluster_reusing_every
     try:
         address = clusters.start_head(temp_dir, env, "--num-cpus", "1", "--include-dashboard", "false")
         for _ in range(2):
-            joined = subprocess.run(
-                clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
-                capture_output=True,
-                text=True,
-                timeout=180,
-                env=env,
-            )
-            assert_exit(joined, 0)
+            clusters.join_node(address, env)
         clusters.wait_for_nodes(address, env, 3)
         where = f"address={address!r}"
         finished = subprocess.run(_walks_run(out, where), capture_output=True, text=True, timeout=900, env=env)

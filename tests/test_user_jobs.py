@@ -218,15 +218,7 @@ def test_a_cluster_whose_workers_never_saw_the_file(tmp_path):
     temp_dir, env = f"/tmp/uj{os.getpid()}", clusters.token_env()
     try:
         address = clusters.start_head(temp_dir, env, "--num-cpus", "0", "--include-dashboard", "false")
-        joined = subprocess.run(
-            clusters.ray_start("--address", address, "--num-cpus", "1", *clusters.node_ports()),
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env=env,
-            cwd="/",
-        )
-        assert_exit(joined, 0)
+        clusters.join_node(address, env, cwd="/")
         clusters.wait_for_nodes(address, env, 2)
         driver = tmp_path / "driver" / "run.py"
         driver.parent.mkdir()
