@@ -185,7 +185,8 @@ class PalagoTransferJob(PalagoCountsJob):
         }
         stats = {
             **cost.stats(),
-            **tasks_cost.stats(cost.cpu_ms),
+            "cpu_ms": cost.cpu_ms + tasks_cost.cpu_ms,  # the shard's thread and its tasks, if split
+            **tasks_cost.split_stats(),
             "peak_states": int(sweep[0]),
             "state_steps": int(sweep[1]),
             "state_steps_resumed": int(resumed[1]),
@@ -414,16 +415,9 @@ class TasksCost:
         self.cpu_ms += sum(cost["cpu_ms"] for cost in costs)
         self.peak_rss_bytes = max([self.peak_rss_bytes, *(cost.get("peak_rss_bytes", 0) for cost in costs)])
 
-    def stats(self, own_cpu_ms: int) -> dict[str, int]:
-        """A shard's stats: its CPU with its tasks' (``own_cpu_ms``: the shard's thread), and, if
-        it was split, its tasks' number and peak."""
-        if not self.tasks:
-            return {}
-        return {
-            "cpu_ms": own_cpu_ms + self.cpu_ms,
-            "split_tasks": self.tasks,
-            "task_peak_rss_bytes": self.peak_rss_bytes,
-        }
+    def split_stats(self) -> dict[str, int]:
+        """A split shard's stats: its tasks' number and peak (none if it was not split)."""
+        return {"split_tasks": self.tasks, "task_peak_rss_bytes": self.peak_rss_bytes} if self.tasks else {}
 
 
 @dataclass
