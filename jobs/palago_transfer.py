@@ -64,6 +64,11 @@ ROTATION_GROUP_SECONDS_AT_48 = 4.0
 ROTATION_GROUP_GROWTH = 1.73
 SYMMETRIC_PIECE_SECONDS = 60.0
 
+# From this size on the largest heights hold more than TASK_STATES states (2.35 million at n = 48,
+# by the 1.335x a tile between n = 40 and 56): their shards split across Ray tasks, and must not
+# run whole in the driver's threads (Job.splits_on_ray).
+HEIGHTS_SPLIT_FROM_N = 48
+
 SYMMETRIC_COUNTS = TableSpec(
     "symmetric_counts", tuple(Column(name, "int64") for name in ("n", *SYMMETRIC_KINDS)), sort=("n",)
 )
@@ -123,6 +128,9 @@ class PalagoTransferJob(PalagoCountsJob):
             if piece.kind != "reflection"
         ]
         return heights + mirror + searched
+
+    def splits_on_ray(self, shard: Shard) -> bool:
+        return "height" in shard.spec and self.max_n >= HEIGHTS_SPLIT_FROM_N
 
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """One height's sweep (resumed from its checkpoint's last save and saved as it goes; its

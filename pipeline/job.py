@@ -304,6 +304,13 @@ class Job:
         """The shards, in a deterministic order."""
         raise NotImplementedError
 
+    def splits_on_ray(self, shard: Shard) -> bool:
+        """Whether ``shard`` is too large for one process and must fan out across tasks of its own
+        (``ShardContext.tasks``), which only a Ray can give.  The driver's threads (the head start)
+        would compute it whole, so a run with such a shard pending starts Ray at once and skips
+        the head start (docs/design.md, the head start).  Default: no shard."""
+        return False
+
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Compute one shard.  Runs in a Ray worker, or in the driver's own threads; ``context``
         carries what else it may use (checkpoint, nested tasks, records to retry).  The pipeline

@@ -164,6 +164,30 @@ def test_without_the_head_start_every_shard_goes_to_ray(tmp_path):
     assert said == ["computing on a fake Ray"]
 
 
+class SplittingJob(ToyJob):
+    """ToyJob whose shard s002 splits across tasks (Job.splits_on_ray): only a Ray may run it."""
+
+    def splits_on_ray(self, shard: Shard) -> bool:
+        return shard.id == "s002"
+
+
+def test_a_pending_shard_that_splits_skips_the_head_start(tmp_path):
+    # the driver's threads would compute s002 whole: Ray takes every shard from the start
+    fake = FakeRay()
+    ran, said = run_with(tmp_path, SplittingJob(shards=4), fake, ray_after=3600)
+    assert set(ran.values()) == {FAKE_NODE} and len(ran) == 4
+    assert said == [
+        "shards that split across tasks are pending (s002, ...): a local Ray now, no head start",
+        "computing on a fake Ray",
+    ]
+
+
+def test_a_shard_that_splits_runs_here_with_serial(tmp_path):
+    fake = FakeRay()
+    ran, said = run_with(tmp_path, SplittingJob(shards=4), fake, serial=True)
+    assert len(ran) == 4 and not fake.started and said == ["computing in this process (--serial)"]
+
+
 def test_serial_runs_in_plan_order_and_never_touches_ray(tmp_path):
     fake = FakeRay()
     ran, said = run_with(tmp_path, ToyJob(shards=4), fake, serial=True)

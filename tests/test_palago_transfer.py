@@ -195,6 +195,19 @@ def test_max_n_cap_follows_the_state_key():
         count_height(31, 70)
 
 
+def test_heights_split_on_ray_from_the_size_where_they_outgrow_a_task():
+    # below HEIGHTS_SPLIT_FROM_N a height fits a task and the head start may compute it whole
+    from batchenum.jobs.palago import PalagoJob
+    from batchenum.jobs.palago_transfer import HEIGHTS_SPLIT_FROM_N
+    from batchenum.pipeline.job import PlanContext
+
+    for max_n, splits in ((HEIGHTS_SPLIT_FROM_N - 1, False), (HEIGHTS_SPLIT_FROM_N, True)):
+        job = PalagoJob.create(max_n=max_n, method="transfer")
+        shards = job.plan(PlanContext())
+        assert {job.splits_on_ray(s) for s in shards if s.id.startswith("h")} == {splits}
+        assert not any(job.splits_on_ray(s) for s in shards if s.id.startswith("s-"))
+
+
 def test_wide_table_holds_the_same_counts_as_decimal_strings(tmp_path):
     # Past --max-n 44 the count columns are decimal strings; force them at n = 16 and compare with
     # the int64 table of the same run.
