@@ -8,18 +8,25 @@ self-avoiding walks (examples/walks.py), n steps, on ``--cpus`` CPUs, alternatin
   the script, which Ray ships by value), the counts summed.
 
 Each in a fresh process; wall seconds from the start of the process, Ray's start included.
-``python benchmarks/tree_ray.py --n 15 --rounds 2``.
+With ``--cluster``, one Ray cluster (``ray start --head`` with ``--cpus`` CPUs) is started first
+and both sides connect to it through ``RAY_ADDRESS``, as a user on a running cluster would: the
+figure is then the skeleton's cost without the two ways of starting Ray.
+``python benchmarks/tree_ray.py --n 15 --rounds 2 [--cluster]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from cluster_parallelism import stop_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +64,7 @@ level, above = [((0, 0),)], 0
 for _ in range({prefix}):
     above += len(level)
     level = [child for node in level for child in children(node)]
-ray.init(num_cpus={cpus}, include_dashboard=False, logging_level="ERROR")
+{init}
 counts = ray.get([count.remote(prefix) for prefix in level])
 print(sum(c[0] for c in counts), above + sum(c[1] for c in counts))
 """
@@ -68,15 +75,34 @@ sys.path.insert(0, {examples!r})
 import batchenum
 from walks import Walks
 
-result = batchenum.run(Walks, n={n}, out={out!r}, workers={cpus}, head_start=False)
+result = batchenum.run(Walks, n={n}, out={out!r}, {workers}head_start=False)
 words = result.summary.split()
 print(words[1], words[3])
 """
 
 
-def timed(code: str) -> tuple[float, str]:
+PRIVATE_INIT = 'ray.init(num_cpus={cpus}, include_dashboard=False, logging_level="ERROR")'
+
+
+def start_cluster(cpus: int, temp_dir: str, env: dict[str, str]) -> str:
+    """Start a one-node Ray cluster of ``cpus`` CPUs in ``temp_dir``; its address."""
+    head = subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(cpus)]
+        + ["--temp-dir", temp_dir, "--port", "0", "--include-dashboard", "false", "--disable-usage-stats"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if head.returncode:
+        raise SystemExit(head.stderr)
+    found = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr)
+    assert found, head.stdout
+    return found.group(1)
+
+
+def timed(code: str, env: dict[str, str] | None) -> tuple[float, str]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if done.returncode:
         raise SystemExit(done.stderr[-2000:])
     return time.monotonic() - started, done.stdout.split("\n")[-2]
@@ -88,19 +114,32 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--prefix", type=int, default=4, help="steps of the plain version's prefixes")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--cluster", action="store_true", help="both sides on one running Ray cluster")
     args = parser.parse_args()
+    env = None
+    if args.cluster:
+        env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        env["RAY_ADDRESS"] = start_cluster(args.cpus, f"/tmp/tr{os.getpid()}", env)
+    init = "ray.init(logging_level='ERROR')" if args.cluster else PRIVATE_INIT.format(cpus=args.cpus)
+    workers = "" if args.cluster else f"workers={args.cpus}, "
     examples, best = str(REPO / "examples"), {"plain": [], "tree": []}
-    with tempfile.TemporaryDirectory() as scratch:
-        for round_ in range(args.rounds):
-            for label, code in (
-                ("plain", PLAIN.format(n=args.n, cpus=args.cpus, prefix=args.prefix)),
-                ("tree", TREE.format(examples=examples, n=args.n, cpus=args.cpus, out=f"{scratch}/{round_}")),
-            ):
-                seconds, counts = timed(code)
-                best[label].append(seconds)
-                load = os.getloadavg()[0]  # the machine is shared: the figure means little at a high load
-                print(f"round {round_ + 1} {label:5s} {seconds:6.1f} s  ({counts})  load average {load:.1f}")
-    print(f"TreeJob on Ray / plain Ray tasks: {min(best['tree']) / min(best['plain']):.2f}x (best of {args.rounds})")
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for round_ in range(args.rounds):
+                for label, code in (
+                    ("plain", PLAIN.format(n=args.n, init=init, prefix=args.prefix)),
+                    ("tree", TREE.format(examples=examples, n=args.n, workers=workers, out=f"{scratch}/{round_}")),
+                ):
+                    seconds, counts = timed(code, env)
+                    best[label].append(seconds)
+                    load = os.getloadavg()[0]  # the machine is shared: the figure means little at a high load
+                    print(f"round {round_ + 1} {label:5s} {seconds:6.1f} s  ({counts})  load average {load:.1f}")
+    finally:
+        if args.cluster:
+            stop_cluster(f"/tmp/tr{os.getpid()}")
+    where = "one running cluster" if args.cluster else "a Ray each"
+    ratio = min(best["tree"]) / min(best["plain"])
+    print(f"TreeJob on Ray / plain Ray tasks, {where}: {ratio:.2f}x (best of {args.rounds})")
 
 
 if __name__ == "__main__":
