@@ -172,9 +172,10 @@ class Executor:
         here = _InDriver(job, store, verify, done)
         # a private Ray this process already connected (another run's, or a test session's) is used at once
         head_start = self.options.head_start and self.ray.private and not (self.ray.connected or self.ray.shared_up)
-        splits = next((shard.id for shard in shards if job.splits_on_ray(shard)), None) if head_start else None
-        if splits is not None and not self.options.serial:
-            self.say(f"shards that split across tasks are pending ({splits}, ...): a local Ray now, no head start")
+        splits = sum(1 for shard in shards if job.splits_on_ray(shard)) if head_start and not self.options.serial else 0
+        if splits:
+            many = "s" if splits > 1 else ""
+            self.say(f"{splits} shard{many} may split across tasks: computing on a local Ray, no head start")
             head_start = False
         try:
             if self.options.serial:

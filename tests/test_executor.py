@@ -177,7 +177,7 @@ def test_a_pending_shard_that_splits_skips_the_head_start(tmp_path):
     ran, said = run_with(tmp_path, SplittingJob(shards=4), fake, ray_after=3600)
     assert set(ran.values()) == {FAKE_NODE} and len(ran) == 4
     assert said == [
-        "shards that split across tasks are pending (s002, ...): a local Ray now, no head start",
+        "1 shard may split across tasks: computing on a local Ray, no head start",
         "computing on a fake Ray",
     ]
 
