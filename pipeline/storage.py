@@ -810,19 +810,25 @@ def _reopened(storage: Storage, path: str, handle: Any) -> Any:
 
 
 def _write_local_atomic(path: str, write: Callable[[str], object], before_rename: Callable[[], None]) -> None:
+    """``before_rename`` is the guard: it is asked again when a folder vanished under the write, so
+    that a job folder deleted during a run is named as such (the lease's ``files_lost``), not as
+    the FileNotFoundError of whichever file the run was writing at that moment."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
     tmp = temporary_name(path)
     try:
+        os.makedirs(directory, exist_ok=True)
         write(tmp)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         before_rename()
         os.replace(tmp, path)
+        _fsync_dir(directory)
+    except FileNotFoundError:
+        before_rename()
+        raise
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    _fsync_dir(directory)
 
 
 def link_refused(path: str) -> LinkRefusedError:

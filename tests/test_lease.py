@@ -265,6 +265,23 @@ def test_a_job_folder_deleted_during_a_run_is_named_as_lost_files_not_a_takeover
     assert not (tmp_path / "palago" / "_lease.json").exists()
 
 
+def test_a_job_folder_deleted_in_the_middle_of_a_write_is_named_as_lost_files(tmp_path):
+    """The race the whole-run test above meets now and then: the folder goes between the write's
+    ``makedirs`` and its temporary file.  The write's FileNotFoundError (of whichever file it was)
+    gives way to the fence's verdict."""
+    folder = Storage.at(str(tmp_path / "job"))
+    with Lease(folder, say=lambda line: None):
+
+        def deleted_meanwhile(local_path: str) -> None:
+            shutil.rmtree(tmp_path / "job")
+            with open(local_path, "w") as handle:  # as pyarrow opens its file
+                handle.write("rows")
+
+        with pytest.raises(LeaseError) as refused:
+            folder.write_atomic(folder.join("_shards", "t", "s1.parquet"), deleted_meanwhile)
+    assert "the store lost this run's files: _lease.json and _plan.json are gone" in str(refused.value)
+
+
 def test_a_lost_lease_is_said_by_the_heartbeat_and_refused_by_the_fence(tmp_path, monkeypatch):
     """The renewer and the fence, each on its own: the lease removed under a live ``Lease``."""
     from batchenum.pipeline import lease as lease_module
