@@ -476,20 +476,15 @@ def _provenance_problem(
 ) -> ShardProblem | None:
     """Why a file recording ``found`` is not current: a provenance field ``expected`` holds that
     differs, a row count other than the recorded one, or (``columns`` given) other columns."""
-    if (
-        "params" in expected
-        and found.get("job") == expected.get("job")
-        and _other_params(found.get("params"), expected["params"])
-    ):
+    differing = [key for key in _PROVENANCE_FIELDS if key in expected and _differs(key, found.get(key), expected[key])]
+    if "params" in differing and found.get("job") == expected.get("job"):
         change = params_change(found.get("params"), expected["params"])
         return ShardProblem(ShardProblemKind.OTHER_PARAMETERS, f"{OTHER_PARAMETERS} ({change})", "params", change)
-    for key in _PROVENANCE_FIELDS:
-        if key == "params" and key in expected and not _other_params(found.get(key), expected[key]):
-            continue
-        if key in expected and found.get(key) != expected[key]:
-            detail = f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
-            change = code_change(found.get(key), expected[key]) if key == "code" else ""
-            return ShardProblem(ShardProblemKind.STALE, detail, key, change)
+    if differing:
+        key = differing[0]
+        detail = f"provenance does not match ({key}: found {found.get(key)!r}, expected {expected[key]!r})"
+        change = code_change(found.get(key), expected[key]) if key == "code" else ""
+        return ShardProblem(ShardProblemKind.STALE, detail, key, change)
     if found.get("rows") != str(rows):
         return ShardProblem(
             ShardProblemKind.DAMAGED, f"row count {rows} does not match the {found.get('rows')} recorded"
@@ -497,6 +492,11 @@ def _provenance_problem(
     if columns is not None and schema.remove_metadata() != columns:
         return ShardProblem(ShardProblemKind.STALE, "columns do not match the table's declaration", "columns")
     return None
+
+
+def _differs(key: str, found: str | None, expected: str) -> bool:
+    """Whether a provenance field a file records is not the run's (parameters: ``_other_params``)."""
+    return _other_params(found, expected) if key == "params" else found != expected
 
 
 def _other_params(found: str | None, expected: str) -> bool:
