@@ -43,30 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     temp_dir = f"/tmp/bp{os.getpid()}"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    head = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ray.scripts.scripts",
-            "start",
-            "--head",
-            "--num-cpus",
-            str(args.cpus),
-            "--temp-dir",
-            temp_dir,
-            "--port",
-            "0",
-            "--include-dashboard",
-            "false",
-            "--disable-usage-stats",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if head.returncode:
-        raise SystemExit(head.stderr)
-    address = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr).group(1)
+    address = start_cluster(args.cpus, temp_dir, env)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-parallel-") as out:
             run = subprocess.run(
@@ -101,6 +78,23 @@ def main() -> None:
             print("   ", run.stdout.strip().splitlines()[-1])
     finally:
         stop_cluster(temp_dir)
+
+
+def start_cluster(cpus: int, temp_dir: str, env: dict[str, str]) -> str:
+    """Start a one-node Ray cluster of ``cpus`` CPUs in ``temp_dir``, no dashboard; its address."""
+    head = subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(cpus)]
+        + ["--temp-dir", temp_dir, "--port", "0", "--include-dashboard", "false", "--disable-usage-stats"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if head.returncode:
+        raise SystemExit(head.stderr)
+    found = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr)
+    if found is None:
+        raise SystemExit(f"ray start printed no address:\n{head.stdout}")
+    return found.group(1)
 
 
 def stop_cluster(temp_dir: str) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster_parallelism import stop_cluster
+from cluster_parallelism import start_cluster, stop_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,22 +81,6 @@ print(words[1], words[3])
 
 
 PRIVATE_INIT = 'ray.init(num_cpus={cpus}, include_dashboard=False, logging_level="ERROR")'
-
-
-def start_cluster(cpus: int, temp_dir: str, env: dict[str, str]) -> str:
-    """Start a one-node Ray cluster of ``cpus`` CPUs in ``temp_dir``; its address."""
-    head = subprocess.run(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--num-cpus", str(cpus)]
-        + ["--temp-dir", temp_dir, "--port", "0", "--include-dashboard", "false", "--disable-usage-stats"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if head.returncode:
-        raise SystemExit(head.stderr)
-    found = re.search(r"ray start --address='([^']+)'", head.stdout + head.stderr)
-    assert found, head.stdout
-    return found.group(1)
 
 
 def timed(code: str, env: dict[str, str] | None) -> tuple[float, str]:
