@@ -3,7 +3,10 @@
     python -I ray_watchdog.py PIPE_FD NICE FOLDER -- COMMAND...
 
 It runs as the leader of a session of its own and as a child subreaper, starts COMMAND (``ray start
---block``) at CPU priority NICE, and waits.  When the driver's end of the pipe closes (the driver
+--block``) at CPU priority NICE, and waits.  On Linux a new session is a scheduling autogroup of its
+own, where a process's nice ranks it only against its own group; so the group too is given NICE, or
+the driver's group's nice if that is higher (a run made to yield, ``echo 19 > /proc/self/autogroup``,
+yields with its Ray).  When the driver's end of the pipe closes (the driver
 stopped Ray, or died of any signal, SIGKILL included) or when Ray exits by itself, it kills every
 process of its session and every process below it (Ray's workers run in process groups of their
 own; orphans are reparented to it), then exits with Ray's status (0 when stopped).  Stopped, it
@@ -38,6 +41,7 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, lambda received, frame: stop_signals.append(received))
     if nice:
         os.nice(nice)
+    _set_group_nice(max(nice, group_nice(f"/proc/{os.getppid()}/autogroup")))
     ray = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     status = None
     while status is None and not stop_signals:
@@ -49,6 +53,31 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(folder, ignore_errors=True)
         status = _reap(ray)
     return 0 if status is None or status < 0 else status
+
+
+def group_nice(path: str = "/proc/self/autogroup") -> int:
+    """The nice of the scheduling autogroup ``path`` names (``/autogroup-42 nice 19``); 0 where
+    the kernel has none."""
+    try:
+        with open(path) as handle:
+            return int(handle.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _set_group_nice(nice: int) -> None:
+    """Make this session's autogroup (Ray's processes, forked below it) yield as a whole."""
+    if not nice:
+        return
+    for _ in range(10):
+        try:
+            with open("/proc/self/autogroup", "w") as handle:
+                handle.write(str(nice))
+            return
+        except BlockingIOError:
+            time.sleep(0.1)  # the kernel lets a user set one group's nice each 0.1 s, machine-wide
+        except OSError:
+            return  # no autogroups here: a process's nice is all there is
 
 
 def _reap(ray: subprocess.Popen) -> int | None:
