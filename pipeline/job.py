@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from batchenum.pipeline.names import check_file_name, check_job_class, check_plain_name, check_unique
-from batchenum.pipeline.params import Param, declared_params, recorded_params, resolve_params
+from batchenum.pipeline.params import Param, declared_params, keep_for_fast_reads, recorded_params, resolve_params
 
 if TYPE_CHECKING:  # both import this module
     from batchenum.pipeline.checkpoint import Checkpoint
@@ -246,6 +246,7 @@ class Job:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         check_job_class(cls)  # a bad name fails where it is declared (pipeline/names.py)
+        keep_for_fast_reads(cls)
         if "params" in vars(cls):
             raise TypeError(
                 f"job class {cls.__name__}: params() is derived from the declared parameters (every Param "

@@ -32,6 +32,7 @@ __all__ = [
     "REQUIRED",
     "INPUTS",
     "declared_params",
+    "keep_for_fast_reads",
     "recorded_params",
     "resolve_params",
     "spelled",
@@ -106,7 +107,8 @@ class Param(Generic[T]):
     def __get__(self, instance: object, owner: builtins.type | None = None) -> Any:
         """On the class, the declaration itself; on a job, typed as the value it declares (``T``),
         which the job's constructor sets as the instance's own attribute (which this non-data
-        descriptor never shadows, so this is reached on the class alone)."""
+        descriptor never shadows, so this is reached on the class alone).  A job class keeps its
+        declarations wrapped (``keep_for_fast_reads``); this typing still holds for them."""
         return self
 
     @property
@@ -227,10 +229,22 @@ def declared_params(job_class: type) -> dict[str, Param]:
     found: dict[str, Param] = {}
     for klass in reversed(job_class.__mro__):
         for name, value in vars(klass).items():
-            if isinstance(value, Param):
+            declared = value.__func__ if isinstance(value, staticmethod) else value
+            if isinstance(declared, Param):
                 found.pop(name, None)
-                found[name] = value
+                found[name] = declared
     return found
+
+
+def keep_for_fast_reads(job_class: type) -> None:
+    """Keep each parameter ``job_class`` declares in its namespace wrapped in a ``staticmethod``:
+    ``job_class.name`` is still the declaration, and a job's value (its own attribute) is read as
+    fast as any attribute.  Python 3.11 does not specialize the read of an instance attribute that
+    shadows an object of a class defined in Python (about 10 ns more a read, 5% of a pure-Python
+    walk that reads a parameter at every node: docs/benchmarks.md, issue 46)."""
+    for name, value in list(vars(job_class).items()):
+        if isinstance(value, Param):
+            setattr(job_class, name, staticmethod(value))
 
 
 def resolve_params(

@@ -1,4 +1,5 @@
-"""A job's parameters are typed as the values they declare (``Param[T]``), for mypy and IDEs."""
+"""A job's parameters are typed as the values they declare (``Param[T]``), for mypy and IDEs, and read
+as fast as plain attributes."""
 
 from __future__ import annotations
 
@@ -40,3 +41,23 @@ def test_mypy_sees_a_parameter_as_its_declared_type(tmp_path):
     )
     revealed = [line.split("Revealed type is ")[1] for line in done.stdout.splitlines() if "Revealed type" in line]
     assert revealed == ['"int"', '"float"', '"int | None"', '"batchenum.pipeline.params.Param[int]"'], done.stdout
+
+
+def test_a_job_class_keeps_its_declarations_and_its_jobs_read_their_values_as_plain_attributes():
+    from batchenum.pipeline.job import Job, Param
+
+    class Sized(Job):
+        name = "sized"
+        n = Param(int, default=3)
+        rate = Param(float, default=0.5)
+
+    class Larger(Sized):
+        name = "larger"
+        n = Param(int, default=9)
+
+    assert Sized.n.default == 3 and Larger.n.default == 9  # the declarations, on the classes
+    # in the namespace, no object of a class defined in Python: Python 3.11 specializes the read of
+    # a job's own value only then (pipeline/params.py, keep_for_fast_reads)
+    assert type(vars(Sized)["n"]) is staticmethod and type(vars(Larger)["n"]) is staticmethod
+    assert list(Larger.declared_params()) == ["rate", "n"]
+    assert (Sized(n=4).n, Sized().rate, Larger().n) == (4, 0.5, 9)
