@@ -71,7 +71,7 @@ TREE = """
 import sys, time
 sys.path.insert(0, {examples!r})
 import batchenum
-from walks import {job}
+from {module} import {job}
 
 started = time.monotonic()
 result = batchenum.run({job}, n={n}, out={out!r}, serial=True, quiet=True{options})
@@ -108,12 +108,24 @@ def main() -> None:
                 ("plain", PLAIN.format(examples=examples, n=args.n)),
                 (
                     "tree",
-                    TREE.format(examples=examples, n=args.n, job="Walks", out=f"{scratch}/t{round_}", options=options),
+                    TREE.format(
+                        examples=examples,
+                        n=args.n,
+                        module="walks",
+                        job="Walks",
+                        out=f"{scratch}/t{round_}",
+                        options=options,
+                    ),
                 ),
                 (
                     "compiled",
                     TREE.format(
-                        examples=examples, n=args.n, job="CompiledWalks", out=f"{scratch}/c{round_}", options=options
+                        examples=examples,
+                        n=args.n,
+                        module="compiled_walks",
+                        job="CompiledWalks",
+                        out=f"{scratch}/c{round_}",
+                        options=options,
                     ),
                 ),
             ):

@@ -1,12 +1,8 @@
-"""Self-avoiding walks on the square lattice, counted by a search tree (docs/jobs.md), and the
-same count with a numba kernel under the nodes of depth ``COMPILED_DEPTH`` (the compiled hook).
+"""Self-avoiding walks on the square lattice, counted by a search tree (docs/jobs.md), in pure
+Python; examples/compiled_walks.py counts them with a numba kernel below the top of the tree.
 
 batchenum run examples/walks.py:Walks --n 12 --out results
-batchenum run examples/walks.py:CompiledWalks --n 16 --out results
 """
-
-import numpy as np
-from numba import njit
 
 from batchenum.pipeline.job import Param
 from batchenum.pipeline.skeletons import TreeJob
@@ -30,59 +26,6 @@ class Walks(TreeJob):
 
     def is_leaf(self, walk):
         return len(walk) == self.n + 1
-
-
-class CompiledWalks(Walks):
-    """Walks, with a numba kernel counting each subtree below ``COMPILED_DEPTH`` steps at once."""
-
-    name = "compiled_walks"
-    COMPILED_DEPTH = 4
-
-    def count_subtree(self, walk):
-        if len(walk) - 1 < self.COMPILED_DEPTH:
-            return None  # the skeleton walks the top of the tree, and splits it
-        side = 2 * self.n + 3
-        visited = np.zeros((side, side), dtype=np.bool_)
-        for x, y in walk:
-            visited[x + self.n + 1, y + self.n + 1] = True
-        x, y = walk[-1]
-        return _count_walks(visited, x + self.n + 1, y + self.n + 1, self.n - (len(walk) - 1))
-
-
-@njit(cache=True)
-def _count_walks(visited, x, y, steps):
-    """(leaves, nodes) of the walks continuing from (x, y) for up to ``steps`` more steps.
-
-    visited: (side, side) bool, the points taken (the current one included), restored on return.
-    A depth-first search on an explicit stack of (x, y, next direction to try)."""
-    dx = np.array([1, -1, 0, 0])
-    dy = np.array([0, 0, 1, -1])
-    xs = np.empty(steps + 1, np.int64)
-    ys = np.empty(steps + 1, np.int64)
-    tried = np.zeros(steps + 1, np.int64)
-    xs[0], ys[0], depth = x, y, 0
-    leaves, nodes = 0, 1
-    if steps == 0:
-        return 1, 1
-    while depth >= 0:
-        if tried[depth] == 4:
-            if depth > 0:
-                visited[xs[depth], ys[depth]] = False
-            depth -= 1
-            continue
-        d = tried[depth]
-        tried[depth] += 1
-        nx, ny = xs[depth] + dx[d], ys[depth] + dy[d]
-        if visited[nx, ny]:
-            continue
-        nodes += 1
-        if depth + 1 == steps:
-            leaves += 1
-            continue
-        depth += 1
-        xs[depth], ys[depth], tried[depth] = nx, ny, 0
-        visited[nx, ny] = True
-    return leaves, nodes
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ from batchenum.pipeline.skeletons import TreeJob, path_id
 from batchenum.pipeline.storage import TMP_MARK
 
 sys.path.insert(0, str(REPO / "examples"))
+from compiled_walks import CompiledWalks  # noqa: E402
 from queens import Queens  # noqa: E402
-from walks import CompiledWalks, Walks  # noqa: E402
+from walks import Walks  # noqa: E402
 
 # OEIS A001411, self-avoiding walks of n steps on the square lattice
 A001411 = [1, 4, 12, 36, 100, 284, 780, 2172, 5916, 16268, 44100, 120292, 324932, 881500]
