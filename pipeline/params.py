@@ -244,7 +244,7 @@ def keep_for_fast_reads(job_class: type) -> None:
     walk that reads a parameter at every node: docs/benchmarks.md, issue 46)."""
     for name, value in list(vars(job_class).items()):
         if isinstance(value, Param):
-            setattr(job_class, name, staticmethod(value))
+            setattr(job_class, name, staticmethod(value))  # type: ignore[arg-type]  # any object is wrapped
 
 
 def resolve_params(
