@@ -101,33 +101,18 @@ def main() -> None:
     options = "" if args.budget is None else f", budget={args.budget}"
     results: dict[str, list[tuple[float, float]]] = {"bare": [], "plain": [], "tree": [], "compiled": []}
     counts = set()
+
+    def tree(job: str, out: str) -> str:
+        module, name = job.split(".")
+        return TREE.format(examples=examples, n=args.n, module=module, job=name, out=out, options=options)
+
     with tempfile.TemporaryDirectory() as scratch:
         for round_ in range(args.rounds):
             for label, code in (
                 ("bare", BARE.format(n=args.n)),
                 ("plain", PLAIN.format(examples=examples, n=args.n)),
-                (
-                    "tree",
-                    TREE.format(
-                        examples=examples,
-                        n=args.n,
-                        module="walks",
-                        job="Walks",
-                        out=f"{scratch}/t{round_}",
-                        options=options,
-                    ),
-                ),
-                (
-                    "compiled",
-                    TREE.format(
-                        examples=examples,
-                        n=args.n,
-                        module="compiled_walks",
-                        job="CompiledWalks",
-                        out=f"{scratch}/c{round_}",
-                        options=options,
-                    ),
-                ),
+                ("tree", tree("walks.Walks", f"{scratch}/t{round_}")),
+                ("compiled", tree("compiled_walks.CompiledWalks", f"{scratch}/c{round_}")),
             ):
                 leaves, nodes, seconds, rss = measure(code)
                 counts.add((leaves, nodes))
