@@ -153,7 +153,9 @@ def test_a_store_emptied_during_a_run_is_named_as_lost_files_not_a_takeover(s3_s
     assert f"from the job folder {out}/palago, which the run held" in last
     assert "taken over" not in err and "Committed shards are kept" not in err
     rerun = cli_s3(s3_server, *args)
-    assert reused(rerun) == 0
+    # a shard whose commit had passed the lease check as the store emptied still lands (the check
+    # and the write are two requests); it is whole and the run's own, so the rerun may reuse it
+    assert reused(rerun) <= 1
     counts = read_s3(s3_server, f"{out}/palago/creature_counts.parquet")
     assert counts.free.tolist() == PUBLISHED[PUBLISHED.n <= 21].free.tolist()
 
