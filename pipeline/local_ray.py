@@ -2,9 +2,10 @@
 starts a Ray of its own, whatever the mode.
 
 ``ray start --head --block`` runs below a watchdog (pipeline/ray_watchdog.py) with free loopback
-ports.  For the head start it runs at the lowest CPU priority (nice 19, which its workers inherit, for
-its processes and for their session's scheduling autogroup), so that while it starts the driver's own threads keep the CPUs; the driver connects once Ray is up,
-and only if work is left, so a run that finishes first never waits for Ray at all.
+ports.  For the head start it runs at the lowest CPU priority (nice 19, which its workers inherit,
+for its processes and for their session's scheduling autogroup), so that while it starts the
+driver's own threads keep the CPUs; the driver connects once Ray is up, and only if work is left,
+so a run that finishes first never waits for Ray at all.
 
 Private on a shared machine (docs/cluster.md, "On a shared machine"):
 

@@ -6,11 +6,11 @@ It runs as the leader of a session of its own and as a child subreaper, starts C
 --block``) at CPU priority NICE, and waits.  On Linux a new session is a scheduling autogroup of its
 own, where a process's nice ranks it only against its own group; so the group too is given NICE, or
 the driver's group's nice if that is higher (a run made to yield, ``echo 19 > /proc/self/autogroup``,
-yields with its Ray).  When the driver's end of the pipe closes (the driver
-stopped Ray, or died of any signal, SIGKILL included) or when Ray exits by itself, it kills every
-process of its session and every process below it (Ray's workers run in process groups of their
-own; orphans are reparented to it), then exits with Ray's status (0 when stopped).  Stopped, it
-also removes FOLDER, the private Ray's folder, which a killed driver cannot remove.
+yields with its Ray).  When the driver's end of the pipe closes (the driver stopped Ray, or died of
+any signal, SIGKILL included) or when Ray exits by itself, it kills every process of its session
+and every process below it (Ray's workers run in process groups of their own; orphans are
+reparented to it), then exits with Ray's status (0 when stopped).  Stopped, it also removes FOLDER,
+the private Ray's folder, which a killed driver cannot remove.
 
 Standard library only: it runs apart from the package, before Ray is imported anywhere.
 """
