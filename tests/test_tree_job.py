@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 
@@ -20,7 +21,7 @@ import clusters
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, assert_exit
+from helpers import REPO, assert_exit, wait_until
 
 from batchenum.pipeline.job import Param, PlanContext
 from batchenum.pipeline.skeletons import TreeJob, path_id
@@ -234,9 +235,14 @@ def _walks_run(out, where: str) -> list[str]:
 
 def _killed_half_way(out) -> set[str]:
     """Start a Walks run on a private Ray of 2 CPUs, SIGKILL its whole process group once 60 shards
-    are committed, and return the ids of the shards committed then."""
+    are committed, and return the ids of the shards committed once its Ray is gone too."""
+    ray_tmpdir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths
     first = subprocess.Popen(
-        _walks_run(out, "workers=2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        _walks_run(out, "workers=2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "RAY_TMPDIR": ray_tmpdir},
     )
     try:
         deadline = time.monotonic() + 600
@@ -245,9 +251,13 @@ def _killed_half_way(out) -> set[str]:
                 break
             time.sleep(0.2)
         assert first.poll() is None, "the first run ended before it was killed"
-        os.killpg(first.pid, signal.SIGKILL)  # the driver, its Ray and every worker
+        os.killpg(first.pid, signal.SIGKILL)  # the driver and its process group
     finally:
         first.wait(60)
+    # the private Ray leads a session of its own: its watchdog kills its workers (one may commit a
+    # shard meanwhile), then removes its folder
+    wait_until(lambda: not os.listdir(ray_tmpdir), "the killed run's Ray was gone", 60)
+    os.rmdir(ray_tmpdir)
     return _committed(out / "walks")
 
 
