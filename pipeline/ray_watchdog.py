@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     return 0 if status is None or status < 0 else status
 
 
-def group_nice(path: str = "/proc/self/autogroup") -> int:
+def group_nice(path: str) -> int:
     """The nice of the scheduling autogroup ``path`` names (``/autogroup-42 nice 19``); 0 where
     the kernel has none."""
     try:

@@ -21,14 +21,9 @@ pytestmark = pytest.mark.skipif(
 # A driver in a session of its own, its autogroup at nice DRIVER_GROUP, starts the watchdog as
 # LocalRay does (a new session) with NICE; the command reports the scheduling it was given.
 DRIVER = """
-import os, subprocess, sys, time
-for _ in range(20):
-    try:
-        with open("/proc/self/autogroup", "w") as handle:
-            handle.write(sys.argv[1])
-        break
-    except BlockingIOError:  # a user sets one group's nice each 0.1 s
-        time.sleep(0.1)
+import os, subprocess, sys
+from batchenum.pipeline.ray_watchdog import _set_group_nice
+_set_group_nice(int(sys.argv[1]))
 read_end, write_end = os.pipe()
 report = "import json, os; print(json.dumps([os.nice(0), open('/proc/self/autogroup').read().split()[-1]]))"
 watchdog = subprocess.run(
