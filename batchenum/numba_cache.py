@@ -12,7 +12,7 @@ itself checks the rest (its version, the Python version, the CPU, the source aga
 numba's own rules.
 
 Importing this module registers the rule (it must come before the kernels' decorators run: each
-kernel module imports it).
+kernel module imports it), and has the run's progress told when a kernel compiles.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import os
 
 import numba
 from numba.core import caching, config
+
+from batchenum.pipeline.progress import watch_numba_compiles
 
 __all__ = ["cache_root", "SharedCacheLocator"]
 
@@ -61,3 +63,4 @@ def _register() -> None:
 
 
 _register()
+watch_numba_compiles()

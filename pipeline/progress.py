@@ -398,9 +398,18 @@ def _start_ticker(progress: Progress) -> threading.Event:
     return stop
 
 
+def watch_numba_compiles() -> None:
+    """Have this process's numba compiles told to the run's progress; called by every module of
+    ours with kernels (through batchenum/numba_cache.py) as it loads."""
+    _CompileWatch.install()
+
+
 class _CompileWatch:
     """One numba listener per process, telling the latest ``Progress`` when this process compiles
-    (``numba:compile`` fires on a cache miss only; nested compiles count once)."""
+    (``numba:compile`` fires on a cache miss only; nested compiles count once).  Installed once
+    numba is loaded: at a run's start when the job's code loaded it, or later by a kernel module of
+    ours (``watch_numba_compiles``), so that a run that compiles nothing never imports numba, which
+    costs 0.1-0.3 s a process."""
 
     _current: weakref.ReferenceType | None = None
     _depth = 0
@@ -409,12 +418,14 @@ class _CompileWatch:
     @classmethod
     def follow(cls, progress: Progress) -> None:
         cls._current = weakref.ref(progress)
+        if "numba" in sys.modules:
+            cls.install()
+
+    @classmethod
+    def install(cls) -> None:
         if cls._installed:
             return
-        try:
-            from numba.core import event
-        except ImportError:  # no numba: nothing compiles
-            return
+        from numba.core import event
 
         class Listener(event.Listener):
             def on_start(self, _event) -> None:

@@ -157,6 +157,24 @@ def test_split_depth_cuts_at_that_depth():
     assert len(shards) == 1 + A001411[3] and all(len(s.spec["path"]) == 3 for s in shards[1:])
 
 
+NUMBA_FREE = """
+import sys
+sys.path.insert(0, {examples!r})
+import batchenum
+from walks import Walks
+result = batchenum.run(Walks, n=6, out={out!r}, serial=True, quiet=True)
+print(result.summary, "numba" in sys.modules)
+"""
+
+
+def test_a_pure_python_tree_job_never_imports_numba(tmp_path):
+    """numba's import costs 0.1-0.3 s in each process of a run that compiles nothing."""
+    code = NUMBA_FREE.format(examples=str(REPO / "examples"), out=str(tmp_path / "out"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert_exit(done, 0)
+    assert done.stdout.split("\n")[-2] == f"walks: {A001411[6]} leaves, 1217 nodes False"
+
+
 def test_a_count_only_walk_holds_no_leaf():
     """44100 leaves counted in a few KB: the walk keeps O(depth) lists of children."""
     job = Walks(n=10, budget=0, split_depth=0)

@@ -23,7 +23,6 @@ import pyarrow as pa
 from batchenum.pipeline.errors import PipelineError
 from batchenum.pipeline.frames import frame_neutral
 from batchenum.pipeline.inputs.dataset import resolve_inputs
-from batchenum.pipeline.inputs.jsonl import read_jsonl
 from batchenum.pipeline.inputs.parquet import read_parquet
 from batchenum.pipeline.inputs.plan import (
     describe_input,
@@ -79,6 +78,10 @@ def read_records(
     if spec["format"] == "parquet":
         records = read_parquet(spec, source, field, payload_type, check, loaded.fingerprint)
     elif loaded.data is not None:
+        # imported here: its kernels import numba, which a job that reads no JSONL (a TreeJob, and
+        # every module that imports the skeletons) need not pay for, 0.1-0.3 s a process
+        from batchenum.pipeline.inputs.jsonl import read_jsonl
+
         records = read_jsonl(
             loaded.data, spec["first_line"], field, payload_type, check, loaded.fingerprint, loaded.oversized
         )

@@ -38,11 +38,18 @@ import batchenum.numba_cache  # noqa: F401  (kernels cached per user, by source:
 from batchenum.pipeline.arrow import has_nulls
 from batchenum.pipeline.inputs.jsonl_strict import read_id_and_strings
 from batchenum.pipeline.inputs.lines import MAX_LINE_BYTES
-from batchenum.pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, json_type_name, record_id
+from batchenum.pipeline.inputs.records import (
+    FAST_TYPE,
+    Check,
+    Records,
+    RecordsBuilder,
+    Rejected,
+    json_type_name,
+    record_id,
+)
 
-__all__ = ["read_jsonl", "FAST_TYPE", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "MAX_LINE_BYTES"]
+__all__ = ["read_jsonl", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "MAX_LINE_BYTES"]
 
-FAST_TYPE = pa.list_(pa.string())  # the payload type the fast path reads (jsonl_strict reads it itself)
 _ARROW_BLOCK = 1 << 24  # pyarrow.json block size; a longer line makes the fast path fall back
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark: skipped at the very start of a JSONL file only
 # A JSONL line is rejected when it nests arrays and objects deeper than MAX_DEPTH or holds a number

@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from batchenum.pipeline.arrow import has_nulls
 from batchenum.pipeline.errors import InputError
-from batchenum.pipeline.inputs.jsonl import FAST_TYPE
 from batchenum.pipeline.inputs.plan import (
     MAX_RECORD_BYTES,
     check_row_groups,
@@ -31,7 +30,7 @@ from batchenum.pipeline.inputs.plan import (
     open_parquet,
     overlapping_row_groups,
 )
-from batchenum.pipeline.inputs.records import Check, Records, RecordsBuilder, Rejected, record_id
+from batchenum.pipeline.inputs.records import FAST_TYPE, Check, Records, RecordsBuilder, Rejected, record_id
 from batchenum.pipeline.storage import Storage
 
 __all__ = ["read_parquet"]

@@ -35,7 +35,11 @@ import pyarrow as pa
 from batchenum.pipeline.arrow import from_numpy
 from batchenum.pipeline.errors import PipelineError
 
-__all__ = ["Records", "Rejected", "Check", "plain_reason", "accounting_summary", "constant_strings"]
+__all__ = ["Records", "Rejected", "Check", "plain_reason", "accounting_summary", "constant_strings", "FAST_TYPE"]
+
+# The payload type the fast readers take (a JSONL slice's kernels, a Parquet slice read as it is);
+# any other is read record by record
+FAST_TYPE = pa.list_(pa.string())
 
 _REASON_CHARS = 300  # reasons longer than this are cut (they never echo a whole record)
 
