@@ -66,14 +66,20 @@ def _default_packages(module: str) -> tuple[str, ...]:
 
 
 @functools.cache
-def _installed_top_levels() -> frozenset[str]:
-    return frozenset(importlib.metadata.packages_distributions()) | frozenset(sys.stdlib_module_names) | {"batchenum"}
+def _distributions_top_levels() -> frozenset[str]:
+    return frozenset(importlib.metadata.packages_distributions())
 
 
 def _is_installed(top_level: str) -> bool:
     """Whether a top-level module comes with an installed distribution (or the standard library,
-    or batchenum itself, which a checkout may provide): then every node must have it installed."""
-    return top_level in _installed_top_levels() or top_level in sys.builtin_module_names
+    or batchenum itself, which a checkout may provide): then every node must have it installed.
+    A module this process cannot import is not installed here (a job's module pickled by value, in
+    a worker), which spares reading every distribution's metadata: 0.07-0.13 s a process."""
+    if top_level in sys.stdlib_module_names or top_level in sys.builtin_module_names or top_level == "batchenum":
+        return True
+    if top_level not in sys.modules and importlib.util.find_spec(top_level) is None:
+        return False
+    return top_level in _distributions_top_levels()
 
 
 def user_modules(job_class: type) -> list[types.ModuleType]:
