@@ -257,6 +257,13 @@ class Job:
         for name, value in resolve_params(type(self), args, params, type(self).check_params).items():
             setattr(self, name, value)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a job reaches each Ray task so) attribute by attribute, as ``__init__`` sets
+        them: pickle's own ``__dict__.update`` leaves the instance a plain dict, which Python 3.11
+        reads ``self.n`` from more slowly (a tree job's walk of SAW n = 14: 3-5% more CPU)."""
+        for name, value in state.items():
+            setattr(self, name, value)
+
     @classmethod
     def create(cls, **params: Any) -> Job:
         """The job ``batchenum run NAME`` runs for these parameters: ``cls(**params)``, or another
