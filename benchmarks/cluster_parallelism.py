@@ -99,14 +99,24 @@ def start_cluster(cpus: int, temp_dir: str, env: dict[str, str]) -> str:
 
 def stop_cluster(temp_dir: str) -> None:
     """Kill the Ray cluster started with ``--temp-dir temp_dir`` (its processes name the folder; its
-    workers do not, so the whole tree goes) and delete the folder."""
-    owned = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
-    for pid in process_tree(int(pid) for pid in owned):
+    workers do not, so the whole tree goes; its client server, which ``ray start`` leaves to init,
+    names its address) and delete the folder."""
+    owned = subprocess.run(["pgrep", "-f", _cluster_pattern(temp_dir)], capture_output=True, text=True).stdout.split()
+    for pid in process_tree(int(pid) for pid in owned if int(pid) != os.getpid()):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     subprocess.run(["rm", "-rf", temp_dir])
+
+
+def _cluster_pattern(temp_dir: str) -> str:
+    """A pattern for the command lines of the cluster's processes: its folder, or its address."""
+    try:
+        with open(os.path.join(temp_dir, "ray_current_cluster")) as handle:
+            return f"{re.escape(temp_dir)}|--address={re.escape(handle.read().strip())}"
+    except OSError:
+        return re.escape(temp_dir)
 
 
 if __name__ == "__main__":

@@ -80,8 +80,13 @@ def wait_for_nodes(address: str, env: dict, count: int) -> None:
 
 
 def stop(temp_dir: str) -> None:
-    """Kill every process of the cluster that uses ``temp_dir``, and remove it."""
-    owned = {int(p) for p in subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()}
+    """Kill every process of the cluster that uses ``temp_dir`` (or, its client server, which
+    ``ray start`` leaves to init, the cluster's address), and remove it."""
+    pattern = re.escape(temp_dir)
+    if os.path.exists(os.path.join(temp_dir, "ray_current_cluster")):
+        with open(os.path.join(temp_dir, "ray_current_cluster")) as handle:
+            pattern += f"|--address={re.escape(handle.read().strip())}"
+    owned = {int(p) for p in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()}
     for pid in process_tree(owned):
         try:
             os.kill(pid, signal.SIGKILL)
