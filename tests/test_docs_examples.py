@@ -117,7 +117,7 @@ def test_the_docs_examples_run_as_written_in_order(tmp_path):
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "RAY_TMPDIR": ray_tmp,  # where a bare ray.init() looks for a Ray: a dead one's address is there
+        "RAY_TMPDIR": ray_tmp,  # where an address-less init looks for a Ray: a dead one's address is there
         "PYTHONSAFEPATH": "1",
     }  # the installed batchenum (its numba cache), not the copy's folders
     env.pop("RAY_ADDRESS", None)
@@ -144,7 +144,7 @@ def test_the_docs_examples_run_as_written_in_order(tmp_path):
 
 
 def plant_a_stale_ray(temp_root: str) -> None:
-    """The address file a Ray that is gone leaves where a bare ``ray.init()`` looks for one
+    """The address file a Ray that is gone leaves where an address-less ``ray.init`` looks for one
     (``RAY_TMPDIR/ray/ray_current_cluster``), as another user's dead Ray leaves /tmp/ray's on a shared
     machine: a block that attached to it failed after 207 s (issue 48)."""
     os.makedirs(os.path.join(temp_root, "ray"))
