@@ -15,10 +15,14 @@ import uuid
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import MARK, marked_processes, objects, s3_fs, wait_until
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from batchenum.pipeline import table_merge
 from batchenum.pipeline.execute import DRIVER_MERGE_ROWS, RunOptions, run_job
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
 from batchenum.pipeline.lazy_table import TableTooLargeError
@@ -288,3 +292,47 @@ def test_the_compiled_polyomino_growth_emits_the_rows_of_the_plain_one():
     for n in range(2, 12):
         codes = grown_codes(codes)
         assert len(codes) == FREE[n]
+
+
+# A small table is sorted, deduplicated and reordered by Python (table_merge._small): the same
+# rows, in the same order, as Arrow's compute functions give, whatever the values
+_SMALL_COLUMNS = {
+    "i": (pa.int64(), st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+    "f": (pa.float64(), st.sampled_from([float("nan"), 0.0, -0.0, float("inf")]) | st.floats()),
+    "s": (pa.string(), st.text(max_size=3)),
+    "b": (pa.binary(), st.binary(max_size=2)),
+    "t": (pa.bool_(), st.booleans()),
+}
+
+
+@st.composite
+def _small_tables(draw):
+    rows = draw(st.integers(min_value=0, max_value=40))
+    names = draw(st.lists(st.sampled_from(sorted(_SMALL_COLUMNS)), min_size=1, max_size=3, unique=True))
+    columns = {}
+    for name in names:
+        arrow_type, values = _SMALL_COLUMNS[name]
+        few = draw(st.lists(st.none() | values, min_size=1, max_size=4))  # repeats, so ties and runs
+        columns[name] = pa.array([draw(st.sampled_from(few)) for _ in range(rows)], type=arrow_type)
+    return pa.table(columns), names
+
+
+def _arranged_by(table, names, small_rows):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(table_merge, "SMALL_TABLE_ROWS", small_rows)
+        indices = table_merge._sort_indices(table, names)
+        taken = table_merge._taken(table, indices)
+        first = table_merge._first_of_runs(taken, names) if table.num_rows else np.zeros(0, bool)
+    return indices.tolist(), taken, first.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_small_tables())
+def test_a_small_table_is_sorted_and_deduplicated_as_arrow_does(drawn):
+    table, names = drawn
+    assert table_merge._small(table, names)
+    by_python, by_arrow = _arranged_by(table, names, 1024), _arranged_by(table, names, -1)
+    assert by_python[0] == by_arrow[0] and by_python[2] == by_arrow[2]
+    python_table, arrow_table = by_python[1], by_arrow[1]
+    assert python_table.schema == arrow_table.schema and python_table.column(0).num_chunks == 1
+    assert repr(python_table.to_pylist()) == repr(arrow_table.to_pylist())  # NaN == NaN, 0.0 != -0.0

@@ -163,16 +163,17 @@ sys.path.insert(0, {examples!r})
 import batchenum
 from walks import Walks
 result = batchenum.run(Walks, n=6, out={out!r}, serial=True, quiet=True)
-print(result.summary, "numba" in sys.modules)
+print(result.summary, "numba" in sys.modules, "pyarrow.compute" in sys.modules)
 """
 
 
-def test_a_pure_python_tree_job_never_imports_numba(tmp_path):
-    """numba's import costs 0.1-0.3 s in each process of a run that compiles nothing."""
+def test_a_pure_python_tree_job_never_imports_numba_nor_arrow_compute(tmp_path):
+    """numba's import costs 0.1-0.3 s in each process of a run that compiles nothing;
+    pyarrow.compute's 0.1 s and 6 MiB in a run whose tables are a few rows."""
     code = NUMBA_FREE.format(examples=str(REPO / "examples"), out=str(tmp_path / "out"))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert_exit(done, 0)
-    assert done.stdout.split("\n")[-2] == f"walks: {A001411[6]} leaves, 1217 nodes False"
+    assert done.stdout.split("\n")[-2] == f"walks: {A001411[6]} leaves, 1217 nodes False False"
 
 
 def test_a_count_only_walk_holds_no_leaf():
