@@ -397,11 +397,17 @@ def test_a_sweep_of_counts_past_2_53_turns_rows_wide_and_stays_exact(factor):
     # in narrow rows and reach it in sums (a row turns wide there), some start wide; the counts
     # must come out exact, past 2^64 (the Chinese remainder of both channels).
     sweep = (9, 26, True, 3)
-    saved = []
-    whole = count_height(9, 26, save=lambda data, progress: saved.append(data), save_every=0.0)
-    data, done = scaled_save(saved[len(saved) // 2], sweep, factor)
-    from batchenum.solvers.palago.transfer import _SweepState
+    saved: list[bytes] = []
+    whole = count_height(9, 26)
+    from batchenum.solvers.palago.transfer import SweepState, _SweepState, advance_column
 
+    # a save at every column's end (count_height's own saves follow the clock: how many varies)
+    state, stats, spare = SweepState.start(26), np.zeros(2, np.int64), None
+    while state.count > 0:
+        state, spare = advance_column(sweep, state, stats, spare)
+        if state.count:
+            saved.append(state.to_bytes(sweep))
+    data, done = scaled_save(saved[len(saved) // 2], sweep, factor)
     start = _SweepState.from_bytes(data, sweep).generation_rows()
     assert 0 < start.wide.sum() < start.rows  # both widths at the start
     rest = count_height(9, 26, resume=data)
