@@ -13,7 +13,6 @@ import pytest
 from batchenum.jobs.palago_transfer import sweep_height
 from batchenum.pipeline.tasks import InProcessTasks
 from batchenum.solvers.palago.transfer import (
-    PHASE_STATE_STEPS,
     Generation,
     count_height,
     merge_generations,
@@ -233,8 +232,12 @@ def test_split_generation_keeps_every_row_once_and_equal_signatures_together():
         assert len(where) > 6 and min(b.rows for b in buckets) > 0
 
 
-def test_phases_are_short_for_large_tasks_and_end_at_the_column_end():
-    assert next_phase(10, 10, 2 * PHASE_STATE_STEPS, 2) == (0, 1)  # tasks of 10,000 states: one step
+def test_phases_are_short_for_many_large_tasks_and_end_at_the_column_end():
+    assert next_phase(10, 10, 64 * 10**6, 64) == (0, 1)  # 64 tasks of a million states: one step
+    assert next_phase(12, 12, 64 * 10**6, 64) == (0, 1)
+    assert next_phase(16, 16, 64 * 10**6, 64) == (0, 4)  # a signature of 6 + log2(64) rows
+    assert next_phase(12, 12, 2 * 10**6, 2) == (0, 5)  # two tasks: 6 + 1 rows
+    assert next_phase(10, 10, 2 * 10**6, 3) == (0, 2)  # three: 6 + 2
     assert next_phase(10, 3, 4000, 2) == (3, 8)  # 2,000 states a task: five steps
     assert next_phase(10, 8, 4000, 2) == (8, 10)  # never past the column's end
     assert next_phase(4, 4, 10, 1) == (0, 2)  # at most half a column: the other half is the signature

@@ -62,6 +62,7 @@ __all__ = [
     "PIECE_STATES",
     "TASK_STATES",
     "PHASE_STATE_STEPS",
+    "SIGNATURE_SPARE_ROWS",
 ]
 
 
@@ -1147,6 +1148,10 @@ PIECE_STATES = 2000
 # one step once a task holds 10,000 states): the fewer its steps, the more rows its signature has,
 # so the more evenly its states spread over many tasks.
 PHASE_STATE_STEPS = 10_000
+# ... but no fewer steps than leave its signature this many rows beyond log2 of its tasks: every
+# phase passes the whole generation through the shuffle (about as costly a state as a step), so a
+# split over a few tasks takes long phases (half a column on 2 CPUs) and one over many short ones.
+SIGNATURE_SPARE_ROWS = 6
 # The most states a task advances, whatever the CPUs: its peak is about 1 kB a state (its input,
 # the sweep's buffers and its output buckets; 7.7-8.1 GB for 8 million at n = 60, h013), so a split
 # of one task per CPU would bind a height to one node's memory.  More tasks than CPUs queue.
@@ -1272,10 +1277,14 @@ class PieceSummary:
 def next_phase(height: int, end: int, states: int, tasks: int) -> tuple[int, int]:
     """The rows (a, b) a phase sweeps (b excluded) after a phase that ended at row ``end`` (at the
     column's end when ``end`` is ``height``), for ``states`` states in ``tasks`` tasks: as few
-    steps as give each task PHASE_STATE_STEPS state-steps, at most half a column (so that half
+    steps as give each task PHASE_STATE_STEPS state-steps, or as leave the signature
+    SIGNATURE_SPARE_ROWS + log2(tasks) rows if that is more, at most half a column (so that half
     the rows or more make the signature; a whole column would leave none), never past its end."""
     a = 0 if end >= height else end
-    steps = -(-PHASE_STATE_STEPS * max(tasks, 1) // max(states, 1))
+    tasks = max(tasks, 1)
+    steps = max(
+        -(-PHASE_STATE_STEPS * tasks // max(states, 1)), height - SIGNATURE_SPARE_ROWS - (tasks - 1).bit_length()
+    )
     return a, min(height, a + max(1, min(steps, height // 2)))
 
 
