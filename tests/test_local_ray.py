@@ -22,6 +22,7 @@ import pytest
 from helpers import assert_exit, assert_matches_published, cli_command, wait_until
 
 from batchenum.pipeline.local_ray import LocalRay, LocalRayError, private_folder, process_tree
+from batchenum.pipeline.runner import _private_token
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "local_toy.py"
 
@@ -162,7 +163,9 @@ def listening_addresses(pids: set[int]) -> list[str]:
 
 
 @needs_root
-def test_another_user_can_neither_enter_the_private_ray_nor_reach_it_off_loopback(other_user):
+def test_another_user_can_neither_enter_the_private_ray_nor_reach_it_off_loopback(other_user, monkeypatch):
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)  # a run's own token, as the runner makes one
+    _private_token()  # (conftest asks for tokens; without this the test passed only after a run)
     local = LocalRay(1)
     local.start()
     try:
