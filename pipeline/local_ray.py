@@ -77,8 +77,11 @@ _STORE_BYTES_ENV, _SPILL_DIR_ENV = "BATCHENUM_RAY_OBJECT_STORE", "BATCHENUM_RAY_
 # glibc's malloc serves an allocation from its heap, which keeps freed memory resident, once the
 # threshold for mmap has risen (dynamically, up to 32 MB); fixed at 1 MB, a worker's arrays of a
 # MB or more go back to the system when freed (a split height's task: 0.350 GiB of its own at the
-# peak instead of 0.424, docs/palago_transfer.md).  Ray's processes inherit it; a value already set wins.
-_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576"}
+# peak instead of 0.424, docs/palago_transfer.md).  Such arrays then come in transparent huge
+# pages (glibc 2.35 on; ignored before): each fresh one faulted in 4 kB pages cost a split
+# height's tasks a quarter of their CPU in the kernel.  Ray's processes inherit both; a value
+# already set wins.
+_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 _SWEPT: set[str] = set()
 
 
