@@ -943,8 +943,11 @@ def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, in
     folders: {parameter: local folder the workers write}, e.g. {"out": "/data/runs/palago"}; the
              driver writes a probe file there and every alive node must read it back.
     files:   {option: (size, mtime_ns)} keyed by local input path; every node must see the same.
-    Raises SharedFolderError naming the node and the two fixes.
+    Raises SharedFolderError naming the node and the two fixes.  A cluster whose one node is the
+    driver's own sees what the driver sees: nothing to check (a task there costs a worker's start).
     """
+    if _driver_node_only():
+        return
     token = uuid.uuid4().hex
     probes = {}
     for option, folder in folders.items():
@@ -960,6 +963,19 @@ def check_shared_folders(folders: dict[str, str], files: dict[str, tuple[int, in
         for _, path in probes.values():
             if os.path.exists(path):
                 os.remove(path)
+
+
+def _driver_node_only() -> bool:
+    """Whether the connected Ray's only node with CPUs is the one this driver runs on (never
+    through Ray's client, whose driver may be on another machine)."""
+    import ray
+
+    if ray.util.client.ray.is_connected():
+        return False
+    nodes = [
+        node["NodeID"] for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0
+    ]
+    return nodes == [ray.get_runtime_context().get_node_id()]
 
 
 def on_every_node(fn: Callable, *args, timeout: float = 120) -> list:

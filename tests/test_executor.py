@@ -284,3 +284,14 @@ def test_every_shard_handed_back_is_computed_once_in_every_mode(tmp_path, option
         executor.run(job, job.plan(PlanContext()), store, lambda shard, attempt: ran.append(shard.id))
     expected = {f"s{k:03d}{tail}" for k in range(planned) for tail in ("", "-0", "-1", "-0-0", "-0-1", "-1-0", "-1-1")}
     assert sorted(ran) == sorted(expected)
+
+
+def test_a_cluster_of_the_drivers_own_node_is_not_probed_for_shared_folders(tmp_path, ray_session):
+    """Its one node sees what the driver sees; a probe's task would wait for a worker to start."""
+    from batchenum.pipeline.runner import RaySession, _driver_node_only, check_shared_folders
+
+    RaySession(None, None).connect()
+    assert _driver_node_only()
+    (tmp_path / "out").mkdir()
+    check_shared_folders({"out": str(tmp_path / "out")}, {"/nowhere/input.jsonl": (1, 2)})  # nothing refused
+    assert list((tmp_path / "out").iterdir()) == []  # and no probe written
