@@ -60,6 +60,8 @@ def test_os_exit_in_a_ray_worker_is_a_worker_that_died(tmp_path, ray_session):
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with pytest.raises(ShardFailedError, match=r"shard s2: its worker process died .*os\._exit"):
+    # s2's os._exit may take down a task Ray had already handed to the same worker (seen once in
+    # CI, naming s1), so the first worker death the run meets is reported, whichever shard it was
+    with pytest.raises(ShardFailedError, match=r"shard s\d: its worker process died .*os\._exit"):
         _run(tmp_path, Quitter(how="os_exit"), serial=False, retries=0)
     assert "s2" not in _committed(tmp_path)
