@@ -102,7 +102,8 @@ def test_on_s3_a_lease_read_racing_heartbeats_never_takes_a_cut_lease_for_a_lost
 ):
     """An S3 reader learns an object's size before it reads the bytes: a heartbeat landing between
     the two handed it the new lease cut to the old one's size, and a run's commit check took that
-    for a lost lease (a soak failed so).  Here heartbeats of two lengths race the check."""
+    for a lost lease (a soak failed so).  Here heartbeats of two lengths race the check, ten a
+    second (a run beats every 10 s): back to back, a loaded machine raced all of a check's reads."""
     for name, value in s3_server.items():
         monkeypatch.setenv(name, value)
     uri = f"s3://{new_bucket}/job"
@@ -114,6 +115,7 @@ def test_on_s3_a_lease_read_racing_heartbeats_never_takes_a_cut_lease_for_a_lost
             while not stop.is_set():
                 for beat in (float(int(time.time())), time.time() + 0.0001):  # "1764…0.0", "1764…6.5432…"
                     writer.write_text(lease.path, json.dumps({**lease.record, "heartbeat_at": beat}))
+                    stop.wait(0.1)
 
         beating = threading.Thread(target=heartbeats)
         beating.start()
