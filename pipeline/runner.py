@@ -972,10 +972,14 @@ def _driver_node_only() -> bool:
 
     if ray.util.client.ray.is_connected():
         return False
-    nodes = [
-        node["NodeID"] for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0
-    ]
-    return nodes == [ray.get_runtime_context().get_node_id()]
+    return [node["NodeID"] for node in _cpu_nodes()] == [ray.get_runtime_context().get_node_id()]
+
+
+def _cpu_nodes() -> list[dict]:
+    """The connected Ray's alive nodes that have CPUs (``ray.nodes()`` records), in its order."""
+    import ray
+
+    return [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
 
 
 def on_every_node(fn: Callable, *args, timeout: float = 120) -> list:
@@ -984,7 +988,7 @@ def on_every_node(fn: Callable, *args, timeout: float = 120) -> list:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    nodes = [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0]
+    nodes = _cpu_nodes()
     task = ray.remote(num_cpus=0, max_retries=0)(fn)
     refs = [
         task.options(
