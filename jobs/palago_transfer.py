@@ -500,8 +500,7 @@ class SplitSweep:
             buckets = self.sizes.buckets(len(groups), rows)
             outputs = self._submit(state.c, steps, following, buckets, groups, loading, saving)
             loading = False
-            summaries = self.tasks.get([output[0] for output in outputs])
-            self.cost.add(self.tasks.get([output[1] for output in outputs]))
+            summaries = self._finished(outputs, groups)
             if saving is not None:
                 self._commit(saving)  # every part is written: the index last
                 saving = None
@@ -510,11 +509,12 @@ class SplitSweep:
             state.c += column_end
             rows = sum(sum(piece.bucket_rows) for piece in summaries)
             k = max(1, min(buckets, self.sizes.tasks(rows)))  # a task per bucket at most
-            handles = [[output[2 + b] for output in outputs] for b in range(buckets)]  # bucket b of every task
             if rows == 0 or (column_end and k < 2):
-                return self._gathered(state, handles)
+                return self._gathered(state, [output[2 + b] for b in range(buckets) for output in outputs])
             # task t of the next phase merges buckets b with b * k // buckets == t of every task
-            groups = [[h for b in range(buckets) if b * k // buckets == t for h in handles[b]] for t in range(k)]
+            groups = [
+                [output[2 + b] for b in range(buckets) if b * k // buckets == t for output in outputs] for t in range(k)
+            ]
             steps = following
             if column_end and self.saver.due():
                 saving = self._pending(state, steps, k, rows)
@@ -535,6 +535,19 @@ class SplitSweep:
                 call = (advance_piece, *common, *group)
             outputs.append(self.tasks.submit(costed, *call, returns=buckets + 2, name=name))
         return outputs
+
+    def _finished(self, outputs: list, groups: list[list]) -> list:
+        """The phase's summaries, its tasks waited for in turn; each task's input buckets are let go
+        once it is done (``groups[t]`` emptied), so the object store holds the inputs not yet swept
+        and the outputs so far, about one generation, rather than the phase's inputs and outputs
+        whole together."""
+        summaries = []
+        for t, output in enumerate(outputs):
+            summary, cost = self.tasks.get(output[:2])
+            groups[t] = []
+            summaries.append(summary)
+            self.cost.add([cost])
+        return summaries
 
     def _count(self, state, summaries) -> None:
         """Add the phase's completed creatures and stats to the height's."""
@@ -560,11 +573,12 @@ class SplitSweep:
         self.checkpoint.remove_parts(keep=frozenset(index.names))
         self.saver.saved(saving.started)
 
-    def _gathered(self, state, handles: list[list]):
-        """The split generation (``handles[b]``: bucket b of every piece), small now, merged here."""
+    def _gathered(self, state, buckets: list):
+        """The split generation (``buckets``: bucket 0 of every task, then bucket 1, ...), small now,
+        merged here."""
         from batchenum.solvers.palago.transfer import SweepState, merge_generations
 
-        live = merge_generations(self.tasks.get([h for bucket in handles for h in bucket]), self.sweep[1] + 1)
+        live = merge_generations(self.tasks.get(buckets), self.sweep[1] + 1)
         return SweepState(
             (live.heads, live.pool), live.rows, state.c, state.done_w, state.done_p, state.done_f, state.stats
         )

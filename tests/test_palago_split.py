@@ -4,14 +4,16 @@ the same states; the merge against a slow reference; the pipeline on Ray against
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from batchenum.jobs.palago_transfer import sweep_height
-from batchenum.pipeline.tasks import InProcessTasks
+from batchenum.pipeline.tasks import InProcessTasks, _Done
 from batchenum.solvers.palago.transfer import (
     Generation,
     count_height,
@@ -58,6 +60,41 @@ def test_a_large_generation_runs_as_more_tasks_than_cpus_each_bounded():
     assert tasks.most_in_a_phase >= 8  # 2 CPUs, yet as many tasks as keep each near task_states
     # a hash of a few hundred states' signatures cuts them unevenly; millions, evenly
     assert 100 < tasks.largest <= 4 * 100, tasks.largest
+
+
+class TasksThatWatchTheirInputs(InProcessTasks):
+    """In-process tasks whose handles can be watched (weak references): on each ``get`` of a
+    task's results it notes how many input buckets of tasks already waited for are still alive."""
+
+    class Handle(_Done):
+        __slots__ = ("__weakref__", "task")
+
+    def __init__(self):
+        super().__init__()
+        self.inputs: list[list[weakref.ref]] = []  # task i's input handles
+        self.waited: set[int] = set()
+        self.kept = 0  # input buckets of tasks waited for that were alive at a later get
+
+    def submit(self, fn, *args, returns=1, name=""):
+        handles = [self.Handle(done.value) for done in super().submit(fn, *args, returns=returns, name=name)]
+        handles[0].task = len(self.inputs)
+        self.inputs.append([weakref.ref(arg) for arg in args if isinstance(arg, _Done)])
+        return handles
+
+    def get(self, handles):
+        gc.collect()
+        self.kept += sum(ref() is not None for task in self.waited for ref in self.inputs[task])
+        self.waited |= {handle.task for handle in handles if getattr(handle, "task", None) is not None}
+        return super().get(handles)
+
+
+def test_a_phase_lets_each_tasks_inputs_go_once_it_is_done():
+    """The object store then holds about one generation a phase, not its inputs and outputs whole."""
+    tasks = TasksThatWatchTheirInputs()
+    split = sweep_height(9, 26, tasks=tasks, parts=2, piece_states=8, task_states=100)
+    assert split.tolist() == count_height(9, 26).tolist()
+    assert len(tasks.waited) > 100 and sum(map(len, tasks.inputs)) > 1000  # many tasks, many buckets
+    assert tasks.kept == 0
 
 
 def test_one_part_or_large_pieces_split_nothing():
