@@ -463,10 +463,12 @@ def _cluster_end(n, cpus, cpus_per_node, nodes, pieces, work, i, task_bytes, sto
     states = work["largest_states"][i]
     tasks = tasks_for(int(states), cpus, PIECE_STATES, TASK_STATES)
     # a node runs a task a CPU, each holding its share at about 1 kB a state beside its worker; the
-    # object store holds the phase's input and output buckets of the height, spread over the nodes
+    # object store holds the phase's input buckets not yet swept and its output buckets so far (a
+    # task's inputs go once it is done), spread over the nodes: one generation, and the inputs and
+    # outputs of the tasks running at once on top (all of both when every task runs at once)
     running = min(cpus_per_node, cpus, -(-tasks // nodes))
     tasks_gib = running * (states / tasks * task_bytes + WORKER_BYTES) / GIB
-    store_gib = 2 * states * stored_bytes / nodes / GIB
+    store_gib = (1 + min(1, cpus / tasks)) * states * stored_bytes / nodes / GIB
     # the costliest height's phases run one after another: its work over the tasks of a phase,
     # the largest task skew times the mean, plus each phase's task and bucket cost
     height = work["costliest"]
