@@ -44,6 +44,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -82,6 +83,10 @@ _STORE_BYTES_ENV, _SPILL_DIR_ENV = "BATCHENUM_RAY_OBJECT_STORE", "BATCHENUM_RAY_
 # height's tasks a quarter of their CPU in the kernel.  Ray's processes inherit both; a value
 # already set wins.
 _MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+# What `ray start` says when its raylet has not registered with the GCS within Ray's fixed 30 s:
+# seen on a loaded machine (2026-12-07), where a second start goes through.
+_STARTUP_TIMED_OUT = "timed out during startup"
+_STARTS = 2  # ray start is tried this many times at most, again only after that timeout
 _SWEPT: set[str] = set()
 
 
@@ -105,10 +110,14 @@ class LocalRay:
         self._log: IO[bytes] | None = None  # ray start's output, read back for error messages
         self._failure: str | None = None
         self._spill: tuple[str, int] | None = None  # a spill folder outside the private one, and its lock
+        self._starts = 0
+        self._starting = threading.Lock()  # held by address(), which may start it again
+        self.retried: str | None = None  # why ray start was started again, if it was
 
     def start(self) -> None:
         """Spawn the watchdog and ``ray start``.  A failure here (no temporary folder, say) is raised
         by ``address()``, like one of ``ray start`` itself."""
+        self._starts += 1
         try:
             _check_socket_room(_temp_root())
             self._folder, self._lock = private_folder(_temp_root())
@@ -163,15 +172,24 @@ class LocalRay:
 
     def address(self) -> str | None:
         """The head's address once it is up, None while it starts; raises LocalRayError if
-        ``ray start`` has exited."""
-        if self._failure is not None or self._process is None or self._folder is None:
-            raise LocalRayError(self._failure or "the local Ray was not started")
-        up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
-        if self._process.poll() is not None:
-            raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {self._failure_said()}")
-        if up:
-            os.chmod(os.path.join(self._folder, _RAY_DIR), 0o700)  # Ray made it 0777
-        return self._address if up else None
+        ``ray start`` has exited (after starting it once more if it timed out waiting for its own
+        raylet, as it may on a loaded machine)."""
+        with self._starting:  # another thread asking while it starts again finds it starting
+            if self._failure is not None or self._process is None or self._folder is None:
+                raise LocalRayError(self._failure or "the local Ray was not started")
+            up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
+            if self._process.poll() is not None:
+                again = self._starts < _STARTS and _STARTUP_TIMED_OUT.encode() in self._output()
+                said = self._failure_said(keep=not again)
+                if not again:
+                    raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {said}")
+                self.retried = said
+                self.stop()
+                self.start()
+                return None
+            if up:
+                os.chmod(os.path.join(self._folder, _RAY_DIR), 0o700)  # Ray made it 0777
+            return self._address if up else None
 
     def wait(self, timeout: float) -> str:
         """The head's address, once it is up; LocalRayError if it exits or takes over ``timeout`` s."""
@@ -208,18 +226,25 @@ class LocalRay:
             os.close(self._spill[1])
             self._spill = None
 
-    def _failure_said(self) -> str:
-        """One line: the reason ``ray start`` gave (its last error line, without colour codes),
-        and where its whole output is kept (a copy: the private folder is removed with Ray)."""
+    def _output(self) -> bytes:
+        """What ``ray start`` has written so far."""
         if self._log is None:  # stopped, or the log could not be opened
-            return "(no output)"
+            return b""
         self._log.flush()
         self._log.seek(0)
-        output = self._log.read()
+        return self._log.read()
+
+    def _failure_said(self, keep: bool = True) -> str:
+        """One line: the reason ``ray start`` gave (its last error line, without colour codes),
+        and, with ``keep``, where its whole output is kept (a copy: the private folder is removed
+        with Ray)."""
+        if self._log is None:  # stopped, or the log could not be opened
+            return "(no output)"
+        output = self._output()
         lines = [_ANSI.sub("", line).strip() for line in output.decode(errors="replace").splitlines()]
         lines = [line for line in lines if line]
         reason = next((line for line in reversed(lines) if _ERROR_LINE.search(line)), lines[-1] if lines else "")
-        kept = _keep_log(output)
+        kept = _keep_log(output) if keep else None
         return (reason or "(no output)") + (f" (its output: {kept})" if kept else "")
 
 

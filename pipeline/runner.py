@@ -223,10 +223,7 @@ class Executor:
 
         try:  # one try: Ctrl-C while Ray is still starting must stop what has started
             if self._ray_worth_starting(queue, here, len(threads)) and self._local_ray_wanted(queue, here):
-                self.ray.connect()
-                self.say(
-                    f"computing on a local Ray with {self.ray.local_cpus} CPUs (and here until its workers deliver)"
-                )
+                self.say(f"computing on {self.ray.connect()} (and here until its workers deliver)")
                 self.ray.run_shards(here.job, queue.front(until=here.failed), here.store, on_ray_done, here.verify)
             here.join(threads)
         finally:
@@ -487,7 +484,9 @@ class RaySession:
     def _connect_private(self) -> str:
         self.start_local()
         _PRIVATE_RAY.connect()
-        return f"a local Ray with {self.local_cpus} CPUs"
+        retried = self._local.retried if self._local is not None else None
+        again = f" (started again: the first start said {retried})" if retried else ""
+        return f"a local Ray with {self.local_cpus} CPUs{again}"
 
     def _connect_cluster(self) -> str:
         import ray

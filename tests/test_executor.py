@@ -117,7 +117,7 @@ def test_the_head_start_hands_the_front_of_the_plan_to_ray_once_it_is_up(tmp_pat
     on_ray = sorted(shard for shard, node in ran.items() if node == FAKE_NODE)
     assert on_ray == [f"s{k:03d}" for k in range(7)]  # the front, until none was left
     assert sorted(set(ran) - set(on_ray)) == ["s007", "s008", "s009"]  # the end: two, and the one held
-    assert "computing on a local Ray with 1 CPUs (and here until its workers deliver)" in said
+    assert "computing on a fake Ray (and here until its workers deliver)" in said  # what connect() says of it
     assert fake.released and fake.closed
 
 

@@ -85,6 +85,67 @@ def test_a_run_finished_before_ray_is_up_never_connects(tmp_path, ray_tmpdir):
     assert time.monotonic() - started < 60  # generous: it must not wait for Ray's start (seconds)
 
 
+# What `ray start` says when its raylet has not registered within Ray's fixed 30 s (seen under load)
+TIMED_OUT = (
+    "Exception: The current node timed out during startup. This could happen because some of the "
+    "raylet failed to startup or the GCS has become overloaded."
+)
+
+
+def ray_start_that_times_out(hook: Path, times: int) -> dict[str, str]:
+    """An environment in which the first ``times`` runs of ``ray start --head`` fail as Ray's own
+    timeout does (a sitecustomize on PYTHONPATH; the watchdog runs isolated, so only ray start
+    and Ray's own Python processes read it, and only ray start has --head)."""
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        f"count = {str(hook / 'starts')!r}\n"
+        "if '--head' in sys.argv:\n"
+        "    starts = len(open(count).read()) if os.path.exists(count) else 0\n"
+        "    open(count, 'a').write('x')\n"
+        f"    if starts < {times}:\n"
+        f"        sys.stderr.write({TIMED_OUT!r} + '\\n')\n"
+        "        sys.stderr.flush()\n"
+        "        os._exit(1)\n"
+    )
+    return {"PYTHONPATH": str(hook)}
+
+
+def test_a_ray_start_that_timed_out_is_started_once_more(tmp_path, ray_tmpdir):
+    env = ray_start_that_times_out(tmp_path / "hook", times=1)
+    done = subprocess.run(
+        toy_command(tmp_path / "out", 120, 0.4, 1),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAY_TMPDIR": ray_tmpdir, **env},
+    )
+    assert_exit(done, 0)
+    said = f"computing on a local Ray with 1 CPUs (started again: the first start said {TIMED_OUT})"
+    assert said in done.stderr, done.stderr
+    assert (tmp_path / "hook" / "starts").read_text().startswith("xx")  # (Ray starts more with --head)
+    assert os.listdir(ray_tmpdir) == [] and processes_naming(ray_tmpdir) == []  # the first one's folder too
+
+
+def test_a_ray_start_that_times_out_twice_says_so(tmp_path, monkeypatch):
+    root = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", root)
+    for name, value in ray_start_that_times_out(tmp_path / "hook", times=2).items():
+        monkeypatch.setenv(name, value)
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        with pytest.raises(LocalRayError) as raised:
+            ray.wait(120)
+    finally:
+        ray.stop()
+    assert str(raised.value).startswith(f"`ray start` exited with status 1: {TIMED_OUT} (its output: ")
+    assert ray.retried == TIMED_OUT and (tmp_path / "hook" / "starts").read_text() == "xx"
+    kept = re.search(r"\(its output: (\S+)\)$", str(raised.value))
+    os.remove(kept[1])
+    os.rmdir(root)
+
+
 def test_a_killed_driver_leaves_no_ray_process(tmp_path, ray_tmpdir):
     driver = subprocess.Popen(
         toy_command(tmp_path, 100, 1.0, 1),
