@@ -111,6 +111,19 @@ def ray_start_that_times_out(hook: Path, times: int) -> dict[str, str]:
     return {"PYTHONPATH": str(hook)}
 
 
+def failure_to_start(timeout: float) -> tuple[str, LocalRay]:
+    """The LocalRayError's message of a private Ray of 1 CPU that does not start, and the LocalRay
+    (stopped)."""
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        with pytest.raises(LocalRayError) as raised:
+            ray.wait(timeout)
+    finally:
+        ray.stop()
+    return str(raised.value), ray
+
+
 def test_a_ray_start_that_timed_out_is_started_once_more(tmp_path, ray_tmpdir):
     env = ray_start_that_times_out(tmp_path / "hook", times=1)
     done = subprocess.run(
@@ -132,16 +145,10 @@ def test_a_ray_start_that_times_out_twice_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_TMPDIR", root)
     for name, value in ray_start_that_times_out(tmp_path / "hook", times=2).items():
         monkeypatch.setenv(name, value)
-    ray = LocalRay(1)
-    ray.start()
-    try:
-        with pytest.raises(LocalRayError) as raised:
-            ray.wait(120)
-    finally:
-        ray.stop()
-    assert str(raised.value).startswith(f"`ray start` exited with status 1: {TIMED_OUT} (its output: ")
+    message, ray = failure_to_start(120)
+    assert message.startswith(f"`ray start` exited with status 1: {TIMED_OUT} (its output: ")
     assert ray.retried == TIMED_OUT and (tmp_path / "hook" / "starts").read_text() == "xx"
-    kept = re.search(r"\(its output: (\S+)\)$", str(raised.value))
+    kept = re.search(r"\(its output: (\S+)\)$", message)
     os.remove(kept[1])
     os.rmdir(root)
 
@@ -362,14 +369,7 @@ def test_a_ray_that_cannot_start_says_why_in_one_line_with_its_logs_path(tmp_pat
     root = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     monkeypatch.setenv("RAY_TMPDIR", root)
     monkeypatch.setenv("PYTHONPATH", str(hook))
-    ray = LocalRay(1)
-    ray.start()
-    try:
-        with pytest.raises(LocalRayError) as raised:
-            ray.wait(60)
-    finally:
-        ray.stop()
-    message = str(raised.value)
+    message, _ = failure_to_start(60)
     kept = re.search(r"\(its output: (\S+)\)$", message)
     assert message.startswith("`ray start` exited with status 1: RuntimeError: the raylet could not bind (its output: ")
     assert "\n" not in message and "\x1b" not in message and kept
