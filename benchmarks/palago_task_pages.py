@@ -17,7 +17,8 @@ The two settings:
 - ``reuse``: malloc never maps and never trims (``MALLOC_MMAP_MAX_=0``,
   ``MALLOC_TRIM_THRESHOLD_`` past any heap), so a task reuses the memory the last one freed.
 
-Both with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, as the private Ray starts its processes.
+Both with the private Ray's ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``; other ``MALLOC_`` variables
+of the environment are dropped.
 Figures only; nothing is asserted.  The machine is shared: quote ratios of one run.
 """
 
@@ -29,11 +30,17 @@ import os
 import subprocess
 import sys
 
+from batchenum.pipeline.local_ray import _MALLOC_ENV  # the private Ray's own settings: "release"
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETTINGS = {
-    "release": {"MALLOC_MMAP_THRESHOLD_": "1048576"},
-    "reuse": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)},
+    "release": _MALLOC_ENV,
+    "reuse": {
+        "GLIBC_TUNABLES": _MALLOC_ENV["GLIBC_TUNABLES"],
+        "MALLOC_MMAP_MAX_": "0",
+        "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+    },
 }
 
 _TASKS = """
@@ -66,10 +73,8 @@ print(json.dumps({
 
 
 def run(setting: str, args) -> dict:
-    env = {**os.environ, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", **SETTINGS[setting]}
-    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_"):
-        if name not in SETTINGS[setting]:
-            env.pop(name, None)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MALLOC_")}
+    env.update(SETTINGS[setting])
     argv = [str(a) for a in (args.height, args.n, args.columns, args.pieces, args.reps)]
     done = subprocess.run(
         [sys.executable, "-c", _TASKS, *argv], env=env, cwd=HERE, capture_output=True, text=True, check=True
