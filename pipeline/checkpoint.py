@@ -27,7 +27,7 @@ from typing import IO, Any
 from batchenum.pipeline.job import Shard
 from batchenum.pipeline.storage import TMP_MARK, Storage
 
-__all__ = ["CHECKPOINTS", "Checkpoint", "saved_checkpoints"]
+__all__ = ["CHECKPOINTS", "Checkpoint", "SaveWatch", "saved_checkpoints"]
 
 CHECKPOINTS = "_checkpoints"
 PART = ".part"
@@ -67,8 +67,7 @@ class Checkpoint:
                 handle.write(json.dumps(header, sort_keys=True).encode() + b"\n")
                 handle.write(data)
 
-        self.storage.write_atomic(self.path, write)
-        LOGGER.info(f"{self.storage.uri(self.path)}: saved at {progress or '?'}, {len(data):,} bytes")
+        self.storage.write_atomic(self.path, write)  # the run says it, wherever it was saved (SaveWatch)
 
     def save_part(self, name: str, write: Callable[[IO[bytes]], object], progress: str = "") -> None:
         """Commit one part of a save (``write`` writes its data to an open binary file), from any
@@ -119,19 +118,57 @@ class Checkpoint:
 def saved_checkpoints(folder: Storage) -> list[dict[str, Any]]:
     """Every checkpoint under a job folder: shard id, saved_at, progress and bytes (first lines only)."""
     found = []
-    for path in folder.list_files(folder.join(CHECKPOINTS)):
-        if TMP_MARK in path or not path.endswith(".ckpt"):
-            continue
-        size, _ = folder.stat(path)
-        header, _ = _split(folder.read_bytes(path, 0, min(size, 65536)))
-        name = path.replace("\\", "/").rsplit("/", 1)[-1][: -len(".ckpt")]
+    for path in _checkpoint_files(folder):
+        header = _header(folder, path, folder.stat(path)[0])
         found.append(
             {
-                "shard": name,
+                "shard": _shard_of(path),
                 **({k: header.get(k) for k in ("saved_at", "progress", "bytes")} if header else {"damaged": True}),
             }
         )
     return found
+
+
+class SaveWatch:
+    """The saves a run's shards make, wherever they run (the driver, a Ray worker, another node):
+    ``new_saves`` gives each save made since ``since`` (a ``time.time()``) once, reading the first
+    line of only those files whose size or time changed since the last look."""
+
+    def __init__(self, folder: Storage, since: float):
+        self.folder = folder
+        self.since = since
+        self._seen: dict[str, tuple[int, int]] = {}
+
+    def new_saves(self) -> list[dict[str, Any]]:
+        """[{"shard", "saved_at", "progress"}] for the saves not given before, by shard id."""
+        found = []
+        for path in _checkpoint_files(self.folder):
+            try:
+                stat = self.folder.stat(path)
+                if self._seen.get(path) == stat:
+                    continue
+                header = _header(self.folder, path, stat[0])
+            except FileNotFoundError:  # its shard committed and removed it since the listing
+                continue
+            self._seen[path] = stat
+            saved_at = float(header.get("saved_at") or 0) if header else 0.0
+            if header and saved_at >= self.since:
+                found.append({"shard": _shard_of(path), "saved_at": saved_at, "progress": header.get("progress")})
+        return found
+
+
+def _checkpoint_files(folder: Storage) -> list[str]:
+    return sorted(
+        path for path in folder.list_files(folder.join(CHECKPOINTS)) if TMP_MARK not in path and path.endswith(".ckpt")
+    )
+
+
+def _header(folder: Storage, path: str, size: int) -> dict | None:
+    return _split(folder.read_bytes(path, 0, min(size, 65536)))[0]
+
+
+def _shard_of(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1][: -len(".ckpt")]
 
 
 def _split(raw: bytes) -> tuple[dict | None, bytes]:

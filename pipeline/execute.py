@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt, recorded_children
+from batchenum.pipeline.checkpoint import SaveWatch
 from batchenum.pipeline.codeversion import code_version
 from batchenum.pipeline.contract import check_plan, checked_params
 from batchenum.pipeline.job import Job, Shard, StreamedTable
@@ -439,6 +440,7 @@ def _compute(
                 changed.append(shard.id)
             progress.shard_done(attempt.records)
 
+    progress.watch_saves(SaveWatch(store.storage, time.time()).new_saves)
     progress.start_shards(total, reused)
     try:
         executor.run(job, pending, store, on_done, verify, release=False)  # the merge may want Ray

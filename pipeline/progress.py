@@ -20,6 +20,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # tqdm itself is imported when the first bar is drawn
+    from collections.abc import Callable
+
     from tqdm import tqdm
 
 __all__ = ["Progress", "LOGGER"]
@@ -37,6 +39,10 @@ COMPILE_SETTLE = 5.0
 # often as the wait grows (a tenth of it), at most this far apart: an hour-long shard's log shows the
 # run is alive without 720 identical lines an hour.
 LONGEST_GAP = 60.0
+# While shards run, the job folder's checkpoints are looked at this often, and each new save is said
+# in a line: a save made in a Ray worker or on another node is otherwise said nowhere the person
+# watching sees, and an hour-long height's log showed only that the run was alive.
+SAVES_EVERY = 15.0
 
 
 # An estimate of the time left is given once this many shards were computed in this run: it is
@@ -130,6 +136,9 @@ class Progress:
         self._phase: float | None = None  # when the first compile of the phase not reported yet started
         self._compile_ended = 0.0  # when the last compile ended
         self._ticker: threading.Event | None = None
+        self._new_saves: Callable[[], list[dict]] | None = None
+        self._saves_looked = 0.0  # when the job folder's checkpoints were last looked at
+        self._look_failed = False
         self._said_started = _say_started_unless_said(self)
         _CompileWatch.follow(self)
 
@@ -140,6 +149,11 @@ class Progress:
         with self._lock:
             self._report_compiled()
             self._line(f"{self.label}: {message} [{_duration(time.monotonic() - self.started)}]")
+
+    def watch_saves(self, new_saves: Callable[[], list[dict]]) -> None:
+        """While shards run, say each checkpoint save ``new_saves`` gives (``{"shard", "progress"}``,
+        pipeline.checkpoint.SaveWatch), looking every SAVES_EVERY seconds."""
+        self._new_saves = new_saves
 
     def start_shards(self, total: int, reused: int) -> None:
         with self._lock:
@@ -229,6 +243,22 @@ class Progress:
                 self._bar.refresh()
             elif self._running and not self.interactive and self._heartbeat_due():
                 self._line(self._shard_line())
+
+    def _say_saves(self) -> None:
+        """The ticker's look at the checkpoints, outside the lock: a look may wait on its storage."""
+        now = time.monotonic()
+        if self._new_saves is None or not self._running or now - self._saves_looked < SAVES_EVERY:
+            return
+        self._saves_looked = now
+        try:
+            saves = self._new_saves()
+        except Exception as error:  # a look that fails costs its line once, never the run
+            if not self._look_failed:
+                self._look_failed = True
+                self.stage(f"could not look at the shards' checkpoints ({type(error).__name__}: {error}); trying again")
+            return
+        for save in saves:
+            self.stage(f"{save['shard']} saved at {save.get('progress') or '?'}")
 
     def _due(self) -> bool:
         """Off a terminal: whether ``log_every`` seconds passed since the last line."""
@@ -392,6 +422,7 @@ def _start_ticker(progress: Progress) -> threading.Event:
             if alive is None:
                 return
             alive._tick()
+            alive._say_saves()
             del alive
 
     threading.Thread(target=tick, name="batchenum-progress", daemon=True).start()

@@ -92,6 +92,80 @@ def test_an_estimate_comes_from_three_shards_and_leaves_the_first_ones_start_up_
     assert left and float(left[1]) < 1.5, lines  # 3 more at 0.2 s each, not 3 more at (2.2 s / 3) each
 
 
+class SavingToyJob(ToyJob):
+    """Each shard saves its checkpoint twice, a moment apart, before it returns."""
+
+    def run_shard(self, shard, context=None):
+        for step in (1, 2):
+            context.checkpoint.save(b"state", f"step {step} of {shard.id}")
+            time.sleep(0.6)
+        return super().run_shard(shard, context)
+
+
+def test_saves_made_in_ray_workers_are_each_said_once_by_the_run(tmp_path, monkeypatch, ray_session):
+    # An hour-long height saved in a Ray worker said nothing in the run's log but "still running";
+    # the run now looks at the job folder's checkpoints and says each save once.
+    from batchenum.pipeline import progress as module
+
+    monkeypatch.setattr(module, "SAVES_EVERY", 0.1)
+    monkeypatch.setattr(module, "TICK", 0.05)
+    stream = TimedLines()
+    options = RunOptions(out=str(tmp_path), serial=False, head_start=False, window=2)
+    run_job(SavingToyJob(shards=3), options, Progress("toy", stream=stream))
+    said = [re.search(r"toy: (s\d+) saved at step (\d) of (s\d+) \[", line) for _, line in stream.lines]
+    said = [found.groups() for found in said if found]
+    assert len(said) == len(set(said)), said  # each save once
+    assert {shard for shard, _, _ in said} == {"s000", "s001", "s002"} and all(s == t for s, _, t in said), said
+    assert not list((tmp_path / "toy" / "_checkpoints").glob("*.ckpt"))  # each removed at its commit
+
+
+def test_a_save_watch_gives_this_runs_saves_once_each_and_skips_removed_files(tmp_path):
+    from batchenum.pipeline.checkpoint import Checkpoint, SaveWatch
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    folder = Storage.at(str(tmp_path))
+    watch = SaveWatch(folder, since=0.0)
+    assert watch.new_saves() == []  # no checkpoint folder yet
+    old, new = (Checkpoint(folder, Shard(name), {"code": "1"}) for name in ("h001", "h002"))
+    old.save(b"state", "column 1")
+    watch = SaveWatch(folder, since=time.time() + 0.01)  # a save before the run is not the run's
+    time.sleep(0.02)
+    new.save(b"state", "column 2")
+    assert [(s["shard"], s["progress"]) for s in watch.new_saves()] == [("h002", "column 2")]
+    assert watch.new_saves() == []  # said once
+    new.save(b"states", "column 3")
+    assert [(s["shard"], s["progress"]) for s in watch.new_saves()] == [("h002", "column 3")]
+    new.clear()
+    old.clear()
+    assert watch.new_saves() == []
+
+
+def test_a_look_at_the_saves_that_fails_is_said_once_and_the_run_goes_on(monkeypatch):
+    from batchenum.pipeline import progress as module
+
+    monkeypatch.setattr(module, "SAVES_EVERY", 0.0)
+    stream = TimedLines()
+    progress = Progress("look", stream=stream)
+    looks = iter([OSError("the bucket is unreachable"), OSError("still"), [{"shard": "h003", "progress": "column 4"}]])
+
+    def new_saves():
+        look = next(looks)
+        if isinstance(look, Exception):
+            raise look
+        return look
+
+    progress.watch_saves(new_saves)
+    progress.start_shards(total=1, reused=0)
+    for _ in range(3):
+        progress._say_saves()
+    progress.finish_shards()
+    lines = [line for _, line in stream.lines]
+    failed = [line for line in lines if "could not look at the shards' checkpoints" in line]
+    assert len(failed) == 1 and "OSError: the bucket is unreachable" in failed[0], lines
+    assert any(line.startswith("look: h003 saved at column 4 [") for line in lines), lines
+
+
 @pytest.mark.parametrize(
     "ray, kernels, says",
     [
