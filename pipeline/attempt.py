@@ -39,6 +39,7 @@ class Attempt:
     input_changed: the committed shard was checked and its input had changed: it was computed again.
     retried:       how many of the committed shard's records were computed again (``ShardResult.retry``).
     records:       the input records it read (its ``records`` stat), for progress; None when it read none.
+    seconds:       how long it computed (its ``seconds`` stat), for progress; None when reused.
     children:      the shards it handed back (``ShardResult.children``), for the run to compute.
     """
 
@@ -47,6 +48,7 @@ class Attempt:
     input_changed: bool = False
     retried: int = 0
     records: int | None = None
+    seconds: float | None = None
     children: tuple[Shard, ...] = ()
 
 
@@ -90,11 +92,8 @@ def run_attempt(
             f"shard {shard.id}: run_shard returned {type(result).__name__}, not a ShardResult: "
             "return ShardResult({table: {column: values}})"
         )
-    store.write_shard(
-        shard,
-        completed_tables(job, shard, result.tables),
-        _recorded_stats(job, shard, result, fingerprint, node, started),
-    )
+    stats = _recorded_stats(job, shard, result, fingerprint, node, started)
+    store.write_shard(shard, completed_tables(job, shard, result.tables), stats)
     if context.used_checkpoint is not None:
         context.used_checkpoint.clear()  # the committed shard supersedes it
     return Attempt(
@@ -102,6 +101,7 @@ def run_attempt(
         input_changed=verify and not retry,
         retried=len(retry),
         records=result.stats.get("records"),
+        seconds=stats["seconds"],
         children=tuple(result.children),
     )
 

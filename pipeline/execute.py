@@ -438,7 +438,7 @@ def _compute(
                 still_current[0] += 1
             elif attempt.input_changed:
                 changed.append(shard.id)
-            progress.shard_done(attempt.records)
+            progress.shard_done(attempt.records, attempt.seconds)
 
     progress.watch_saves(SaveWatch(store.storage, time.time()).new_saves)
     progress.start_shards(total, reused)

@@ -49,6 +49,11 @@ SAVES_EVERY = 15.0
 # made from those finished after the first (whose time holds Ray's start and the compiles), and one
 # or two shards said little (a 94 s run once read "~16m12s left (from 2 shards)").
 ESTIMATE_SHARDS = 3
+# The longest computed shard over the median past which the estimate comes with the range the
+# shards took: the n = 60 count's log read "14/177 shards, 1h54m elapsed, ~23h49m left" while its
+# heights took 0 s to 52 minutes each, and the rest took a fifth of that.
+UNEVEN = 10
+UNEVEN_FROM_SECONDS = 60.0  # shards shorter than this are never called uneven
 # The bar at a terminal: tqdm's estimate of the time left is shown from ESTIMATE_SHARDS shards on.
 _BAR = "{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}, {rate_fmt}{postfix}]"
 _BAR_WITH_ESTIMATE = "{desc}: {n_fmt}/{total_fmt} shards |{bar}| [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
@@ -63,6 +68,15 @@ def _waiting_hint(elapsed: float, ray: bool = True, kernels: bool = True) -> str
         [f"kernels compiling{' in the workers' if ray else ''}"] if kernels else []
     )
     return "no shard done yet: " + (" or ".join(causes) if causes else "the first shards are long")
+
+
+def uneven(seconds: list[float]) -> tuple[float, float] | None:
+    """(shortest, longest) of the shards' durations when they differ too much for a rate of shards
+    to say how long the rest take, else None."""
+    took = sorted(seconds)
+    if len(took) < ESTIMATE_SHARDS or took[-1] < UNEVEN_FROM_SECONDS or took[-1] < UNEVEN * took[len(took) // 2]:
+        return None
+    return took[0], took[-1]
 
 
 def _heartbeat_gap(log_every: float, waited: float) -> float:
@@ -128,6 +142,7 @@ class Progress:
         self._done = 0
         self._reused = 0
         self._records = 0
+        self._seconds: list[float] = []  # how long each shard computed in this run took
         self._shards_started = self.started
         self._last_line = 0.0
         self._last_change = self.started  # when a shard last finished (or the shards started)
@@ -163,6 +178,7 @@ class Progress:
                 self._clock = None
             self._running = True
             self._total, self._done, self._reused, self._records = total, reused, reused, 0
+            self._seconds = []
             self._first_done = None
             self._shards_started = self._last_line = self._last_change = time.monotonic()
             if self.interactive and not self.quiet:
@@ -191,11 +207,14 @@ class Progress:
                 self._bar.total = self._total
                 self._bar.refresh()
 
-    def shard_done(self, records: int | None = None) -> None:
-        """One more shard done; ``records``: how many input records it read, when it reads any."""
+    def shard_done(self, records: int | None = None, seconds: float | None = None) -> None:
+        """One more shard done; ``records``: how many input records it read, when it reads any;
+        ``seconds``: how long it computed, when it was not reused."""
         with self._lock:
             self._done += 1
             self._records += records or 0
+            if seconds is not None:
+                self._seconds.append(seconds)
             self._last_change = time.monotonic()
             self._report_compiled()  # a shard computed: its kernels are compiled
             if self._first_done is None:
@@ -203,7 +222,7 @@ class Progress:
             if self._bar is not None:
                 if self._done - self._reused == ESTIMATE_SHARDS:  # tqdm's estimate now means something
                     self._bar.bar_format = _BAR_WITH_ESTIMATE
-                self._bar.set_postfix_str(self._records_text(), refresh=False)
+                self._bar.set_postfix_str(self._bar_postfix(), refresh=False)
                 self._bar.update(1)
             elif self._done == self._total or self._due():
                 self._line(self._shard_line())
@@ -276,12 +295,21 @@ class Progress:
         remaining = self._total - self._done
         if computed >= ESTIMATE_SHARDS and remaining and self._first_done is not None:
             since_first = time.monotonic() - self._first_done
-            line += f", ~{_duration(since_first / (computed - 1) * remaining)} left"
+            line += f", ~{_duration(since_first / (computed - 1) * remaining)} left{self._uneven_note()}"
         if self._records and elapsed > 0:
             line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
         elif not computed and remaining and elapsed > FIRST_SHARD_HINT:
             line += f" ({_waiting_hint(elapsed, self.ray, self.kernels)})"
         return line
+
+    def _uneven_note(self) -> str:
+        took = uneven(self._seconds)
+        return f" (but shards took {_duration(took[0])} to {_duration(took[1])} each)" if took else ""
+
+    def _bar_postfix(self) -> str:
+        took = uneven(self._seconds)
+        note = f"shards took {_duration(took[0])} to {_duration(took[1])} each" if took else ""
+        return ", ".join(text for text in (self._records_text(), note) if text)
 
     def _records_text(self) -> str:
         elapsed = time.monotonic() - self._shards_started

@@ -19,6 +19,7 @@ from batchenum.pipeline.attempt import CHILDREN
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
+from batchenum.pipeline.progress import UNEVEN_FROM_SECONDS, uneven
 from batchenum.pipeline.shard_store import (
     PLAN_FILE,
     SHARDS_DIR,
@@ -692,18 +693,16 @@ def _spread_note(status: JobStatus) -> str:
     transfer-matrix height, say, costs a thousand times the one five below it), or are one or two
     long ones: their rate then says little about the rest."""
     computed = sorted(seconds for seconds in status.seconds if seconds >= 0)
-    if not computed or computed[-1] < 60:
+    if not computed or computed[-1] < UNEVEN_FROM_SECONDS:
         return ""
     if len(computed) < 3:
         took = " and ".join(_ago(seconds) for seconds in computed)
         shards = "1 shard" if len(computed) == 1 else f"{len(computed)} shards"
         return f"; but it rests on {shards} only ({took}){_SO_UNSURE}"
-    if computed[-1] < _UNEVEN * computed[len(computed) // 2]:
-        return ""
-    return f"; but its shards took {_ago(computed[0])} to {_ago(computed[-1])} each{_SO_UNSURE}"
+    spread = uneven(computed)
+    return f"; but its shards took {_ago(spread[0])} to {_ago(spread[1])} each{_SO_UNSURE}" if spread else ""
 
 
-_UNEVEN = 10  # the longest committed shard over the median: past this the estimate gets a warning
 _SO_UNSURE = ", so the shards left may take much longer or shorter"
 
 

@@ -167,6 +167,25 @@ def test_a_look_at_the_saves_that_fails_is_said_once_and_the_run_goes_on(monkeyp
 
 
 @pytest.mark.parametrize(
+    "seconds, note",
+    [
+        ((0.5, 0.5, 3000.0), " (but shards took 0.5s to 50m00s each)"),  # a long height among short ones
+        ((70.0, 80.0, 700.0), ""),  # under ten times the median
+        ((0.5, 0.5, 50.0), ""),  # all short: an estimate of seconds needs no warning
+    ],
+)
+def test_an_estimate_from_uneven_shards_says_how_long_they_took(seconds, note):
+    stream = TimedLines()
+    progress = Progress("uneven", stream=stream, log_every=0.0)
+    progress.start_shards(total=6, reused=0)
+    for took in seconds:
+        progress.shard_done(seconds=took)
+    progress.finish_shards()
+    line = next(line for _, line in stream.lines if line.startswith("uneven: 3/6 shards"))
+    assert re.search(r" left" + re.escape(note) + "$", line), line
+
+
+@pytest.mark.parametrize(
     "ray, kernels, says",
     [
         (True, True, "no shard done yet: Ray starting or kernels compiling in the workers)"),
