@@ -132,10 +132,14 @@ def saved_checkpoints(folder: Storage) -> list[dict[str, Any]]:
 class SaveWatch:
     """The saves a run's shards make, wherever they run (the driver, a Ray worker, another node):
     ``new_saves`` gives each save made since ``since`` (a ``time.time()``) once, reading the first
-    line of only those files whose size or time changed since the last look."""
+    line of only those files whose size or time changed since the last look.  A look retries a
+    failing store for LOOK_TIMEOUT seconds at most, not the run's storage timeout: the next look
+    comes soon, and the thread that looks also writes the run's progress lines."""
+
+    LOOK_TIMEOUT = 5.0
 
     def __init__(self, folder: Storage, since: float):
-        self.folder = folder
+        self.folder = folder.copy(timeout=min(folder.timeout, self.LOOK_TIMEOUT))
         self.since = since
         self._seen: dict[str, tuple[int, int]] = {}
 

@@ -229,3 +229,23 @@ def test_s3_jsonl_is_planned_by_counting_tasks(s3_server, new_bucket, ray_sessio
     slices = [load_slice(spec).data for spec in by_tasks]
     assert b"".join(slices) == data + b'{"id": "tail"}'
     assert [len(part.splitlines()) for part in slices] == [300] * 6 + [201]
+
+
+def test_a_run_sees_the_saves_a_shard_commits_on_s3_once_each(s3_server, new_bucket, monkeypatch):
+    import time
+
+    from batchenum.pipeline.checkpoint import Checkpoint, SaveWatch
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    for name, value in s3_server.items():
+        monkeypatch.setenv(name, value)
+    folder = Storage.at(f"s3://{new_bucket}/run/palago")
+    watch = SaveWatch(folder, since=time.time() - 1)
+    assert watch.new_saves() == []  # no _checkpoints prefix yet: nothing, no error
+    checkpoint = Checkpoint(folder, Shard("h012"), {"code": "1"})
+    checkpoint.save(b"state", "column 4")
+    assert [(s["shard"], s["progress"]) for s in watch.new_saves()] == [("h012", "column 4")]
+    assert watch.new_saves() == []
+    checkpoint.save(b"a larger state", "column 5")
+    assert [s["progress"] for s in watch.new_saves()] == ["column 5"]
