@@ -50,8 +50,8 @@ SAVES_EVERY = 15.0
 # or two shards said little (a 94 s run once read "~16m12s left (from 2 shards)").
 ESTIMATE_SHARDS = 3
 # The longest computed shard over the median past which the estimate comes with the range the
-# shards took: the n = 60 count's log read "14/177 shards, 1h54m elapsed, ~23h49m left" while its
-# heights took 0 s to 52 minutes each, and the rest took a fifth of that.
+# shards took: the n = 60 count's log read "14/177 shards, 1h54m elapsed, ~23h49m left", a rate
+# of shards, while its heights had taken 0 s to 52 minutes each.
 UNEVEN = 10
 UNEVEN_FROM_SECONDS = 60.0  # shards shorter than this are never called uneven
 # The bar at a terminal: tqdm's estimate of the time left is shown from ESTIMATE_SHARDS shards on.
