@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from batchenum.pipeline.batch import BatchInputJob, rejection_lines
 from batchenum.pipeline.batch_writer import write_batch
+from batchenum.pipeline.codeversion import installed_part
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import run_job
 from batchenum.pipeline.interrupts import interrupted as _interrupted
@@ -213,7 +214,7 @@ def build_parser(
     )
     _add_runs_folder(status)
     status.add_argument("--json", action="store_true", help="one JSON object on standard output (docs/cli.md)")
-    status.set_defaults(handler=_status)
+    status.set_defaults(handler=lambda args: _status(args, registry))
     cleanup = top.add_parser(
         "cleanup",
         help="remove the shard files that committed tables no longer need",
@@ -365,13 +366,15 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _status(args: argparse.Namespace) -> int:
+def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
     from batchenum.pipeline.status import render, survey, to_json
 
     out = Storage.at(args.out)
     if out.local and not os.path.isdir(out.root):
         raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
     found = survey(args.out)
+    for status in found.jobs:
+        status.installed_code = _installed_code(registry, (status.plan or {}).get("job"))
     if args.json:
         print(json.dumps(to_json(found.jobs, others=found.others), indent=2))
     elif found.jobs:
@@ -382,6 +385,18 @@ def _status(args: argparse.Namespace) -> int:
             + (f" (its folders {', '.join(found.others)} were not written by batchenum)" if found.others else "")
         )
     return 0
+
+
+def _installed_code(registry: JobRegistry, name: object) -> str | None:
+    """The installed part of the code version of the job registered here as ``name``, or None (no
+    such job here: a job class of a script, or another installation's)."""
+    if not isinstance(name, str) or is_job_path(name):
+        return None
+    try:
+        job_class = registry.own_module_job(name) or registry.jobs.get(name)
+    except Exception:  # a module that does not import here: status still shows the folder
+        return None
+    return installed_part(job_class) if job_class is not None else None
 
 
 def _cleanup(args: argparse.Namespace) -> int:

@@ -36,10 +36,11 @@ def code_version(job) -> str:
 
 
 def installed_part(job) -> str:
-    """``<declared version>+<16 hex digits>`` of a job object, or of a recorded code version."""
+    """``<declared version>+<16 hex digits>`` of a job object or class, or of a recorded code version."""
     if isinstance(job, str):
         return "+".join(job.split("+")[:2])
-    packages = job.code_packages or _default_packages(type(job).__module__)
+    job_class = job if isinstance(job, type) else type(job)
+    packages = job.code_packages or _default_packages(job_class.__module__)
     return f"{job.version}+{_digest(tuple(sorted(set(packages))))}"
 
 

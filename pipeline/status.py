@@ -17,6 +17,7 @@ from typing import Any
 
 from batchenum.pipeline.attempt import CHILDREN
 from batchenum.pipeline.checkpoint import saved_checkpoints
+from batchenum.pipeline.codeversion import code_change, installed_part
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
 from batchenum.pipeline.progress import UNEVEN_FROM_SECONDS, uneven
@@ -66,6 +67,9 @@ class JobStatus:
     shared_bytes: int = 0  # of which also held by a table (a part taken over by a hard link)
     shard_files: int = 0
     merges: list[dict[str, Any]] = field(default_factory=list)  # merges under way: table, round, ranges, written
+    # the installed part of the code version this machine's job of the plan's name has (the CLI sets
+    # it; the status of a folder knows the plan, not the job): None when not known here
+    installed_code: str | None = None
 
     @property
     def planned(self) -> int | None:
@@ -424,13 +428,40 @@ def _last_run_work(status: JobStatus) -> str:
     return said + f" ({sum(status.seconds):.1f} s of compute summed over its shards)"
 
 
-def _plan_lines(plan: dict | None) -> list[str]:
+def _plan_lines(status: JobStatus) -> list[str]:
+    plan = status.plan
     if not plan:
         return []
     return [
         f"  parameters:  {json.dumps(plan.get('params'), sort_keys=True)}",
-        f"  code:        version {plan.get('version')}",
+        f"  code:        version {plan.get('version')}{_installed_note(status)}",
+        *_installed_lines(status),
         f"  last run:    started {_clock(plan.get('started_at'))} on {plan.get('host')} (pid {plan.get('pid')})",
+    ]
+
+
+def matches_installed(status: JobStatus) -> bool | None:
+    """Whether the last run's code is the code installed here (its installed part: a job's own file
+    is not compared); None when either is unknown."""
+    recorded = (status.plan or {}).get("version")
+    if status.installed_code is None or not isinstance(recorded, str):
+        return None
+    return installed_part(recorded) == status.installed_code
+
+
+def _installed_note(status: JobStatus) -> str:
+    return " (the code installed here)" if matches_installed(status) else ""
+
+
+def _installed_lines(status: JobStatus) -> list[str]:
+    """Whether a run with the code installed here reuses the shards: after an upgrade it computes
+    every one again (the n = 60 count's 8 CPU-hours, say), which nothing else shows beforehand."""
+    if matches_installed(status) is not False:
+        return []
+    change = code_change(str((status.plan or {}).get("version")), status.installed_code or "")
+    return [
+        f"               installed here: {status.installed_code}, so a run from here computes every shard "
+        f"again: {change} changed"
     ]
 
 
@@ -495,7 +526,7 @@ def _checkpoint_line(saved: dict, now: float) -> str:
 
 
 def _render_one(status: JobStatus, now: float) -> str:
-    lines = [f"{status.name}  ({status.where})", *_plan_lines(status.plan)]
+    lines = [f"{status.name}  ({status.where})", *_plan_lines(status)]
     lines += [f"  damaged:     {problem}" for problem in status.problems]
     lines.extend(_manifest_lines(status))
     lines += _lease_lines(status, now)
@@ -608,6 +639,11 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
     return {
         "name": status.name,
         "location": status.where,
+        "code": {
+            "version": plan.get("version"),
+            "installed_here": status.installed_code,
+            "matches_installed": matches_installed(status),
+        },
         "last_run": {
             "started_at": plan.get("started_at"),
             "host": plan.get("host"),

@@ -12,7 +12,7 @@ import subprocess
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, cli, cli_command, committed, palago_args, wait_for_commits
+from helpers import REPO, cli, cli_command, committed, palago_args, reused, wait_for_commits
 
 
 def status(out) -> subprocess.CompletedProcess:
@@ -123,3 +123,25 @@ def test_the_estimate_warns_when_committed_shards_differ_widely_in_cost():
         "; but it rests on 2 shards only (10s and 67min), so the shards left may take much longer or shorter"
     )
     assert note([0.5, 2.0]) == ""  # two quick shards: a rerun soon tells
+
+
+def test_status_says_when_the_code_installed_here_would_compute_every_shard_again(tmp_path):
+    # A folder written by another installation (here: a copy of this checkout with one solver file
+    # edited, as after an upgrade): status says so before a rerun computes every shard again.
+    copy = tmp_path / "other_code"
+    for package in ("batchenum", "jobs", "pipeline", "solvers"):  # a checkout: batchenum/ finds the rest
+        shutil.copytree(REPO / package, copy / package, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "solvers" / "palago" / "canonical.py", "a") as handle:
+        handle.write("\n# an edit of another installation\n")
+    out = tmp_path / "out"
+    cli(*palago_args(out, 9, 4, "--serial"), env={"PYTHONPATH": str(copy)}, cwd=tmp_path)
+    other = status(out).stdout
+    said = re.search(r"code:        version (\S+)\n +installed here: (\S+), so a run from here computes every", other)
+    assert said and said[1] != said[2], other
+    assert "the installed code it runs" in other
+    shown = json.loads(cli("status", "--out", str(out), "--json").stdout)["jobs"][0]["code"]
+    assert shown == {"version": said[1], "installed_here": said[2], "matches_installed": False}
+
+    rerun = cli(*palago_args(out, 9, 4, "--serial"))
+    assert reused(rerun) == 0  # as status said: every shard computed again
+    assert f"code:        version {said[2]} (the code installed here)" in status(out).stdout
