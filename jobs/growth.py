@@ -33,6 +33,10 @@ __all__ = [
     "check_text",
     "add_predict_argument",
     "add_theta_argument",
+    "add_up_to_argument",
+    "counted_term",
+    "cut_at",
+    "sizes_text",
     "prediction_json",
     "prediction_text",
 ]
@@ -217,9 +221,11 @@ def check_text(check) -> str:
     )
 
 
-def prediction_json(prediction) -> dict:
-    """One predicted term: its estimate, error bar (absolute and relative) and the backtest's error."""
-    return {
+def prediction_json(prediction, counted: int | None = None) -> dict:
+    """One predicted term: its estimate, error bar (absolute and relative) and the backtest's error;
+    with the counted term (``--up-to``), that term (a decimal string: it may pass a double), the
+    prediction's relative error and that error over the relative bar."""
+    document = {
         "n": prediction.n,
         "estimate": prediction.value.estimate,
         "spread": _finite(prediction.value.spread),
@@ -228,19 +234,52 @@ def prediction_json(prediction) -> dict:
         "backtest_error": _finite(prediction.backtest_error),
         "approximants": prediction.approximants,
     }
+    if counted is not None:
+        error = prediction_error(prediction, counted)
+        document |= {"counted": str(counted), "error": error, "error_over_bar": _finite(_over_bar(prediction, error))}
+    return document
 
 
-def prediction_text(prediction) -> str:
-    """'  predicted a(57) = 4.300878e+22 ± 2e-06 relative (...)': the digits the bar leaves meaningful."""
+def prediction_text(prediction, counted: int | None = None) -> str:
+    """'  predicted a(57) = 4.300878e+22 ± 2e-06 relative (...)': the digits the bar leaves meaningful;
+    with the counted term, '; counted 43008...: error +9.0e-07, 0.22 of the bar'."""
     relative = prediction.relative_spread
     digits = (
         6 if not math.isfinite(relative) or relative <= 0 else max(1, min(16, 1 - math.floor(math.log10(relative))))
     )
     backtest = f"{prediction.backtest_error:.1g}" if math.isfinite(prediction.backtest_error) else "none"
-    return (
+    text = (
         f"  predicted a({prediction.n}) = {prediction.value.estimate:.{digits}e} ± {relative:.1g} relative "
         f"(backtest error {backtest}, {prediction.approximants} approximants)"
     )
+    if counted is None:
+        return text
+    error = prediction_error(prediction, counted)
+    share = _over_bar(prediction, error)
+    return (
+        text
+        + f"; counted {counted}: error {error:+.1e}, "
+        + (f"{share:.2f} of the bar" if math.isfinite(share) else "no bar to compare")
+    )
+
+
+def prediction_error(prediction, counted: int) -> float:
+    """predicted / counted - 1 (inf for a counted 0)."""
+    return prediction.value.estimate / counted - 1 if counted else math.inf
+
+
+def _over_bar(prediction, error: float) -> float:
+    relative = prediction.relative_spread
+    return abs(error) / relative if math.isfinite(relative) and relative > 0 else math.inf
+
+
+def cut_at(series: list[int], up_to: int | None, where: str) -> tuple[list[int], list[int]]:
+    """(a(0)..a(N), the counted terms past N) for ``--up-to N``; the whole series and [] without it."""
+    if up_to is None:
+        return series, []
+    if up_to > len(series) - 1:
+        raise PipelineError(f"{where}: --up-to {up_to}, but the series ends at n = {len(series) - 1}")
+    return series[: up_to + 1], series[up_to + 1 :]
 
 
 def _pm(estimate, digits: int) -> str:
@@ -272,6 +311,23 @@ def _term_count(text: str) -> int:
     return count
 
 
+def _size(text: str) -> int:
+    size = int(text) if text.strip().isdigit() else 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: give N >= 1")
+    return size
+
+
+def add_up_to_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--up-to",
+        type=_size,
+        metavar="N",
+        help="use the terms n <= N only; with --predict, each predicted term the file holds is shown "
+        "beside it: the counted term, the prediction's error and that error over the bar",
+    )
+
+
 def add_predict_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--predict",
@@ -301,12 +357,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_theta_argument(parser)
     add_predict_argument(parser)
+    add_up_to_argument(parser)
 
 
 def _growth(args: argparse.Namespace) -> int:
     from batchenum.solvers.series import analyse, check_exponent, predict
 
-    series, column = read_series(args.file, args.column)
+    whole, column = read_series(args.file, args.column)
+    series, later = cut_at(whole, args.up_to, args.file)
     try:
         analysis = analyse(series)
         checks = [check_exponent(series, theta, analysis) for theta in args.theta]
@@ -319,23 +377,35 @@ def _growth(args: argparse.Namespace) -> int:
                 {
                     "file": args.file,
                     "column": column,
-                    "max_n": len(series) - 1,
+                    "max_n": len(whole) - 1,
+                    "up_to": args.up_to,
                     "convention": CONVENTION,
                     **analysis_json(analysis),
                     "checks": [check_json(c) for c in checks],
-                    "predictions": [prediction_json(p) for p in predictions],
+                    "predictions": [prediction_json(p, counted_term(later, i)) for i, p in enumerate(predictions)],
                 },
                 indent=2,
             )
         )
         return 0
-    print(f"growth analysis of {args.file} (n = 1..{len(series) - 1}), {CONVENTION}")
+    print(f"growth analysis of {args.file} (n = 1..{sizes_text(series, whole)}), {CONVENTION}")
     print(analysis_text(column, analysis))
     for check in checks:
         print(check_text(check))
-    for prediction in predictions:
-        print(prediction_text(prediction))
+    for i, prediction in enumerate(predictions):
+        print(prediction_text(prediction, counted_term(later, i)))
     return 0
+
+
+def sizes_text(series: list[int], whole: list[int]) -> str:
+    """'56', or '52 of 1..56' when --up-to leaves terms out."""
+    used, held = len(series) - 1, len(whole) - 1
+    return f"{used}" if used == held else f"{used} of 1..{held}"
+
+
+def counted_term(later: list[int], index: int) -> int | None:
+    """The counted term ``index`` places past --up-to's N, if the series holds it."""
+    return later[index] if index < len(later) else None
 
 
 COMMANDS = [

@@ -18,12 +18,16 @@ from batchenum.jobs.growth import (
     CONVENTION,
     add_predict_argument,
     add_theta_argument,
+    add_up_to_argument,
     analysis_json,
     analysis_text,
     check_json,
     check_text,
+    counted_term,
+    cut_at,
     prediction_json,
     prediction_text,
+    sizes_text,
 )
 from batchenum.jobs.palago_table import _read_counts, exact_column
 from batchenum.pipeline.cli import Command
@@ -85,59 +89,74 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--svg", metavar="PATH", help="also draw the ratio plot (ratios against 1/n) to PATH")
     add_theta_argument(parser)
     add_predict_argument(parser)
+    add_up_to_argument(parser)
 
 
 def _growth(args: argparse.Namespace) -> int:
-    from batchenum.solvers.series import analyse, check_exponent
-
     _, location, table = _source_table(args.source)
-    results, checks = {}, {}
-    for column in SERIES:
-        series = series_of(table, column)
-        try:
-            results[column] = analyse(series)
-            checks[column] = [check_exponent(series, theta, results[column]) for theta in args.theta]
-        except ValueError as error:
-            raise PipelineError(f"{location}: {column} series: {error}") from None
-    predictions = _predictions(table, location, args.predict)
+    wholes = {column: series_of(table, column) for column in SERIES}
+    cuts = {column: cut_at(wholes[column], args.up_to, location) for column in SERIES}
+    used = {column: cuts[column][0] for column in SERIES}
+    results, checks = _analyses(used, args.theta, location)
+    predictions = _predictions(used["fixed"], used["free"], location, args.predict)
+    # each prediction with the term the table counted there, when --up-to left it out
+    predicted = {
+        column: [(p, counted_term(cuts[column][1], i)) for i, p in enumerate(predictions[column])] for column in SERIES
+    }
     if args.svg:
-        _write_plot(args.svg, table, results["fixed"])
-    if args.json:
-        document = {
-            "location": location,
-            "max_n": table.num_rows,
-            "convention": CONVENTION,
-            "series": "fixed",
-            **analysis_json(results["fixed"]),
-            "checks": [check_json(c) for c in checks["fixed"]],
-            "predictions": [prediction_json(p) for p in predictions["fixed"]],
-            "free": {
-                **analysis_json(results["free"]),
-                "checks": [check_json(c) for c in checks["free"]],
-                "predictions": [prediction_json(p) for p in predictions["free"]],
-            },
-        }
+        _write_plot(args.svg, used, results["fixed"])
+    if not args.json:
+        print(f"growth analysis of {location} (n = 1..{sizes_text(used['fixed'], wholes['fixed'])}), {CONVENTION}")
+        for column in SERIES:
+            print(analysis_text(column, results[column]))
+            for check in checks[column]:
+                print(check_text(check))
+            for prediction, counted in predicted[column]:
+                print(prediction_text(prediction, counted))
         if args.svg:
-            document["svg"] = args.svg
-        print(json.dumps(document, indent=2))
+            print(f"ratio plot: {args.svg}")
         return 0
-    print(f"growth analysis of {location} (n = 1..{table.num_rows}), {CONVENTION}")
-    for column in SERIES:
-        print(analysis_text(column, results[column]))
-        for check in checks[column]:
-            print(check_text(check))
-        for prediction in predictions[column]:
-            print(prediction_text(prediction))
-    if args.svg:
-        print(f"ratio plot: {args.svg}")
+
+    def part(column: str) -> dict:
+        return {
+            **analysis_json(results[column]),
+            "checks": [check_json(c) for c in checks[column]],
+            "predictions": [prediction_json(p, counted) for p, counted in predicted[column]],
+        }
+
+    document = {
+        "location": location,
+        "max_n": table.num_rows,
+        "up_to": args.up_to,
+        "convention": CONVENTION,
+        "series": "fixed",
+        **part("fixed"),
+        "free": part("free"),
+        **({"svg": args.svg} if args.svg else {}),
+    }
+    print(json.dumps(document, indent=2))
     return 0
 
 
-def _predictions(table, location: str, count: int) -> dict[str, list]:
+def _analyses(used: dict[str, list[int]], thetas: list[float], location: str) -> tuple[dict, dict]:
+    """Each series' analysis, and its check of each theta."""
+    from batchenum.solvers.series import analyse, check_exponent
+
+    results, checks = {}, {}
+    for column, series in used.items():
+        try:
+            results[column] = analyse(series)
+            checks[column] = [check_exponent(series, theta, results[column]) for theta in thetas]
+        except ValueError as error:
+            raise PipelineError(f"{location}: {column} series: {error}") from None
+    return results, checks
+
+
+def _predictions(fixed: list[int], free: list[int], location: str, count: int) -> dict[str, list]:
     if not count:
         return {column: [] for column in SERIES}
     try:
-        return joint_predictions(series_of(table, "fixed"), series_of(table, "free"), count)
+        return joint_predictions(fixed, free, count)
     except ValueError as error:
         raise PipelineError(f"{location}: predicting {count} terms: {error}") from None
 
@@ -163,12 +182,12 @@ def _source_table(source: str | None):
     return max(found, key=lambda item: item[2].num_rows)
 
 
-def _write_plot(path: str, table, fixed_analysis) -> None:
+def _write_plot(path: str, used: dict[str, list[int]], fixed_analysis) -> None:
     from batchenum.solvers.palago.render import ratio_plot_svg
     from batchenum.solvers.series import ratios
 
-    first = max(2, int(table.num_rows * PLOT_FROM))
-    points = {column: [(n, r) for n, r in ratios(series_of(table, column)) if n >= first] for column in SERIES}
+    first = max(2, int((len(used["fixed"]) - 1) * PLOT_FROM))
+    points = {column: [(n, r) for n, r in ratios(series) if n >= first] for column, series in used.items()}
     svg = ratio_plot_svg(points, fixed_analysis.lam.estimate, fixed_analysis.lam.spread)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temporary = f"{path}.tmp-{os.getpid()}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -275,6 +276,32 @@ def test_cli_predicts_the_next_terms():
     text = cli("growth", str(DATA / "A002931_polygons.txt"), "--predict", "2").stdout.splitlines()
     assert [line.split(" = ")[0] for line in text[-2:]] == ["  predicted a(26)", "  predicted a(27)"]
     assert "K >= 1" in cli("growth", str(DATA / "A002931_polygons.txt"), "--predict", "-1", expect=2).stderr
+
+
+def test_cli_up_to_sets_the_counted_terms_beside_their_predictions():
+    # polygons to n = 25: analysed and predicted from n <= 23, a(24) and a(25) are the checks
+    polygons = str(DATA / "A002931_polygons.txt")
+    series = published_series("polygons")
+    document = json.loads(cli("growth", polygons, "--json", "--up-to", "23", "--predict", "3").stdout)
+    expected = predict(series[:24], 3)
+    assert (document["max_n"], document["up_to"]) == (25, 23)
+    assert document["lambda"]["estimate"] == analyse(series[:24]).lam.estimate
+    for shown, prediction in zip(document["predictions"], expected):
+        counted = series[prediction.n] if prediction.n <= 25 else None
+        assert shown == prediction_json(prediction, counted)
+        if counted is not None:  # the error, and how much of the bar it takes
+            assert shown["counted"] == str(counted)
+            assert shown["error"] == prediction.value.estimate / counted - 1
+            assert shown["error_over_bar"] == abs(shown["error"]) / prediction.relative_spread
+    assert [("counted" in shown) for shown in document["predictions"]] == [True, True, False]  # a(26): not counted
+    text = cli("growth", polygons, "--up-to", "23", "--predict", "2").stdout.splitlines()
+    assert text[0].startswith(f"growth analysis of {polygons} (n = 1..23 of 1..25)")
+    assert re.search(
+        rf"predicted a\(24\) = .*; counted {series[24]}: error [+-]\d\.\de-\d\d, \d+\.\d\d of the bar", text[-2]
+    )
+    past = cli("growth", polygons, "--up-to", "30", expect=1).stderr
+    assert "--up-to 30, but the series ends at n = 25" in past
+    assert "N >= 1" in cli("growth", polygons, "--up-to", "0", expect=2).stderr
 
 
 @pytest.mark.parametrize("ending", ["parquet", "csv"])
