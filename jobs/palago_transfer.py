@@ -49,6 +49,7 @@ __all__ = [
     "SplitSweep",
     "complete",
     "resumed_stats",
+    "height_state_steps",
     "rotation_group_seconds",
     "rotation_parts",
     "sweep_height",
@@ -63,6 +64,26 @@ __all__ = [
 ROTATION_GROUP_SECONDS_AT_48 = 4.0
 ROTATION_GROUP_GROWTH = 1.73
 SYMMETRIC_PIECE_SECONDS = 60.0
+
+# What a shard is expected to cost, read only by the run's estimate of the time left
+# (Job.shard_work; docs/palago_transfer.md, "What a shard is expected to cost"): a height's
+# state-steps at n = 56 (results/transfer/palago/cost.md), and how that curve moves with n. Below its
+# peak a height h at n costs what h - 0.2 (n - 56) cost at 56, above it h - 0.32 (n - 56), times
+# 1.377 a tile: fitted on the heights of n = 36, 44 and 60 (h008-h014) of more than 1e5 state-steps,
+# each height's cost within 0.9-1.1x at n = 44 and 60, the sums 0.97x (n = 44) and 1.22x (n = 36).
+HEIGHT_STATE_STEPS_AT_56 = (
+    28, 314, 1729, 7800, 33656, 144294, 618437, 2644888, 11239252, 47196185, 191216968, 659887227,
+    1597966320, 2563481302, 2953634749, 2642593300, 1916249499, 1152786659, 585436364, 254950487,
+    95467236, 30490022, 8622034, 2076122, 350348, 49877, 5488,
+)  # fmt: skip
+HEIGHT_SHIFT_PER_TILE = (0.20, 0.32)  # below the peak, above it
+COST_GROWTH_PER_TILE = 1.377
+STATE_STEP_SECONDS = 0.6e-6  # one process's sweep at n = 56 on the 2-core VM: 0.59 us a state-step
+# A symmetric shard's CPU seconds at n = 56 (cost.md: the reflection's sweep, one group's search
+# summed over its pieces) and its growth a tile (the sweep from 10 s at n = 50, a rotation group's
+# search from 4.0 s at n = 48; the plan's ROTATION_GROUP_GROWTH is the worst case, 1.73, for pieces
+# never too long, and would weigh the pieces ten times too much at n = 56).
+SYMMETRIC_SECONDS_AT_56 = {"reflection": (47.0, 1.30), "rotation": (35.4, 1.31), "full": (0.045, 1.31)}
 
 # From this size on the largest heights hold more than TASK_STATES states (2.35 million at n = 48,
 # by the 1.335x a tile between n = 40 and 56): their shards split across Ray tasks, and must not
@@ -128,6 +149,15 @@ class PalagoTransferJob(PalagoCountsJob):
             if piece.kind != "reflection"
         ]
         return heights + mirror + searched
+
+    def shard_work(self, shard: Shard) -> float:
+        """Expected CPU seconds: a height's by its projected state-steps, a symmetric shard's by its
+        kind's cost at n = 56 (a group's shared by its pieces)."""
+        spec, max_n = shard.spec, shard.spec["max_n"]
+        if "height" in spec:
+            return height_state_steps(spec["height"], max_n) * STATE_STEP_SECONDS
+        seconds, growth = SYMMETRIC_SECONDS_AT_56[spec["symmetric"]]
+        return seconds * growth ** (max_n - 56) / spec.get("parts", 1)
 
     def splits_on_ray(self, shard: Shard) -> bool:
         return "height" in shard.spec and self.max_n >= HEIGHTS_SPLIT_FROM_N
@@ -635,6 +665,18 @@ def _status_bytes(field: str) -> int | None:
     except OSError:
         pass
     return None
+
+
+def height_state_steps(height: int, max_n: int) -> float:
+    """The state-steps of ``height``'s sweep at ``max_n`` projected from n = 56's (the constants above)."""
+    steps = np.log(np.array(HEIGHT_STATE_STEPS_AT_56, dtype=np.float64))
+    peak = int(steps.argmax()) + 1
+    rising, falling = HEIGHT_SHIFT_PER_TILE
+    at_56 = height - rising * (max_n - 56)
+    if at_56 > peak:
+        at_56 = max(peak, height - falling * (max_n - 56))
+    heights = np.arange(1, len(steps) + 1)
+    return float(np.exp(np.interp(at_56, heights, steps)) * COST_GROWTH_PER_TILE ** (max_n - 56))
 
 
 def rotation_group_seconds(max_n: int) -> float:

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -423,12 +423,14 @@ def _compute(
         return nodes, 0, changed
     lock = threading.Lock()
 
+    work = _expected_work(job, pending)
+
     def on_done(shard: Shard, attempt: Attempt) -> None:  # called from the driver's threads too
         with lock:
             nodes[shard.id] = attempt.node
             if attempt.children:
                 children[shard.id] = attempt.children
-                progress.add_shards(len(attempt.children))
+                progress.add_shards(len(attempt.children), _more_work(work, job, attempt.children))
             if attempt.retried:
                 progress.stage(
                     f"shard {shard.id}: {attempt.retried} records whose outcome depended on the run "
@@ -438,10 +440,10 @@ def _compute(
                 still_current[0] += 1
             elif attempt.input_changed:
                 changed.append(shard.id)
-            progress.shard_done(attempt.records, attempt.seconds)
+            progress.shard_done(attempt.records, attempt.seconds, work.get(shard.id) if work else None)
 
     progress.watch_saves(SaveWatch(store.storage, time.time()).new_saves)
-    progress.start_shards(total, reused)
+    progress.start_shards(total, reused, sum(work.values()) if work else None)
     try:
         executor.run(job, pending, store, on_done, verify, release=False)  # the merge may want Ray
     finally:
@@ -450,6 +452,26 @@ def _compute(
         listed = ", ".join(sorted(changed)[:_DAMAGE_LINES]) + (", ..." if len(changed) > _DAMAGE_LINES else "")
         progress.stage(f"input changed: {_plural(len(changed), 'shard')} recomputed ({listed})")
     return nodes, still_current[0], changed
+
+
+def _expected_work(job: Job, shards: Iterable[Shard]) -> dict[str, float] | None:
+    """{shard id: the job's expected work} (Job.shard_work) when it gives one for every shard and
+    they add up to more than nothing; None: progress counts shards."""
+    work = {shard.id: job.shard_work(shard) for shard in shards}
+    if not work or any(value is None or not value >= 0 for value in work.values()):
+        return None
+    known = {shard_id: float(value) for shard_id, value in work.items() if value is not None}
+    return known if sum(known.values()) > 0 else None
+
+
+def _more_work(work: dict[str, float] | None, job: Job, shards: Iterable[Shard]) -> float | None:
+    """Adds handed-back shards' expected work to ``work``; returns its sum, or None (progress then
+    counts shards)."""
+    more = _expected_work(job, shards) if work is not None else None
+    if work is None or more is None:
+        return None
+    work.update(more)
+    return sum(more.values())
 
 
 def _plural(count: int, noun: str) -> str:

@@ -319,6 +319,13 @@ class Job:
         the head start (docs/design.md, the head start).  Default: no shard."""
         return False
 
+    def shard_work(self, shard: Shard) -> float | None:
+        """The shard's expected work, in a unit every shard of the plan shares (CPU seconds on some
+        machine, say), or None (the default) when the shards are alike.  Only the run's estimate
+        of the time left reads it: given for every shard, the estimate weighs the shards left by
+        it, not by their count (a transfer-matrix height costs a thousand times the one five below)."""
+        return None
+
     def run_shard(self, shard: Shard, context: ShardContext | None = None) -> ShardResult:
         """Compute one shard.  Runs in a Ray worker, or in the driver's own threads; ``context``
         carries what else it may use (checkpoint, nested tasks, records to retry).  The pipeline

@@ -143,6 +143,10 @@ class Progress:
         self._reused = 0
         self._records = 0
         self._seconds: list[float] = []  # how long each shard computed in this run took
+        # the expected work (Job.shard_work) of the shards not done yet, and of those done in this
+        # run; None when the job gives none: the estimate then counts shards
+        self._work_left: float | None = None
+        self._work_done = 0.0
         self._shards_started = self.started
         self._last_line = 0.0
         self._last_change = self.started  # when a shard last finished (or the shards started)
@@ -170,7 +174,9 @@ class Progress:
         pipeline.checkpoint.SaveWatch), looking every SAVES_EVERY seconds."""
         self._new_saves = new_saves
 
-    def start_shards(self, total: int, reused: int) -> None:
+    def start_shards(self, total: int, reused: int, work: float | None = None) -> None:
+        """``total`` shards, ``reused`` of them committed already; ``work``: the expected work of
+        those to compute (Job.shard_work), or None."""
         with self._lock:
             self._report_compiled()
             if self._clock is not None:  # the shard bar takes over
@@ -179,6 +185,7 @@ class Progress:
             self._running = True
             self._total, self._done, self._reused, self._records = total, reused, reused, 0
             self._seconds = []
+            self._work_left, self._work_done = work, 0.0
             self._first_done = None
             self._shards_started = self._last_line = self._last_change = time.monotonic()
             if self.interactive and not self.quiet:
@@ -191,7 +198,7 @@ class Progress:
                     dynamic_ncols=True,
                     mininterval=0.2,
                     smoothing=0.1,
-                    bar_format=_BAR if reused + ESTIMATE_SHARDS <= total else _BAR_WITH_ESTIMATE,
+                    bar_format=_BAR if reused + ESTIMATE_SHARDS <= total or work is not None else _BAR_WITH_ESTIMATE,
                 )
                 self._redirected = _write_above(self._bar)
             else:
@@ -199,28 +206,35 @@ class Progress:
             if self._ticker is None and not self.quiet:
                 self._ticker = _start_ticker(self)
 
-    def add_shards(self, count: int) -> None:
-        """``count`` more shards to compute: handed back by a shard that finished."""
+    def add_shards(self, count: int, work: float | None = None) -> None:
+        """``count`` more shards to compute, handed back by a shard that finished; ``work``: their
+        expected work (None: unknown, and the estimate counts shards from now on)."""
         with self._lock:
             self._total += count
+            self._work_left = None if self._work_left is None or work is None else self._work_left + work
             if self._bar is not None:
                 self._bar.total = self._total
                 self._bar.refresh()
 
-    def shard_done(self, records: int | None = None, seconds: float | None = None) -> None:
+    def shard_done(self, records: int | None = None, seconds: float | None = None, work: float | None = None) -> None:
         """One more shard done; ``records``: how many input records it read, when it reads any;
-        ``seconds``: how long it computed, when it was not reused."""
+        ``seconds``: how long it computed, when it was not reused; ``work``: its expected work."""
         with self._lock:
             self._done += 1
             self._records += records or 0
             if seconds is not None:
                 self._seconds.append(seconds)
+            if self._work_left is not None and work is not None:
+                self._work_left -= work
+                self._work_done += work
             self._last_change = time.monotonic()
             self._report_compiled()  # a shard computed: its kernels are compiled
             if self._first_done is None:
                 self._first_done = self._last_change
             if self._bar is not None:
-                if self._done - self._reused == ESTIMATE_SHARDS:  # tqdm's estimate now means something
+                if (
+                    self._done - self._reused == ESTIMATE_SHARDS and self._work_left is None
+                ):  # tqdm's now means something
                     self._bar.bar_format = _BAR_WITH_ESTIMATE
                 self._bar.set_postfix_str(self._bar_postfix(), refresh=False)
                 self._bar.update(1)
@@ -294,21 +308,32 @@ class Progress:
         line = f"{self.label}: {self._done}/{self._total} shards, {_duration(elapsed)} elapsed"
         remaining = self._total - self._done
         if computed >= ESTIMATE_SHARDS and remaining and self._first_done is not None:
-            since_first = time.monotonic() - self._first_done
-            line += f", ~{_duration(since_first / (computed - 1) * remaining)} left{self._uneven_note()}"
+            line += ", " + self._estimate()
         if self._records and elapsed > 0:
             line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
         elif not computed and remaining and elapsed > FIRST_SHARD_HINT:
             line += f" ({_waiting_hint(elapsed, self.ray, self.kernels)})"
         return line
 
-    def _uneven_note(self) -> str:
+    def _estimate(self) -> str:
+        """'~5h12m left (by expected work)' from the job's expected work of the shards, else from
+        their count: '~23h49m left', with the range they took when it is wide."""
+        if self._work_left is not None and self._work_done > 0:
+            elapsed = time.monotonic() - self._shards_started
+            return f"~{_duration(elapsed * max(0.0, self._work_left) / self._work_done)} left (by expected work)"
+        since_first = time.monotonic() - (self._first_done or self._shards_started)
         took = uneven(self._seconds)
-        return f" (but shards took {_duration(took[0])} to {_duration(took[1])} each)" if took else ""
+        return f"~{_duration(since_first / (self._done - self._reused - 1) * (self._total - self._done))} left" + (
+            f" (but shards took {_duration(took[0])} to {_duration(took[1])} each)" if took else ""
+        )
 
     def _bar_postfix(self) -> str:
-        took = uneven(self._seconds)
-        note = f"shards took {_duration(took[0])} to {_duration(took[1])} each" if took else ""
+        """Beside the bar: the records, and an estimate tqdm's own (by count) would get wrong."""
+        note = ""
+        if self._work_left is not None and self._work_done > 0 and self._done - self._reused >= ESTIMATE_SHARDS:
+            note = self._estimate()
+        elif self._work_left is None and (took := uneven(self._seconds)):
+            note = f"shards took {_duration(took[0])} to {_duration(took[1])} each"
         return ", ".join(text for text in (self._records_text(), note) if text)
 
     def _records_text(self) -> str:

@@ -476,3 +476,25 @@ def test_shard_cost_measures_the_peak_during_the_shard_not_before():
     # without the reset the mark would stay at least 320 MB above the start; the process's own size
     # before the test (other tests ran in it) does not matter
     assert 30_000_000 < stats["peak_rss_bytes"] - stats["start_rss_bytes"] < 100_000_000
+
+
+def test_expected_work_follows_the_committed_cost_statement():
+    # the estimate of the time left weighs each shard by PalagoTransferJob.shard_work: against the
+    # longest committed run's cost statement, every height of 100 CPU s or more (the smaller ones
+    # cost less a state-step, h001 holds the compiles), the heights together and the symmetric
+    # shards together within a factor 2 (the model was fitted at n = 36, 44, 56 and 60's first heights)
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+    from batchenum.pipeline.job import PlanContext
+
+    cost = pd.read_parquet(REPO / "results" / "transfer" / "palago" / "cost.parquet").set_index("shard")
+    max_n = pd.read_parquet(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet").n.max()
+    job = PalagoTransferJob(int(max_n))
+    expected = {shard.id: job.shard_work(shard) for shard in job.plan(PlanContext())}
+    assert all(work > 0 for work in expected.values()) and set(expected) == set(cost.index)
+    for shard, seconds in cost.cpu_seconds.items():
+        if shard.startswith("h") and seconds >= 100:
+            assert 0.5 < expected[shard] / seconds < 2, (shard, expected[shard], seconds)
+    for kind in ("h", "s-"):
+        shards = [shard for shard in cost.index if shard.startswith(kind)]
+        ratio = sum(expected[shard] for shard in shards) / cost.cpu_seconds[shards].sum()
+        assert 0.5 < ratio < 2, (kind, ratio)

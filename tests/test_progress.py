@@ -166,6 +166,39 @@ def test_a_look_at_the_saves_that_fails_is_said_once_and_the_run_goes_on(monkeyp
     assert any(line.startswith("look: h003 saved at column 4 [") for line in lines), lines
 
 
+def test_an_estimate_weighs_the_shards_left_by_their_expected_work():
+    # three shards of work 1 done in about 0.3 s, 97 units left: about 9.7 s, where the count (1
+    # shard left) would say 0.1 s; a handed-back shard of unknown work makes it count shards again
+    stream = TimedLines()
+    progress = Progress("work", stream=stream, log_every=0.0)
+    progress.start_shards(total=4, reused=0, work=100.0)
+    for _ in range(3):
+        time.sleep(0.1)
+        progress.shard_done(seconds=0.1, work=1.0)
+    progress.add_shards(1, work=None)
+    progress.shard_done(seconds=0.1)
+    progress.finish_shards()
+    lines = [line for _, line in stream.lines]
+    weighed = next(line for line in lines if line.startswith("work: 3/4 shards"))
+    left = re.search(r"~(\d+\.\d)s left \(by expected work\)$", weighed)
+    assert left and 5.0 < float(left[1]) < 30.0, weighed
+    counted = next(line for line in lines if line.startswith("work: 4/5 shards"))
+    assert counted.endswith(" left") and "expected work" not in counted, counted
+
+
+def test_a_transfer_run_estimates_by_its_heights_expected_work(tmp_path):
+    from batchenum.jobs.palago_transfer import PalagoTransferJob
+
+    stream = TimedLines()
+    run_job(
+        PalagoTransferJob(30),
+        RunOptions(out=str(tmp_path), serial=True),
+        Progress("palago", stream=stream, log_every=0.0),
+    )
+    estimates = [line for _, line in stream.lines if re.match(r"palago: \d+/\d+ shards, .* left", line)]
+    assert estimates and all(line.endswith(" left (by expected work)") for line in estimates), estimates
+
+
 @pytest.mark.parametrize(
     "seconds, note",
     [
