@@ -457,11 +457,13 @@ def _compute(
 def _expected_work(job: Job, shards: Iterable[Shard]) -> dict[str, float] | None:
     """{shard id: the job's expected work} (Job.shard_work) when it gives one for every shard and
     they add up to more than nothing; None: progress counts shards."""
-    work = {shard.id: job.shard_work(shard) for shard in shards}
-    if not work or any(value is None or not value >= 0 for value in work.values()):
-        return None
-    known = {shard_id: float(value) for shard_id, value in work.items() if value is not None}
-    return known if sum(known.values()) > 0 else None
+    work: dict[str, float] = {}
+    for shard in shards:
+        value = job.shard_work(shard)
+        if value is None or not value >= 0:  # (not >= 0: NaN too)
+            return None
+        work[shard.id] = float(value)
+    return work if sum(work.values()) > 0 else None
 
 
 def _more_work(work: dict[str, float] | None, job: Job, shards: Iterable[Shard]) -> float | None:

@@ -232,10 +232,8 @@ class Progress:
             if self._first_done is None:
                 self._first_done = self._last_change
             if self._bar is not None:
-                if (
-                    self._done - self._reused == ESTIMATE_SHARDS and self._work_left is None
-                ):  # tqdm's now means something
-                    self._bar.bar_format = _BAR_WITH_ESTIMATE
+                if self._done - self._reused == ESTIMATE_SHARDS and self._work_left is None:
+                    self._bar.bar_format = _BAR_WITH_ESTIMATE  # tqdm's estimate (by count) now means something
                 self._bar.set_postfix_str(self._bar_postfix(), refresh=False)
                 self._bar.update(1)
             elif self._done == self._total or self._due():

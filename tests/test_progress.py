@@ -420,3 +420,13 @@ def test_the_bar_shows_its_estimate_only_from_three_computed_shards():
         progress.shard_done()
     assert "{remaining}" in progress._bar.bar_format
     progress.finish_shards()
+
+
+def test_a_bar_weighed_by_expected_work_shows_that_estimate_not_tqdms_count():
+    progress = Progress("bar", stream=_Terminal())
+    progress.start_shards(total=10, reused=0, work=1000.0)
+    for _ in range(3):
+        progress.shard_done(work=1.0)
+    assert "{remaining}" not in progress._bar.bar_format  # tqdm counts shards: 7 left of 10
+    assert re.search(r"~\S+ left \(by expected work\)", progress._bar.postfix or ""), progress._bar.postfix
+    progress.finish_shards()
