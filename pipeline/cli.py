@@ -31,7 +31,7 @@ from batchenum.pipeline.codeversion import installed_part
 from batchenum.pipeline.errors import PipelineError, UsageError
 from batchenum.pipeline.execute import run_job
 from batchenum.pipeline.interrupts import interrupted as _interrupted
-from batchenum.pipeline.job import Job
+from batchenum.pipeline.job import Job, PlanContext
 from batchenum.pipeline.names import check_file_name
 from batchenum.pipeline.params import (
     INPUTS,
@@ -374,7 +374,9 @@ def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
         raise PipelineError(f"no such folder: {args.out} (give --out the folder a run wrote to)")
     found = survey(args.out)
     for status in found.jobs:
-        status.installed_code = _installed_code(registry, (status.plan or {}).get("job"))
+        job_class = _installed_job(registry, (status.plan or {}).get("job"))
+        status.installed_code = installed_part(job_class) if job_class is not None else None
+        status.expected_work = _planned_work(job_class, status.plan) if job_class is not None else None
     if args.json:
         print(json.dumps(to_json(found.jobs, others=found.others), indent=2))
     elif found.jobs:
@@ -387,16 +389,35 @@ def _status(args: argparse.Namespace, registry: JobRegistry) -> int:
     return 0
 
 
-def _installed_code(registry: JobRegistry, name: object) -> str | None:
-    """The installed part of the code version of the job registered here as ``name``, or None (no
-    such job here: a job class of a script, or another installation's)."""
+def _installed_job(registry: JobRegistry, name: object) -> type[Job] | None:
+    """The job registered here as ``name``, or None (no such job here: a job class of a script, or
+    another installation's)."""
     if not isinstance(name, str) or is_job_path(name):
         return None
     try:
-        job_class = registry.own_module_job(name) or registry.jobs.get(name)
+        return registry.own_module_job(name) or registry.jobs.get(name)
     except Exception:  # a module that does not import here: status still shows the folder
         return None
-    return installed_part(job_class) if job_class is not None else None
+
+
+def _planned_work(job_class: type[Job], plan: dict | None) -> dict[str, float] | None:
+    """{shard id: expected work} of a recorded plan's shards, planned again by the job installed
+    here, when it gives each shard's (Job.shard_work) and plans the same shards; else None.  Only
+    a job that gives it is planned, so that status never reads a batch's input to count shards."""
+    params = (plan or {}).get("params")
+    if not isinstance(params, dict):
+        return None
+    declared = job_class.declared_params()
+    try:
+        job = job_class.create(**{name: value for name, value in params.items() if name in declared})
+        if type(job).shard_work is Job.shard_work:
+            return None
+        work = {shard.id: job.shard_work(shard) for shard in job.plan(PlanContext())}
+    except Exception:  # parameters this installation's job refuses: the estimate counts shards
+        return None
+    if any(value is None for value in work.values()):
+        return None
+    return {shard_id: float(value) for shard_id, value in work.items() if value is not None}
 
 
 def _cleanup(args: argparse.Namespace) -> int:

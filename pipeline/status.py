@@ -70,6 +70,10 @@ class JobStatus:
     # the installed part of the code version this machine's job of the plan's name has (the CLI sets
     # it; the status of a folder knows the plan, not the job): None when not known here
     installed_code: str | None = None
+    # {shard id: expected work} of the plan's shards (Job.shard_work, set by the CLI from the job
+    # installed here), for an estimate weighed by it; None: shards are counted
+    expected_work: dict[str, float] | None = None
+    last_run_shards: list[str] = field(default_factory=list)  # the shards the last run committed
 
     @property
     def planned(self) -> int | None:
@@ -333,6 +337,7 @@ def _sort_shard(status: JobStatus, folder: Storage, shard_id: str, tables: list[
         if started is not None and committed_at >= started and seconds is not None:
             status.seconds.append(seconds)
             status.commit_times.append(committed_at)
+            status.last_run_shards.append(shard_id)
     return _children_named(stats.get(CHILDREN))
 
 
@@ -512,7 +517,11 @@ def _progress_lines(status: JobStatus, now: float) -> list[str]:
         )
     left = _time_left(status) if status.commit_times and _alive(status) else None
     if left is not None:
-        lines.append(f"  estimate:    about {_ago(left)} left at the rate of the last run{_spread_note(status)}")
+        weighed = _weighed_time_left(status) is not None
+        lines.append(
+            f"  estimate:    about {_ago(left)} left at the rate of the last run"
+            + (", by the shards' expected work" if weighed else _spread_note(status))
+        )
     return lines
 
 
@@ -666,6 +675,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
         "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
+        "estimate_by": _estimate_by(status),
         "manifest": _manifest_json(status.manifest),
         "shard_store": {
             "files": status.shard_files,
@@ -743,7 +753,11 @@ _SO_UNSURE = ", so the shards left may take much longer or shorter"
 
 
 def _time_left(status: JobStatus) -> float | None:
-    """Shards still to commit over the rate at which the last run committed them."""
+    """The expected work still to do over the rate at which the last run did it, when the job gives
+    each shard's; else the shards still to commit over the rate at which it committed them."""
+    weighed = _weighed_time_left(status)
+    if weighed is not None:
+        return weighed
     if status.planned is None or not status.plan:
         return None
     remaining = status.planned - len(status.committed)
@@ -753,6 +767,28 @@ def _time_left(status: JobStatus) -> float | None:
     elapsed = max(status.commit_times) - started
     rate = len(status.commit_times) / elapsed if elapsed > 0 else None
     return remaining / rate if rate else None
+
+
+def _estimate_by(status: JobStatus) -> str | None:
+    """What ``seconds_left`` weighs: "expected work", "shards", or None when there is no estimate."""
+    if not status.commit_times or not _alive(status) or _time_left(status) is None:
+        return None
+    return "expected work" if _weighed_time_left(status) is not None else "shards"
+
+
+def _weighed_time_left(status: JobStatus) -> float | None:
+    work, plan = status.expected_work, status.plan
+    if not work or not plan or not status.commit_times:
+        return None
+    planned = [*plan["shards"], *status.handed_back]
+    if any(shard not in work for shard in planned):
+        return None
+    committed = set(status.committed)
+    left = sum(work[shard] for shard in planned if shard not in committed)
+    done = sum(work[shard] for shard in status.last_run_shards if shard in work)
+    started = _as_number(plan.get("started_at"))
+    elapsed = max(status.commit_times) - started if started else 0.0
+    return elapsed * left / done if done > 0 and elapsed > 0 and left > 0 else None
 
 
 def _clock(stamp: float | None) -> str:

@@ -145,3 +145,21 @@ def test_status_says_when_the_code_installed_here_would_compute_every_shard_agai
     rerun = cli(*palago_args(out, 9, 4, "--serial"))
     assert reused(rerun) == 0  # as status said: every shard computed again
     assert f"code:        version {said[2]} (the code installed here)" in status(out).stdout
+
+
+def test_status_weighs_its_estimate_by_the_shards_expected_work_during_a_transfer_run(tmp_path):
+    # the transfer job gives each height's expected work (PalagoTransferJob.shard_work): status
+    # plans the recorded parameters again with the job installed here and weighs the shards left
+    args = ("run", "palago", "--method", "transfer", "--max-n", "44", "--serial", "--out", str(tmp_path))
+    driver = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for_commits(tmp_path, 8, driver)
+        text = status(tmp_path).stdout
+        document = json.loads(cli("status", "--out", str(tmp_path), "--json").stdout)["jobs"][0]
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=60)
+    assert re.search(r"estimate:    about .+ left at the rate of the last run, by the shards' expected work", text), (
+        text
+    )
+    assert document["estimate_by"] == "expected work" and document["seconds_left"] > 0
