@@ -29,7 +29,7 @@ from batchenum.pipeline.batch import BatchInputJob, rejection_lines
 from batchenum.pipeline.batch_writer import write_batch
 from batchenum.pipeline.codeversion import installed_part
 from batchenum.pipeline.errors import PipelineError, UsageError
-from batchenum.pipeline.execute import run_job
+from batchenum.pipeline.execute import expected_work, run_job
 from batchenum.pipeline.interrupts import interrupted as _interrupted
 from batchenum.pipeline.job import Job, PlanContext
 from batchenum.pipeline.names import check_file_name
@@ -412,12 +412,9 @@ def _planned_work(job_class: type[Job], plan: dict | None) -> dict[str, float] |
         job = job_class.create(**{name: value for name, value in params.items() if name in declared})
         if type(job).shard_work is Job.shard_work:
             return None
-        work = {shard.id: job.shard_work(shard) for shard in job.plan(PlanContext())}
+        return expected_work(job, job.plan(PlanContext()))
     except Exception:  # parameters this installation's job refuses: the estimate counts shards
         return None
-    if any(value is None for value in work.values()):
-        return None
-    return {shard_id: float(value) for shard_id, value in work.items() if value is not None}
 
 
 def _cleanup(args: argparse.Namespace) -> int:

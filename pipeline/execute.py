@@ -39,7 +39,7 @@ from batchenum.pipeline.table_commit import (
 )
 from batchenum.pipeline.table_merge import MERGE_DIR, MergeTask, merge_table, run_merge_task
 
-__all__ = ["RunOptions", "RunResult", "run_job", "code_version"]
+__all__ = ["RunOptions", "RunResult", "run_job", "code_version", "expected_work"]
 
 _DAMAGE_LINES = 5  # damaged or stale shards reported one by one; the rest are counted
 _SHARE_THREADS = 8  # parts taken over or written at once by the driver: links and copies wait on the store
@@ -423,7 +423,7 @@ def _compute(
         return nodes, 0, changed
     lock = threading.Lock()
 
-    work = _expected_work(job, pending)
+    work = expected_work(job, pending)
 
     def on_done(shard: Shard, attempt: Attempt) -> None:  # called from the driver's threads too
         with lock:
@@ -454,7 +454,7 @@ def _compute(
     return nodes, still_current[0], changed
 
 
-def _expected_work(job: Job, shards: Iterable[Shard]) -> dict[str, float] | None:
+def expected_work(job: Job, shards: Iterable[Shard]) -> dict[str, float] | None:
     """{shard id: the job's expected work} (Job.shard_work) when it gives one for every shard and
     they add up to more than nothing; None: progress counts shards."""
     work: dict[str, float] = {}
@@ -469,7 +469,7 @@ def _expected_work(job: Job, shards: Iterable[Shard]) -> dict[str, float] | None
 def _more_work(work: dict[str, float] | None, job: Job, shards: Iterable[Shard]) -> float | None:
     """Adds handed-back shards' expected work to ``work``; returns its sum, or None (progress then
     counts shards)."""
-    more = _expected_work(job, shards) if work is not None else None
+    more = expected_work(job, shards) if work is not None else None
     if work is None or more is None:
         return None
     work.update(more)

@@ -445,7 +445,7 @@ def _plan_lines(status: JobStatus) -> list[str]:
     ]
 
 
-def matches_installed(status: JobStatus) -> bool | None:
+def _matches_installed(status: JobStatus) -> bool | None:
     """Whether the last run's code is the code installed here (its installed part: a job's own file
     is not compared); None when either is unknown."""
     recorded = (status.plan or {}).get("version")
@@ -455,13 +455,13 @@ def matches_installed(status: JobStatus) -> bool | None:
 
 
 def _installed_note(status: JobStatus) -> str:
-    return " (the code installed here)" if matches_installed(status) else ""
+    return " (the code installed here)" if _matches_installed(status) else ""
 
 
 def _installed_lines(status: JobStatus) -> list[str]:
     """Whether a run with the code installed here reuses the shards: after an upgrade it computes
     every one again (the n = 60 count's 8 CPU-hours, say), which nothing else shows beforehand."""
-    if matches_installed(status) is not False:
+    if _matches_installed(status) is not False:
         return []
     change = code_change(str((status.plan or {}).get("version")), status.installed_code or "")
     return [
@@ -651,7 +651,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "code": {
             "version": plan.get("version"),
             "installed_here": status.installed_code,
-            "matches_installed": matches_installed(status),
+            "matches_installed": _matches_installed(status),
         },
         "last_run": {
             "started_at": plan.get("started_at"),
