@@ -423,6 +423,14 @@ def _wall_seconds(status: JobStatus) -> float | None:
     return max(status.commit_times) - started
 
 
+def _nothing_computed(status: JobStatus, now: float) -> str:
+    """Why the last run committed no shard: it is still on its first ones, or it reused them all."""
+    started = _as_number((status.plan or {}).get("started_at"))
+    if status.lease and status.dead is None and started:
+        return f"the run under way (for {_ago(now - started)}) has committed no shard yet"
+    return "the last run reused every shard it has"
+
+
 def _last_run_work(status: JobStatus) -> str:
     """The shards the last run computed, the wall time they took and their compute time: the sum over
     shards that ran side by side, so larger than the wall time on several CPUs."""
@@ -513,7 +521,7 @@ def _progress_lines(status: JobStatus, now: float) -> list[str]:
     if status.last_commit:
         lines.append(
             f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
-            + (f"; {_last_run_work(status)}" if status.seconds else "; the last run reused every shard it has")
+            + (f"; {_last_run_work(status)}" if status.seconds else f"; {_nothing_computed(status, now)}")
         )
     left = _time_left(status) if status.commit_times and _alive(status) else None
     if left is not None:

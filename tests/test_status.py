@@ -163,3 +163,16 @@ def test_status_weighs_its_estimate_by_the_shards_expected_work_during_a_transfe
         text
     )
     assert document["estimate_by"] == "expected work" and document["seconds_left"] > 0
+
+
+def test_the_last_commit_line_tells_a_run_under_way_from_one_that_reused_everything():
+    # an hour into a height, the n = 60 run's status said "the last run reused every shard it has"
+    from batchenum.pipeline.status import JobStatus, render
+
+    now = 1_800_000_000.0
+    plan = {"job": "palago", "params": {}, "version": "2+0", "started_at": now - 3300, "shards": ["h1", "h2"]}
+    lease = {"host": "vm", "pid": 1, "heartbeat_at": now - 5}
+    running = JobStatus("palago", "out/palago", plan, committed=["h1"], last_commit=now - 5000, lease=lease)
+    assert "(83min ago); the run under way (for 55min) has committed no shard yet" in render([running], now)
+    finished = JobStatus("palago", "out/palago", plan, committed=["h1", "h2"], last_commit=now - 5000)
+    assert "; the last run reused every shard it has" in render([finished], now)
