@@ -84,6 +84,8 @@ STATE_STEP_SECONDS = 0.6e-6  # one process's sweep at n = 56 on the 2-core VM: 0
 # search from 4.0 s at n = 48; the plan's ROTATION_GROUP_GROWTH is the worst case, 1.73, for pieces
 # never too long, and would weigh the pieces ten times too much at n = 56).
 SYMMETRIC_SECONDS_AT_56 = {"reflection": (47.0, 1.30), "rotation": (35.4, 1.31), "full": (0.045, 1.31)}
+_LOG_STEPS_AT_56 = np.log(np.array(HEIGHT_STATE_STEPS_AT_56, dtype=np.float64))
+_PEAK_AT_56 = int(_LOG_STEPS_AT_56.argmax()) + 1
 
 # From this size on the largest heights hold more than TASK_STATES states (2.35 million at n = 48,
 # by the 1.335x a tile between n = 40 and 56): their shards split across Ray tasks, and must not
@@ -669,14 +671,12 @@ def _status_bytes(field: str) -> int | None:
 
 def height_state_steps(height: int, max_n: int) -> float:
     """The state-steps of ``height``'s sweep at ``max_n`` projected from n = 56's (the constants above)."""
-    steps = np.log(np.array(HEIGHT_STATE_STEPS_AT_56, dtype=np.float64))
-    peak = int(steps.argmax()) + 1
     rising, falling = HEIGHT_SHIFT_PER_TILE
     at_56 = height - rising * (max_n - 56)
-    if at_56 > peak:
-        at_56 = max(peak, height - falling * (max_n - 56))
-    heights = np.arange(1, len(steps) + 1)
-    return float(np.exp(np.interp(at_56, heights, steps)) * COST_GROWTH_PER_TILE ** (max_n - 56))
+    if at_56 > _PEAK_AT_56:
+        at_56 = max(_PEAK_AT_56, height - falling * (max_n - 56))
+    heights = np.arange(1, len(_LOG_STEPS_AT_56) + 1)
+    return float(np.exp(np.interp(at_56, heights, _LOG_STEPS_AT_56)) * COST_GROWTH_PER_TILE ** (max_n - 56))
 
 
 def rotation_group_seconds(max_n: int) -> float:

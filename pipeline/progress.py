@@ -320,18 +320,22 @@ class Progress:
             elapsed = time.monotonic() - self._shards_started
             return f"~{_duration(elapsed * max(0.0, self._work_left) / self._work_done)} left (by expected work)"
         since_first = time.monotonic() - (self._first_done or self._shards_started)
+        took = self._took_text()
+        left = since_first / (self._done - self._reused - 1) * (self._total - self._done)
+        return f"~{_duration(left)} left" + (f" (but {took})" if took else "")
+
+    def _took_text(self) -> str:
+        """'shards took 0.0s to 52m12s each' when the computed shards are uneven, else ''."""
         took = uneven(self._seconds)
-        return f"~{_duration(since_first / (self._done - self._reused - 1) * (self._total - self._done))} left" + (
-            f" (but shards took {_duration(took[0])} to {_duration(took[1])} each)" if took else ""
-        )
+        return f"shards took {_duration(took[0])} to {_duration(took[1])} each" if took else ""
 
     def _bar_postfix(self) -> str:
         """Beside the bar: the records, and an estimate tqdm's own (by count) would get wrong."""
         note = ""
         if self._work_left is not None and self._work_done > 0 and self._done - self._reused >= ESTIMATE_SHARDS:
             note = self._estimate()
-        elif self._work_left is None and (took := uneven(self._seconds)):
-            note = f"shards took {_duration(took[0])} to {_duration(took[1])} each"
+        elif self._work_left is None:
+            note = self._took_text()
         return ", ".join(text for text in (self._records_text(), note) if text)
 
     def _records_text(self) -> str:

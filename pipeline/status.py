@@ -426,7 +426,7 @@ def _wall_seconds(status: JobStatus) -> float | None:
 def _nothing_computed(status: JobStatus, now: float) -> str:
     """Why the last run committed no shard: it is still on its first ones, or it reused them all."""
     started = _as_number((status.plan or {}).get("started_at"))
-    if status.lease and status.dead is None and started:
+    if _alive(status) and started:
         return f"the run under way (for {_ago(now - started)}) has committed no shard yet"
     return "the last run reused every shard it has"
 
@@ -523,12 +523,12 @@ def _progress_lines(status: JobStatus, now: float) -> list[str]:
             f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
             + (f"; {_last_run_work(status)}" if status.seconds else f"; {_nothing_computed(status, now)}")
         )
-    left = _time_left(status) if status.commit_times and _alive(status) else None
-    if left is not None:
-        weighed = _weighed_time_left(status) is not None
+    estimate = _estimate(status)
+    if estimate is not None:
+        left, by = estimate
         lines.append(
             f"  estimate:    about {_ago(left)} left at the rate of the last run"
-            + (", by the shards' expected work" if weighed else _spread_note(status))
+            + (", by the shards' expected work" if by == "expected work" else _spread_note(status))
         )
     return lines
 
@@ -653,6 +653,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
             "dead": status.dead,
         }
     plan = status.plan or {}
+    estimate = _estimate(status)
     return {
         "name": status.name,
         "location": status.where,
@@ -682,8 +683,8 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "handed_back_shards": len(status.handed_back),  # planned ones named by committed shards, not _plan.json
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
-        "seconds_left": _time_left(status) if status.commit_times and _alive(status) else None,
-        "estimate_by": _estimate_by(status),
+        "seconds_left": estimate[0] if estimate else None,
+        "estimate_by": estimate[1] if estimate else None,
         "manifest": _manifest_json(status.manifest),
         "shard_store": {
             "files": status.shard_files,
@@ -760,12 +761,21 @@ def _spread_note(status: JobStatus) -> str:
 _SO_UNSURE = ", so the shards left may take much longer or shorter"
 
 
-def _time_left(status: JobStatus) -> float | None:
-    """The expected work still to do over the rate at which the last run did it, when the job gives
-    each shard's; else the shards still to commit over the rate at which it committed them."""
+def _estimate(status: JobStatus) -> tuple[float, str] | None:
+    """(seconds left, what they weigh) while a run is alive: the expected work still to do over the
+    rate at which the last run did it, when the job gives each shard's ("expected work"); else the
+    shards still to commit over the rate at which it committed them ("shards")."""
+    if not status.commit_times or not _alive(status):
+        return None
     weighed = _weighed_time_left(status)
     if weighed is not None:
-        return weighed
+        return weighed, "expected work"
+    counted = _time_left(status)
+    return (counted, "shards") if counted is not None else None
+
+
+def _time_left(status: JobStatus) -> float | None:
+    """Shards still to commit over the rate at which the last run committed them."""
     if status.planned is None or not status.plan:
         return None
     remaining = status.planned - len(status.committed)
@@ -775,13 +785,6 @@ def _time_left(status: JobStatus) -> float | None:
     elapsed = max(status.commit_times) - started
     rate = len(status.commit_times) / elapsed if elapsed > 0 else None
     return remaining / rate if rate else None
-
-
-def _estimate_by(status: JobStatus) -> str | None:
-    """What ``seconds_left`` weighs: "expected work", "shards", or None when there is no estimate."""
-    if not status.commit_times or not _alive(status) or _time_left(status) is None:
-        return None
-    return "expected work" if _weighed_time_left(status) is not None else "shards"
 
 
 def _weighed_time_left(status: JobStatus) -> float | None:
