@@ -28,7 +28,7 @@ buckets, docs/palago_transfer.md) is sized and spills explicitly (``object_store
 quarter of the machine's memory unless ``BATCHENUM_RAY_OBJECT_STORE`` says how many bytes (at most
 what /dev/shm holds), and past about 80% of it Ray writes objects to files in ``spill`` inside the
 private folder, on the temporary folder's disk, or in a new private folder under
-``BATCHENUM_RAY_SPILL_DIR``: removed with the rest when the run ends.
+``BATCHENUM_RAY_SPILL_DIR`` (made if missing): removed with the rest when the run ends.
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ class LocalRay:
         assert self._folder is not None
         spill_root = os.environ.get(_SPILL_DIR_ENV)
         if spill_root:
+            os.makedirs(spill_root, mode=0o700, exist_ok=True)  # named by the user: made, like --out
             self._spill = private_folder(spill_root)
             spill = os.path.join(self._spill[0], _SPILL)
         else:

@@ -335,6 +335,23 @@ def test_runs_in_two_threads_share_one_private_ray_and_the_last_stops_it(tmp_pat
         assert_matches_published(tmp_path / name, 22)
 
 
+def test_a_spill_folder_that_does_not_exist_yet_is_made(tmp_path, ray_tmpdir, monkeypatch):
+    spill_root = tmp_path / "not" / "there"  # as a script that clears its spill folder before a run leaves it
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmpdir)
+    monkeypatch.setenv("BATCHENUM_RAY_SPILL_DIR", str(spill_root))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    _private_token()  # as the runner does before it starts Ray
+    ray = LocalRay(1)
+    ray.start()
+    try:
+        assert ray.wait(120)
+        (private,) = os.listdir(spill_root)  # the run's own folder, Ray's spill folder inside it
+        assert os.listdir(spill_root / private) != []
+    finally:
+        ray.stop()
+    assert os.listdir(spill_root) == [] and os.listdir(ray_tmpdir) == []
+
+
 # ------------------------------------------------------------------- a Ray that cannot start (issue 48)
 
 
