@@ -13,14 +13,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from batchenum.pipeline.attempt import CHILDREN
 from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.codeversion import code_change, installed_part
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
-from batchenum.pipeline.progress import UNEVEN_FROM_SECONDS, uneven
+from batchenum.pipeline.progress import UNEVEN_FROM_SECONDS, WEIGHED_FROM, uneven, weighed_time_left, work_share_done
 from batchenum.pipeline.shard_store import (
     PLAN_FILE,
     SHARDS_DIR,
@@ -525,12 +525,19 @@ def _progress_lines(status: JobStatus, now: float) -> list[str]:
         )
     estimate = _estimate(status)
     if estimate is not None:
-        left, by = estimate
-        lines.append(
-            f"  estimate:    about {_ago(left)} left at the rate of the last run"
-            + (", by the shards' expected work" if by == "expected work" else _spread_note(status))
-        )
+        lines.append(f"  estimate:    {_estimate_text(estimate, status)}")
     return lines
+
+
+def _estimate_text(estimate: _Estimate, status: JobStatus) -> str:
+    if estimate.seconds is None:
+        return (
+            f"none yet: the last run did {estimate.work_done or 0:.1%} of the shards' expected work, "
+            f"and one is given from {WEIGHED_FROM:.0%}"
+        )
+    return f"about {_ago(estimate.seconds)} left at the rate of the last run" + (
+        ", by the shards' expected work" if estimate.by == "expected work" else _spread_note(status)
+    )
 
 
 def _checkpoint_line(saved: dict, now: float) -> str:
@@ -683,8 +690,9 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "handed_back_shards": len(status.handed_back),  # planned ones named by committed shards, not _plan.json
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
-        "seconds_left": estimate[0] if estimate else None,
-        "estimate_by": estimate[1] if estimate else None,
+        "seconds_left": estimate.seconds if estimate else None,
+        "estimate_by": estimate.by if estimate else None,
+        "expected_work_done": estimate.work_done if estimate else None,
         "manifest": _manifest_json(status.manifest),
         "shard_store": {
             "files": status.shard_files,
@@ -761,17 +769,23 @@ def _spread_note(status: JobStatus) -> str:
 _SO_UNSURE = ", so the shards left may take much longer or shorter"
 
 
-def _estimate(status: JobStatus) -> tuple[float, str] | None:
-    """(seconds left, what they weigh) while a run is alive: the expected work still to do over the
-    rate at which the last run did it, when the job gives each shard's ("expected work"); else the
-    shards still to commit over the rate at which it committed them ("shards")."""
+class _Estimate(NamedTuple):
+    seconds: float | None  # the time left; None: too little of the expected work done to say
+    by: str  # what it weighs: "expected work" or "shards"
+    work_done: float | None = None  # the share of the expected work the last run did (weighed only)
+
+
+def _estimate(status: JobStatus) -> _Estimate | None:
+    """While a run is alive: the expected work still to do over the rate at which the last run did
+    it, when the job gives each shard's (by "expected work"; no time until the last run did
+    WEIGHED_FROM of it); else the shards still to commit over the rate at which it committed them."""
     if not status.commit_times or not _alive(status):
         return None
     weighed = _weighed_time_left(status)
     if weighed is not None:
-        return weighed, "expected work"
+        return weighed
     counted = _time_left(status)
-    return (counted, "shards") if counted is not None else None
+    return _Estimate(counted, "shards") if counted is not None else None
 
 
 def _time_left(status: JobStatus) -> float | None:
@@ -787,7 +801,7 @@ def _time_left(status: JobStatus) -> float | None:
     return remaining / rate if rate else None
 
 
-def _weighed_time_left(status: JobStatus) -> float | None:
+def _weighed_time_left(status: JobStatus) -> _Estimate | None:
     work, plan = status.expected_work, status.plan
     if not work or not plan or not status.commit_times:
         return None
@@ -799,7 +813,9 @@ def _weighed_time_left(status: JobStatus) -> float | None:
     done = sum(work[shard] for shard in status.last_run_shards if shard in work)
     started = _as_number(plan.get("started_at"))
     elapsed = max(status.commit_times) - started if started else 0.0
-    return elapsed * left / done if done > 0 and elapsed > 0 and left > 0 else None
+    if done <= 0 or elapsed <= 0 or left <= 0:
+        return None
+    return _Estimate(weighed_time_left(elapsed, done, left), "expected work", work_share_done(done, left))
 
 
 def _clock(stamp: float | None) -> str:

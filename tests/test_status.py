@@ -149,20 +149,27 @@ def test_status_says_when_the_code_installed_here_would_compute_every_shard_agai
 
 def test_status_weighs_its_estimate_by_the_shards_expected_work_during_a_transfer_run(tmp_path):
     # the transfer job gives each height's expected work (PalagoTransferJob.shard_work): status
-    # plans the recorded parameters again with the job installed here and weighs the shards left
+    # plans the recorded parameters again with the job installed here and weighs the shards left,
+    # once the last run did 5% of that work (h001-h008 hold 1.0% of it at n = 44, h001-h010 12.6%)
     args = ("run", "palago", "--method", "transfer", "--max-n", "44", "--serial", "--out", str(tmp_path))
     driver = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for_commits(tmp_path, 8, driver)
+        early = status(tmp_path).stdout
+        wait_for_commits(tmp_path, 10, driver)
         text = status(tmp_path).stdout
         document = json.loads(cli("status", "--out", str(tmp_path), "--json").stdout)["jobs"][0]
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=60)
+    none_yet = r"estimate:    none yet: the last run did (\d\.\d)% of the shards' expected work, and one is given from 5%"
+    said = re.search(none_yet, early)
+    assert said and 0.5 < float(said[1]) < 5.0, early
     assert re.search(r"estimate:    about .+ left at the rate of the last run, by the shards' expected work", text), (
         text
     )
     assert document["estimate_by"] == "expected work" and document["seconds_left"] > 0
+    assert 0.05 <= document["expected_work_done"] < 1.0, document
 
 
 def test_the_last_commit_line_tells_a_run_under_way_from_one_that_reused_everything():
