@@ -535,7 +535,8 @@ def _estimate_text(estimate: _Estimate, status: JobStatus) -> str:
             f"none yet: the last run did {estimate.work_done or 0:.1%} of the shards' expected work, "
             f"and one is given from {WEIGHED_FROM:.0%}"
         )
-    return f"about {_ago(estimate.seconds)} left at the rate of the last run" + (
+    left = f"about {_ago(estimate.seconds)} " + ("for a rerun" if estimate.rerun else "left")
+    return f"{left} at the rate of the last run" + (
         ", by the shards' expected work" if estimate.by == "expected work" else _spread_note(status)
     )
 
@@ -691,6 +692,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
         "problems": status.problems,  # a damaged _plan.json or _lease.json, and what to do
         "last_commit_at": status.last_commit,
         "seconds_left": estimate.seconds if estimate else None,
+        "seconds_left_for": ("a rerun" if estimate.rerun else "the run under way") if estimate else None,
         "estimate_by": estimate.by if estimate else None,
         "expected_work_done": estimate.work_done if estimate else None,
         "manifest": _manifest_json(status.manifest),
@@ -773,19 +775,22 @@ class _Estimate(NamedTuple):
     seconds: float | None  # the time left; None: too little of the expected work done to say
     by: str  # what it weighs: "expected work" or "shards"
     work_done: float | None = None  # the share of the expected work the last run did (weighed only)
+    rerun: bool = False  # no run holds the folder: the time a rerun would take at the same rate
 
 
 def _estimate(status: JobStatus) -> _Estimate | None:
-    """While a run is alive: the expected work still to do over the rate at which the last run did
-    it, when the job gives each shard's (by "expected work"; no time until the last run did
-    WEIGHED_FROM of it); else the shards still to commit over the rate at which it committed them."""
-    if not status.commit_times or not _alive(status):
+    """The expected work still to do over the rate at which the last run did it, when the job gives
+    each shard's (by "expected work"; no time until the last run did WEIGHED_FROM of it); else the
+    shards still to commit over the rate at which it committed them.  For the run under way, or,
+    when none is, for a rerun (unless the code installed here would compute every shard again)."""
+    rerun = not _alive(status)
+    if not status.commit_times or (rerun and _matches_installed(status) is False):
         return None
-    weighed = _weighed_time_left(status)
-    if weighed is not None:
-        return weighed
-    counted = _time_left(status)
-    return _Estimate(counted, "shards") if counted is not None else None
+    estimate = _weighed_time_left(status)
+    if estimate is None:
+        counted = _time_left(status)
+        estimate = _Estimate(counted, "shards") if counted is not None else None
+    return estimate._replace(rerun=rerun) if estimate is not None else None
 
 
 def _time_left(status: JobStatus) -> float | None:

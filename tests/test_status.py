@@ -37,6 +37,9 @@ def test_status_during_and_after_an_interrupted_run(tmp_path):
     after = status(tmp_path).stdout
     assert f"{committed(tmp_path)}/64 shards committed" in after
     assert "table:" not in after  # an interrupted run wrote no table
+    assert re.search(r"estimate:    about \S+ for a rerun at the rate of the last run", after), after
+    document = json.loads(cli("status", "--out", str(tmp_path), "--json").stdout)["jobs"][0]
+    assert document["seconds_left_for"] == "a rerun" and document["seconds_left"] > 0
 
 
 @pytest.mark.slow  # minutes of CPU on a loaded machine: an end-to-end run
@@ -162,7 +165,9 @@ def test_status_weighs_its_estimate_by_the_shards_expected_work_during_a_transfe
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=60)
-    none_yet = r"estimate:    none yet: the last run did (\d\.\d)% of the shards' expected work, and one is given from 5%"
+    none_yet = (
+        r"estimate:    none yet: the last run did (\d\.\d)% of the shards' expected work, and one is given from 5%"
+    )
     said = re.search(none_yet, early)
     assert said and 0.5 < float(said[1]) < 5.0, early
     assert re.search(r"estimate:    about .+ left at the rate of the last run, by the shards' expected work", text), (
@@ -183,3 +188,20 @@ def test_the_last_commit_line_tells_a_run_under_way_from_one_that_reused_everyth
     assert "(83min ago); the run under way (for 55min) has committed no shard yet" in render([running], now)
     finished = JobStatus("palago", "out/palago", plan, committed=["h1", "h2"], last_commit=now - 5000)
     assert "; the last run reused every shard it has" in render([finished], now)
+
+
+def test_a_stopped_run_gets_an_estimate_for_a_rerun_unless_the_code_here_would_start_over():
+    from batchenum.pipeline.status import JobStatus, render
+
+    now = 1_800_000_000.0
+    plan = {"job": "palago", "params": {}, "version": "2+0", "started_at": now - 400, "shards": ["h1", "h2", "h3"]}
+
+    def stopped(installed_code):
+        return JobStatus(
+            "palago", "out/palago", plan, committed=["h1"], seconds=[100.0], commit_times=[now - 300],
+            last_commit=now - 300, installed_code=installed_code,
+        )  # fmt: skip
+
+    # one shard committed 100 s after the start: two left, about 200 s (3min) at that rate
+    assert "estimate:    about 3min for a rerun at the rate of the last run" in render([stopped("2+0")], now)
+    assert "estimate:" not in render([stopped("2+1")], now)  # a run from here computes every shard again
