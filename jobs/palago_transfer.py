@@ -304,7 +304,7 @@ def sweep_height(
     task_states = TASK_STATES if task_states is None else task_states
     if piece_states < 1 or task_states < 1:
         raise ValueError(f"piece_states and task_states must be at least 1, not {piece_states}, {task_states}")
-    saver = Saver(_whole_saver(checkpoint), save_every, sweep)
+    saver = Saver(_whole_saver(checkpoint, sweep), save_every, sweep)
     sizes = TaskSizes(parts, piece_states, task_states)
     tasks_cost = TasksCost() if tasks_cost is None else tasks_cost
     split = (
@@ -329,16 +329,23 @@ def sweep_height(
     return exact_counts(state.done_w, state.done_p, state.done_f)
 
 
-def _whole_saver(checkpoint: Any):
+def _whole_saver(checkpoint: Any, sweep: tuple):
     """Saves a generation held whole in this process; the parts of an earlier split save go."""
     if checkpoint is None:
         return None
 
     def save(data: bytes, progress: str) -> None:
-        checkpoint.save(data, progress)
+        checkpoint.save(data, progress, share_done(sweep, int(resumed_stats(data)[1])))
         checkpoint.remove_parts()
 
     return save
+
+
+def share_done(sweep: tuple, processed: int) -> float:
+    """How far a height's sweep is, for the run's estimate: its state-steps processed over those
+    the cost model expects, at most 0.99 (a shard is done only once committed)."""
+    height, max_n = sweep[0], sweep[1]
+    return min(0.99, processed / max(1.0, height_state_steps(height, max_n)))
 
 
 def resumed_stats(data: bytes) -> np.ndarray:
@@ -601,7 +608,7 @@ class SplitSweep:
         progress = (
             f"column {index.c}, {index.rows:,} states in {len(index.names)} parts, {int(index.stats[1]):,} processed"
         )
-        self.checkpoint.save(index.to_bytes(self.sweep), progress)
+        self.checkpoint.save(index.to_bytes(self.sweep), progress, share_done(self.sweep, int(index.stats[1])))
         self.checkpoint.remove_parts(keep=frozenset(index.names))
         self.saver.saved(saving.started)
 

@@ -53,13 +53,16 @@ class Checkpoint:
         LOGGER.info(f"{self.storage.uri(self.path)}: resuming from the save at {header.get('progress') or '?'}")
         return data
 
-    def save(self, data: bytes, progress: str = "") -> None:
-        """Commit ``data`` as the shard's state; ``progress`` says how far it is, for ``status``."""
+    def save(self, data: bytes, progress: str = "", done: float | None = None) -> None:
+        """Commit ``data`` as the shard's state; ``progress`` says how far it is, for ``status``;
+        ``done``, when the job knows it, the share of the shard's expected work done (0 to 1), for
+        the run's estimate of the time left (SaveWatch)."""
         header = {
             "provenance": self.provenance,
             "saved_at": round(time.time(), 3),
             "progress": progress,
             "bytes": len(data),
+            **({"done": round(min(1.0, max(0.0, done)), 6)} if done is not None else {}),
         }
 
         def write(local: str) -> None:
@@ -134,7 +137,9 @@ class SaveWatch:
     ``new_saves`` gives each save made since ``since`` (a ``time.time()``) once, reading the first
     line of only those files whose size or time changed since the last look.  A look retries a
     failing store for LOOK_TIMEOUT seconds at most, not the run's storage timeout: the next look
-    comes soon, and the thread that looks also writes the run's progress lines."""
+    comes soon, and the thread that looks also writes the run's progress lines.  ``done_before``
+    holds, by shard id, the share of its work (``done``) that the last save made before ``since``
+    records: what an earlier run did of a shard this one resumes."""
 
     LOOK_TIMEOUT = 5.0
 
@@ -142,9 +147,11 @@ class SaveWatch:
         self.folder = folder.copy(timeout=min(folder.timeout, self.LOOK_TIMEOUT))
         self.since = since
         self._seen: dict[str, tuple[int, int]] = {}
+        self.done_before: dict[str, float] = {}
 
     def new_saves(self) -> list[dict[str, Any]]:
-        """[{"shard", "saved_at", "progress"}] for the saves not given before, by shard id."""
+        """[{"shard", "saved_at", "progress", "done"}] for the saves not given before, by shard id
+        ("done": None when the job gave none)."""
         found = []
         for path in _checkpoint_files(self.folder):
             try:
@@ -156,9 +163,19 @@ class SaveWatch:
                 continue
             self._seen[path] = stat
             saved_at = float(header.get("saved_at") or 0) if header else 0.0
+            done = _share(header.get("done")) if header else None
             if header and saved_at >= self.since:
-                found.append({"shard": _shard_of(path), "saved_at": saved_at, "progress": header.get("progress")})
+                found.append(
+                    {"shard": _shard_of(path), "saved_at": saved_at, "progress": header.get("progress"), "done": done}
+                )
+            elif done is not None:
+                self.done_before[_shard_of(path)] = done
         return found
+
+
+def _share(value: Any) -> float | None:
+    """A header's ``done``, if it is a share (0 to 1)."""
+    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else None
 
 
 def _checkpoint_files(folder: Storage) -> list[str]:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from batchenum.pipeline.attempt import INPUT_FINGERPRINT, Attempt, recorded_children
@@ -424,6 +425,7 @@ def _compute(
     lock = threading.Lock()
 
     work = expected_work(job, pending)
+    watch = SaveWatch(store.storage, time.time())
 
     def on_done(shard: Shard, attempt: Attempt) -> None:  # called from the driver's threads too
         with lock:
@@ -440,9 +442,11 @@ def _compute(
                 still_current[0] += 1
             elif attempt.input_changed:
                 changed.append(shard.id)
-            progress.shard_done(attempt.records, attempt.seconds, work.get(shard.id) if work else None)
+            expected = work.get(shard.id) if work else None
+            before = (expected or 0.0) * watch.done_before.get(shard.id, 0.0)
+            progress.shard_done(attempt.records, attempt.seconds, expected, shard.id, before)
 
-    progress.watch_saves(SaveWatch(store.storage, time.time()).new_saves)
+    progress.watch_saves(partial(_saves_with_work, watch, work))
     progress.start_shards(total, reused, sum(work.values()) if work else None)
     try:
         executor.run(job, pending, store, on_done, verify, release=False)  # the merge may want Ray
@@ -452,6 +456,19 @@ def _compute(
         listed = ", ".join(sorted(changed)[:_DAMAGE_LINES]) + (", ..." if len(changed) > _DAMAGE_LINES else "")
         progress.stage(f"input changed: {_plural(len(changed), 'shard')} recomputed ({listed})")
     return nodes, still_current[0], changed
+
+
+def _saves_with_work(watch: SaveWatch, work: dict[str, float] | None) -> list[dict]:
+    """The watch's new saves; those that say how far their shard is (``done``) with the expected
+    work of it done by this run (``work_done``) and by earlier ones (``work_before``)."""
+    saves = watch.new_saves()
+    for save in saves:
+        expected = work.get(save["shard"]) if work else None
+        if expected is not None and save.get("done") is not None:
+            before = watch.done_before.get(save["shard"], 0.0)
+            save["work_done"] = max(0.0, save["done"] - before) * expected
+            save["work_before"] = before * expected
+    return saves
 
 
 def expected_work(job: Job, shards: Iterable[Shard]) -> dict[str, float] | None:

@@ -166,6 +166,10 @@ class Progress:
         # run; None when the job gives none: the estimate then counts shards
         self._work_left: float | None = None
         self._work_done = 0.0
+        # shards in flight whose saves said how far they are: {shard id: (work this run did of it,
+        # work earlier runs did of it)}; and the shards done, whose late saves count no more
+        self._in_flight: dict[str, tuple[float, float]] = {}
+        self._finished: set[str] = set()
         self._shards_started = self.started
         self._last_line = 0.0
         self._last_change = self.started  # when a shard last finished (or the shards started)
@@ -190,7 +194,9 @@ class Progress:
 
     def watch_saves(self, new_saves: Callable[[], list[dict]]) -> None:
         """While shards run, say each checkpoint save ``new_saves`` gives (``{"shard", "progress"}``,
-        pipeline.checkpoint.SaveWatch), looking every SAVES_EVERY seconds."""
+        pipeline.checkpoint.SaveWatch), looking every SAVES_EVERY seconds.  A save that also gives
+        ``work_done`` and ``work_before`` (the expected work of its shard that this run, and earlier
+        runs, did) counts in the estimate of the time left until its shard is done."""
         self._new_saves = new_saves
 
     def start_shards(self, total: int, reused: int, work: float | None = None) -> None:
@@ -205,6 +211,7 @@ class Progress:
             self._total, self._done, self._reused, self._records = total, reused, reused, 0
             self._seconds = []
             self._work_left, self._work_done = work, 0.0
+            self._in_flight, self._finished = {}, set()
             self._first_done = None
             self._shards_started = self._last_line = self._last_change = time.monotonic()
             if self.interactive and not self.quiet:
@@ -235,17 +242,28 @@ class Progress:
                 self._bar.total = self._total
                 self._bar.refresh()
 
-    def shard_done(self, records: int | None = None, seconds: float | None = None, work: float | None = None) -> None:
+    def shard_done(
+        self,
+        records: int | None = None,
+        seconds: float | None = None,
+        work: float | None = None,
+        shard: str | None = None,
+        work_before: float = 0.0,
+    ) -> None:
         """One more shard done; ``records``: how many input records it read, when it reads any;
-        ``seconds``: how long it computed, when it was not reused; ``work``: its expected work."""
+        ``seconds``: how long it computed, when it was not reused; ``work``: its expected work, of
+        which ``work_before`` was done by earlier runs (a resumed shard's saves); ``shard``: its id."""
         with self._lock:
             self._done += 1
             self._records += records or 0
             if seconds is not None:
                 self._seconds.append(seconds)
+            if shard is not None:
+                self._in_flight.pop(shard, None)
+                self._finished.add(shard)
             if self._work_left is not None and work is not None:
                 self._work_left -= work
-                self._work_done += work
+                self._work_done += max(0.0, work - work_before)
             self._last_change = time.monotonic()
             self._report_compiled()  # a shard computed: its kernels are compiled
             if self._first_done is None:
@@ -309,6 +327,12 @@ class Progress:
             return
         for save in saves:
             self.stage(f"{save['shard']} saved at {save.get('progress') or '?'}")
+            if save.get("work_done") is not None:
+                with self._lock:
+                    if save["shard"] not in self._finished:
+                        self._in_flight[save["shard"]] = (save["work_done"], save.get("work_before") or 0.0)
+                    if self._bar is not None:
+                        self._bar.set_postfix_str(self._bar_postfix(), refresh=False)
 
     def _due(self) -> bool:
         """Off a terminal: whether ``log_every`` seconds passed since the last line."""
@@ -324,7 +348,7 @@ class Progress:
         computed = self._done - self._reused
         line = f"{self.label}: {self._done}/{self._total} shards, {_duration(elapsed)} elapsed"
         remaining = self._total - self._done
-        if computed >= ESTIMATE_SHARDS and remaining and self._first_done is not None:
+        if remaining and (self._weighed() or (computed >= ESTIMATE_SHARDS and self._first_done is not None)):
             line += ", " + self._estimate()
         if self._records and elapsed > 0:
             line += f", {self._records:,} records, {self._records / elapsed:,.0f} records/s"
@@ -336,16 +360,26 @@ class Progress:
         """'~5h12m left (by expected work)' from the job's expected work of the shards ('0.5% of the
         expected work done' until that means something), else from their count: '~23h49m left',
         with the range they took when it is wide."""
-        if self._work_left is not None and self._work_done > 0:
-            elapsed = time.monotonic() - self._shards_started
-            left = weighed_time_left(elapsed, self._work_done, self._work_left)
+        if self._weighed():
+            done, left_work = self._work_so_far()
+            left = weighed_time_left(time.monotonic() - self._shards_started, done, left_work)
             if left is None:
-                return f"{work_share_done(self._work_done, self._work_left):.1%} of the expected work done"
+                return f"{work_share_done(done, left_work):.1%} of the expected work done"
             return f"~{_duration(left)} left (by expected work)"
         since_first = time.monotonic() - (self._first_done or self._shards_started)
         took = self._took_text()
         left = since_first / (self._done - self._reused - 1) * (self._total - self._done)
         return f"~{_duration(left)} left" + (f" (but {took})" if took else "")
+
+    def _weighed(self) -> bool:
+        """Whether the estimate weighs by expected work, and some was done in this run."""
+        return self._work_left is not None and self._work_so_far()[0] > 0
+
+    def _work_so_far(self) -> tuple[float, float]:
+        """(expected work done in this run, left): the shards in flight as far as their saves say."""
+        this_run = sum(done for done, _ in self._in_flight.values())
+        earlier = sum(before for _, before in self._in_flight.values())
+        return self._work_done + this_run, (self._work_left or 0.0) - this_run - earlier
 
     def _took_text(self) -> str:
         """'shards took 0.0s to 52m12s each' when the computed shards are uneven, else ''."""
@@ -355,7 +389,7 @@ class Progress:
     def _bar_postfix(self) -> str:
         """Beside the bar: the records, and an estimate tqdm's own (by count) would get wrong."""
         note = ""
-        if self._work_left is not None and self._work_done > 0 and self._done - self._reused >= ESTIMATE_SHARDS:
+        if self._weighed():
             note = self._estimate()
         elif self._work_left is None:
             note = self._took_text()

@@ -121,14 +121,21 @@ def saved_snapshots(checkpoint, into) -> list:
     snapshots: list = []
     save = checkpoint.save
 
-    def save_and_copy(data, progress=""):
-        save(data, progress)
+    def save_and_copy(data, progress="", done=None):
+        save(data, progress, done)
         snapshot = into / f"save-{len(snapshots)}"
         shutil.copytree(checkpoint.storage.root, snapshot)
         snapshots.append(snapshot)
 
     checkpoint.save = save_and_copy
     return snapshots
+
+
+def saved_header(folder, shard: str) -> dict:
+    """The first line of a save: its provenance, time, progress and share done."""
+    import json
+
+    return json.loads((folder / "_checkpoints" / f"{shard}.ckpt").read_bytes().partition(b"\n")[0])
 
 
 def test_a_split_save_is_written_bucket_by_bucket_and_resumes_split_or_whole(tmp_path):
@@ -147,6 +154,9 @@ def test_a_split_save_is_written_bucket_by_bucket_and_resumes_split_or_whole(tmp
     saves = [(folder, checkpoint_at(folder, "h010").load()) for folder in snapshots]
     bucketed = [(folder, BucketIndex.from_bytes(data)) for folder, data in saves if BucketIndex.holds(data)]
     assert bucketed, "a split column was saved"
+    # each save, whole or split, says how far the height is by the cost model, for the run's estimate
+    shares = [saved_header(folder, "h010")["done"] for folder in snapshots]
+    assert shares == sorted(shares) and 0 < shares[0] and shares[-1] <= 0.99, shares
     # the parts of older saves are removed once a later save is committed
     last = BucketIndex.from_bytes(saves[-1][1]).names if BucketIndex.holds(saves[-1][1]) else ()
     left = {path.name for path in (tmp_path / "run" / "_checkpoints").glob("h010.*.part")}

@@ -128,17 +128,44 @@ def test_a_save_watch_gives_this_runs_saves_once_each_and_skips_removed_files(tm
     watch = SaveWatch(folder, since=0.0)
     assert watch.new_saves() == []  # no checkpoint folder yet
     old, new = (Checkpoint(folder, Shard(name), {"code": "1"}) for name in ("h001", "h002"))
-    old.save(b"state", "column 1")
+    old.save(b"state", "column 1", done=0.4)
     watch = SaveWatch(folder, since=time.time() + 0.01)  # a save before the run is not the run's
     time.sleep(0.02)
-    new.save(b"state", "column 2")
-    assert [(s["shard"], s["progress"]) for s in watch.new_saves()] == [("h002", "column 2")]
+    new.save(b"state", "column 2", done=0.25)
+    assert [(s["shard"], s["progress"], s["done"]) for s in watch.new_saves()] == [("h002", "column 2", 0.25)]
+    assert watch.done_before == {"h001": 0.4}  # what an earlier run did of a shard this one resumes
     assert watch.new_saves() == []  # said once
     new.save(b"states", "column 3")
     assert [(s["shard"], s["progress"]) for s in watch.new_saves()] == [("h002", "column 3")]
     new.clear()
     old.clear()
     assert watch.new_saves() == []
+
+
+def test_saves_that_say_how_far_their_shard_is_count_in_the_estimate(monkeypatch):
+    # a long shard's saves move the estimate before it is done (the n = 60 count's heights take up
+    # to an hour): h2 expects 90 of the 100 units, 20 of them done by an earlier run (resumed)
+    from batchenum.pipeline import progress as module
+
+    monkeypatch.setattr(module, "SAVES_EVERY", 0.0)
+    progress = Progress("far", stream=TimedLines(), log_every=0.0)
+    looks = iter(
+        [
+            [{"shard": "h2", "progress": "column 5", "work_done": 40.0, "work_before": 20.0}],
+            [{"shard": "h2", "progress": "column 9", "work_done": 60.0, "work_before": 20.0}],  # after its commit
+        ]
+    )
+    progress.watch_saves(lambda: next(looks))
+    progress.start_shards(total=2, reused=0, work=100.0)
+    assert "left" not in progress._shard_line()  # nothing done yet: no estimate
+    progress._say_saves()
+    assert progress._work_so_far() == (40.0, 40.0)  # 100 - 40 this run - 20 before
+    assert progress._shard_line().endswith(" left (by expected work)")  # no shard done, yet an estimate
+    progress.shard_done(seconds=1.0, work=90.0, shard="h2", work_before=20.0)
+    assert progress._work_so_far() == (70.0, 10.0)  # its 20 from before are not this run's rate
+    progress._say_saves()
+    assert progress._work_so_far() == (70.0, 10.0)  # a save seen after the commit counts no more
+    progress.finish_shards()
 
 
 def test_a_look_at_the_saves_that_fails_is_said_once_and_the_run_goes_on(monkeypatch):
