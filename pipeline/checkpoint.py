@@ -42,6 +42,7 @@ class Checkpoint:
         self.shard_id = shard.id
         self.path = storage.join(CHECKPOINTS, f"{shard.id}.ckpt")
         self.provenance = provenance
+        self.resumed_done = 0.0  # the share of the work done of the save ``load`` resumed from
 
     def load(self) -> bytes | None:
         """The saved state, or None when there is none, or it was saved by other code or parameters."""
@@ -51,18 +52,24 @@ class Checkpoint:
         if header is None or header.get("provenance") != self.provenance:
             return None
         LOGGER.info(f"{self.storage.uri(self.path)}: resuming from the save at {header.get('progress') or '?'}")
+        self.resumed_done = _share(header.get("done")) or 0.0
         return data
 
     def save(self, data: bytes, progress: str = "", done: float | None = None) -> None:
         """Commit ``data`` as the shard's state; ``progress`` says how far it is, for ``status``;
         ``done``, when the job knows it, the share of the shard's expected work done (0 to 1), for
-        the run's estimate of the time left (SaveWatch)."""
+        the estimates of the time left (SaveWatch, ``status``), with the share done when this
+        attempt began (``done_before``: an earlier attempt's, which a rate of this run leaves out)."""
         header = {
             "provenance": self.provenance,
             "saved_at": round(time.time(), 3),
             "progress": progress,
             "bytes": len(data),
-            **({"done": round(min(1.0, max(0.0, done)), 6)} if done is not None else {}),
+            **(
+                {"done": round(min(1.0, max(0.0, done)), 6), "done_before": self.resumed_done}
+                if done is not None
+                else {}
+            ),
         }
 
         def write(local: str) -> None:
@@ -119,14 +126,23 @@ class Checkpoint:
 
 
 def saved_checkpoints(folder: Storage) -> list[dict[str, Any]]:
-    """Every checkpoint under a job folder: shard id, saved_at, progress and bytes (first lines only)."""
+    """Every checkpoint under a job folder: shard id, saved_at, progress and bytes (first lines only),
+    and done and done_before (None unless the job says how far its shards are: Checkpoint.save)."""
     found = []
     for path in _checkpoint_files(folder):
         header = _header(folder, path, folder.stat(path)[0])
         found.append(
             {
                 "shard": _shard_of(path),
-                **({k: header.get(k) for k in ("saved_at", "progress", "bytes")} if header else {"damaged": True}),
+                **(
+                    {
+                        **{k: header.get(k) for k in ("saved_at", "progress", "bytes")},
+                        "done": _share(header.get("done")),
+                        "done_before": _share(header.get("done_before")),
+                    }
+                    if header
+                    else {"damaged": True}
+                ),
             }
         )
     return found

@@ -702,7 +702,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
             "shared_with_tables_bytes": status.shared_bytes,
         },
         "merges": status.merges,  # merges under way or stopped: table, round, ranges, written
-        "checkpoints": status.checkpoints,  # saved states of unfinished shards: shard, saved_at, progress, bytes
+        "checkpoints": status.checkpoints,  # saved states of unfinished shards: shard, saved_at, progress, bytes, done, done_before
         "tables": [
             {
                 "name": table["name"],
@@ -784,7 +784,7 @@ def _estimate(status: JobStatus) -> _Estimate | None:
     shards still to commit over the rate at which it committed them.  For the run under way, or,
     when none is, for a rerun (unless the code installed here would compute every shard again)."""
     rerun = not _alive(status)
-    if not status.commit_times or (rerun and _matches_installed(status) is False):
+    if not (status.commit_times or status.checkpoints) or (rerun and _matches_installed(status) is False):
         return None
     estimate = _weighed_time_left(status)
     if estimate is None:
@@ -807,17 +807,28 @@ def _time_left(status: JobStatus) -> float | None:
 
 
 def _weighed_time_left(status: JobStatus) -> _Estimate | None:
+    """The expected work left over the rate at which the last run did it, up to its last commit or
+    save: the shards it committed, and those in flight as far as their saves say (less what earlier
+    runs did of them)."""
     work, plan = status.expected_work, status.plan
-    if not work or not plan or not status.commit_times:
+    started = _as_number((plan or {}).get("started_at"))
+    if not work or not plan or not started:
         return None
     planned = [*plan["shards"], *status.handed_back]
     if any(shard not in work for shard in planned):
         return None
+    flying = [
+        saved
+        for saved in status.checkpoints
+        if saved.get("done") is not None and saved["shard"] in work and float(saved.get("saved_at") or 0) >= started
+    ]
+    before = sum((saved.get("done_before") or 0.0) * work[saved["shard"]] for saved in flying)
+    this_run = sum(work[saved["shard"]] * saved["done"] for saved in flying) - before
     committed = set(status.committed)
-    left = sum(work[shard] for shard in planned if shard not in committed)
-    done = sum(work[shard] for shard in status.last_run_shards if shard in work)
-    started = _as_number(plan.get("started_at"))
-    elapsed = max(status.commit_times) - started if started else 0.0
+    left = sum(work[shard] for shard in planned if shard not in committed) - this_run - before
+    done = sum(work[shard] for shard in status.last_run_shards if shard in work) + this_run
+    moments = [*status.commit_times, *(float(saved["saved_at"]) for saved in flying)]
+    elapsed = max(moments) - started if moments else 0.0
     if done <= 0 or elapsed <= 0 or left <= 0:
         return None
     return _Estimate(weighed_time_left(elapsed, done, left), "expected work", work_share_done(done, left))

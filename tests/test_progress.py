@@ -142,6 +142,22 @@ def test_a_save_watch_gives_this_runs_saves_once_each_and_skips_removed_files(tm
     assert watch.new_saves() == []
 
 
+def test_a_resumed_attempts_saves_say_how_far_the_save_it_resumed_was(tmp_path):
+    from batchenum.pipeline.checkpoint import Checkpoint, saved_checkpoints
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    folder = Storage.at(str(tmp_path))
+    Checkpoint(folder, Shard("h001"), {"code": "1"}).save(b"state", "column 1", done=0.4)
+    assert [(c["done"], c["done_before"]) for c in saved_checkpoints(folder)] == [(0.4, 0.0)]
+    resumed = Checkpoint(folder, Shard("h001"), {"code": "1"})
+    assert resumed.load() == b"state"
+    resumed.save(b"states", "column 2", done=0.55)
+    assert [(c["done"], c["done_before"]) for c in saved_checkpoints(folder)] == [(0.55, 0.4)]
+    resumed.save(b"more", "column 3")  # a job that does not say how far: neither
+    assert [(c["done"], c["done_before"]) for c in saved_checkpoints(folder)] == [(None, None)]
+
+
 def test_saves_that_say_how_far_their_shard_is_count_in_the_estimate(monkeypatch):
     # a long shard's saves move the estimate before it is done (the n = 60 count's heights take up
     # to an hour): h2 expects 90 of the 100 units, 20 of them done by an earlier run (resumed)

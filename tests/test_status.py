@@ -205,3 +205,24 @@ def test_a_stopped_run_gets_an_estimate_for_a_rerun_unless_the_code_here_would_s
     # one shard committed 100 s after the start: two left, about 200 s (3min) at that rate
     assert "estimate:    about 3min for a rerun at the rate of the last run" in render([stopped("2+0")], now)
     assert "estimate:" not in render([stopped("2+1")], now)  # a run from here computes every shard again
+
+
+def test_status_counts_a_shard_in_flight_as_far_as_its_save_says():
+    # an hour-long height is most of a run: its saves say how far it is (Checkpoint.save's done),
+    # less what an earlier run did of it (done_before)
+    from batchenum.pipeline.status import JobStatus, render, to_json
+
+    now = 1_800_000_000.0
+    plan = {"job": "palago", "params": {}, "version": "2+0", "started_at": now - 1000, "shards": ["h1", "h2"]}
+    lease = {"host": "vm", "pid": 1, "heartbeat_at": now - 5}
+    saved = {"shard": "h2", "saved_at": now - 500, "progress": "column 9", "bytes": 10, "done": 0.5, "done_before": 0.2}
+    running = JobStatus(
+        "palago", "out/palago", plan, checkpoints=[saved], lease=lease, expected_work={"h1": 10.0, "h2": 90.0},
+    )  # fmt: skip
+    # this run did 0.3 of h2 (27 units) in 500 s; 100 - 27 - 18 (h2's earlier 0.2) = 55 left: about 1,019 s
+    assert "estimate:    about 17min left at the rate of the last run, by the shards' expected work" in render(
+        [running], now
+    )
+    [document] = to_json([running], now)["jobs"]
+    assert document["seconds_left"] == pytest.approx(500 * 55 / 27, rel=1e-6)
+    assert document["checkpoints"][0]["done"] == 0.5
