@@ -545,8 +545,10 @@ def _checkpoint_line(saved: dict, now: float) -> str:
     return f"  checkpoint:  {saved['shard']}: " + (
         "damaged; the next attempt starts the shard afresh"
         if saved.get("damaged")
-        else f"{saved.get('progress') or 'saved'}, {_clock(saved.get('saved_at'))} "
-        f"({_ago(now - float(saved.get('saved_at') or now))} ago), {int(saved.get('bytes') or 0):,} bytes"
+        else f"{saved.get('progress') or 'saved'}"
+        + (f" (about {saved['done']:.0%} of its expected work)" if saved.get("done") is not None else "")
+        + f", {_clock(saved.get('saved_at'))} ({_ago(now - float(saved.get('saved_at') or now))} ago), "
+        f"{int(saved.get('bytes') or 0):,} bytes"
     )
 
 

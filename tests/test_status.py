@@ -223,6 +223,7 @@ def test_status_counts_a_shard_in_flight_as_far_as_its_save_says():
     assert "estimate:    about 17min left at the rate of the last run, by the shards' expected work" in render(
         [running], now
     )
+    assert "checkpoint:  h2: column 9 (about 50% of its expected work), " in render([running], now)
     [document] = to_json([running], now)["jobs"]
     assert document["seconds_left"] == pytest.approx(500 * 55 / 27, rel=1e-6)
     assert document["checkpoints"][0]["done"] == 0.5
