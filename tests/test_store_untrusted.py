@@ -144,9 +144,9 @@ def test_status_tells_a_dead_run_and_counts_only_planned_shards(palago_run, tmp_
     text = cli("status", "--out", str(out), expect=None).stdout
     assert "3/4 shards committed; 2 not in the plan, ignored (s0003, s99999)" in text, text
     assert "running:" not in text and "stopped:" in text and "its process is gone" in text
-    assert "left at the rate" not in text
+    assert "left at the rate" not in text and "for a rerun at the rate of the last run" in text  # none runs now
     [status] = json.loads(cli("status", "--out", str(out), "--json").stdout)["jobs"]
-    assert status["running"]["alive"] is False and status["seconds_left"] is None
+    assert status["running"]["alive"] is False and status["seconds_left_for"] == "a rerun"
     assert status["shards"]["committed"] == 3 and status["unplanned_shards"] == 2
     (job / LEASE_FILE).write_text(
         json.dumps({"run": "r", "host": "elsewhere", "pid": 1, "started_at": now - 500, "heartbeat_at": now - 300})
