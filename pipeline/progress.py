@@ -98,6 +98,18 @@ def weighed_time_left(elapsed: float, done: float, left: float) -> float | None:
     return elapsed * max(0.0, left) / done
 
 
+def counted_down(started: float, reported: float, now: float, done: float, left: float) -> float | None:
+    """The time left at the rate the work went from ``started`` to its last report (``reported``:
+    a shard done, a save), less the time since: the work goes on between two reports, and an
+    estimate that grew until the next one would swing by the gap times left / done (45 minutes
+    every 5 at a tenth done).  Once that has run out (the work is behind its pace), the rate up to
+    ``now``."""
+    at_report = weighed_time_left(reported - started, done, left)
+    if at_report is None or at_report - (now - reported) > 0:
+        return None if at_report is None else at_report - (now - reported)
+    return weighed_time_left(now - started, done, left)
+
+
 def _heartbeat_gap(log_every: float, waited: float) -> float:
     """Seconds between two unchanged shard lines after ``waited`` seconds without a finished shard."""
     return max(log_every, min(LONGEST_GAP, waited / 10))
@@ -171,6 +183,7 @@ class Progress:
         self._in_flight: dict[str, tuple[float, float]] = {}
         self._finished: set[str] = set()
         self._shards_started = self.started
+        self._reported = self.started  # when a shard or a save last said how much work was done
         self._last_line = 0.0
         self._last_change = self.started  # when a shard last finished (or the shards started)
         self._compiling: float | None = None  # when the outermost compile in progress started
@@ -213,7 +226,7 @@ class Progress:
             self._work_left, self._work_done = work, 0.0
             self._in_flight, self._finished = {}, set()
             self._first_done = None
-            self._shards_started = self._last_line = self._last_change = time.monotonic()
+            self._shards_started = self._last_line = self._last_change = self._reported = time.monotonic()
             if self.interactive and not self.quiet:
                 self._bar = _bar_class(self.notebook)(
                     total=total,
@@ -261,10 +274,11 @@ class Progress:
             if shard is not None:
                 self._in_flight.pop(shard, None)
                 self._finished.add(shard)
+            self._last_change = time.monotonic()
             if self._work_left is not None and work is not None:
                 self._work_left -= work
                 self._work_done += max(0.0, work - work_before)
-            self._last_change = time.monotonic()
+                self._reported = self._last_change
             self._report_compiled()  # a shard computed: its kernels are compiled
             if self._first_done is None:
                 self._first_done = self._last_change
@@ -331,6 +345,7 @@ class Progress:
                 with self._lock:
                     if save["shard"] not in self._finished:
                         self._in_flight[save["shard"]] = (save["work_done"], save.get("work_before") or 0.0)
+                        self._reported = time.monotonic()
                     if self._bar is not None:
                         self._bar.set_postfix_str(self._bar_postfix(), refresh=False)
 
@@ -362,7 +377,7 @@ class Progress:
         with the range they took when it is wide."""
         if self._weighed():
             done, left_work = self._work_so_far()
-            left = weighed_time_left(time.monotonic() - self._shards_started, done, left_work)
+            left = counted_down(self._shards_started, self._reported, time.monotonic(), done, left_work)
             if left is None:
                 return f"{work_share_done(done, left_work):.1%} of the expected work done"
             return f"~{_duration(left)} left (by expected work)"

@@ -20,7 +20,14 @@ from batchenum.pipeline.checkpoint import saved_checkpoints
 from batchenum.pipeline.codeversion import code_change, installed_part
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
-from batchenum.pipeline.progress import UNEVEN_FROM_SECONDS, WEIGHED_FROM, uneven, weighed_time_left, work_share_done
+from batchenum.pipeline.progress import (
+    UNEVEN_FROM_SECONDS,
+    WEIGHED_FROM,
+    counted_down,
+    uneven,
+    weighed_time_left,
+    work_share_done,
+)
 from batchenum.pipeline.shard_store import (
     PLAN_FILE,
     SHARDS_DIR,
@@ -523,7 +530,7 @@ def _progress_lines(status: JobStatus, now: float) -> list[str]:
             f"  last commit: {_clock(status.last_commit)} ({_ago(now - status.last_commit)} ago)"
             + (f"; {_last_run_work(status)}" if status.seconds else f"; {_nothing_computed(status, now)}")
         )
-    estimate = _estimate(status)
+    estimate = _estimate(status, now)
     if estimate is not None:
         lines.append(f"  estimate:    {_estimate_text(estimate, status)}")
     return lines
@@ -663,7 +670,7 @@ def _job_json(status: JobStatus, now: float) -> dict[str, Any]:
             "dead": status.dead,
         }
     plan = status.plan or {}
-    estimate = _estimate(status)
+    estimate = _estimate(status, now)
     return {
         "name": status.name,
         "location": status.where,
@@ -780,15 +787,16 @@ class _Estimate(NamedTuple):
     rerun: bool = False  # no run holds the folder: the time a rerun would take at the same rate
 
 
-def _estimate(status: JobStatus) -> _Estimate | None:
+def _estimate(status: JobStatus, now: float) -> _Estimate | None:
     """The expected work still to do over the rate at which the last run did it, when the job gives
-    each shard's (by "expected work"; no time until the last run did WEIGHED_FROM of it); else the
-    shards still to commit over the rate at which it committed them.  For the run under way, or,
-    when none is, for a rerun (unless the code installed here would compute every shard again)."""
+    each shard's (by "expected work"; no time until the last run did WEIGHED_FROM of it; for the
+    run under way, counted down since its last report, progress.counted_down); else the shards
+    still to commit over the rate at which it committed them.  For the run under way, or, when
+    none is, for a rerun (unless the code installed here would compute every shard again)."""
     rerun = not _alive(status)
     if not (status.commit_times or status.checkpoints) or (rerun and _matches_installed(status) is False):
         return None
-    estimate = _weighed_time_left(status)
+    estimate = _weighed_time_left(status, None if rerun else now)
     if estimate is None:
         counted = _time_left(status)
         estimate = _Estimate(counted, "shards") if counted is not None else None
@@ -808,10 +816,10 @@ def _time_left(status: JobStatus) -> float | None:
     return remaining / rate if rate else None
 
 
-def _weighed_time_left(status: JobStatus) -> _Estimate | None:
+def _weighed_time_left(status: JobStatus, now: float | None) -> _Estimate | None:
     """The expected work left over the rate at which the last run did it, up to its last commit or
     save: the shards it committed, and those in flight as far as their saves say (less what earlier
-    runs did of them)."""
+    runs did of them); counted down to ``now`` for a run under way (None: a rerun's)."""
     work, plan = status.expected_work, status.plan
     started = _as_number((plan or {}).get("started_at"))
     if not work or not plan or not started:
@@ -830,10 +838,15 @@ def _weighed_time_left(status: JobStatus) -> _Estimate | None:
     left = sum(work[shard] for shard in planned if shard not in committed) - this_run - before
     done = sum(work[shard] for shard in status.last_run_shards if shard in work) + this_run
     moments = [*status.commit_times, *(float(saved["saved_at"]) for saved in flying)]
-    elapsed = max(moments) - started if moments else 0.0
-    if done <= 0 or elapsed <= 0 or left <= 0:
+    reported = max(moments) if moments else started
+    if done <= 0 or reported <= started or left <= 0:
         return None
-    return _Estimate(weighed_time_left(elapsed, done, left), "expected work", work_share_done(done, left))
+    seconds = (
+        weighed_time_left(reported - started, done, left)
+        if now is None
+        else counted_down(started, reported, max(now, reported), done, left)
+    )
+    return _Estimate(seconds, "expected work", work_share_done(done, left))
 
 
 def _clock(stamp: float | None) -> str:

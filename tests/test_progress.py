@@ -229,6 +229,25 @@ def test_an_estimate_weighs_the_shards_left_by_their_expected_work():
     assert counted.endswith(" left") and "expected work" not in counted, counted
 
 
+def test_a_weighed_estimate_counts_down_between_two_reports_of_the_work():
+    from batchenum.pipeline.progress import counted_down
+
+    # a tenth done in the 100 s to the last report: 900 s left then, 870 s 30 s later
+    assert counted_down(0.0, 100.0, 130.0, done=10.0, left=90.0) == pytest.approx(870.0)
+    # 1,000 s later the count-down ran out: the work is behind its pace, so the rate up to now
+    assert counted_down(0.0, 100.0, 1100.0, done=10.0, left=90.0) == pytest.approx(9900.0)
+    assert counted_down(0.0, 100.0, 130.0, done=1.0, left=99.0) is None  # 1% done: too early to say
+    # and so does the run's line: no shard finishing, and the estimate still falls
+    progress = Progress("down", stream=TimedLines(), log_every=0.0)
+    progress.start_shards(total=3, reused=0, work=10.0)
+    time.sleep(1.0)  # half the work in a second or more: a second or more left, counted down from there
+    progress.shard_done(seconds=1.0, work=5.0)
+    first = float(re.search(r"~(\d+\.\d)s left", progress._estimate())[1])
+    time.sleep(0.1)
+    assert float(re.search(r"~(\d+\.\d)s left", progress._estimate())[1]) < first
+    progress.finish_shards()
+
+
 def test_a_weighed_estimate_waits_for_five_percent_of_the_expected_work():
     # small first shards are mostly fixed costs (the n = 60 count read "~9715h54m left" 29 s in)
     stream = TimedLines()

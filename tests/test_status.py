@@ -219,11 +219,12 @@ def test_status_counts_a_shard_in_flight_as_far_as_its_save_says():
     running = JobStatus(
         "palago", "out/palago", plan, checkpoints=[saved], lease=lease, expected_work={"h1": 10.0, "h2": 90.0},
     )  # fmt: skip
-    # this run did 0.3 of h2 (27 units) in 500 s; 100 - 27 - 18 (h2's earlier 0.2) = 55 left: about 1,019 s
-    assert "estimate:    about 17min left at the rate of the last run, by the shards' expected work" in render(
+    # this run did 0.3 of h2 (27 units) in 500 s; 100 - 27 - 18 (h2's earlier 0.2) = 55 left: about
+    # 1,019 s at that save, 519 s now (the run went on since)
+    assert "estimate:    about 9min left at the rate of the last run, by the shards' expected work" in render(
         [running], now
     )
     assert "checkpoint:  h2: column 9 (about 50% of its expected work), " in render([running], now)
     [document] = to_json([running], now)["jobs"]
-    assert document["seconds_left"] == pytest.approx(500 * 55 / 27, rel=1e-6)
+    assert document["seconds_left"] == pytest.approx(500 * 55 / 27 - 500, rel=1e-6)
     assert document["checkpoints"][0]["done"] == 0.5
