@@ -105,9 +105,10 @@ def counted_down(started: float, reported: float, now: float, done: float, left:
     every 5 at a tenth done).  Once that has run out (the work is behind its pace), the rate up to
     ``now``."""
     at_report = weighed_time_left(reported - started, done, left)
-    if at_report is None or at_report - (now - reported) > 0:
-        return None if at_report is None else at_report - (now - reported)
-    return weighed_time_left(now - started, done, left)
+    if at_report is None:
+        return None
+    since = at_report - (now - reported)
+    return since if since > 0 else weighed_time_left(now - started, done, left)
 
 
 def _heartbeat_gap(log_every: float, waited: float) -> float:
