@@ -38,8 +38,9 @@ def ray_tmpdir():
     os.rmdir(folder)  # fails the test if the run left Ray's folder behind
 
 
-def toy_command(out: Path, shards: int, seconds: float, workers: int) -> list[str]:
-    return [sys.executable, str(SCENARIO), str(out), str(shards), str(seconds), str(workers)]
+def toy_command(out: Path, shards: int, seconds: float, workers: int, *extra: float) -> list[str]:
+    """``extra``: local_toy.py's RAY_AFTER, then SECONDS_ON_RAY."""
+    return [sys.executable, str(SCENARIO), str(out), str(shards), str(seconds), str(workers), *map(str, extra)]
 
 
 def run_toy(out: Path, ray_tmpdir: str, *args) -> tuple[dict, str]:
@@ -61,17 +62,18 @@ def processes_naming(text: str) -> list[int]:
 
 
 def test_ray_takes_shards_from_the_front_once_it_is_up(tmp_path, ray_tmpdir):
-    # one thread computes here, so Ray starts on the other core: 120 shards of 0.4 s give it 48 s
-    # (it needs 5 to 7 s on a quiet machine, 16 s and more under load, and once over 30 s at nice 19
-    # beside another nice-19 job that spilled to disk); tests/test_executor.py checks the same
+    # one thread computes here, so Ray starts on the other core: 300 shards of 0.4 s give it 120 s
+    # (it needs 5 to 7 s on a quiet machine, 16 s and more under load, over 30 s at nice 19 beside
+    # another nice-19 job that spilled to disk, and 45 s beside three test workers); on Ray a shard
+    # takes no time, so the run ends soon after Ray is up; tests/test_executor.py checks the same
     # hand-over deterministically, with a fake Ray
-    report, log = run_toy(tmp_path, ray_tmpdir, 120, 0.4, 1)
+    report, log = run_toy(tmp_path, ray_tmpdir, 300, 0.4, 1, 0, 0)
     assert "computing on a local Ray with 1 CPUs" in log
     ran = report["ran"]
-    assert len(ran) == 120 and set(ran.values()) == {"ray", "driver"}
+    assert len(ran) == 300 and set(ran.values()) == {"ray", "driver"}
     on_ray = [shard for shard, where in ran.items() if where == "ray"]
     assert on_ray == sorted(ran)[: len(on_ray)]  # the front of the plan; the driver took the end
-    assert report["values"] == list(range(605))
+    assert report["values"] == list(range(1505))
     assert os.listdir(ray_tmpdir) == [] and processes_naming(ray_tmpdir) == []
 
 
@@ -127,7 +129,7 @@ def failure_to_start(timeout: float) -> tuple[str, LocalRay]:
 def test_a_ray_start_that_timed_out_is_started_once_more(tmp_path, ray_tmpdir):
     env = ray_start_that_times_out(tmp_path / "hook", times=1)
     done = subprocess.run(
-        toy_command(tmp_path / "out", 120, 0.4, 1),
+        toy_command(tmp_path / "out", 300, 0.4, 1, 0, 0),  # as in the hand-over above
         capture_output=True,
         text=True,
         timeout=300,

@@ -3,6 +3,7 @@ a table with duplicate keys to drop, a partitioned table, and an aggregate made 
 
 from __future__ import annotations
 
+import os
 import time
 
 from batchenum.pipeline.job import Column, Job, PlanContext, Shard, ShardResult, TableSpec
@@ -28,11 +29,21 @@ class ToyJob(Job):
     tables = (ITEMS, TOTALS)
     shard_tables = ("items",)
 
-    def __init__(self, shards: int = 6, width: int = 5, fail_on: str | None = None, seconds: float = 0.0):
+    def __init__(
+        self,
+        shards: int = 6,
+        width: int = 5,
+        fail_on: str | None = None,
+        seconds: float = 0.0,
+        seconds_elsewhere: float | None = None,
+    ):
         self.shards = shards
         self.width = width
         self.fail_on = fail_on
         self.seconds = seconds  # each shard takes at least this long (without using a CPU)
+        # in another process (a Ray worker), if given: a hand-over test then ends once Ray is up
+        self.seconds_elsewhere = seconds if seconds_elsewhere is None else seconds_elsewhere
+        self.made_in = os.getpid()
 
     def extra_params(self) -> dict:
         return {"shards": self.shards, "width": self.width}
@@ -43,7 +54,7 @@ class ToyJob(Job):
     def run_shard(self, shard: Shard, context=None) -> ShardResult:
         if shard.id == self.fail_on:
             raise ValueError(f"bad input in {shard.id}")
-        time.sleep(self.seconds)
+        time.sleep(self.seconds if os.getpid() == self.made_in else self.seconds_elsewhere)
         values = list(range(shard.spec["start"], shard.spec["stop"]))
         return ShardResult(
             {
