@@ -38,14 +38,25 @@ def ray_tmpdir():
     os.rmdir(folder)  # fails the test if the run left Ray's folder behind
 
 
-def toy_command(out: Path, shards: int, seconds: float, workers: int, *extra: float) -> list[str]:
-    """``extra``: local_toy.py's RAY_AFTER, then SECONDS_ON_RAY."""
-    return [sys.executable, str(SCENARIO), str(out), str(shards), str(seconds), str(workers), *map(str, extra)]
+def toy_command(out: Path, shards: int, seconds: float, workers: int) -> list[str]:
+    return [sys.executable, str(SCENARIO), str(out), str(shards), str(seconds), str(workers)]
 
 
-def run_toy(out: Path, ray_tmpdir: str, *args) -> tuple[dict, str]:
+# The hand-over: one thread computes here, so Ray starts on the other core, and these shards give it
+# 450 s. Started in the background, Ray runs at nice 19 in an autogroup of its own, so it yields to
+# every busy test beside it: 5 to 7 s on a quiet machine, about 40 s in the suite, once over 120 s
+# beside three test workers. On Ray a shard takes no time (local_toy.py's SECONDS_ON_RAY, after
+# RAY_AFTER 0), so the run ends soon after Ray is up.
+HAND_OVER_SHARDS = 300
+
+
+def hand_over_command(out: Path) -> list[str]:
+    return [*toy_command(out, HAND_OVER_SHARDS, 1.5, 1), "0", "0"]
+
+
+def run_toy(command: list[str], ray_tmpdir: str) -> tuple[dict, str]:
     done = subprocess.run(
-        toy_command(out, *args),
+        command,
         capture_output=True,
         text=True,
         timeout=600,
@@ -62,15 +73,11 @@ def processes_naming(text: str) -> list[int]:
 
 
 def test_ray_takes_shards_from_the_front_once_it_is_up(tmp_path, ray_tmpdir):
-    # one thread computes here, so Ray starts on the other core: 300 shards of 1.5 s give it 450 s.
-    # Started in the background, Ray runs at nice 19 in an autogroup of its own, so it yields to
-    # every busy test beside it: 5 to 7 s on a quiet machine, about 40 s in the suite, once over
-    # 120 s beside three test workers. On Ray a shard takes no time, so the run ends soon after Ray
-    # is up; tests/test_executor.py checks the same hand-over deterministically, with a fake Ray
-    report, log = run_toy(tmp_path, ray_tmpdir, 300, 1.5, 1, 0, 0)
+    # tests/test_executor.py checks the same hand-over deterministically, with a fake Ray
+    report, log = run_toy(hand_over_command(tmp_path), ray_tmpdir)
     assert "computing on a local Ray with 1 CPUs" in log, log
     ran = report["ran"]
-    assert len(ran) == 300 and set(ran.values()) == {"ray", "driver"}
+    assert len(ran) == HAND_OVER_SHARDS and set(ran.values()) == {"ray", "driver"}
     on_ray = [shard for shard, where in ran.items() if where == "ray"]
     assert on_ray == sorted(ran)[: len(on_ray)]  # the front of the plan; the driver took the end
     assert report["values"] == list(range(1505))
@@ -79,7 +86,7 @@ def test_ray_takes_shards_from_the_front_once_it_is_up(tmp_path, ray_tmpdir):
 
 def test_a_run_finished_before_ray_is_up_never_connects(tmp_path, ray_tmpdir):
     started = time.monotonic()
-    report, log = run_toy(tmp_path, ray_tmpdir, 4, 0.0, 2)  # RAY_AFTER 0: Ray starts at once
+    report, log = run_toy(toy_command(tmp_path, 4, 0.0, 2), ray_tmpdir)  # RAY_AFTER 0: Ray starts at once
     assert "the local Ray is not needed: every shard was taken here before it was up" in log
     assert "computing on a local Ray" not in log
     assert set(report["ran"].values()) == {"driver"} and report["values"] == list(range(25))
@@ -129,7 +136,7 @@ def failure_to_start(timeout: float) -> tuple[str, LocalRay]:
 def test_a_ray_start_that_timed_out_is_started_once_more(tmp_path, ray_tmpdir):
     env = ray_start_that_times_out(tmp_path / "hook", times=1)
     done = subprocess.run(
-        toy_command(tmp_path / "out", 300, 1.5, 1, 0, 0),  # as in the hand-over above
+        hand_over_command(tmp_path / "out"),
         capture_output=True,
         text=True,
         timeout=600,
