@@ -180,10 +180,12 @@ class LocalRay:
                 raise LocalRayError(self._failure or "the local Ray was not started")
             up = os.path.exists(os.path.join(self._folder, _RAY_DIR, "ray_current_cluster"))
             if self._process.poll() is not None:
-                again = self._starts < _STARTS and _STARTUP_TIMED_OUT.encode() in self._output()
+                timed_out = _STARTUP_TIMED_OUT.encode() in self._output()
+                again = self._starts < _STARTS and timed_out
                 said = self._failure_said(keep=not again)
                 if not again:
-                    raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {said}")
+                    busy = f"; {_timed_out_twice(self.nice)}" if timed_out else ""
+                    raise LocalRayError(f"`ray start` exited with status {self._process.returncode}: {said}{busy}")
                 self.retried = said
                 self.stop()
                 self.start()
@@ -247,6 +249,17 @@ class LocalRay:
         reason = next((line for line in reversed(lines) if _ERROR_LINE.search(line)), lines[-1] if lines else "")
         kept = _keep_log(output) if keep else None
         return (reason or "(no output)") + (f" (its output: {kept})" if kept else "")
+
+
+def _timed_out_twice(nice: int) -> str:
+    """Why a start that timed out twice most likely did: the load it met, so that the user sees a
+    busy machine rather than a broken Ray."""
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    yielding = f", and this Ray ran at nice {nice} to yield to the work here" if nice else ""
+    return (
+        f"its raylet missed Ray's 30 s to register twice, as on a busy machine: the load average "
+        f"was {load:.1f} over the last minute on {cpus} CPUs{yielding}"
+    )
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes Ray writes even off a terminal
