@@ -43,6 +43,9 @@ class Checkpoint:
         self.path = storage.join(CHECKPOINTS, f"{shard.id}.ckpt")
         self.provenance = provenance
         self.resumed_done = 0.0  # the share of the work done of the save ``load`` resumed from
+        # [saved_at, done] of every save this shard's attempts resumed from, oldest first: which
+        # of its work a given run did (``done_before_run``), even when it retried within that run
+        self.resumed: list[list[float]] = []
 
     def load(self) -> bytes | None:
         """The saved state, or None when there is none, or it was saved by other code or parameters."""
@@ -53,6 +56,7 @@ class Checkpoint:
             return None
         LOGGER.info(f"{self.storage.uri(self.path)}: resuming from the save at {header.get('progress') or '?'}")
         self.resumed_done = _share(header.get("done")) or 0.0
+        self.resumed = [*_resume_points(header), [float(header.get("saved_at") or 0), self.resumed_done]]
         return data
 
     def save(self, data: bytes, progress: str = "", done: float | None = None) -> None:
@@ -66,7 +70,7 @@ class Checkpoint:
             "progress": progress,
             "bytes": len(data),
             **(
-                {"done": round(min(1.0, max(0.0, done)), 6), "done_before": self.resumed_done}
+                {"done": round(min(1.0, max(0.0, done)), 6), "done_before": self.resumed_done, "resumed": self.resumed}
                 if done is not None
                 else {}
             ),
@@ -139,6 +143,7 @@ def saved_checkpoints(folder: Storage) -> list[dict[str, Any]]:
                         **{k: header.get(k) for k in ("saved_at", "progress", "bytes")},
                         "done": _share(header.get("done")),
                         "done_before": _share(header.get("done_before")),
+                        "resumed": _resume_points(header),
                     }
                     if header
                     else {"damaged": True}
@@ -187,6 +192,33 @@ class SaveWatch:
             elif done is not None:
                 self.done_before[_shard_of(path)] = done
         return found
+
+
+def done_before_run(saved: dict[str, Any], started: float) -> float:
+    """The share of a shard's work done before the run that started at ``started``, by the shard's
+    save (a ``saved_checkpoints`` entry): the ``done`` of the last save its attempts resumed from
+    that was made before then (none: 0).  A save by older code, which kept only its own attempt's
+    start, gives that (``done_before``)."""
+    points = saved.get("resumed")
+    if not points:
+        return saved.get("done_before") or 0.0
+    before = [done for saved_at, done in points if saved_at < started]
+    return before[-1] if before else 0.0
+
+
+def _resume_points(header: dict[str, Any]) -> list[list[float]]:
+    """A header's ``resumed``: its well-formed [saved_at, done] pairs."""
+    points = header.get("resumed")
+    if not isinstance(points, list):
+        return []
+    return [
+        [float(p[0]), share]
+        for p in points
+        if isinstance(p, list)
+        and len(p) == 2
+        and isinstance(p[0], (int, float))
+        and (share := _share(p[1])) is not None
+    ]
 
 
 def _share(value: Any) -> float | None:

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from batchenum.pipeline.attempt import CHILDREN
-from batchenum.pipeline.checkpoint import saved_checkpoints
+from batchenum.pipeline.checkpoint import done_before_run, saved_checkpoints
 from batchenum.pipeline.codeversion import code_change, installed_part
 from batchenum.pipeline.lease import LEASE_FILE, dead_reason, lease_problem, stale_after
 from batchenum.pipeline.parquet_format import DamagedFileError, decode_metadata, read_metadata, read_verified
@@ -832,7 +832,7 @@ def _weighed_time_left(status: JobStatus, now: float | None) -> _Estimate | None
         for saved in status.checkpoints
         if saved.get("done") is not None and saved["shard"] in work and float(saved.get("saved_at") or 0) >= started
     ]
-    before = sum((saved.get("done_before") or 0.0) * work[saved["shard"]] for saved in flying)
+    before = sum(done_before_run(saved, started) * work[saved["shard"]] for saved in flying)
     this_run = sum(work[saved["shard"]] * saved["done"] for saved in flying) - before
     committed = set(status.committed)
     left = sum(work[shard] for shard in planned if shard not in committed) - this_run - before

@@ -158,6 +158,34 @@ def test_a_resumed_attempts_saves_say_how_far_the_save_it_resumed_was(tmp_path):
     assert [(c["done"], c["done_before"]) for c in saved_checkpoints(folder)] == [(None, None)]
 
 
+def test_a_retry_within_a_run_counts_its_first_attempts_work_as_the_runs(tmp_path):
+    from batchenum.pipeline.checkpoint import Checkpoint, done_before_run, saved_checkpoints
+    from batchenum.pipeline.job import Shard
+    from batchenum.pipeline.storage import Storage
+
+    folder = Storage.at(str(tmp_path))
+
+    def attempt(done: float) -> None:
+        """An attempt that resumes from the last save, if any, and saves once."""
+        checkpoint = Checkpoint(folder, Shard("h001"), {"code": "1"})
+        checkpoint.load()
+        checkpoint.save(b"state", f"at {done}", done=done)
+        time.sleep(0.01)
+
+    attempt(0.2)  # an earlier run's
+    started = time.time()  # this run's start
+    time.sleep(0.01)  # saves record their time to the millisecond
+    attempt(0.5)  # its first attempt, resumed from 0.2, then killed
+    attempt(0.7)  # its retry, resumed from 0.5
+    [saved] = saved_checkpoints(folder)
+    assert (saved["done"], saved["done_before"]) == (0.7, 0.5)  # the attempt's own start
+    assert done_before_run(saved, started) == 0.2  # the run's: it did 0.5 of the shard
+    assert done_before_run(saved, 0.0) == 0.0  # a run before any save did it all
+    assert done_before_run(saved, time.time()) == 0.5  # a later run finds the retry's start
+    older = {k: v for k, v in saved.items() if k != "resumed"}  # a save by code that kept no history
+    assert done_before_run(older, started) == 0.5
+
+
 def test_saves_that_say_how_far_their_shard_is_count_in_the_estimate(monkeypatch):
     # a long shard's saves move the estimate before it is done (the n = 60 count's heights take up
     # to an hour): h2 expects 90 of the 100 units, 20 of them done by an earlier run (resumed)
