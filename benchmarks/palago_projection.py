@@ -281,6 +281,9 @@ def growths(m: Measured) -> dict[str, Growth]:
     }
     for run in m.later:
         _add_later(fits, run)
+    # the rotation search's growth rose from 1.31 a tile (n = 48 to 56) to 1.76 (56 to 60): the
+    # last two sizes are the ones to project with
+    fits["rotation_cpu"] = fits["rotation_cpu"][-2:]
     s = m.store if m.store and m.store["max_n"] > m.last_n else {}  # a store joins only past the published n
     if s and s["complete"]:
         where = f"store n = {s['max_n']}"
@@ -297,18 +300,36 @@ def growths(m: Measured) -> dict[str, Growth]:
 
 def _add_later(fits: dict[str, list[Point]], run: Measured) -> None:
     """A later published run's points: its states and state-steps always, its symmetric shards'
-    CPU (they never split), its heights' CPU if every split one recorded its tasks', and their bytes
-    only if every height was swept whole."""
+    CPU (they never split), and its heights' CPU and bytes only if every height was swept whole: a
+    split height's step costs what a task's share of the generation costs, not a whole one's
+    (0.49 us against 0.68 at n = 56), so its CPU is another curve (``split_step_us``)."""
     h, where = run.heights, f"results/transfer n = {run.max_n}"
     fits["heights_steps"].append(Point(run.max_n, sum(r["state_steps"] for r in h.values()), where))
     fits["largest_states"].append(Point(run.max_n, max(r["peak_states"] for r in h.values()), where))
     fits["mirror_cpu"].append(Point(run.max_n, run.mirror_cpu, where))
     fits["rotation_cpu"].append(Point(run.max_n, run.rotation_cpu, where))
-    if not _cpu_missing(h):
-        cpu = sum(r["cpu_seconds"] for r in h.values())  # resumed parts not estimated here
-        fits["heights_cpu"].append(Point(run.max_n, cpu, where))
     if not _split(h):
+        fits["heights_cpu"].append(Point(run.max_n, _cpu_with_resumed(h), where + " (with the resumed parts)"))
         fits["process_bytes"].append(Point(run.max_n, _process_bytes(h), where + ", the costliest height"))
+
+
+def _cpu_with_resumed(heights: dict[int, dict]) -> float:
+    """The heights' CPU seconds, a resumed height's part before its resume at its finishing rate."""
+    return sum(
+        r["cpu_seconds"] * r["state_steps"] / (r["state_steps"] - (r.get("state_steps_resumed") or 0))
+        for r in heights.values()
+        if r["state_steps"]
+    ) + sum(r["cpu_seconds"] for r in heights.values() if not r["state_steps"])
+
+
+def split_step_us(m: Measured) -> dict[int, float]:
+    """{n: CPU microseconds a state-step} of each later run whose heights ran split, their tasks'
+    CPU recorded: the measured cost of the split sweep, beside the fits of whole sweeps."""
+    return {
+        run.max_n: _cpu_with_resumed(run.heights) / sum(r["state_steps"] for r in run.heights.values()) * 1e6
+        for run in m.later
+        if _split(run.heights) and not _cpu_missing(run.heights)
+    }
 
 
 # Far below any height's CPU per state-step measured (0.3-0.9 us): such a shard's CPU is not its sweep's.
@@ -570,6 +591,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "growths": {name: growth_dict(g) for name, g in fits.items()},
         "step_cost": dict(zip(("a", "b", "worst_miss"), step_cost(m))),
+        "split_step_us": split_step_us(m),
         "per_height": per_height(m),
         "store": {**m.store, "joins": m.store["max_n"] > m.last_n} if m.store else None,
         "projections": [project(m, fits, n, args.cpus_per_node, args.node_gib) for n in TARGETS],
@@ -618,6 +640,10 @@ def _print_measured(r: dict) -> None:
         f"  a state-step's CPU at n = 56: {c['a'] * 1e6:.3f} + {c['b'] * 1e6:.3f} log10(generation) us, "
         f"missing a height by {c['worst_miss']:.0%} at most"
     )
+    for n, us in r["split_step_us"].items():
+        print(
+            f"  a state-step's CPU split across tasks at n = {n}: {us:.3f} us (the heights' CPU, resumed parts included)"
+        )
     print("Per height (committed run): CPU s, share, peak states, growth per tile from n = 48 of CPU and states")
     for h in r["per_height"]:
         if h["cpu"] >= 10:

@@ -79,11 +79,11 @@ HEIGHT_STATE_STEPS_AT_56 = (
 HEIGHT_SHIFT_PER_TILE = (0.20, 0.32)  # below the peak, above it
 COST_GROWTH_PER_TILE = 1.377
 STATE_STEP_SECONDS = 0.6e-6  # one process's sweep at n = 56 on the 2-core VM: 0.59 us a state-step
-# A symmetric shard's CPU seconds at n = 56 (cost.md: the reflection's sweep, one group's search
-# summed over its pieces) and its growth a tile (the sweep from 10 s at n = 50, a rotation group's
-# search from 4.0 s at n = 48; the plan's ROTATION_GROUP_GROWTH is the worst case, 1.73, for pieces
-# never too long, and would weigh the pieces ten times too much at n = 56).
-SYMMETRIC_SECONDS_AT_56 = {"reflection": (47.0, 1.30), "rotation": (35.4, 1.31), "full": (0.045, 1.31)}
+# A symmetric shard's CPU seconds at n = 60 (cost.md: the reflection's sweep, one rotation group's
+# search summed over its pieces, one full group's) and its growth a tile from n = 56, which gives
+# n = 56's figures back (47.0, 35.4, 0.044 s).  The rotation search grew 1.31 a tile from n = 48
+# to 56 and 1.76 from 56 to 60: the last is the one to project with.
+SYMMETRIC_SECONDS_AT_60 = {"reflection": (111.1, 1.24), "rotation": (342.1, 1.76), "full": (0.070, 1.12)}
 _LOG_STEPS_AT_56 = np.log(np.array(HEIGHT_STATE_STEPS_AT_56, dtype=np.float64))
 _PEAK_AT_56 = int(_LOG_STEPS_AT_56.argmax()) + 1
 
@@ -154,12 +154,12 @@ class PalagoTransferJob(PalagoCountsJob):
 
     def shard_work(self, shard: Shard) -> float:
         """Expected CPU seconds: a height's by its projected state-steps, a symmetric shard's by its
-        kind's cost at n = 56 (a group's shared by its pieces)."""
+        kind's cost at n = 60 (a group's shared by its pieces)."""
         spec, max_n = shard.spec, shard.spec["max_n"]
         if "height" in spec:
             return height_state_steps(spec["height"], max_n) * STATE_STEP_SECONDS
-        seconds, growth = SYMMETRIC_SECONDS_AT_56[spec["symmetric"]]
-        return seconds * growth ** (max_n - 56) / spec.get("parts", 1)
+        seconds, growth = SYMMETRIC_SECONDS_AT_60[spec["symmetric"]]
+        return seconds * growth ** (max_n - 60) / spec.get("parts", 1)
 
     def splits_on_ray(self, shard: Shard) -> bool:
         return "height" in shard.spec and self.max_n >= HEIGHTS_SPLIT_FROM_N

@@ -94,25 +94,26 @@ def later_split_run(tmp_path, split_tasks_recorded: bool) -> tuple[list[dict], d
         [sys.executable, str(SCRIPT), "--committed", str(later), "--json"], capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stderr
-    return rows, json.loads(run.stdout)["growths"]
+    return rows, json.loads(run.stdout)
 
 
-def test_a_later_split_run_adds_its_states_not_its_cpu(tmp_path, projection):
-    """A published run past n = 56 whose large heights ran split by older code (their shards record
-    their own thread's CPU only) adds its state-steps and peak states to the fits, not its CPU."""
-    rows, growths = later_split_run(tmp_path, split_tasks_recorded=False)
-    assert at(growths["heights_steps"], 60) == sum(r["state_steps"] for r in rows if r["shard"].startswith("h"))
-    assert [p["n"] for p in growths["heights_cpu"]["points"]] == [44, 46, 48, 56]
-    assert growths["heights_cpu"] == projection["growths"]["heights_cpu"]
-
-
-def test_a_later_split_run_that_recorded_its_tasks_adds_its_cpu(tmp_path):
-    rows, growths = later_split_run(tmp_path, split_tasks_recorded=True)
-    assert [p["n"] for p in growths["heights_cpu"]["points"]] == [44, 46, 48, 56, 60]
-    assert at(growths["heights_cpu"], 60) == pytest.approx(
-        sum(r["cpu_seconds"] for r in rows if r["shard"].startswith("h"))
-    )
-    assert "process_bytes" not in growths or 60 not in [p["n"] for p in growths["process_bytes"]["points"]]
+@pytest.mark.parametrize("split_tasks_recorded", [False, True])
+def test_a_later_split_run_adds_its_states_not_its_cpu(tmp_path, projection, split_tasks_recorded):
+    """A published run past n = 56 whose large heights ran split adds its state-steps and peak states
+    to the fits, not its CPU: a split step costs a task's share's, not a whole generation's.  Its
+    cost a state-step is given apart when its shards recorded their tasks' CPU (since 03cd5fd)."""
+    rows, document = later_split_run(tmp_path, split_tasks_recorded)
+    growths = document["growths"]
+    heights = [r for r in rows if r["shard"].startswith("h")]
+    assert at(growths["heights_steps"], 60) == sum(r["state_steps"] for r in heights)
+    whole = [p for p in projection["growths"]["heights_cpu"]["points"] if p["n"] <= 56]
+    assert growths["heights_cpu"]["points"] == whole and [p["n"] for p in whole] == [44, 46, 48, 56]
+    if split_tasks_recorded:
+        # a resumed height's part before its resume at the rate of the rest
+        cpu = sum(r["cpu_seconds"] * r["state_steps"] / (r["state_steps"] - r["state_steps_resumed"]) for r in heights)
+        assert document["split_step_us"] == {"60": pytest.approx(cpu / sum(r["state_steps"] for r in heights) * 1e6)}
+    else:
+        assert document["split_step_us"] == {}
 
 
 def test_projections_follow_from_the_fits(projection):

@@ -18,7 +18,8 @@ from batchenum.jobs.palago_publish import recombined
 COMMITTED = REPO / "results" / "transfer" / "palago"
 
 # The terms n = 45..50 as first committed (checked then against the int64 table n <= 44, every
-# Burnside division exact), and n = 51, 52 as the n <= 52 table first gave them: free, fixed.
+# Burnside division exact), n = 51, 52 as the n <= 52 table first gave them, and n = 53..56 as the
+# n <= 56 table did: free, fixed.
 FIRST_COMMITTED = {
     45: (22_994_487_871_219_157, 137_966_927_106_711_808),
     46: (65_646_945_396_280_077, 393_881_672_251_283_067),
@@ -28,6 +29,10 @@ FIRST_COMMITTED = {
     50: (4_405_479_642_588_093_190, 26_432_877_854_558_583_438),
     51: (12_638_818_893_669_024_294, 75_832_913_359_502_402_545),
     52: (36_290_612_165_738_591_656, 217_743_672_991_737_432_675),
+    53: (104_290_529_703_951_481_683, 625_743_178_216_756_835_361),
+    54: (299_945_831_538_150_338_166, 1_799_674_989_221_376_184_535),
+    55: (863_331_181_456_293_076_518, 5_179_987_088_718_442_658_316),
+    56: (2_486_767_154_489_309_241_984, 14_920_602_926_914_872_763_740),
 }
 COUNT_COLUMNS = ["free", "fixed", *(f"free_stabiliser_{s}" for s in (1, 2, 3, 6))]
 
@@ -41,13 +46,13 @@ def test_committed_partial_counts_recombine_to_the_committed_table():
     columns = recombined(pq.read_table(COMMITTED / "partial_counts.parquet"))  # Burnside divisions exact
     for name in COUNT_COLUMNS:
         assert [columns[name][n] for n in counts.index] == counts[name].tolist(), name
-    assert counts.index.max() == 56
-    assert counts.loc[56, "free"] == 2_486_767_154_489_309_241_984
-    assert counts.loc[56, "fixed"] == 14_920_602_926_914_872_763_740
+    assert counts.index.max() == 60
+    assert counts.loc[60, "free"] == 172_380_469_300_124_994_539_207
+    assert counts.loc[60, "fixed"] == 1_034_282_815_800_584_829_908_027
 
 
 def test_committed_table_keeps_the_verified_rows():
-    # n <= 28 against the direct search's table (an independent algorithm), n = 45..52 against the
+    # n <= 28 against the direct search's table (an independent algorithm), n = 45..56 against the
     # tables as first committed: a longer run changes no row it shares with a shorter one.
     counts = committed_counts()
     direct = pd.read_parquet(REPO / "results" / "extended" / "palago" / "creature_counts.parquet").set_index("n")
