@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from batchenum.jobs.palago_transfer import rotation_parts
+from batchenum.jobs.palago_transfer import SYMMETRIC_PIECE_SECONDS, rotation_parts
 from batchenum.pipeline.parquet_format import recorded_metadata
 from batchenum.solvers.palago import mirror
 from batchenum.solvers.palago.transfer import (
@@ -170,7 +170,6 @@ class Measured:
     mirror_cpu: float
     mirror_bytes: int  # the mirror sweep's peak resident memory beyond its process's start
     rotation_cpu: float
-    rotation_piece_cpu: float
     fixed: dict[int, int]
     reflection: dict[int, int]  # A_ref(n) = free_stabiliser_2 + free_stabiliser_6: the mirror kernel's int64 counts
     later: list[Measured] = field(default_factory=list)  # published runs past this one
@@ -207,9 +206,7 @@ def cost_statement(path: Path, counts: dict) -> Measured:
         int(n): int(f2) + int(f6)
         for n, f2, f6 in zip(counts["n"], counts["free_stabiliser_2"], counts["free_stabiliser_6"])
     }
-    return Measured(
-        max_n, heights, mirror["cpu_seconds"], mirror_bytes, sum(rotation), max(rotation), fixed, reflection
-    )
+    return Measured(max_n, heights, mirror["cpu_seconds"], mirror_bytes, sum(rotation), fixed, reflection)
 
 
 def store_figures(store: Path) -> dict:
@@ -302,7 +299,7 @@ def _add_later(fits: dict[str, list[Point]], run: Measured) -> None:
     """A later published run's points: its states and state-steps always, its symmetric shards'
     CPU (they never split), and its heights' CPU and bytes only if every height was swept whole: a
     split height's step costs what a task's share of the generation costs, not a whole one's
-    (0.49 us against 0.68 at n = 56), so its CPU is another curve (``split_step_us``)."""
+    (0.48 us at n = 60 against 0.68 at n = 56), so its CPU is another curve (``split_step_us``)."""
     h, where = run.heights, f"results/transfer n = {run.max_n}"
     fits["heights_steps"].append(Point(run.max_n, sum(r["state_steps"] for r in h.values()), where))
     fits["largest_states"].append(Point(run.max_n, max(r["peak_states"] for r in h.values()), where))
@@ -404,11 +401,14 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int, no
     steps = fits["heights_steps"].at(n)
     a, b, _ = step_cost(m)
     # Split, a step costs what it costs in a generation of a task's size (at most TASK_STATES): the
-    # low end, with today's rows.  The central figure is the heights' own CPU growth, whole
-    # generations, with today's rows; the high end the same with the pooled rows the runs measured.
+    # low end, with today's rows.  The central figure is the state-steps at the cost a split step
+    # was measured at (the last split run's), else the heights' own CPU growth, whole generations,
+    # with today's rows; the high end that growth with the pooled rows the runs measured.
     step_task = (a + b * math.log10(TASK_STATES)) * NARROW_CPU_FACTOR
     cpu_fit = fits["heights_cpu"].at(n)
-    heights_cpu = (cpu_fit[0] * NARROW_CPU_FACTOR, min(steps[1] * step_task, cpu_fit[1]), cpu_fit[2])
+    measured = split_step_us(m)
+    central = steps[0] * measured[max(measured)] * 1e-6 if measured else cpu_fit[0] * NARROW_CPU_FACTOR
+    heights_cpu = (central, min(steps[1] * step_task, cpu_fit[1], central), max(cpu_fit[2], central))
     mirror_cpu, rotation_cpu = fits["mirror_cpu"].at(n), fits["rotation_cpu"].at(n)
     symmetric = _sum(mirror_cpu, rotation_cpu)
     total = _sum(heights_cpu, symmetric)
@@ -433,8 +433,10 @@ def project(m: Measured, fits: dict[str, Growth], n: int, cpus_per_node: int, no
         "heights_state_steps": steps,
         "heights_cpu_hours": _scaled(heights_cpu, 1 / 3600),
         "symmetric_cpu_hours": _scaled(symmetric, 1 / 3600),
+        "rotation_group_s": rotation_cpu[0] / 3,  # one of the three rotation groups' search
         "total_cpu_hours": _scaled(total, 1 / 3600),
         "step_us_split": step_task * 1e6,
+        "split_step_measured": (max(measured), measured[max(measured)]) if measured else None,  # (n, us)
         "largest_height_peak_states": largest,
         # today's rows (one word a coefficient), growing as the pooled rows' bytes did
         "largest_height_whole_gib": tuple(
@@ -531,11 +533,13 @@ def changes(m: Measured, n: int, projected: dict, node_gib: float = 64.0) -> lis
             f"heights to {max_height(n)}: a state's key holds {max_height(MAX_N)} rows (solvers/palago/transfer.py "
             f"MAX_N = {MAX_N}; mirror.py MAX_N = {mirror.MAX_N}): a fourth key word, 8 bytes a state more"
         )
-    measured_piece = m.rotation_piece_cpu
-    out.append(
-        f"rotation pieces: the plan cuts each group into {rotation_parts(n):,} (ROTATION_GROUP_GROWTH 1.73 a tile) for "
-        f"pieces of a minute, but at n = {m.max_n} its pieces took at most {measured_piece:.1f} CPU s: refit the constant"
-    )
+    piece = projected["rotation_group_s"] / rotation_parts(n)
+    if not 0.5 < piece / SYMMETRIC_PIECE_SECONDS < 2:
+        out.append(
+            f"rotation pieces: the plan cuts each group into {rotation_parts(n):,} (ROTATION_GROUP_GROWTH 1.73 a tile "
+            f"from 4.0 s at n = 48) for pieces of a minute, but a group's search is projected at "
+            f"{projected['rotation_group_s']:,.0f} CPU s: pieces of {piece:.0f} s; refit the constant"
+        )
     clusters = projected["clusters"]
     mirror_gib, mirror_hours = projected["mirror_gib"][0], projected["mirror_hours"][0]
     bound = [c for c in clusters if c["largest_task_s"][0] >= c["critical_path_s"][0]]
@@ -667,7 +671,9 @@ def _print_measured(r: dict) -> None:
 def _print_projection(p: dict) -> None:
     print(f"\nn = {p['n']} (heights 1..{p['heights']}; central (low-high))")
     print(f"  heights' state-steps   {_tri(p['heights_state_steps'], '{:.3g}')}")
-    print(f"  heights' CPU-hours     {_tri(p['heights_cpu_hours'])} (a split step {p['step_us_split']:.2f} us)")
+    measured = p["split_step_measured"]
+    step = f"a split step {measured[1]:.2f} us as at n = {measured[0]}, " if measured else ""
+    print(f"  heights' CPU-hours     {_tri(p['heights_cpu_hours'])} ({step}{p['step_us_split']:.2f} us at the low end)")
     print(f"  symmetric CPU-hours    {_tri(p['symmetric_cpu_hours'], '{:.2f}')}")
     print(f"  total CPU-hours        {_tri(p['total_cpu_hours'])}")
     print(f"  largest height's peak  {_tri(p['largest_height_peak_states'], '{:.3g}')} states")

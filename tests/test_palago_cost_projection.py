@@ -111,7 +111,10 @@ def test_a_later_split_run_adds_its_states_not_its_cpu(tmp_path, projection, spl
     if split_tasks_recorded:
         # a resumed height's part before its resume at the rate of the rest
         cpu = sum(r["cpu_seconds"] * r["state_steps"] / (r["state_steps"] - r["state_steps_resumed"]) for r in heights)
-        assert document["split_step_us"] == {"60": pytest.approx(cpu / sum(r["state_steps"] for r in heights) * 1e6)}
+        us = cpu / sum(r["state_steps"] for r in heights) * 1e6
+        assert document["split_step_us"] == {"60": pytest.approx(us)}
+        for p in document["projections"]:  # the central CPU: the state-steps at the split step's measured cost
+            assert p["heights_cpu_hours"][0] == pytest.approx(p["heights_state_steps"][0] * us * 1e-6 / 3600)
     else:
         assert document["split_step_us"] == {}
 
