@@ -256,17 +256,23 @@ def test_cli_predicts_both_series(tmp_path):
     assert document["predictions"][0]["spread"] is None and document["predictions"][0]["backtest_error"] is None
 
 
-def test_cli_up_to_52_prints_the_documented_check_of_a53_to_a56():
+@pytest.mark.parametrize(
+    "up_to, first",
+    [(52, (53, "+9.0e-07", "0.22")), (56, (57, "-1.7e-07", "0.09"))],
+    ids=["a53-a56", "a57-a60"],
+)
+def test_cli_up_to_n_prints_the_documented_check_of_the_next_four(up_to, first):
     # docs/palago_growth.md's record of the bars: from n <= 52, a(53) of the fixed series was
-    # predicted +9.0e-7 off, 0.22 of its bar; the command gives that table from the committed one
-    result = growth("--from", str(REPO / "results" / "transfer"), "--up-to", "52", "--predict", "4", "--json")
+    # predicted +9.0e-7 off, 0.22 of its bar; from n <= 56 (the prediction made before the n = 60
+    # run), a(57) -1.7e-7 off, 0.09 of it.  The command gives those tables from the committed one
+    result = growth("--from", str(REPO / "results" / "transfer"), "--up-to", str(up_to), "--predict", "4", "--json")
     assert_exit(result, 0)
     document = json.loads(result.stdout)
     table = pq.read_table(REPO / "results" / "transfer" / "palago" / "creature_counts.parquet")
     fixed, free = series_of(table, "fixed"), series_of(table, "free")
-    expected = joint_predictions(fixed[:53], free[:53], 4)
+    expected = joint_predictions(fixed[: up_to + 1], free[: up_to + 1], 4)
     for part, column, series in ((document, "fixed", fixed), (document["free"], "free", free)):
         assert part["predictions"] == [prediction_json(p, series[p.n]) for p in expected[column]]
         assert all(shown["error_over_bar"] < 1 for shown in part["predictions"])  # every term inside its bar
-    first = document["predictions"][0]
-    assert (first["n"], f"{first['error']:+.1e}", f"{first['error_over_bar']:.2f}") == (53, "+9.0e-07", "0.22")
+    shown = document["predictions"][0]
+    assert (shown["n"], f"{shown['error']:+.1e}", f"{shown['error_over_bar']:.2f}") == first
