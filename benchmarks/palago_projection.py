@@ -14,8 +14,9 @@ It fits the growth per tile of each quantity (least squares on its logarithm; th
 slowest and fastest growth between consecutive measured sizes, widened to two standard errors of
 the fitted slope) and projects from the last measured size, printing:
 
-- the work: the heights' state-steps and CPU-hours (two ways: the CPU seconds' own growth, and the
-  state-steps at the cost a step has in a generation of a task's size), the symmetric shards';
+- the work: the heights' state-steps and CPU-hours (the state-steps at the cost a split step was
+  measured at, once a published run split its heights; the range from the whole sweeps' CPU growth
+  and from the cost a step has in a generation of a task's size), the symmetric shards';
 - the largest height's peak states and what one process holding them whole would need;
 - per cluster of 16, 128 and 1,024 CPUs (``--cpus-per-node`` a node): the tasks of the largest
   phase (tasks_for, TASK_STATES), each task's peak, the object store's share, the peak per node;
@@ -313,10 +314,8 @@ def _add_later(fits: dict[str, list[Point]], run: Measured) -> None:
 def _cpu_with_resumed(heights: dict[int, dict]) -> float:
     """The heights' CPU seconds, a resumed height's part before its resume at its finishing rate."""
     return sum(
-        r["cpu_seconds"] * r["state_steps"] / (r["state_steps"] - (r.get("state_steps_resumed") or 0))
-        for r in heights.values()
-        if r["state_steps"]
-    ) + sum(r["cpu_seconds"] for r in heights.values() if not r["state_steps"])
+        r["cpu_seconds"] / (1 - (r.get("state_steps_resumed") or 0) / (r["state_steps"] or 1)) for r in heights.values()
+    )
 
 
 def split_step_us(m: Measured) -> dict[int, float]:
