@@ -259,12 +259,7 @@ def growths(m: Measured) -> dict[str, Growth]:
     """Every fitted growth, from the documented figures, the committed run and a store's."""
     doc = {name: [Point(*p) for p in points] for name, points in DOCUMENTED.items()}
     h, n = m.heights, m.max_n
-    resumed = sum(
-        r["cpu_seconds"] * r["state_steps_resumed"] / (r["state_steps"] - r["state_steps_resumed"])
-        for r in h.values()
-        if r["state_steps_resumed"]
-    )
-    cpu = sum(r["cpu_seconds"] for r in h.values()) + resumed
+    cpu = _cpu_with_resumed(h)
     here = f"results/transfer n = {n}"
     whole = not _split(h)  # a split height's process holds none of its states
     fits = {

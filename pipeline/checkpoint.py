@@ -42,10 +42,14 @@ class Checkpoint:
         self.shard_id = shard.id
         self.path = storage.join(CHECKPOINTS, f"{shard.id}.ckpt")
         self.provenance = provenance
-        self.resumed_done = 0.0  # the share of the work done of the save ``load`` resumed from
         # [saved_at, done] of every save this shard's attempts resumed from, oldest first: which
         # of its work a given run did (``done_before_run``), even when it retried within that run
         self.resumed: list[list[float]] = []
+
+    @property
+    def resumed_done(self) -> float:
+        """The share of the work done of the save ``load`` resumed from (0: none)."""
+        return self.resumed[-1][1] if self.resumed else 0.0
 
     def load(self) -> bytes | None:
         """The saved state, or None when there is none, or it was saved by other code or parameters."""
@@ -55,8 +59,10 @@ class Checkpoint:
         if header is None or header.get("provenance") != self.provenance:
             return None
         LOGGER.info(f"{self.storage.uri(self.path)}: resuming from the save at {header.get('progress') or '?'}")
-        self.resumed_done = _share(header.get("done")) or 0.0
-        self.resumed = [*_resume_points(header), [float(header.get("saved_at") or 0), self.resumed_done]]
+        self.resumed = [
+            *_resume_points(header),
+            [float(header.get("saved_at") or 0), _share(header.get("done")) or 0.0],
+        ]
         return data
 
     def save(self, data: bytes, progress: str = "", done: float | None = None) -> None:
